@@ -1,0 +1,269 @@
+"""``teamctl``: the operator's commands (DESIGN §1). A thin client of the daemon.
+
+Imports stay light (click and the standard library) so the CLI starts fast; pydantic is only
+loaded by ``launch`` (to validate the team file before anything starts).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from orchestrator import client
+from orchestrator.errors import TeamctlError
+from orchestrator.paths import Home
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_CALL_MARGIN = 15.0
+
+
+def _home() -> Home:
+    return Home.from_env()
+
+
+def _emit_json(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def _fail(exc: TeamctlError, as_json: bool) -> None:
+    from orchestrator.redaction import redact
+
+    message = redact(exc.message)
+    if as_json:
+        _emit_json({"ok": False, "error": {"code": exc.code, "message": message,
+                                           "retryable": exc.retryable}})
+    else:
+        click.echo(f"teamctl: {message}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn a TeamctlError into its message on stderr (or JSON) and its exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TeamctlError as exc:
+            _fail(exc, bool(kwargs.get("as_json")))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _member_table(members: list[dict[str, Any]]) -> list[str]:
+    header = ("MEMBER", "RUNTIME", "MODEL", "LAUNCH", "LIVENESS", "READINESS", "PID",
+              "RESTARTS", "QUEUED")
+    rows = [header] + [
+        (m["name"], m["runtime"], m.get("model") or "-", m["launch"], m["liveness"],
+         m["readiness"], str(m.get("pid") or "-"), str(m.get("restarts", 0)),
+         str(m.get("queued", 0)))
+        for m in members
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += [f"  {m['name']}: {m['error']}" for m in members if m.get("error")]
+    return lines
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="teamctl")
+def cli() -> None:
+    """Run a team of coding agents (Claude Code, Codex, OpenCode) on one machine."""
+
+
+@cli.command()
+@click.argument("teamfile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-wait", is_flag=True, help="Return once members are starting.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds to wait for every member to be ready.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@handles_errors
+def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) -> None:
+    """Start the daemon if needed, then the team in TEAMFILE; wait until members are ready."""
+    from orchestrator.config import load_team_file
+
+    config = load_team_file(teamfile)
+    home = _home()
+    client.ensure_daemon(home)
+    wait_for = timeout or max(m.start_timeout for m in config.members) + 5.0
+    team = client.call(
+        home, "launch",
+        {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
+         "wait": not no_wait, "timeout": timeout},
+        timeout=wait_for + _CALL_MARGIN,
+    )
+    failed = [m for m in team["members"] if m["launch"] in ("fatal", "backoff", "stopped")
+              or (not no_wait and m["readiness"] == "not_ready")]
+    if as_json:
+        _emit_json({"ok": not failed, "team": team["name"], "members": team["members"]})
+    else:
+        click.echo(f"team {team['name']}")
+        for line in _member_table(team["members"]):
+            click.echo(line)
+    if failed:
+        if not as_json:
+            names = ", ".join(m["name"] for m in failed)
+            click.echo(f"teamctl: not ready: {names} (see 'teamctl logs')", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("team", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def status(team: str | None, as_json: bool) -> None:
+    """Show each member's launch, liveness and readiness, and its queue."""
+    doc = client.call(_home(), "status", {"team": team})
+    if as_json:
+        _emit_json(doc)
+        return
+    if not doc["teams"]:
+        click.echo("no team is running")
+    for entry in doc["teams"]:
+        click.echo(f"team {entry['name']}")
+        for line in _member_table(entry["members"]):
+            click.echo(line)
+
+
+@cli.command()
+@click.option("--team", default=None)
+@click.argument("member")
+@click.argument("text", required=False)
+@click.option("--wait", is_flag=True, help="Wait for the reply and print it.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
+              show_default=True, help="Seconds to wait for the reply (with --wait).")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def send(team: str | None, member: str, text: str | None, wait: bool, timeout: float,
+         as_json: bool) -> None:
+    """Send TEXT (or '-' for stdin) to MEMBER; print the message id, or with --wait the reply."""
+    if text is None or text == "-":
+        if text is None and sys.stdin.isatty():
+            raise click.UsageError("give TEXT, or '-' to read it from stdin")
+        text = sys.stdin.read()
+    if not text.strip():
+        raise click.UsageError("the message is empty")
+    result = client.call(
+        _home(), "send",
+        {"team": team, "member": member, "text": text, "wait": wait, "timeout": timeout},
+        timeout=(timeout if wait else 0) + _CALL_MARGIN,
+    )
+    if as_json:
+        _emit_json(result)
+    elif not wait:
+        click.echo(result["id"])
+    elif result["state"] == "answered":
+        click.echo(result["reply"])
+    if wait and result["state"] != "answered":
+        error = result.get("error") or {}
+        if not as_json:
+            click.echo(f"{error.get('code', 'failed')}: {error.get('message', '')}", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--team", default=None)
+@click.argument("member")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def history(team: str | None, member: str, as_json: bool) -> None:
+    """Show MEMBER's messages: state, attempts, replies and errors."""
+    doc = client.call(_home(), "history", {"team": team, "member": member})
+    if as_json:
+        _emit_json(doc)
+        return
+    for message in doc["messages"]:
+        click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}")
+        click.echo(f"  > {message['text']}")
+        if message.get("reply"):
+            click.echo("  < " + message["reply"].replace("\n", "\n    "))
+        if message.get("error"):
+            error = message["error"]
+            click.echo(f"  ! {error['code']}: {error['message']}")
+
+
+@cli.command()
+@click.option("--team", default=None)
+@click.argument("member")
+@handles_errors
+def restart(team: str | None, member: str) -> None:
+    """Restart MEMBER (also clears a fatal state)."""
+    doc = client.call(_home(), "restart", {"team": team, "member": member}, timeout=120.0)
+    for line in _member_table([m for m in doc["members"] if m["name"] == member]):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("team", required=False)
+@handles_errors
+def stop(team: str | None) -> None:
+    """Stop TEAM's members; without TEAM, every team and then the daemon."""
+    doc = client.call(_home(), "stop", {"team": team}, timeout=180.0)
+    for name in doc["stopped"]:
+        click.echo(f"stopped {name}")
+    if doc.get("daemon_stopping"):
+        click.echo("daemon stopping")
+
+
+@cli.command()
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they come.")
+@click.option("--team", default=None)
+@click.option("--member", default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON lines.")
+def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> None:
+    """Print the redacted diagnostics (works with or without a running daemon)."""
+    from orchestrator import diagnostics
+
+    path = _home().logs / diagnostics.LOG_FILE_NAME
+    events, offset = diagnostics.read_new(path, 0)
+
+    def show(batch: list[dict[str, Any]]) -> None:
+        for event in batch:
+            if diagnostics.matches(event, team=team, member=member):
+                line = json.dumps(event, ensure_ascii=False) if as_json else \
+                    diagnostics.format_event(event)
+                click.echo(line)
+
+    show(events)
+    if follow:
+        try:
+            for batch in diagnostics.follow(path, offset):
+                show(batch)
+        except KeyboardInterrupt:
+            pass
+
+
+@cli.command()
+@click.option("--notify-fd", type=int, default=None, hidden=True)
+def daemon(notify_fd: int | None) -> None:
+    """Run the daemon in the foreground."""
+    from orchestrator.daemon import main as daemon_main
+
+    sys.exit(daemon_main(_home(), notify_fd=notify_fd))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def doctor(as_json: bool) -> None:
+    """Which runtimes are installed and their versions."""
+    from orchestrator.doctor import inspect_runtimes
+
+    report = inspect_runtimes()
+    if as_json:
+        _emit_json(report)
+        return
+    for row in report["runtimes"]:
+        where = row["path"] or "not found"
+        click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
+
+
+def main() -> None:
+    cli(prog_name="teamctl")

@@ -1,0 +1,132 @@
+"""The CLI's side of the control socket: one JSON-RPC call per connection, every wait bounded.
+
+Standard library only (plus ``orchestrator.errors``/``rpc``), so ``teamctl`` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from orchestrator import rpc
+from orchestrator.errors import DaemonUnavailable, TeamctlError, error_from_wire
+from orchestrator.paths import Home, ensure_private_dir
+
+__all__ = ["call", "ensure_daemon", "ping"]
+
+_RESPONSE_LIMIT_BYTES = 256 * 1024 * 1024
+_CONNECT_TIMEOUT = 5.0
+
+
+def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
+    """Call ``method`` on the daemon; its result, or the daemon's error raised as TeamctlError."""
+    path = str(home.socket)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(_CONNECT_TIMEOUT)
+        try:
+            sock.connect(path)
+        except FileNotFoundError:
+            raise DaemonUnavailable(path, "no socket") from None
+        except (ConnectionRefusedError, socket.timeout) as exc:
+            raise DaemonUnavailable(path, type(exc).__name__) from None
+        sock.settimeout(timeout)
+        sock.sendall(rpc.request(1, method, params))
+        response = _read_line(sock, path, timeout)
+    finally:
+        sock.close()
+    return _unwrap(response)
+
+
+def _read_line(sock: socket.socket, path: str, timeout: float) -> dict[str, Any]:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            raise TeamctlError(f"the daemon did not answer within {timeout:g}s") from None
+        if not chunk:
+            raise DaemonUnavailable(path, "the daemon closed the connection")
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if size > _RESPONSE_LIMIT_BYTES:
+            raise TeamctlError("the daemon's answer is larger than the client accepts")
+    value = json.loads(b"".join(chunks))
+    if not isinstance(value, dict):
+        raise TeamctlError("the daemon answered something that is not JSON-RPC")
+    return value
+
+
+def _unwrap(response: dict[str, Any]) -> Any:
+    error = response.get("error")
+    if error is None:
+        return response.get("result")
+    data = error.get("data")
+    if isinstance(data, dict):
+        raise error_from_wire(data)
+    raise TeamctlError(f"the daemon refused the request: {error.get('message')}")
+
+
+def ping(home: Home) -> bool:
+    try:
+        call(home, "ping", {}, timeout=5.0)
+    except DaemonUnavailable:
+        return False
+    return True
+
+
+def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
+    """Start a detached daemon unless one answers; True when this call started it.
+
+    Waits for the daemon's "ready" line on a pipe (never a sleep loop), at most ``timeout``."""
+    if ping(home):
+        return False
+    ensure_private_dir(home.root)
+    ensure_private_dir(home.logs)
+    read_fd, write_fd = os.pipe()
+    out = os.open(home.logs / "daemon.out", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    env = dict(os.environ, TEAMCTL_HOME=str(home.root))
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "daemon", "--notify-fd", str(write_fd)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(write_fd,),
+            start_new_session=True, env=env, close_fds=True,
+        )
+    finally:
+        os.close(write_fd)
+        os.close(out)
+    try:
+        if _wait_ready(read_fd, timeout):
+            return True
+    finally:
+        os.close(read_fd)
+    code = process.poll()
+    detail = f"it exited {code}" if code is not None else f"no ready signal in {timeout:g}s"
+    raise TeamctlError(
+        f"the daemon did not start ({detail}); see {home.logs / 'daemon.out'}"
+    )
+
+
+def _wait_ready(fd: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while (remaining := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([fd], [], [], remaining)
+        if not readable:
+            return False
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return False
+        data += chunk
+        if b"ready" in data:
+            return True
+    return False

@@ -1,0 +1,181 @@
+"""The team file: TOML → pydantic models (DESIGN §1).
+
+Unknown keys and bad values are errors that name the file, the line, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.errors import TeamFileError
+
+__all__ = ["NAME_PATTERN", "MemberConfig", "TeamConfig", "TeamSection", "load_team_file"]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Seconds = Annotated[float, Field(gt=0)]
+RuntimeName = Literal["claude", "codex", "opencode"]
+
+_FIXES = {
+    "extra_forbidden": "remove it or check its spelling",
+    "string_pattern_mismatch": "use letters, digits, '_' and '-' (at most 64, starting "
+    "with a letter or digit)",
+    "literal_error": "use one of the values listed",
+    "missing": "add it",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TeamSection(_Strict):
+    name: Name
+    workdir: str = "."
+
+
+class MemberConfig(_Strict):
+    """One teammate: its runtime, model, role and supervision policy."""
+
+    name: Name
+    runtime: RuntimeName
+    model: str | None = None
+    prompt: str | None = None
+    vision: bool | None = None
+    workdir: str | None = None
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    config: dict[str, Any] = {}
+    restart: Literal["on-failure", "always", "never"] = "on-failure"
+    backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
+    max_restarts: Annotated[int, Field(ge=0)] = 5
+    restart_window: Seconds = 300.0
+    start_timeout: Seconds = 60.0
+    turn_idle_timeout: Seconds = 600.0
+
+    @model_validator(mode="after")
+    def _backoff_ordered(self) -> MemberConfig:
+        if self.backoff[0] > self.backoff[1]:
+            raise ValueError("backoff = [first, largest]: the first delay must not exceed the largest")
+        return self
+
+
+class TeamConfig(_Strict):
+    """A whole team file, with ``workdir`` already made absolute."""
+
+    team: TeamSection
+    members: Annotated[list[MemberConfig], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique_members(self) -> TeamConfig:
+        seen: set[str] = set()
+        for member in self.members:
+            if member.name in seen:
+                raise ValueError(f"two members are named {member.name!r}; names must be unique")
+            seen.add(member.name)
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.team.name
+
+    def member(self, name: str) -> MemberConfig | None:
+        return next((m for m in self.members if m.name == name), None)
+
+    def member_workdir(self, member: MemberConfig) -> Path:
+        base = Path(self.team.workdir)
+        return (base / member.workdir).resolve() if member.workdir else base
+
+
+def load_team_file(path: Path) -> TeamConfig:
+    """Read, parse and validate a team file; raise TeamFileError naming every problem."""
+    shown = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TeamFileError(shown, [f"cannot read it: {exc}"]) from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TeamFileError(shown, [f"not valid TOML: {exc}"]) from exc
+    _absolutize_paths(raw, path.parent.resolve())
+    try:
+        return TeamConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise TeamFileError(shown, _describe(exc, text, shown)) from exc
+
+
+def _absolutize_paths(raw: dict[str, Any], base: Path) -> None:
+    """``workdir`` and a ``command`` given as a relative path are relative to the team file."""
+    team = raw.get("team")
+    if isinstance(team, dict):
+        workdir = team.get("workdir", ".")
+        if isinstance(workdir, str):
+            team["workdir"] = str((base / workdir).resolve())
+    members = raw.get("members")
+    for member in members if isinstance(members, list) else []:
+        command = member.get("command") if isinstance(member, dict) else None
+        if isinstance(command, str) and "/" in command and not command.startswith(("/", "~")):
+            member["command"] = str((base / command).resolve())
+
+
+def _describe(exc: ValidationError, text: str, shown: str) -> list[str]:
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        key = _dotted(loc)
+        line = _locate(text, loc)
+        where = f"{shown}:{line}" if line else shown
+        fix = _FIXES.get(error["type"], "")
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        problems.append(f"{where}: {key}: {message}" + (f" ({fix})" if fix else ""))
+    return problems
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "(top level)"
+
+
+def _locate(text: str, loc: tuple[Any, ...]) -> int | None:
+    """Best-effort line number of ``loc`` in the TOML text (tomllib keeps none)."""
+    lines = text.splitlines()
+    if not loc:
+        return None
+    start = 0
+    section, rest = str(loc[0]), loc[1:]
+    if section == "members":
+        headers = [i for i, ln in enumerate(lines) if re.match(r"^\s*\[\[members\]\]", ln)]
+        if rest and isinstance(rest[0], int) and rest[0] < len(headers):
+            start, rest = headers[rest[0]], rest[1:]
+        elif headers:
+            return headers[0] + 1
+    else:
+        header = next((i for i, ln in enumerate(lines) if ln.strip() == f"[{section}]"), None)
+        if header is None:
+            return None
+        start = header
+    if not rest:
+        return start + 1
+    key = re.escape(str(rest[0]))
+    for i in range(start + 1, len(lines)):
+        if re.match(r"^\s*\[", lines[i]) and not re.match(rf"^\s*\[+members\.{key}", lines[i]):
+            break
+        if re.match(rf"^\s*\"?{key}\"?\s*=", lines[i]) or re.match(
+            rf"^\s*\[members\.{key}\]", lines[i]
+        ):
+            return i + 1
+    return start + 1

@@ -1,0 +1,99 @@
+"""Types that cross from the orchestrator into runtimes (DESIGN §2).
+
+Runtimes import only this module (and ``runtimes.base``/``runtimes.framing``): the launch spec
+of a member, the turn to deliver, the prepared parts of a message, the outcome of a turn, the
+capabilities an adapter declares, and the errors a runtime may raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import (
+    ExecutableNotFound,
+    LineTooLong,
+    MemberStartFailed,
+    ProtocolError,
+    RuntimeExited,
+    RuntimeStuck,
+    TurnFailed,
+)
+
+__all__ = [
+    "Capabilities",
+    "ExecutableNotFound",
+    "LaunchSpec",
+    "LineTooLong",
+    "MemberStartFailed",
+    "PreparedPart",
+    "ProtocolError",
+    "RuntimeExited",
+    "RuntimeStuck",
+    "TextPart",
+    "Turn",
+    "TurnFailed",
+    "TurnResult",
+    "redact",
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a runtime's transport can carry (not what the member's model can see)."""
+
+    image_input: bool
+    image_mimes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything a runtime needs to start one member's process."""
+
+    team: str
+    member: str
+    executable: str
+    model: str | None
+    prompt: str | None
+    workdir: Path
+    state_dir: Path
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    start_timeout: float = 60.0
+    turn_idle_timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+PreparedPart = TextPart
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message to deliver to one member, as parts the runtime's adapter serializes."""
+
+    message_id: str
+    parts: tuple[PreparedPart, ...]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """The runtime's own end-of-turn event for that turn: the delivery proof."""
+
+    reply: str
+    session_id: str | None = None
+    cost_usd: float | None = None
+
+
+def redact(text: str) -> str:
+    """The one redactor (orchestrator.redaction), for runtimes that keep stderr or errors."""
+    from orchestrator.redaction import redact as _redact
+
+    return _redact(text)

@@ -1,0 +1,137 @@
+"""The daemon and the composition root: the only module that wires runtimes, supervisor,
+mailbox, journal and control server together.
+
+Start-up: take an exclusive lock on ``daemon.pid`` (a second daemon on the same home refuses to
+start), write the pid, open the journal and put deliveries left in flight back in the queue,
+bind ``teamctl.sock`` (0600, in the 0700 home), launch again the teams that should run, then
+announce readiness (a line on stdout, and on ``notify_fd`` for ``teamctl launch``). SIGTERM,
+SIGINT and ``teamctl stop`` stop members in reverse start order, then the daemon exits 0.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import sys
+from contextlib import ExitStack
+from typing import TextIO
+
+import anyio
+import structlog
+
+from orchestrator.api import ControlServer
+from orchestrator.diagnostics import configure
+from orchestrator.errors import DaemonAlreadyRunning, TeamctlError
+from orchestrator.mailbox import Mailbox
+from orchestrator.paths import Home
+from orchestrator.store import AsyncStore, Store
+from orchestrator.supervisor import Supervisor
+from orchestrator.teams import Teams
+from runtimes.base import Runtime
+from runtimes.registry import default_runtimes
+
+__all__ = ["Daemon", "main"]
+
+log = structlog.get_logger("teamctl.daemon")
+
+
+def _take_lock(home: Home) -> TextIO:
+    """Hold an exclusive flock on the pid file for the daemon's life; write our pid."""
+    fd = os.open(home.pid_file, os.O_RDWR | os.O_CREAT, 0o600)
+    handle = os.fdopen(fd, "r+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = handle.read().strip()
+        handle.close()
+        raise DaemonAlreadyRunning(str(home.root), int(text) if text.isdigit() else None) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+class Daemon:
+    def __init__(self, home: Home, runtimes: dict[str, Runtime] | None = None) -> None:
+        self.home = home
+        self._runtimes = runtimes or default_runtimes()
+        self._shutdown = anyio.Event()
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def run(self, *, notify_fd: int | None = None) -> None:
+        self.home.prepare()
+        with ExitStack() as stack:
+            stack.enter_context(_take_lock(self.home))
+            stack.enter_context(configure(self.home.logs))
+            store = Store(self.home.database)
+            stack.callback(store.close)
+            for message_id, member, state in store.recover_in_flight():
+                log.warning("delivery_recovered", message_id=message_id, member=member,
+                            state=state)
+            await self._serve(AsyncStore(store), notify_fd)
+        log.info("daemon_stopped", pid=os.getpid())
+
+    async def _serve(self, store: AsyncStore, notify_fd: int | None) -> None:
+        async with anyio.create_task_group() as tg:
+            supervisor = Supervisor(
+                self.home, self._runtimes, tg,
+                load_session=lambda t, m: store.call(store.sync.session_id, t, m),
+                save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
+            )
+            mailbox = Mailbox(store, supervisor, tg)
+            teams = Teams(store, supervisor, mailbox)
+            server = ControlServer(teams, on_stop_all=self.request_shutdown)
+            listener = await self._listen()
+            tg.start_soon(listener.serve, server.handle_connection, name="control server")
+            tg.start_soon(self._watch_signals, name="signals")
+            await teams.resume_desired()
+            self._announce_ready(notify_fd)
+            await self._shutdown.wait()
+            log.info("daemon_stopping")
+            with anyio.CancelScope(shield=True):
+                await teams.shutdown()
+                await listener.aclose()
+                self.home.socket.unlink(missing_ok=True)
+            tg.cancel_scope.cancel()
+
+    async def _listen(self) -> anyio.abc.SocketListener:
+        path = self.home.socket
+        path.unlink(missing_ok=True)  # stale: we hold the lock, so no daemon serves it
+        old_umask = os.umask(0o177)
+        try:
+            listener = await anyio.create_unix_listener(path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        return listener
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("daemon_signal", signal=signal.Signals(signum).name)
+                self.request_shutdown()
+
+    def _announce_ready(self, notify_fd: int | None) -> None:
+        log.info("daemon_ready", pid=os.getpid(), socket=str(self.home.socket))
+        sys.stdout.write(f"teamctl daemon ready pid={os.getpid()} socket={self.home.socket}\n")
+        sys.stdout.flush()
+        if notify_fd is not None:
+            try:
+                os.write(notify_fd, b"ready\n")
+                os.close(notify_fd)
+            except OSError:
+                pass
+
+
+def main(home: Home, *, notify_fd: int | None = None) -> int:
+    """Run the daemon in the foreground until stopped; the process exit status."""
+    try:
+        anyio.run(lambda: Daemon(home).run(notify_fd=notify_fd))
+    except TeamctlError as exc:
+        sys.stderr.write(f"teamctl daemon: {exc.message}\n")
+        return exc.exit_code
+    return 0

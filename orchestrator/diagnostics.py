@@ -1,0 +1,114 @@
+"""Diagnostics: structlog → one redaction processor → JSON lines under ``TEAMCTL_HOME/logs``.
+
+The daemon configures structlog once (``configure``); every event passes through
+``redact_event`` before it is rendered. ``teamctl logs`` reads the same files back
+(``read_new``, ``format_event``) and follows them with watchfiles (``follow``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, MutableMapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from orchestrator.redaction import redact_value
+
+__all__ = [
+    "LOG_FILE_NAME",
+    "configure",
+    "follow",
+    "format_event",
+    "matches",
+    "read_new",
+    "redact_event",
+]
+
+LOG_FILE_NAME = "teamctl.jsonl"
+_FIELD_ORDER = ("team", "member", "message_id", "code", "pid", "exit", "state")
+
+
+def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """The structlog processor every event passes through (DESIGN §7)."""
+    return redact_value(dict(event))
+
+
+def configure(logs_dir: Path) -> TextIO:
+    """Send every structlog event, redacted, as one JSON line to ``logs_dir/teamctl.jsonl``."""
+    import structlog
+
+    path = logs_dir / LOG_FILE_NAME
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    stream = os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+            structlog.processors.format_exc_info,
+            redact_event,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.WriteLoggerFactory(file=stream),
+        cache_logger_on_first_use=True,
+    )
+    return stream
+
+
+def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Complete JSON lines written after ``offset``; the offset to continue from."""
+    try:
+        with path.open("rb") as f:
+            if os.fstat(f.fileno()).st_size < offset:
+                offset = 0  # the file was replaced
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], 0
+    end = data.rfind(b"\n") + 1
+    events = []
+    for line in data[:end].splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events, offset + end
+
+
+def matches(event: dict[str, Any], *, team: str | None, member: str | None) -> bool:
+    return (team is None or event.get("team") == team) and (
+        member is None or event.get("member") == member
+    )
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One readable line: time, level, event, then the known fields, then the rest."""
+    ts = str(event.get("ts", ""))[11:23]
+    level = str(event.get("level", "info")).upper()
+    fields = [f"{k}={event[k]}" for k in _FIELD_ORDER if k in event]
+    rest = sorted(k for k in event if k not in {"ts", "level", "event", *_FIELD_ORDER})
+    fields += [f"{k}={_short(event[k])}" for k in rest]
+    return f"{ts} {level:<7} {event.get('event', '?'):<24} {' '.join(fields)}".rstrip()
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def follow(path: Path, offset: int, stop: Callable[[], bool] | None = None
+           ) -> Iterator[list[dict[str, Any]]]:
+    """Yield batches of new events as the file grows (watchfiles; no polling loop)."""
+    import watchfiles
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _changes in watchfiles.watch(path.parent, yield_on_timeout=True, rust_timeout=1000,
+                                     debounce=50, step=20):
+        events, offset = read_new(path, offset)
+        if events:
+            yield events
+        if stop is not None and stop():
+            return

@@ -1,0 +1,30 @@
+"""``teamctl doctor``: which runtime executables are found, and their versions."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+__all__ = ["inspect_runtimes"]
+
+_RUNTIMES = (("claude", "TEAMCTL_CLAUDE_BIN"), ("codex", "TEAMCTL_CODEX_BIN"),
+             ("opencode", "TEAMCTL_OPENCODE_BIN"))
+
+
+def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
+    rows = []
+    for name, env_var in _RUNTIMES:
+        path = shutil.which(os.environ.get(env_var) or name)
+        version = None
+        if path:
+            try:
+                done = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                      timeout=timeout, check=False)
+                version = (done.stdout or done.stderr).strip().splitlines()[0:1]
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                version = [f"error: {exc}"]
+        rows.append({"runtime": name, "env_var": env_var, "path": path,
+                     "version": version[0] if version else None})
+    return {"runtimes": rows}

@@ -1,0 +1,156 @@
+"""The mailbox: a journaled FIFO per member, delivered one turn at a time.
+
+``send`` journals a message with its deliveries (``queued``) before returning its id. A loop
+per member takes the oldest queued delivery, borrows the member's ready process from the
+supervisor, and walks the delivery through ``prepared → sent → answered | failed`` (DESIGN §3,
+§4). A turn cut by the member's exit (or a stuck turn) goes back to ``queued`` until its
+attempts are used up; an error the runtime reports for the turn (an API error) ends ``failed``
+with that error. The mailbox never writes launch, liveness or readiness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from orchestrator.contracts import TextPart, Turn
+from orchestrator.errors import ReplyTimeout, RuntimeExited, RuntimeStuck, TeamctlError
+from orchestrator.ids import new_ulid
+from orchestrator.store import AsyncStore, Delivery
+from orchestrator.supervisor import Supervisor
+
+__all__ = ["Mailbox"]
+
+log = structlog.get_logger("teamctl.mailbox")
+
+
+@dataclass(eq=False)
+class _Queue:
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    def poke(self) -> None:
+        self.wake.set()
+
+    async def idle(self) -> None:
+        await self.wake.wait()
+        self.wake = anyio.Event()
+
+
+class Mailbox:
+    """Journaled per-member queues and the waiters for their outcomes."""
+
+    def __init__(self, store: AsyncStore, supervisor: Supervisor, tg: TaskGroup) -> None:
+        self._store = store
+        self._supervisor = supervisor
+        self._tg = tg
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._waiters: dict[str, anyio.Event] = {}
+
+    def open_member(self, team: str, member: str) -> None:
+        """Start delivering the member's queue (once)."""
+        key = (team, member)
+        if key not in self._queues:
+            queue = self._queues[key] = _Queue()
+            self._tg.start_soon(self._run_queue, team, member, queue,
+                                name=f"mailbox {team}/{member}")
+
+    async def close_team(self, team: str) -> None:
+        """Stop delivering to a team's members; an in-flight turn goes back to the queue."""
+        for key in [k for k in self._queues if k[0] == team]:
+            queue = self._queues.pop(key)
+            queue.scope.cancel()
+            await queue.done.wait()
+
+    async def send(self, team: str, member: str, text: str) -> str:
+        """Journal a message for ``member``; return its id once it is durable."""
+        message_id = new_ulid()
+        await self._store.call(self._store.sync.add_message, message_id, team, text,
+                               [member])
+        log.info("message_queued", team=team, member=member, message_id=message_id,
+                 text_chars=len(text))
+        queue = self._queues.get((team, member))
+        if queue is not None:
+            queue.poke()
+        return message_id
+
+    async def wait_outcome(self, message_id: str, member: str, timeout: float) -> Delivery:
+        """Wait until the delivery is answered or failed; ReplyTimeout after ``timeout``."""
+        event = self._waiters.setdefault(message_id, anyio.Event())
+        with anyio.move_on_after(timeout):
+            while True:
+                delivery = await self._store.call(self._store.sync.delivery, message_id, member)
+                if delivery is None or delivery.terminal:
+                    break
+                await event.wait()
+                event = self._waiters.setdefault(message_id, anyio.Event())
+        delivery = await self._store.call(self._store.sync.delivery, message_id, member)
+        assert delivery is not None
+        if not delivery.terminal:
+            raise ReplyTimeout(message_id, delivery.state, timeout)
+        return delivery
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    async def _run_queue(self, team: str, member: str, queue: _Queue) -> None:
+        try:
+            with queue.scope:
+                while True:
+                    delivery = await self._store.call(self._store.sync.next_queued, team, member)
+                    if delivery is None:
+                        await queue.idle()
+                    else:
+                        await self._deliver(delivery)
+        finally:
+            queue.done.set()
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        team, member, message_id = delivery.team, delivery.member, delivery.message_id
+        store, db = self._store, self._store.sync
+        async with self._supervisor.turn_slot(team, member) as process:
+            await store.call(db.mark_prepared, message_id, member)
+            turn = Turn(message_id, (TextPart(delivery.text),))
+
+            async def on_sent() -> None:
+                await store.call(db.mark_sent, message_id, member)
+                log.info("delivery_sent", team=team, member=member, message_id=message_id,
+                         attempt=delivery.attempts + 1)
+
+            try:
+                result = await process.run_turn(turn, on_sent=on_sent)
+            except (RuntimeExited, RuntimeStuck) as exc:
+                await self._fail(delivery, exc, requeue=True)
+            except TeamctlError as exc:
+                await self._fail(delivery, exc, requeue=False)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await store.call(db.mark_failed, message_id, member,
+                                     code="member_stopped",
+                                     message="the member was stopped during this delivery",
+                                     retryable=True, requeue=True)
+                raise
+            else:
+                await store.call(db.mark_answered, message_id, member, result.reply)
+                log.info("delivery_answered", team=team, member=member, message_id=message_id,
+                         reply_chars=len(result.reply))
+                self._settle(message_id)
+
+    async def _fail(self, delivery: Delivery, exc: TeamctlError, *, requeue: bool) -> None:
+        state = await self._store.call(
+            self._store.sync.mark_failed, delivery.message_id, delivery.member,
+            code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue,
+        )
+        log.warning("delivery_failed", team=delivery.team, member=delivery.member,
+                    message_id=delivery.message_id, code=exc.code, error=exc.message,
+                    retryable=exc.retryable, state=state, attempt=delivery.attempts + 1)
+        if state != "queued":
+            self._settle(delivery.message_id)
+
+    def _settle(self, message_id: str) -> None:
+        event = self._waiters.pop(message_id, None)
+        if event is not None:
+            event.set()

@@ -1,0 +1,66 @@
+"""Where teamctl keeps its state: ``TEAMCTL_HOME`` and its layout (DESIGN §1)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Home", "ensure_private_dir", "resolve_home"]
+
+
+def resolve_home() -> Path:
+    """``$TEAMCTL_HOME``, or the platform's user state dir."""
+    env = os.environ.get("TEAMCTL_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    import platformdirs  # only here: keeps the CLI's import time down
+
+    return Path(platformdirs.user_state_dir("teamctl")).absolute()
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and force it to mode 0700."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class Home:
+    """The state directory and the fixed names inside it."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls) -> Home:
+        return cls(resolve_home())
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "teamctl.sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "daemon.pid"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
+    def member_dir(self, team: str, member: str) -> Path:
+        """The private directory of one member's runtime state."""
+        return self.root / "members" / team / member
+
+    def prepare(self) -> None:
+        """Create the home and its private subdirectories (all 0700)."""
+        for path in (self.root, self.logs, self.artifacts, self.root / "members"):
+            ensure_private_dir(path)

@@ -1,0 +1,368 @@
+"""The journal: one SQLite file (WAL, ``synchronous=FULL``), one writer connection.
+
+Tables: ``teams`` (the launched config and whether it should run), ``members`` (per-member
+runtime session ids), ``messages`` and ``deliveries`` (one per message × member, with its state
+``queued → prepared → sent → answered | failed``, attempts, reply and typed error). FIFO order is
+the ``seq`` column, not the id. The schema is versioned (``PRAGMA user_version``); migrations run
+in order, each in its own transaction.
+
+All methods are synchronous and short; the daemon calls them through ``AsyncStore``, which runs
+them one at a time in a worker thread, so the event loop never waits on an fsync.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+
+from orchestrator.errors import StoreError
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "SCHEMA_VERSION",
+    "AsyncStore",
+    "Delivery",
+    "Store",
+    "TeamRecord",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 3
+TERMINAL_STATES = frozenset({"answered", "failed", "blocked"})
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE teams (
+        name TEXT PRIMARY KEY,
+        file TEXT NOT NULL,
+        config_json TEXT NOT NULL,
+        desired TEXT NOT NULL CHECK (desired IN ('running', 'stopped')),
+        launched_at REAL NOT NULL,
+        launch_seq INTEGER NOT NULL
+    );
+    CREATE TABLE members (
+        team TEXT NOT NULL REFERENCES teams(name) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        runtime TEXT NOT NULL,
+        session_id TEXT,
+        PRIMARY KEY (team, name)
+    );
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        team TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE deliveries (
+        message_id TEXT NOT NULL REFERENCES messages(id),
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN
+            ('queued', 'prepared', 'sent', 'answered', 'failed', 'blocked')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        reply TEXT,
+        error_code TEXT,
+        error_message TEXT,
+        retryable INTEGER,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (message_id, member)
+    );
+    CREATE INDEX deliveries_by_member ON deliveries (team, member, state);
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class TeamRecord:
+    name: str
+    file: str
+    config: dict[str, Any]
+    desired: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    message_id: str
+    team: str
+    member: str
+    text: str
+    state: str
+    attempts: int
+    reply: str | None
+    error_code: str | None
+    error_message: str | None
+    retryable: bool | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        error = None
+        if self.error_code:
+            error = {"code": self.error_code, "message": self.error_message,
+                     "retryable": bool(self.retryable)}
+        return {"id": self.message_id, "text": self.text, "state": self.state,
+                "reply": self.reply, "attempts": self.attempts, "attachments": [],
+                "error": error}
+
+
+_DELIVERY_COLUMNS = (
+    "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
+    "d.error_message, d.retryable"
+)
+
+
+def _delivery(row: sqlite3.Row) -> Delivery:
+    retryable = row["retryable"]
+    return Delivery(
+        row["message_id"], row["team"], row["member"], row["text"], row["state"],
+        row["attempts"], row["reply"], row["error_code"], row["error_message"],
+        None if retryable is None else bool(retryable),
+    )
+
+
+class Store:
+    """The journal's one connection (use from one thread at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the journal {path}: {exc}") from exc
+        path.chmod(0o600)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"the journal could not be written: {exc}") from exc
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the journal has schema {version}, newer than this teamctl ({SCHEMA_VERSION})"
+            )
+        for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
+            with self._tx() as db:
+                for statement in filter(str.strip, script.split(";")):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- teams and members --------------------------------------------------------------------
+
+    def save_team(self, name: str, file: str, config: dict[str, Any],
+                  members: list[tuple[str, str]]) -> None:
+        """Register (or re-register) a team as running; keep session ids of kept members."""
+        now = time.time()
+        with self._tx() as db:
+            seq = db.execute("SELECT COALESCE(MAX(launch_seq), 0) + 1 FROM teams").fetchone()[0]
+            db.execute(
+                "INSERT INTO teams (name, file, config_json, desired, launched_at, launch_seq) "
+                "VALUES (?, ?, ?, 'running', ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                "file=excluded.file, config_json=excluded.config_json, desired='running', "
+                "launched_at=excluded.launched_at, launch_seq=excluded.launch_seq",
+                (name, file, json.dumps(config), now, seq),
+            )
+            names = [m for m, _ in members]
+            db.execute(
+                f"DELETE FROM members WHERE team = ? AND name NOT IN "
+                f"({','.join('?' * len(names))})", (name, *names),
+            )
+            for member, runtime in members:
+                db.execute(
+                    "INSERT INTO members (team, name, runtime) VALUES (?, ?, ?) "
+                    "ON CONFLICT(team, name) DO UPDATE SET runtime=excluded.runtime, "
+                    "session_id=CASE WHEN members.runtime = excluded.runtime "
+                    "THEN members.session_id END",
+                    (name, member, runtime),
+                )
+
+    def set_team_desired(self, name: str, desired: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE teams SET desired = ? WHERE name = ?", (desired, name))
+
+    def teams(self, *, desired: str | None = None) -> list[TeamRecord]:
+        sql = "SELECT name, file, config_json, desired FROM teams"
+        args: tuple[Any, ...] = ()
+        if desired:
+            sql, args = sql + " WHERE desired = ?", (desired,)
+        rows = self._db.execute(sql + " ORDER BY launch_seq", args).fetchall()
+        return [TeamRecord(r["name"], r["file"], json.loads(r["config_json"]), r["desired"])
+                for r in rows]
+
+    def session_id(self, team: str, member: str) -> str | None:
+        row = self._db.execute(
+            "SELECT session_id FROM members WHERE team = ? AND name = ?", (team, member)
+        ).fetchone()
+        return None if row is None else row["session_id"]
+
+    def set_session_id(self, team: str, member: str, session_id: str | None) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE members SET session_id = ? WHERE team = ? AND name = ?",
+                       (session_id, team, member))
+
+    # -- messages and deliveries --------------------------------------------------------------
+
+    def add_message(self, message_id: str, team: str, text: str, members: list[str]) -> None:
+        """Journal a message and its deliveries (state ``queued``) in one transaction."""
+        now = time.time()
+        with self._tx() as db:
+            db.execute("INSERT INTO messages (id, team, text, created_at) VALUES (?, ?, ?, ?)",
+                       (message_id, team, text, now))
+            db.executemany(
+                "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
+                "VALUES (?, ?, ?, 'queued', ?)",
+                [(message_id, team, member, now) for member in members],
+            )
+
+    def next_queued(self, team: str, member: str) -> Delivery | None:
+        """The oldest queued delivery of a member (FIFO by journal order)."""
+        row = self._db.execute(
+            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id"
+            " WHERE d.team = ? AND d.member = ? AND d.state = 'queued' ORDER BY m.seq LIMIT 1",
+            (team, member),
+        ).fetchone()
+        return None if row is None else _delivery(row)
+
+    def delivery(self, message_id: str, member: str | None = None) -> Delivery | None:
+        sql = (f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m "
+               "ON m.id = d.message_id WHERE d.message_id = ?")
+        args: tuple[Any, ...] = (message_id,)
+        if member is not None:
+            sql, args = sql + " AND d.member = ?", (*args, member)
+        row = self._db.execute(sql, args).fetchone()
+        return None if row is None else _delivery(row)
+
+    def history(self, team: str, member: str) -> list[Delivery]:
+        rows = self._db.execute(
+            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id"
+            " WHERE d.team = ? AND d.member = ? ORDER BY m.seq",
+            (team, member),
+        ).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def queued_counts(self, team: str) -> dict[str, int]:
+        rows = self._db.execute(
+            "SELECT member, COUNT(*) AS n FROM deliveries WHERE team = ? "
+            "AND state IN ('queued', 'prepared', 'sent') GROUP BY member", (team,),
+        ).fetchall()
+        return {r["member"]: r["n"] for r in rows}
+
+    def mark_prepared(self, message_id: str, member: str) -> None:
+        self._transition(message_id, member, "queued", "prepared", attempts_delta=1)
+
+    def mark_sent(self, message_id: str, member: str) -> None:
+        self._transition(message_id, member, "prepared", "sent")
+
+    def mark_answered(self, message_id: str, member: str, reply: str) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE deliveries SET state='answered', reply=?, error_code=NULL, "
+                "error_message=NULL, retryable=NULL, updated_at=? "
+                "WHERE message_id=? AND member=? AND state IN ('prepared', 'sent')",
+                (reply, time.time(), message_id, member),
+            )
+            self._expect_one(cur, message_id, member, "answered")
+
+    def mark_failed(self, message_id: str, member: str, *, code: str, message: str,
+                    retryable: bool, requeue: bool) -> str:
+        """Record a failed attempt. With ``requeue`` and attempts left, the delivery goes back
+        to ``queued`` (keeping the error as its last one); otherwise it ends ``failed``.
+        Returns the new state."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT attempts, state FROM deliveries WHERE message_id=? AND member=?",
+                (message_id, member),
+            ).fetchone()
+            if row is None or row["state"] in TERMINAL_STATES:
+                return "missing" if row is None else str(row["state"])
+            state = "queued" if requeue and row["attempts"] < MAX_ATTEMPTS else "failed"
+            db.execute(
+                "UPDATE deliveries SET state=?, error_code=?, error_message=?, retryable=?, "
+                "updated_at=? WHERE message_id=? AND member=?",
+                (state, code, message, int(retryable), time.time(), message_id, member),
+            )
+            return state
+
+    def recover_in_flight(self) -> list[tuple[str, str, str]]:
+        """On daemon start: deliveries left ``prepared``/``sent`` go back to ``queued``, or to
+        ``failed`` (retryable) once their attempts are used up. Returns (id, member, state)."""
+        changed = []
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT message_id, member, attempts FROM deliveries "
+                "WHERE state IN ('prepared', 'sent')"
+            ).fetchall()
+            for row in rows:
+                state = "queued" if row["attempts"] < MAX_ATTEMPTS else "failed"
+                db.execute(
+                    "UPDATE deliveries SET state=?, error_code='daemon_restarted', "
+                    "error_message='the daemon stopped during this delivery', retryable=1, "
+                    "updated_at=? WHERE message_id=? AND member=?",
+                    (state, time.time(), row["message_id"], row["member"]),
+                )
+                changed.append((row["message_id"], row["member"], state))
+        return changed
+
+    def _transition(self, message_id: str, member: str, old: str, new: str, *,
+                    attempts_delta: int = 0) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE deliveries SET state=?, attempts=attempts+?, updated_at=? "
+                "WHERE message_id=? AND member=? AND state=?",
+                (new, attempts_delta, time.time(), message_id, member, old),
+            )
+            self._expect_one(cur, message_id, member, new)
+
+    @staticmethod
+    def _expect_one(cur: sqlite3.Cursor, message_id: str, member: str, new: str) -> None:
+        if cur.rowcount != 1:
+            raise StoreError(f"delivery {message_id} to {member} cannot move to {new}")
+
+
+class AsyncStore:
+    """Runs Store calls one at a time in a worker thread (the single writer)."""
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        def run() -> T:
+            return fn(*args, **kwargs)
+
+        return await anyio.to_thread.run_sync(run, limiter=self._limiter)

@@ -1,0 +1,292 @@
+"""The supervisor: one task per member that starts its runtime process, waits for readiness,
+watches liveness, restarts it by policy, and stops it with the stop ladder.
+
+It owns three state axes (DESIGN §3) — launch, liveness, readiness — and never reads delivery
+state. The mailbox borrows a ready process through ``turn_slot``, which is what makes a member
+``busy``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from orchestrator.config import MemberConfig, TeamConfig
+from orchestrator.contracts import LaunchSpec
+from orchestrator.errors import MemberStartFailed, NotFound
+from orchestrator.paths import Home, ensure_private_dir
+from orchestrator.restart_policy import RestartPolicy
+from runtimes.base import Runtime, RuntimeProcess, resolve_executable
+
+__all__ = ["MemberState", "Supervisor"]
+
+log = structlog.get_logger("teamctl.supervisor")
+
+SessionStore = Callable[[str, str, str | None], Awaitable[None]]
+SessionLoad = Callable[[str, str], Awaitable[str | None]]
+
+
+@dataclass(eq=False)
+class MemberState:
+    """One member as the supervisor sees it."""
+
+    team: str
+    config: MemberConfig
+    workdir: str
+    launch: str = "pending"
+    liveness: str = "unknown"
+    busy: bool = False
+    pid: int | None = None
+    restarts: int = 0
+    last_exit: dict[str, Any] | None = None
+    session_id: str | None = None
+    error: str | None = None
+    process: RuntimeProcess | None = None
+    started_at: float = 0.0
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def readiness(self) -> str:
+        if self.process is None:
+            return "not_ready"
+        return "busy" if self.busy else "ready"
+
+    def changed(self) -> anyio.Event:
+        return self._changed
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "runtime": self.config.runtime, "model": self.config.model,
+            "pid": self.pid, "launch": self.launch, "liveness": self.liveness,
+            "readiness": self.readiness, "restarts": self.restarts,
+            "session_id": self.session_id, "last_exit": self.last_exit, "error": self.error,
+        }
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the members of every running team."""
+
+    def __init__(
+        self,
+        home: Home,
+        runtimes: Mapping[str, Runtime],
+        tg: TaskGroup,
+        *,
+        load_session: SessionLoad,
+        save_session: SessionStore,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._home = home
+        self._runtimes = runtimes
+        self._tg = tg
+        self._load_session = load_session
+        self._save_session = save_session
+        self._clock = clock
+        self._teams: dict[str, list[MemberState]] = {}
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def team_names(self) -> list[str]:
+        return list(self._teams)
+
+    def members(self, team: str) -> list[MemberState]:
+        return list(self._teams.get(team, []))
+
+    def member(self, team: str, name: str) -> MemberState:
+        for state in self._teams.get(team, []):
+            if state.name == name:
+                return state
+        raise NotFound("member", name, [m.name for m in self._teams.get(team, [])])
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start_team(self, team: TeamConfig) -> list[MemberState]:
+        """Start every member (in file order); returns at once."""
+        states = [MemberState(team.name, m, str(team.member_workdir(m))) for m in team.members]
+        self._teams[team.name] = states
+        for state in states:
+            self._spawn(state)
+        return states
+
+    async def wait_settled(self, team: str, timeout: float) -> None:
+        """Wait until each member of ``team`` is ready or has failed its first start."""
+        with anyio.move_on_after(timeout):
+            for state in self.members(team):
+                await state.settled.wait()
+
+    async def wait_settled_member(self, state: MemberState, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            await state.settled.wait()
+
+    async def stop_team(self, team: str) -> None:
+        """Stop members in reverse start order, each with the stop ladder."""
+        for state in reversed(self._teams.get(team, [])):
+            await self._stop_member(state)
+        self._teams.pop(team, None)
+
+    async def restart_member(self, team: str, name: str) -> MemberState:
+        """Stop the member if it runs, clear its restart history (and ``fatal``), start it."""
+        old = self.member(team, name)
+        await self._stop_member(old)
+        fresh = MemberState(team, old.config, old.workdir, restarts=old.restarts + 1,
+                            last_exit=old.last_exit)
+        members = self._teams[team]
+        members[members.index(old)] = fresh
+        old.notify()
+        self._spawn(fresh)
+        return fresh
+
+    @asynccontextmanager
+    async def turn_slot(self, team: str, name: str) -> AsyncIterator[RuntimeProcess]:
+        """Wait until the member is ready, mark it busy, lend its process for one turn.
+
+        Waits without a deadline (messages wait in the journal while a member is down);
+        cancelling the wait is safe.
+        """
+        while True:
+            state = self.member(team, name)
+            changed = state.changed()
+            if state.process is not None and not state.busy:
+                break
+            await changed.wait()
+        process = state.process
+        state.busy = True
+        state.notify()
+        try:
+            yield process
+        finally:
+            state.busy = False
+            state.notify()
+
+    # -- the member task ----------------------------------------------------------------------
+
+    def _spawn(self, state: MemberState) -> None:
+        self._tg.start_soon(self._run_member, state, name=f"member {state.team}/{state.name}")
+
+    async def _stop_member(self, state: MemberState) -> None:
+        state.launch = "stopping" if state.process else state.launch
+        state.notify()
+        if state.scope is not None:
+            state.scope.cancel()
+        await state.done.wait()
+
+    async def _run_member(self, state: MemberState) -> None:
+        config = state.config
+        policy = RestartPolicy(
+            config.restart, config.backoff[0], config.backoff[1], config.max_restarts,
+            config.restart_window,
+        )
+        with anyio.CancelScope() as scope:
+            state.scope = scope
+            try:
+                await self._restart_loop(state, policy)
+            finally:
+                state.settled.set()
+        if scope.cancel_called:
+            state.launch = "stopped"
+        state.liveness = "dead" if state.liveness != "unknown" else "unknown"
+        state.notify()
+        state.done.set()
+
+    async def _restart_loop(self, state: MemberState, policy: RestartPolicy) -> None:
+        while True:
+            exit_code = await self._run_once(state)
+            if state.launch == "fatal":
+                return
+            decision = policy.on_exit(
+                now=self._clock(), exit_code=exit_code,
+                uptime=self._clock() - state.started_at,
+            )
+            log.info("member_restart_decision", team=state.team, member=state.name,
+                     action=decision.action, delay=round(decision.delay, 3),
+                     reason=decision.reason)
+            if decision.action != "restart":
+                state.launch = "fatal" if decision.action == "fatal" else "stopped"
+                state.error = state.error or decision.reason
+                state.notify()
+                return
+            state.launch = "backoff"
+            state.notify()
+            await anyio.sleep(decision.delay)
+            state.restarts += 1
+
+    async def _run_once(self, state: MemberState) -> int | None:
+        """One start → ready → exit cycle. Returns the exit status (None: no process)."""
+        state.launch, state.error = "starting", None
+        state.started_at = self._clock()
+        state.notify()
+        runtime = self._runtimes[state.config.runtime]
+        try:
+            spec = await self._launch_spec(state, runtime)
+        except MemberStartFailed as exc:
+            state.launch, state.error = "fatal", exc.message
+            log.error("member_start_failed", team=state.team, member=state.name,
+                      code=exc.code, error=exc.message)
+            state.settled.set()
+            return None
+        state.session_id = spec.session_id
+        try:
+            async with runtime.open(spec) as process:
+                await self._on_ready(state, process)
+                exit_code = await process.wait()
+                stderr_tail = process.stderr_tail()
+        except MemberStartFailed as exc:
+            state.error = exc.message
+            log.error("member_start_failed", team=state.team, member=state.name,
+                      code=exc.code, error=exc.message, stderr_tail=exc.stderr_tail)
+            state.settled.set()
+            return None
+        finally:
+            state.process, state.busy, state.pid = None, False, None
+            state.liveness = "dead"
+            state.notify()
+        state.last_exit = {"code": exit_code, "at": time.time()}
+        log.warning("member_exited", team=state.team, member=state.name, exit=exit_code,
+                    stderr_tail=stderr_tail)
+        return exit_code
+
+    async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
+        config = state.config
+        executable = resolve_executable(
+            state.name, config.command, env_var=runtime.env_var,
+            default=runtime.default_executable,
+        )
+        state_dir = ensure_private_dir(self._home.member_dir(state.team, state.name))
+        return LaunchSpec(
+            team=state.team, member=state.name, executable=executable, model=config.model,
+            prompt=config.prompt, workdir=Path(state.workdir),
+            state_dir=state_dir, args=tuple(config.args), env=dict(config.env),
+            config=dict(config.config),
+            session_id=await self._load_session(state.team, state.name),
+            start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
+        )
+
+    async def _on_ready(self, state: MemberState, process: RuntimeProcess) -> None:
+        state.process, state.pid = process, process.pid
+        state.launch, state.liveness = "running", "alive"
+        if process.session_id != state.session_id:
+            state.session_id = process.session_id
+            await self._save_session(state.team, state.name, process.session_id)
+        log.info("member_ready", team=state.team, member=state.name, pid=process.pid,
+                 session_id=process.session_id)
+        state.settled.set()
+        state.notify()

@@ -1,0 +1,152 @@
+"""The operations the control API exposes, over the supervisor, the mailbox and the journal.
+
+This is where a team name is resolved (``--team`` may be omitted when one team runs), a team
+is launched (journaled, then its members started) and stopped (mailboxes first, then members in
+reverse start order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from orchestrator.config import TeamConfig
+from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
+from orchestrator.mailbox import Mailbox
+from orchestrator.store import AsyncStore
+from orchestrator.supervisor import MemberState, Supervisor
+
+__all__ = ["Teams"]
+
+log = structlog.get_logger("teamctl.teams")
+
+_SETTLE_MARGIN = 5.0
+
+
+class Teams:
+    def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox) -> None:
+        self._store = store
+        self._supervisor = supervisor
+        self._mailbox = mailbox
+        self._running: dict[str, TeamConfig] = {}
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def resolve(self, team: str | None) -> TeamConfig:
+        """The running team named ``team``, or the only running team."""
+        if team is None:
+            if len(self._running) == 1:
+                return next(iter(self._running.values()))
+            if not self._running:
+                raise NotFound("running team", "(any)", [])
+            raise AmbiguousTeam(list(self._running))
+        if team not in self._running:
+            raise NotFound("running team", team, list(self._running))
+        return self._running[team]
+
+    def resolve_member(self, team: str | None, member: str) -> tuple[TeamConfig, str]:
+        config = self.resolve(team)
+        if config.member(member) is None:
+            raise NotFound("member", member, [m.name for m in config.members])
+        return config, member
+
+    async def _resolve_any(self, team: str | None) -> str:
+        """For history: a running team, else any team the journal knows."""
+        if team is None or team in self._running:
+            return self.resolve(team).name
+        known = [t.name for t in await self._store.call(self._store.sync.teams)]
+        if team not in known:
+            raise NotFound("team", team, known)
+        return team
+
+    # -- operations ---------------------------------------------------------------------------
+
+    async def launch(self, config: TeamConfig, file: str, *, wait: bool,
+                     timeout: float | None) -> dict[str, Any]:
+        if config.name in self._running:
+            raise TeamAlreadyRunning(config.name)
+        await self._store.call(
+            self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
+            [(m.name, m.runtime) for m in config.members],
+        )
+        self._start(config)
+        log.info("team_launched", team=config.name, members=len(config.members), file=file)
+        if wait:
+            limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
+            await self._supervisor.wait_settled(config.name, limit)
+        return await self._team_status(config.name)
+
+    def _start(self, config: TeamConfig) -> None:
+        self._running[config.name] = config
+        self._supervisor.start_team(config)
+        for member in config.members:
+            self._mailbox.open_member(config.name, member.name)
+
+    async def resume_desired(self) -> list[str]:
+        """On daemon start: launch again the teams the journal says should run."""
+        names = []
+        for record in await self._store.call(self._store.sync.teams, desired="running"):
+            config = TeamConfig.model_validate(record.config)
+            self._start(config)
+            names.append(config.name)
+            log.info("team_resumed", team=config.name)
+        return names
+
+    async def stop(self, team: str | None) -> list[str]:
+        """Stop one team, or (``team`` None) every team in reverse launch order."""
+        names = [self.resolve(team).name] if team else list(reversed(self._running))
+        for name in names:
+            await self._mailbox.close_team(name)
+            await self._supervisor.stop_team(name)
+            self._running.pop(name, None)
+            await self._store.call(self._store.sync.set_team_desired, name, "stopped")
+            log.info("team_stopped", team=name)
+        return names
+
+    async def shutdown(self) -> None:
+        """Daemon exit (SIGTERM): stop members, keep the teams' desired state."""
+        for name in list(reversed(self._running)):
+            await self._mailbox.close_team(name)
+            await self._supervisor.stop_team(name)
+            self._running.pop(name, None)
+
+    async def status(self, team: str | None) -> dict[str, Any]:
+        names = [self.resolve(team).name] if team else list(self._running)
+        return {"teams": [await self._team_status(name) for name in names]}
+
+    async def _team_status(self, team: str) -> dict[str, Any]:
+        queued = await self._store.call(self._store.sync.queued_counts, team)
+        members = []
+        for state in self._supervisor.members(team):
+            row = state.snapshot()
+            row["queued"] = queued.get(state.name, 0)
+            members.append(row)
+        return {"name": team, "members": members}
+
+    async def send(self, team: str | None, member: str, text: str, *, wait: bool,
+                   timeout: float) -> dict[str, Any]:
+        config, member = self.resolve_member(team, member)
+        message_id = await self._mailbox.send(config.name, member, text)
+        result: dict[str, Any] = {"ok": True, "id": message_id, "team": config.name,
+                                  "member": member}
+        if wait:
+            delivery = await self._mailbox.wait_outcome(message_id, member, timeout)
+            result.update(delivery.to_json())
+            result["ok"] = delivery.state == "answered"
+        return result
+
+    async def history(self, team: str | None, member: str) -> dict[str, Any]:
+        name = await self._resolve_any(team)
+        rows = await self._store.call(self._store.sync.history, name, member)
+        if not rows and name in self._running and self._running[name].member(member) is None:
+            raise NotFound("member", member, [m.name for m in self._running[name].members])
+        return {"team": name, "member": member, "messages": [d.to_json() for d in rows]}
+
+    async def restart(self, team: str | None, member: str) -> dict[str, Any]:
+        config, member = self.resolve_member(team, member)
+        state: MemberState = await self._supervisor.restart_member(config.name, member)
+        log.info("member_restart_requested", team=config.name, member=member)
+        await self._supervisor.wait_settled_member(state, state.config.start_timeout
+                                                   + _SETTLE_MARGIN)
+        return await self._team_status(config.name)

@@ -1,0 +1,1 @@
+"""Runtime adapters: one process driver and attachment delivery adapter per agent CLI."""

@@ -1,0 +1,183 @@
+"""What every runtime adapter provides, and the process plumbing they share.
+
+A runtime (``Runtime``) opens one member's process (``RuntimeProcess``) as an async context
+manager: entering spawns it and waits for its readiness handshake; leaving runs the stop
+ladder (EOF → 5 s → SIGTERM to the process group → 10 s → SIGKILL), shielded, and always reaps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+from anyio.abc import Process
+
+from orchestrator.contracts import (
+    Capabilities,
+    ExecutableNotFound,
+    LaunchSpec,
+    Turn,
+    TurnResult,
+    redact,
+)
+
+__all__ = [
+    "OnSent",
+    "Runtime",
+    "RuntimeProcess",
+    "Spawner",
+    "StderrRing",
+    "drain_stderr",
+    "kill_group",
+    "resolve_executable",
+    "spawn_process",
+    "stop_process",
+]
+
+OnSent = Callable[[], Awaitable[None]]
+
+
+class RuntimeProcess(Protocol):
+    """A running member process, ready for turns (one at a time)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def stderr_tail(self) -> list[str]: ...
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        """Deliver ``turn``; call ``on_sent`` once the transport accepted it; return at the
+        runtime's end-of-turn event. Raises RuntimeExited, RuntimeStuck or TurnFailed."""
+        ...
+
+    async def wait(self) -> int | None:
+        """Wait until the process has exited; its exit status (negative: killed by signal)."""
+        ...
+
+
+class Runtime(Protocol):
+    name: str
+    default_executable: str
+    env_var: str
+    capabilities: Capabilities
+
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]: ...
+
+
+class Spawner(Protocol):
+    async def __call__(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]
+    ) -> Process: ...
+
+
+async def spawn_process(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Process:
+    """Start ``argv`` in its own process group with all three pipes (never a shell)."""
+    return await anyio.open_process(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
+def resolve_executable(
+    member: str, command: str | None, *, env_var: str, default: str
+) -> str:
+    """The member's ``command``, else ``$env_var``, else ``default`` on PATH; absolute."""
+    wanted = command or os.environ.get(env_var) or default
+    found = shutil.which(wanted)
+    if found is None:
+        raise ExecutableNotFound(member, wanted, env_var)
+    return os.path.abspath(found)
+
+
+async def stop_process(
+    process: Process, *, eof_timeout: float = 5.0, term_timeout: float = 10.0
+) -> int | None:
+    """The stop ladder; shielded from cancellation, bounded, and always reaps the process."""
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            if process.stdin is not None:
+                try:
+                    await process.stdin.aclose()
+                except (anyio.BrokenResourceError, OSError):
+                    pass
+            with anyio.move_on_after(eof_timeout):
+                return await process.wait()
+            _signal_group(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(term_timeout):
+                return await process.wait()
+            _signal_group(process.pid, signal.SIGKILL)
+        return await process.wait()
+
+
+def kill_group(process: Process) -> None:
+    """SIGKILL the whole process group at once (for a stuck or protocol-broken member)."""
+    _signal_group(process.pid, signal.SIGKILL)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class StderrRing:
+    """The last ``max_lines`` lines a process wrote on stderr, each capped and redacted."""
+
+    def __init__(self, *, max_lines: int = 50, max_line_chars: int = 2000) -> None:
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._partial = b""
+        self._max_line_chars = max_line_chars
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._partial + chunk
+        *complete, self._partial = data.split(b"\n")
+        for raw in complete:
+            self._add(raw)
+        if len(self._partial) > self._max_line_chars * 4:
+            self._add(self._partial)
+            self._partial = b""
+
+    def flush(self) -> None:
+        if self._partial:
+            self._add(self._partial)
+            self._partial = b""
+
+    def tail(self, count: int = 20) -> list[str]:
+        return list(self._lines)[-count:]
+
+    def _add(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if line:
+            self._lines.append(redact(line[: self._max_line_chars]))
+
+
+async def drain_stderr(process: Process, ring: StderrRing) -> None:
+    """Feed the process's stderr into ``ring`` until EOF."""
+    if process.stderr is None:
+        return
+    try:
+        async for chunk in process.stderr:
+            ring.feed(chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    ring.flush()

@@ -1,0 +1,410 @@
+"""Claude Code over stream-json (protocols/claude.md).
+
+One long-lived ``claude -p --input-format stream-json --output-format stream-json --verbose``
+process per member. Readiness is the answer to an ``initialize`` control request (the CLI
+prints nothing before its first input line). A turn is one ``user`` line on stdin and ends at
+that turn's ``result`` event; a ``result`` with ``is_error: true`` is a failed turn carrying the
+API's error, even though its subtype says ``success`` (§3.6).
+
+Sessions: the first start passes ``--session-id <uuid>``; once the transcript exists in the
+member's private config dir, later starts pass ``--resume <uuid>``. A resume the CLI does not
+know answers with an error ``result`` and exit 1 (§3.7): the session is reported lost and a
+fresh one is started, never retried in a loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, assert_never
+
+import anyio
+import structlog
+from anyio.abc import Process, TaskGroup
+
+from orchestrator.contracts import (
+    Capabilities,
+    LaunchSpec,
+    LineTooLong,
+    MemberStartFailed,
+    ProtocolError,
+    RuntimeExited,
+    RuntimeStuck,
+    TextPart,
+    Turn,
+    TurnFailed,
+    TurnResult,
+)
+from runtimes.base import (
+    OnSent,
+    Spawner,
+    StderrRing,
+    drain_stderr,
+    kill_group,
+    spawn_process,
+    stop_process,
+)
+from runtimes.framing import decode_line, encode_line, iter_lines
+
+__all__ = ["ClaudeProcess", "ClaudeRuntime", "SessionNotFound", "user_line"]
+
+log = structlog.get_logger("teamctl.runtime.claude")
+
+_RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class SessionNotFound(MemberStartFailed):
+    code = "runtime_session_not_found"
+
+
+class ClaudeRuntime:
+    """The ``claude`` runtime adapter."""
+
+    name = "claude"
+    default_executable = "claude"
+    env_var = "TEAMCTL_CLAUDE_BIN"
+    capabilities = Capabilities(
+        image_input=True,
+        image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
+    )
+
+    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
+        self._spawner = spawner
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[ClaudeProcess]:
+        """Start the member and wait for readiness; stop it (stop ladder) on exit."""
+        async with anyio.create_task_group() as tg:
+            process = await self._start(spec, tg)
+            try:
+                yield process
+            finally:
+                await process.close()
+                tg.cancel_scope.cancel()
+
+    async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> ClaudeProcess:
+        session_id = spec.session_id or str(uuid.uuid4())
+        try:
+            return await self._spawn(spec, session_id, tg)
+        except SessionNotFound:
+            fresh = str(uuid.uuid4())
+            log.warning(
+                "session_lost", team=spec.team, member=spec.member, lost_session=session_id,
+                session_id=fresh,
+            )
+            return await self._spawn(spec, fresh, tg)
+
+    async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
+        dirs = _private_dirs(spec.state_dir)
+        resume = _transcript_exists(dirs["config"], session_id)
+        argv = build_argv(spec, session_id, resume=resume)
+        env = build_env(spec, dirs)
+        try:
+            raw = await self._spawner(argv, cwd=spec.workdir, env=env)
+        except OSError as exc:
+            raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
+        process = ClaudeProcess(raw, spec, session_id)
+        process.start_readers(tg)
+        try:
+            await process.handshake(spec.start_timeout)
+        except BaseException:
+            await process.close()
+            raise
+        log.info(
+            "runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
+            session_id=session_id, resumed=resume,
+        )
+        return process
+
+
+def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool) -> list[str]:
+    """The command line: member args first, then the stream-json protocol flags."""
+    argv = [spec.executable, *spec.args, "-p", "--input-format", "stream-json",
+            "--output-format", "stream-json", "--verbose"]
+    argv += ["--resume", session_id] if resume else ["--session-id", session_id]
+    if spec.model:
+        argv += ["--model", spec.model]
+    if spec.prompt:
+        argv += ["--append-system-prompt", spec.prompt]
+    if spec.config:
+        argv += ["--settings", json.dumps(dict(spec.config), separators=(",", ":"))]
+    return argv
+
+
+def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
+    """The daemon's environment, the member's private dirs, then the member's own env."""
+    env = dict(os.environ)
+    env.update(
+        CLAUDE_CONFIG_DIR=str(dirs["config"]),
+        TMPDIR=str(dirs["tmp"]),
+        CLAUDE_CODE_TMPDIR=str(dirs["tmp"]),
+        XDG_RUNTIME_DIR=str(dirs["xdg"]),
+    )
+    env.update(spec.env)
+    return env
+
+
+def _private_dirs(state_dir: Path) -> dict[str, Path]:
+    dirs = {"config": state_dir / "config", "tmp": state_dir / "tmp", "xdg": state_dir / "xdg"}
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return dirs
+
+
+def _transcript_exists(config_dir: Path, session_id: str) -> bool:
+    projects = config_dir / "projects"
+    return projects.is_dir() and any(projects.glob(f"*/{session_id}.jsonl"))
+
+
+def user_line(turn: Turn) -> dict[str, Any]:
+    """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1)."""
+    content: list[dict[str, Any]] = []
+    for part in turn.parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        else:
+            assert_never(part)
+    return {
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": None,
+        "session_id": "",
+    }
+
+
+class _TurnState:
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.texts: list[str] = []
+        self.result: dict[str, Any] | None = None
+        self.error: Exception | None = None
+
+    def finish(self, result: dict[str, Any] | None = None, error: Exception | None = None) -> None:
+        if not self.done.is_set():
+            self.result, self.error = result, error
+            self.done.set()
+
+
+class ClaudeProcess:
+    """One running ``claude`` process; turns are serialized by the caller."""
+
+    def __init__(self, process: Process, spec: LaunchSpec, session_id: str) -> None:
+        self._process = process
+        self._spec = spec
+        self._session_id = session_id
+        self._ring = StderrRing()
+        self._write_lock = anyio.Lock()
+        self._exited = anyio.Event()
+        self._control: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._turn: _TurnState | None = None
+        self._early_result: dict[str, Any] | None = None
+        self._last_output = time.monotonic()
+        self._protocol_error: ProtocolError | None = None
+        self._request_seq = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    def stderr_tail(self) -> list[str]:
+        return self._ring.tail()
+
+    def start_readers(self, tg: TaskGroup) -> None:
+        tg.start_soon(self._read_stdout)
+        tg.start_soon(drain_stderr, self._process, self._ring)
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self._process.returncode
+
+    async def close(self) -> None:
+        await stop_process(self._process)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self._exited.wait()
+
+    async def handshake(self, timeout: float) -> None:
+        """Send ``initialize`` and wait for its answer (readiness), the process's exit, or
+        ``timeout`` seconds."""
+        request_id = self._next_request_id("init")
+        waiter = anyio.Event()
+        self._control[request_id] = (waiter, [])
+        await self._write({"type": "control_request", "request_id": request_id,
+                           "request": {"subtype": "initialize"}})
+        with anyio.move_on_after(timeout) as scope:
+            async with anyio.create_task_group() as tg:
+                async def _exit_watch() -> None:
+                    await self._exited.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(_exit_watch)
+                await waiter.wait()
+                tg.cancel_scope.cancel()
+        if waiter.is_set():
+            return
+        self._raise_start_failure(timed_out=scope.cancelled_caught)
+
+    def _raise_start_failure(self, *, timed_out: bool) -> None:
+        early = self._early_result or {}
+        errors = " ".join(str(e) for e in early.get("errors") or [])
+        if "No conversation found" in errors:
+            raise SessionNotFound(self._spec.member, errors, self.stderr_tail())
+        if timed_out:
+            reason = f"no answer to initialize within {self._spec.start_timeout:g}s"
+        else:
+            last = self._ring.tail(3)
+            reason = f"exited {self._process.returncode} before it was ready" + (
+                f": {' | '.join(last)}" if last else ""
+            )
+        raise MemberStartFailed(self._spec.member, reason, self.stderr_tail())
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        if self._exited.is_set():
+            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        state = self._turn = _TurnState()
+        try:
+            await self._write(user_line(turn))
+            await on_sent()
+            await self._await_turn_end(state)
+        finally:
+            self._turn = None
+        if state.error is not None:
+            raise state.error
+        assert state.result is not None
+        return self._turn_result(state)
+
+    async def _await_turn_end(self, state: _TurnState) -> None:
+        idle_timeout = self._spec.turn_idle_timeout
+        while not state.done.is_set():
+            remaining = self._last_output + idle_timeout - time.monotonic()
+            if remaining <= 0:
+                log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                            idle_timeout=idle_timeout)
+                kill_group(self._process)
+                raise RuntimeStuck(self._spec.member, idle_timeout)
+            with anyio.move_on_after(remaining):
+                await state.done.wait()
+
+    def _turn_result(self, state: _TurnState) -> TurnResult:
+        result = state.result or {}
+        text = result.get("result")
+        reply = text if isinstance(text, str) and text else "\n".join(state.texts)
+        if result.get("is_error"):
+            status = result.get("api_error_status")
+            message = reply or " ".join(str(e) for e in result.get("errors") or []) or (
+                f"the turn ended with {result.get('subtype')}"
+            )
+            raise TurnFailed(
+                self._spec.member, message,
+                api_status=status if isinstance(status, int) else None,
+                retryable=status in _RETRYABLE_API_STATUS,
+            )
+        cost = result.get("total_cost_usd")
+        return TurnResult(reply=reply, session_id=self._session_id,
+                          cost_usd=cost if isinstance(cost, int | float) else None)
+
+    async def _write(self, obj: dict[str, Any]) -> None:
+        line = encode_line(obj)
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            async with self._write_lock:
+                await stdin.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise RuntimeExited(
+                self._spec.member, self._process.returncode, self.stderr_tail()
+            ) from exc
+
+    def _next_request_id(self, kind: str) -> str:
+        self._request_seq += 1
+        return f"teamctl_{kind}_{self._request_seq}"
+
+    async def _read_stdout(self) -> None:
+        assert self._process.stdout is not None
+        try:
+            async for line in iter_lines(self._process.stdout):
+                self._last_output = time.monotonic()
+                await self._handle_line(line)
+        except LineTooLong as exc:
+            self._protocol_error = exc
+            log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
+                      code=exc.code, error=exc.message)
+            kill_group(self._process)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._process.wait()
+            self._on_exit()
+
+    async def _handle_line(self, line: bytes) -> None:
+        try:
+            event = decode_line(line)
+        except ProtocolError as exc:
+            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
+            return
+        if event is None:
+            if line.strip():
+                log.info("runtime_noise", member=self._spec.member, bytes=len(line))
+            return
+        await self._dispatch(event)
+
+    async def _dispatch(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "control_response":
+            self._on_control_response(event)
+        elif kind == "control_request":
+            await self._deny_control_request(event)
+        elif kind == "assistant" and self._turn is not None:
+            self._turn.texts.extend(_assistant_texts(event))
+        elif kind == "result":
+            if self._turn is not None:
+                self._turn.finish(result=event)
+            else:
+                self._early_result = event
+
+    def _on_control_response(self, event: dict[str, Any]) -> None:
+        response = event.get("response") or {}
+        entry = self._control.pop(str(response.get("request_id")), None)
+        if entry is not None:
+            entry[1].append(response)
+            entry[0].set()
+
+    async def _deny_control_request(self, event: dict[str, Any]) -> None:
+        """Permission prompts (``--permission-prompt-tool stdio``) would block the turn
+        forever: answer each with a denial that says where permissions are configured."""
+        request_id = event.get("request_id")
+        reply = {"type": "control_response", "response": {
+            "subtype": "success", "request_id": request_id,
+            "response": {"behavior": "deny",
+                         "message": "teamctl answers no permission prompts; set the member's "
+                                    "permission flags in its args"}}}
+        log.warning("runtime_permission_prompt_denied", member=self._spec.member)
+        try:
+            await self._write(reply)
+        except RuntimeExited:
+            pass
+
+    def _on_exit(self) -> None:
+        code = self._process.returncode
+        error: Exception = RuntimeExited(self._spec.member, code, self.stderr_tail())
+        if self._turn is not None:
+            self._turn.finish(error=error)
+        self._exited.set()
+
+
+def _assistant_texts(event: dict[str, Any]) -> list[str]:
+    message = event.get("message") or {}
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+            and isinstance(b.get("text"), str)]
