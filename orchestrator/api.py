@@ -76,6 +76,7 @@ class ControlServer:
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None]) -> None:
         self._teams = teams
         self._on_stop_all = on_stop_all
+        self._stop_all_requested = False
         self._methods: dict[str, tuple[type[_Params], Handler]] = {
             "ping": (EmptyParams, self._ping),
             "launch": (LaunchParams, self._launch),
@@ -108,6 +109,9 @@ class ControlServer:
                     await stream.send(await self.dispatch(line))
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     return
+                finally:
+                    if self._stop_all_requested:
+                        self._on_stop_all()  # after the answer to 'stop' went out
 
     async def dispatch(self, line: bytes) -> bytes:
         try:
@@ -166,5 +170,5 @@ class ControlServer:
     async def _stop(self, params: TeamParams) -> dict[str, Any]:
         stopped = await self._teams.stop(params.team)
         if params.team is None:
-            self._on_stop_all()
+            self._stop_all_requested = True
         return {"stopped": stopped, "daemon_stopping": params.team is None}

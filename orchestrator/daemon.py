@@ -73,7 +73,7 @@ class Daemon:
                 log.warning("delivery_recovered", message_id=message_id, member=member,
                             state=state)
             await self._serve(AsyncStore(store), notify_fd)
-        log.info("daemon_stopped", pid=os.getpid())
+            log.info("daemon_stopped", pid=os.getpid())
 
     async def _serve(self, store: AsyncStore, notify_fd: int | None) -> None:
         async with anyio.create_task_group() as tg:
@@ -86,7 +86,13 @@ class Daemon:
             teams = Teams(store, supervisor, mailbox)
             server = ControlServer(teams, on_stop_all=self.request_shutdown)
             listener = await self._listen()
-            tg.start_soon(listener.serve, server.handle_connection, name="control server")
+            serving = anyio.CancelScope()
+
+            async def serve() -> None:
+                with serving:
+                    await listener.serve(server.handle_connection)
+
+            tg.start_soon(serve, name="control server")
             tg.start_soon(self._watch_signals, name="signals")
             await teams.resume_desired()
             self._announce_ready(notify_fd)
@@ -94,7 +100,7 @@ class Daemon:
             log.info("daemon_stopping")
             with anyio.CancelScope(shield=True):
                 await teams.shutdown()
-                await listener.aclose()
+                serving.cancel()
                 self.home.socket.unlink(missing_ok=True)
             tg.cancel_scope.cancel()
 

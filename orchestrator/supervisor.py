@@ -199,10 +199,15 @@ class Supervisor:
             state.scope = scope
             try:
                 await self._restart_loop(state, policy)
+            except Exception as exc:  # a bug here must not take the daemon down
+                state.launch, state.error = "fatal", f"internal error: {exc!r}"
+                log.exception("member_task_crashed", team=state.team, member=state.name)
             finally:
                 state.settled.set()
         if scope.cancel_called:
             state.launch = "stopped"
+            log.info("member_stopped", team=state.team, member=state.name,
+                     exit=(state.last_exit or {}).get("code"))
         state.liveness = "dead" if state.liveness != "unknown" else "unknown"
         state.notify()
         state.done.set()
@@ -244,11 +249,17 @@ class Supervisor:
             state.settled.set()
             return None
         state.session_id = spec.session_id
+        opened: RuntimeProcess | None = None
         try:
             async with runtime.open(spec) as process:
+                opened = process
                 await self._on_ready(state, process)
                 exit_code = await process.wait()
                 stderr_tail = process.stderr_tail()
+        except anyio.get_cancelled_exc_class():
+            if opened is not None:
+                state.last_exit = {"code": opened.exit_code, "at": time.time()}
+            raise
         except MemberStartFailed as exc:
             state.error = exc.message
             log.error("member_start_failed", team=state.team, member=state.name,

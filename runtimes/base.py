@@ -12,8 +12,8 @@ import shutil
 import signal
 import subprocess
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -40,6 +40,7 @@ __all__ = [
     "resolve_executable",
     "spawn_process",
     "stop_process",
+    "unwrapped_errors",
 ]
 
 OnSent = Callable[[], Awaitable[None]]
@@ -53,6 +54,11 @@ class RuntimeProcess(Protocol):
 
     @property
     def session_id(self) -> str | None: ...
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status once the process has exited (negative: killed by that signal)."""
+        ...
 
     def stderr_tail(self) -> list[str]: ...
 
@@ -123,6 +129,21 @@ async def stop_process(
                 return await process.wait()
             _signal_group(process.pid, signal.SIGKILL)
         return await process.wait()
+
+
+@contextmanager
+def unwrapped_errors() -> Iterator[None]:
+    """Re-raise a task group's lone exception as itself, so callers catch their typed errors
+    (MemberStartFailed, ...) rather than an ExceptionGroup around them."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        inner: BaseException = group
+        while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+            inner = inner.exceptions[0]
+        if inner is group:
+            raise
+        raise inner from group
 
 
 def kill_group(process: Process) -> None:

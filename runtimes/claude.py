@@ -48,6 +48,7 @@ from runtimes.base import (
     kill_group,
     spawn_process,
     stop_process,
+    unwrapped_errors,
 )
 from runtimes.framing import decode_line, encode_line, iter_lines
 
@@ -79,13 +80,14 @@ class ClaudeRuntime:
     @asynccontextmanager
     async def open(self, spec: LaunchSpec) -> AsyncIterator[ClaudeProcess]:
         """Start the member and wait for readiness; stop it (stop ladder) on exit."""
-        async with anyio.create_task_group() as tg:
-            process = await self._start(spec, tg)
-            try:
-                yield process
-            finally:
-                await process.close()
-                tg.cancel_scope.cancel()
+        with unwrapped_errors():
+            async with anyio.create_task_group() as tg:
+                process = await self._start(spec, tg)
+                try:
+                    yield process
+                finally:
+                    await process.close()
+                    tg.cancel_scope.cancel()
 
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> ClaudeProcess:
         session_id = spec.session_id or str(uuid.uuid4())
@@ -214,6 +216,10 @@ class ClaudeProcess:
     @property
     def session_id(self) -> str | None:
         return self._session_id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._process.returncode
 
     def stderr_tail(self) -> list[str]:
         return self._ring.tail()

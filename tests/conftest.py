@@ -1,0 +1,147 @@
+"""Shared helpers: a private TEAMCTL_HOME per test, the teamctl CLI as a real subprocess,
+team files written from Python, and event-based waits on process exit (pidfd)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_CLAUDE = REPO / "fixtures" / "bin" / "claude"
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def team_toml(name: str, members: list[dict[str, Any]], **team: Any) -> str:
+    lines = ["[team]", f"name = {toml_value(name)}"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in team.items()]
+    for member in members:
+        lines += ["", "[[members]]"] + [f"{k} = {toml_value(v)}" for k, v in member.items()]
+    return "\n".join(lines) + "\n"
+
+
+def fake_member(name: str, **extra: Any) -> dict[str, Any]:
+    member = {"name": name, "runtime": "claude", "model": "claude-sonnet-4-5",
+              "command": str(FAKE_CLAUDE), "start_timeout": 20.0}
+    member.update(extra)
+    return member
+
+
+def wait_pid_exit(pid: int, timeout: float) -> bool:
+    """True once ``pid`` has exited (pidfd: an event, not a poll loop); False at the deadline."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
+
+
+@dataclass
+class Teamctl:
+    """The CLI against one private home."""
+
+    home: Path
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 90.0,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, **(extra_env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args], input=input, capture_output=True,
+            text=True, timeout=timeout, env=env, cwd=self.workdir, check=False,
+        )
+
+    def json(self, *args: str, **kwargs: Any) -> Any:
+        done = self.run(*args, "--json", **kwargs)
+        assert done.stdout, done.stderr
+        return json.loads(done.stdout)
+
+    def write_team(self, name: str, members: list[dict[str, Any]], **team: Any) -> Path:
+        path = self.workdir / f"{name}.toml"
+        path.write_text(team_toml(name, members, **team))
+        return path
+
+    def daemon_pid(self) -> int | None:
+        try:
+            text = (self.home / "daemon.pid").read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def member_pids(self) -> list[int]:
+        done = self.run("status", "--json")
+        if done.returncode != 0:
+            return []
+        doc = json.loads(done.stdout)
+        return [m["pid"] for t in doc["teams"] for m in t["members"] if m["pid"]]
+
+    def log_events(self) -> list[dict[str, Any]]:
+        path = self.home / "logs" / "teamctl.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def shutdown(self) -> None:
+        """Stop everything; prove the daemon and every member process are gone."""
+        pid = self.daemon_pid()
+        members = self.member_pids()
+        self.run("stop", timeout=120)
+        for child in [*members, *([pid] if pid else [])]:
+            if not wait_pid_exit(child, 30.0):
+                os.kill(child, signal.SIGKILL)
+                raise AssertionError(f"process {child} outlived 'teamctl stop'")
+
+
+@pytest.fixture
+def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEAMCTL_", "FAKE_CLAUDE_"))}
+    env["TEAMCTL_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    ctl = Teamctl(home, work, env)
+    yield ctl
+    ctl.shutdown()

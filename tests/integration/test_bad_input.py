@@ -1,0 +1,158 @@
+"""Bad input gets a clear error, the documented exit code, and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+from tests.conftest import REPO, Teamctl, fake_member, wait_pid_exit
+
+
+def test_invalid_team_file_names_file_line_key_and_exits_2(teamctl: Teamctl) -> None:
+    path = teamctl.workdir / "bad.toml"
+    path.write_text(
+        '[team]\nname = "web"\n\n[[members]]\nname = "lead"\nruntime = "claud"\n'
+        'modle = "x"\nstart_timeout = -1\n'
+    )
+    done = teamctl.run("launch", str(path))
+    assert done.returncode == 2
+    assert f"{path}:6: members[0].runtime" in done.stderr
+    assert f"{path}:7: members[0].modle: unknown key" in done.stderr
+    assert f"{path}:8: members[0].start_timeout" in done.stderr
+    assert not (teamctl.home / "teamctl.sock").exists(), "no daemon for an invalid file"
+
+
+def test_team_file_that_is_not_toml_exits_2(teamctl: Teamctl) -> None:
+    path = teamctl.workdir / "bad.toml"
+    path.write_text("[team\nname=")
+    done = teamctl.run("launch", str(path))
+    assert done.returncode == 2 and "not valid TOML" in done.stderr
+
+
+def test_duplicate_member_names_are_refused(teamctl: Teamctl) -> None:
+    path = teamctl.write_team("web", [fake_member("a"), fake_member("a")])
+    done = teamctl.run("launch", str(path))
+    assert done.returncode == 2 and "two members are named 'a'" in done.stderr
+
+
+def test_commands_without_a_daemon_exit_4_and_say_how_to_start_one(teamctl: Teamctl) -> None:
+    for args in (("status",), ("send", "lead", "hi"), ("history", "lead"), ("stop",),
+                 ("restart", "lead")):
+        done = teamctl.run(*args)
+        assert done.returncode == 4, args
+        assert "teamctl launch" in done.stderr
+    assert teamctl.daemon_pid() is None
+
+
+def test_unknown_member_and_team_name_those_that_exist(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead"),
+                                                          fake_member("rev")])))
+    done = teamctl.run("send", "nobody", "hi")
+    assert done.returncode == 1
+    assert "no member named 'nobody'; members: lead, rev" in done.stderr
+    done = teamctl.run("send", "--team", "other", "lead", "hi")
+    assert done.returncode == 1 and "running teams: web" in done.stderr
+    doc = teamctl.json("send", "nobody", "hi")
+    assert doc == {"ok": False, "error": {"code": "not_found", "message": doc["error"]["message"],
+                                          "retryable": False}}
+
+
+def test_two_teams_require_team(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("one", [fake_member("lead")])))
+    teamctl.run("launch", str(teamctl.write_team("two", [fake_member("lead")])))
+    done = teamctl.run("send", "lead", "hi")
+    assert done.returncode == 2 and "--team" in done.stderr
+    done = teamctl.run("send", "--team", "two", "lead", "hi", "--wait")
+    assert done.returncode == 0
+
+
+def test_second_launch_of_a_running_team_is_refused(teamctl: Teamctl) -> None:
+    path = teamctl.write_team("web", [fake_member("lead")])
+    assert teamctl.run("launch", str(path)).returncode == 0
+    done = teamctl.run("launch", str(path))
+    assert done.returncode == 1
+    assert "team 'web' is already running" in done.stderr
+
+
+def test_missing_executable_fails_that_member_only(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("good"),
+        fake_member("bad", command="/nonexistent/claude"),
+    ])
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1
+    assert "install /nonexistent/claude or set command =" in done.stdout
+    rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    assert rows["bad"]["launch"] == "fatal"
+    assert rows["good"]["launch"] == "running"
+    assert teamctl.run("send", "good", "hi", "--wait").returncode == 0
+
+
+def test_member_that_exits_at_start_reports_its_redacted_stderr(teamctl: Teamctl) -> None:
+    secret = "sk-ant-api03-supersecretvalue"
+    member = fake_member("bad", max_restarts=1, backoff=[0.05, 0.1], env={
+        "FAKE_CLAUDE_EXIT_AT_START": "3",
+        "FAKE_CLAUDE_STDERR": f"boom: ANTHROPIC_API_KEY={secret} is wrong",
+        "ANTHROPIC_API_KEY": secret,
+    })
+    done = teamctl.run("launch", str(teamctl.write_team("web", [member])), "--timeout", "10")
+    assert done.returncode == 1
+    log_text = (teamctl.home / "logs" / "teamctl.jsonl").read_text()
+    assert secret not in log_text
+    failures = [e for e in teamctl.log_events() if e["event"] == "member_start_failed"]
+    assert failures and "exited 3" in failures[0]["error"]
+    assert any("boom: ANTHROPIC_API_KEY=[REDACTED]" in line
+               for line in failures[0]["stderr_tail"])
+
+
+def test_second_daemon_on_the_same_home_refuses(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")])))
+    done = teamctl.run("daemon", timeout=30)
+    assert done.returncode == 1
+    assert "already runs" in done.stderr
+    assert teamctl.run("status").returncode == 0
+
+
+def test_foreground_daemon_exits_0_on_sigterm(teamctl: Teamctl) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "daemon"], env=teamctl.env, cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    assert "teamctl daemon ready" in process.stdout.readline()
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")])))
+    member = teamctl.member_pids()
+    process.terminate()
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert wait_pid_exit(member[0], 5)
+
+
+def test_control_socket_bounds_requests_and_rejects_garbage(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")])))
+    path = str(teamctl.home / "teamctl.sock")
+
+    def exchange(payload: bytes) -> dict[str, object]:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(path)
+            sock.sendall(payload)
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return dict(json.loads(data))
+
+    assert exchange(b"not json\n")["error"]["code"] == -32700  # type: ignore[index]
+    unknown = exchange(b'{"jsonrpc":"2.0","id":1,"method":"nope"}\n')
+    assert unknown["error"]["code"] == -32601  # type: ignore[index]
+    extra = exchange(b'{"jsonrpc":"2.0","id":2,"method":"status","params":{"x":1}}\n')
+    assert extra["error"]["code"] == -32602  # type: ignore[index]
+    huge = exchange(b'{"jsonrpc":"2.0","id":3,"method":"send","params":{"text":"'
+                    + b"a" * (2 * 1024 * 1024) + b'"}}\n')
+    assert huge["error"]["code"] == -32600  # type: ignore[index]
+    assert teamctl.run("status").returncode == 0, "the daemon is fine"

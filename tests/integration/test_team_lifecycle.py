@@ -1,0 +1,175 @@
+"""The CLI contract (DESIGN §1) end to end: the real daemon and CLI, fake claude members."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+from tests.conftest import Teamctl, fake_member, pid_alive, wait_pid_exit
+
+
+def test_launch_send_wait_history_status(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("reviewer")])
+    launched = teamctl.run("launch", str(team))
+    assert launched.returncode == 0, launched.stderr
+    assert "lead" in launched.stdout and "running" in launched.stdout
+
+    reply = teamctl.run("send", "lead", "why is the button misaligned?", "--wait")
+    assert reply.returncode == 0, reply.stderr
+    assert reply.stdout.strip() == (
+        "fake-claude (claude-sonnet-4-5) received: why is the button misaligned?"
+    )
+
+    sent = teamctl.run("send", "reviewer", "look at PR 7")
+    assert sent.returncode == 0
+    message_id = sent.stdout.strip()
+    assert len(message_id) == 26 and "\n" not in message_id
+
+    history = teamctl.json("history", "lead")
+    assert history["team"] == "web" and history["member"] == "lead"
+    [message] = history["messages"]
+    assert message["state"] == "answered"
+    assert message["attempts"] == 1
+    assert message["error"] is None
+    assert message["reply"].endswith("why is the button misaligned?")
+
+    status = teamctl.json("status")
+    [web] = status["teams"]
+    rows = {m["name"]: m for m in web["members"]}
+    assert set(rows) == {"lead", "reviewer"}
+    for row in rows.values():
+        assert row["launch"] == "running"
+        assert row["liveness"] == "alive"
+        assert row["readiness"] in {"ready", "busy"}
+        assert pid_alive(row["pid"])
+        assert row["session_id"]
+    assert set(rows["lead"]) >= {"name", "runtime", "model", "pid", "launch", "liveness",
+                                 "readiness", "restarts", "queued", "session_id", "last_exit"}
+
+
+def test_send_json_with_wait_returns_the_reply_document(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("solo", [fake_member("lead")])))
+    doc = teamctl.json("send", "lead", "hi", "--wait")
+    assert doc["ok"] is True
+    assert doc["state"] == "answered"
+    assert doc["reply"].endswith("received: hi")
+
+
+def test_text_from_stdin(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("solo", [fake_member("lead")])))
+    done = teamctl.run("send", "lead", "-", "--wait", input="from a pipe\n")
+    assert done.returncode == 0, done.stderr
+    assert "received: from a pipe" in done.stdout
+
+
+def test_fifo_order_per_member(teamctl: Teamctl) -> None:
+    """Messages to one member are answered one turn at a time, in the order they were sent."""
+    slow = fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "0.2"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [slow])))
+    ids = [teamctl.run("send", "lead", f"message {i}").stdout.strip() for i in range(4)]
+    last = teamctl.run("send", "lead", "last", "--wait")
+    assert last.returncode == 0
+    history = teamctl.json("history", "lead")["messages"]
+    assert [m["id"] for m in history[:4]] == ids
+    assert [m["reply"].rsplit(": ", 1)[1] for m in history] == [
+        "message 0", "message 1", "message 2", "message 3", "last"
+    ]
+    assert all(m["attempts"] == 1 for m in history)
+
+
+def test_api_error_is_a_failed_delivery_not_an_answer(teamctl: Teamctl) -> None:
+    member = fake_member("lead", env={"FAKE_CLAUDE_API_ERROR_ON_TURN": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    done = teamctl.run("send", "lead", "hello", "--wait")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "turn_failed: Invalid API key" in done.stderr
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "failed"
+    assert message["reply"] is None
+    assert message["error"]["code"] == "turn_failed"
+    assert message["error"]["retryable"] is False
+    again = teamctl.run("send", "lead", "second turn works", "--wait")
+    assert again.returncode == 0 and "second turn works" in again.stdout
+
+
+def test_member_crash_mid_turn_is_redelivered_on_the_resumed_session(teamctl: Teamctl) -> None:
+    member = fake_member("lead", env={"FAKE_CLAUDE_CRASH_ON_TURN": "2"}, backoff=[0.1, 1.0])
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    first = teamctl.json("status")["teams"][0]["members"][0]
+    assert teamctl.run("send", "lead", "one", "--wait").returncode == 0
+    done = teamctl.run("send", "lead", "two", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("received: two")
+    messages = teamctl.json("history", "lead")["messages"]
+    assert [m["state"] for m in messages] == ["answered", "answered"]
+    assert messages[1]["attempts"] == 2
+    after = teamctl.json("status")["teams"][0]["members"][0]
+    assert after["restarts"] == 1
+    assert after["session_id"] == first["session_id"]
+    assert after["pid"] != first["pid"]
+    assert after["last_exit"]["code"] == -9
+    crash = [e for e in teamctl.log_events() if e["event"] == "delivery_failed"]
+    assert crash and crash[0]["code"] == "runtime_exited" and crash[0]["state"] == "queued"
+
+
+def test_restart_keeps_the_session(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("solo", [fake_member("lead")])))
+    teamctl.run("send", "lead", "before", "--wait")
+    before = teamctl.json("status")["teams"][0]["members"][0]
+    done = teamctl.run("restart", "lead")
+    assert done.returncode == 0, done.stderr
+    after = teamctl.json("status")["teams"][0]["members"][0]
+    assert after["pid"] != before["pid"] and after["session_id"] == before["session_id"]
+    assert wait_pid_exit(before["pid"], 10)
+    assert teamctl.run("send", "lead", "after", "--wait").returncode == 0
+    resumed = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
+    assert [e["resumed"] for e in resumed] == [False, True]
+
+
+def test_stop_team_stops_members_in_reverse_order_and_keeps_the_daemon(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("a"), fake_member("b"), fake_member("c")])
+    teamctl.run("launch", str(team))
+    pids = teamctl.member_pids()
+    daemon = teamctl.daemon_pid()
+    done = teamctl.run("stop", "web")
+    assert done.returncode == 0 and "stopped web" in done.stdout
+    assert all(wait_pid_exit(pid, 20) for pid in pids)
+    assert daemon is not None and pid_alive(daemon)
+    exits = [e["member"] for e in teamctl.log_events() if e["event"] == "member_stopped"]
+    assert exits == ["c", "b", "a"]
+    assert teamctl.json("status") == {"teams": []}
+    relaunch = teamctl.run("launch", str(team))
+    assert relaunch.returncode == 0, relaunch.stderr
+
+
+def test_stop_all_stops_the_daemon_with_exit_0(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("a")])))
+    daemon = teamctl.daemon_pid()
+    member = teamctl.member_pids()
+    assert teamctl.run("stop").returncode == 0
+    assert daemon is not None and wait_pid_exit(daemon, 30)
+    assert wait_pid_exit(member[0], 5)
+    assert not (teamctl.home / "teamctl.sock").exists()
+    assert teamctl.run("status").returncode == 4
+
+
+def test_home_socket_and_journal_are_private(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("a")])))
+    assert stat.S_IMODE(teamctl.home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((teamctl.home / "teamctl.sock").stat().st_mode) == 0o600
+    assert stat.S_IMODE((teamctl.home / "state.db").stat().st_mode) == 0o600
+    assert stat.S_IMODE((teamctl.home / "logs" / "teamctl.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE((teamctl.home / "members" / "web" / "a").stat().st_mode) == 0o700
+
+
+def test_logs_json_and_member_filter(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("a"), fake_member("b")])
+    teamctl.run("launch", str(team))
+    teamctl.run("send", "a", "hello a", "--wait")
+    done = teamctl.run("logs", "--json", "--member", "a")
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events and all(e["member"] == "a" for e in events)
+    assert "delivery_answered" in {e["event"] for e in events}
+    text = teamctl.run("logs", "--member", "a").stdout
+    assert "delivery_answered" in text and "member=a" in text
