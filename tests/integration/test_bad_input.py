@@ -138,7 +138,10 @@ def test_control_socket_bounds_requests_and_rejects_garbage(teamctl: Teamctl) ->
         with socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(10)
             sock.connect(path)
-            sock.sendall(payload)
+            try:
+                sock.sendall(payload)
+            except BrokenPipeError:
+                pass  # the daemon stopped reading past its limit; its answer is buffered
             data = b""
             while not data.endswith(b"\n"):
                 chunk = sock.recv(65536)
