@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -25,7 +25,9 @@ from orchestrator import rpc
 from orchestrator.config import NAME_PATTERN, TeamConfig
 from orchestrator.errors import TeamctlError
 from orchestrator.redaction import redact, redact_value
-from orchestrator.teams import Teams
+
+if TYPE_CHECKING:
+    from orchestrator.teams import Teams
 
 __all__ = ["ControlServer", "peer_uid"]
 

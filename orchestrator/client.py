@@ -34,7 +34,7 @@ def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30
             sock.connect(path)
         except FileNotFoundError:
             raise DaemonUnavailable(path, "no socket") from None
-        except (ConnectionRefusedError, socket.timeout) as exc:
+        except (TimeoutError, ConnectionRefusedError) as exc:
             raise DaemonUnavailable(path, type(exc).__name__) from None
         sock.settimeout(timeout)
         sock.sendall(rpc.request(1, method, params))
@@ -50,7 +50,7 @@ def _read_line(sock: socket.socket, path: str, timeout: float) -> dict[str, Any]
     while True:
         try:
             chunk = sock.recv(1 << 20)
-        except socket.timeout:
+        except TimeoutError:
             raise TeamctlError(f"the daemon did not answer within {timeout:g}s") from None
         if not chunk:
             raise DaemonUnavailable(path, "the daemon closed the connection")

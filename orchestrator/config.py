@@ -62,7 +62,7 @@ class MemberConfig(_Strict):
     @model_validator(mode="after")
     def _backoff_ordered(self) -> MemberConfig:
         if self.backoff[0] > self.backoff[1]:
-            raise ValueError("backoff = [first, largest]: the first delay must not exceed the largest")
+            raise ValueError("backoff = [first, largest]: the first delay exceeds the largest")
         return self
 
 

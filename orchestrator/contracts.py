@@ -7,10 +7,8 @@ capabilities an adapter declares, and the errors a runtime may raise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import (
     ExecutableNotFound,
@@ -21,6 +19,10 @@ from orchestrator.errors import (
     RuntimeStuck,
     TurnFailed,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = [
     "Capabilities",

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 from contextlib import ExitStack
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import structlog
@@ -24,12 +24,14 @@ from orchestrator.api import ControlServer
 from orchestrator.diagnostics import configure
 from orchestrator.errors import DaemonAlreadyRunning, TeamctlError
 from orchestrator.mailbox import Mailbox
-from orchestrator.paths import Home
 from orchestrator.store import AsyncStore, Store
 from orchestrator.supervisor import Supervisor
 from orchestrator.teams import Teams
-from runtimes.base import Runtime
 from runtimes.registry import default_runtimes
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Home
+    from runtimes.base import Runtime
 
 __all__ = ["Daemon", "main"]
 

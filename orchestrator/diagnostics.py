@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, MutableMapping
-from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.redaction import redact_value
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, MutableMapping
+    from pathlib import Path
 
 __all__ = [
     "LOG_FILE_NAME",

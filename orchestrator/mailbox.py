@@ -11,16 +11,20 @@ with that error. The mailbox never writes launch, liveness or readiness.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
 
 from orchestrator.contracts import TextPart, Turn
 from orchestrator.errors import ReplyTimeout, RuntimeExited, RuntimeStuck, TeamctlError
 from orchestrator.ids import new_ulid
-from orchestrator.store import AsyncStore, Delivery
-from orchestrator.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from orchestrator.store import AsyncStore, Delivery
+    from orchestrator.supervisor import Supervisor
 
 __all__ = ["Mailbox"]
 

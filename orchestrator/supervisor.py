@@ -13,18 +13,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
 
-from orchestrator.config import MemberConfig, TeamConfig
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
 from orchestrator.restart_policy import RestartPolicy
 from runtimes.base import Runtime, RuntimeProcess, resolve_executable
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from orchestrator.config import MemberConfig, TeamConfig
 
 __all__ = ["MemberState", "Supervisor"]
 

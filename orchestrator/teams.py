@@ -7,15 +7,17 @@ reverse start order).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from orchestrator.config import TeamConfig
 from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
-from orchestrator.mailbox import Mailbox
-from orchestrator.store import AsyncStore
-from orchestrator.supervisor import MemberState, Supervisor
+
+if TYPE_CHECKING:
+    from orchestrator.mailbox import Mailbox
+    from orchestrator.store import AsyncStore
+    from orchestrator.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
 

@@ -13,12 +13,10 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
-from pathlib import Path
-from typing import Protocol
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
-from anyio.abc import Process
 
 from orchestrator.contracts import (
     Capabilities,
@@ -28,6 +26,11 @@ from orchestrator.contracts import (
     TurnResult,
     redact,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anyio.abc import Process
 
 __all__ = [
     "OnSent",
@@ -116,19 +119,19 @@ async def stop_process(
 ) -> int | None:
     """The stop ladder; shielded from cancellation, bounded, and always reaps the process."""
     with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            if process.stdin is not None:
-                try:
-                    await process.stdin.aclose()
-                except (anyio.BrokenResourceError, OSError):
-                    pass
-            with anyio.move_on_after(eof_timeout):
-                return await process.wait()
-            _signal_group(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(term_timeout):
-                return await process.wait()
-            _signal_group(process.pid, signal.SIGKILL)
-        return await process.wait()
+        if process.returncode is None and process.stdin is not None:
+            with suppress(anyio.BrokenResourceError, OSError):
+                await process.stdin.aclose()
+        for signum, grace in ((None, eof_timeout), (signal.SIGTERM, term_timeout)):
+            if signum is not None:
+                _signal_group(process.pid, signum)
+            with anyio.move_on_after(grace):
+                await process.wait()
+            if process.returncode is not None:
+                return process.returncode
+        _signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+    return process.returncode
 
 
 @contextmanager
@@ -155,10 +158,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 class StderrRing:

@@ -18,14 +18,11 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, assert_never
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 import structlog
-from anyio.abc import Process, TaskGroup
 
 from orchestrator.contracts import (
     Capabilities,
@@ -51,6 +48,12 @@ from runtimes.base import (
     unwrapped_errors,
 )
 from runtimes.framing import decode_line, encode_line, iter_lines
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+    from pathlib import Path
+
+    from anyio.abc import Process, TaskGroup
 
 __all__ = ["ClaudeProcess", "ClaudeRuntime", "SessionNotFound", "user_line"]
 
@@ -392,10 +395,8 @@ class ClaudeProcess:
                          "message": "teamctl answers no permission prompts; set the member's "
                                     "permission flags in its args"}}}
         log.warning("runtime_permission_prompt_denied", member=self._spec.member)
-        try:
+        with suppress(RuntimeExited):
             await self._write(reply)
-        except RuntimeExited:
-            pass
 
     def _on_exit(self) -> None:
         code = self._process.returncode

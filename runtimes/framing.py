@@ -8,13 +8,16 @@ starts like a JSON object but does not parse is corrupt: a ProtocolError.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio import BrokenResourceError, ClosedResourceError, EndOfStream
-from anyio.abc import ByteReceiveStream
 
 from orchestrator.contracts import LineTooLong, ProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from anyio.abc import ByteReceiveStream
 
 __all__ = ["LINE_LIMIT_BYTES", "decode_line", "encode_line", "iter_lines"]
 
@@ -57,7 +60,7 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"corrupt JSON line ({len(line)} bytes): {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}") from exc
+        raise ProtocolError(f"corrupt JSON line ({len(line)} bytes): {exc}") from exc
     if not isinstance(value, dict):
         raise ProtocolError(f"a JSON line that is not an object ({type(value).__name__})")
     return value

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from runtimes.base import Runtime
+from typing import TYPE_CHECKING
+
 from runtimes.claude import ClaudeRuntime
+
+if TYPE_CHECKING:
+    from runtimes.base import Runtime
 
 __all__ = ["default_runtimes"]
 

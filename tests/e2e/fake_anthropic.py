@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
-from imageinfo import describe  # noqa: E402
+from imageinfo import describe
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}

@@ -1,0 +1,44 @@
+# teamctl — the two set-up commands are `make demo` and `make test`; each creates or reuses .venv.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+E2E_DIR := .cache/e2e
+CLAUDE_VERSION := 2.1.332
+CLAUDE_BIN := $(E2E_DIR)/claude/node_modules/.bin/claude
+
+.PHONY: demo test unit e2e lint bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) fixtures/demo/run_demo.py
+
+test: $(STAMP) lint
+	$(PY) -m pytest -m "not e2e" -q
+
+e2e: $(STAMP) $(CLAUDE_BIN)
+	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) $(PY) -m pytest -m e2e tests/e2e -q
+
+# npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
+$(CLAUDE_BIN):
+	mkdir -p $(E2E_DIR)/claude
+	cd $(E2E_DIR)/claude && (test -f package.json || npm init -y >/dev/null) && \
+		npm install --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+	$(CLAUDE_BIN) --version
+
+lint: $(STAMP)
+	$(PY) -m ruff check orchestrator runtimes fixtures tests bench
+	$(PY) -m mypy
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .cache .demo-home
