@@ -75,8 +75,10 @@ def peer_uid(sock: socket.socket) -> int:
 class ControlServer:
     """Serves the control API until cancelled; ``shutdown`` is called for ``stop`` (all)."""
 
-    def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None]) -> None:
+    def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
+                 allowed_uid: int | None = None) -> None:
         self._teams = teams
+        self._allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self._on_stop_all = on_stop_all
         self._stop_all_requested = False
         self._methods: dict[str, tuple[type[_Params], Handler]] = {
@@ -93,7 +95,7 @@ class ControlServer:
         async with stream:
             raw = stream.extra(SocketAttribute.raw_socket)
             uid = peer_uid(raw)
-            if uid != os.getuid():
+            if uid != self._allowed_uid:
                 log.warning("control_peer_refused", peer_uid=uid)
                 return
             reader = BufferedByteReceiveStream(stream)

@@ -29,7 +29,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"sk-ant-[A-Za-z0-9_-]{4,}"), "sk-ant-" + REDACTED),
     (re.compile(r"sk-or-v1-[A-Za-z0-9_-]{4,}"), "sk-or-v1-" + REDACTED),
     (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), "sk-" + REDACTED),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_-]{12,}"), REDACTED),
     # Long base64 runs (image bytes). 80+ characters keeps sha256 hex digests (64) readable.
     (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "[BASE64 REDACTED]"),
 )

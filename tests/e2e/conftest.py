@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.e2e.fake_anthropic import FakeAnthropic
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 CLAUDE_VERSION = "2.1.332"
 

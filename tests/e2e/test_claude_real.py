@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import Teamctl
 from tests.e2e.conftest import CLAUDE_VERSION, claude_member
 from tests.e2e.fake_anthropic import FakeAnthropic, newest_user_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Teamctl
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,69 @@
+"""The team file: defaults, paths relative to the file, and errors naming file, line and key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from orchestrator.config import load_team_file
+from orchestrator.errors import TeamFileError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "team.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_relative_paths(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    path = _write(tmp_path, '[team]\nname = "web"\nworkdir = "src"\n\n[[members]]\n'
+                  'name = "lead"\nruntime = "claude"\ncommand = "bin/claude"\n')
+    team = load_team_file(path)
+    [lead] = team.members
+    assert team.team.workdir == str(tmp_path / "src")
+    assert lead.command == str(tmp_path / "bin" / "claude")
+    assert (lead.restart, lead.backoff, lead.max_restarts) == ("on-failure", (1.0, 60.0), 5)
+    assert (lead.start_timeout, lead.turn_idle_timeout, lead.restart_window) == (60.0, 600.0,
+                                                                                 300.0)
+    assert team.member_workdir(lead) == tmp_path / "src"
+
+
+def test_command_on_path_is_left_alone(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "codex"\n'
+                  'command = "codex"\n')
+    assert load_team_file(path).members[0].command == "codex"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "claude"\nbogus = 1\n',
+     ":6: members[0].bogus: unknown key"),
+    ('[team]\nname = "bad name"\n[[members]]\nname = "a"\nruntime = "claude"\n',
+     ":2: team.name:"),
+    ('[team]\nname = "w"\ncolour = "red"\n[[members]]\nname = "a"\nruntime = "claude"\n',
+     ":3: team.colour: unknown key"),
+    ('[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "claude"\n'
+     'backoff = [60.0, 1.0]\n', "members[0]"),
+    ('[team]\nname = "w"\n', "members: Field required"),
+    ('[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "claude"\n'
+     'restart = "sometimes"\n', ":6: members[0].restart"),
+    ('[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "claude"\n'
+     '[members.config]\nx = 1\n[[members]]\nname = "b"\nruntime = "gpt"\n',
+     ":10: members[1].runtime"),
+])
+def test_errors_name_file_line_and_key(tmp_path: Path, text: str, expected: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(TeamFileError) as info:
+        load_team_file(path)
+    assert str(path) in info.value.message
+    assert expected in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TeamFileError, match="cannot read it"):
+        load_team_file(tmp_path / "nope.toml")

@@ -1,0 +1,119 @@
+"""The journal: schema versioning, atomic journaling, FIFO, transitions and crash recovery."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+import pytest
+
+from orchestrator.errors import StoreError
+from orchestrator.store import MAX_ATTEMPTS, SCHEMA_VERSION, Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    db = Store(tmp_path / "state.db")
+    db.save_team("web", "/t.toml", {"k": 1}, [("lead", "claude"), ("rev", "codex")])
+    return db
+
+
+def test_wal_full_sync_and_schema_version(tmp_path: Path, store: Store) -> None:
+    raw = sqlite3.connect(tmp_path / "state.db")
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.schema_version == SCHEMA_VERSION
+    assert oct((tmp_path / "state.db").stat().st_mode & 0o777) == "0o600"
+
+
+def test_reopening_does_not_migrate_again(tmp_path: Path, store: Store) -> None:
+    store.add_message("01A", "web", "hello", ["lead"])
+    store.close()
+    again = Store(tmp_path / "state.db")
+    assert again.next_queued("web", "lead") is not None
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path, store: Store) -> None:
+    store.close()
+    raw = sqlite3.connect(tmp_path / "state.db")
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(StoreError, match="newer than this teamctl"):
+        Store(tmp_path / "state.db")
+
+
+def test_fifo_by_journal_order_not_by_id(store: Store) -> None:
+    store.add_message("ZZZ", "web", "first", ["lead"])
+    store.add_message("AAA", "web", "second", ["lead"])
+    first = store.next_queued("web", "lead")
+    assert first is not None and first.text == "first"
+
+
+def test_happy_path_transitions(store: Store) -> None:
+    store.add_message("01A", "web", "hello", ["lead"])
+    store.mark_prepared("01A", "lead")
+    store.mark_sent("01A", "lead")
+    store.mark_answered("01A", "lead", "hi back")
+    delivery = store.delivery("01A", "lead")
+    assert delivery is not None
+    assert (delivery.state, delivery.attempts, delivery.reply) == ("answered", 1, "hi back")
+    assert store.next_queued("web", "lead") is None
+
+
+def test_sent_cannot_be_skipped_to_from_queued(store: Store) -> None:
+    store.add_message("01A", "web", "hello", ["lead"])
+    with pytest.raises(StoreError):
+        store.mark_sent("01A", "lead")
+
+
+def test_requeue_until_attempts_are_used_up(store: Store) -> None:
+    store.add_message("01A", "web", "hello", ["lead"])
+    states = []
+    for _ in range(MAX_ATTEMPTS):
+        store.mark_prepared("01A", "lead")
+        store.mark_sent("01A", "lead")
+        states.append(store.mark_failed("01A", "lead", code="runtime_exited", message="x",
+                                        retryable=True, requeue=True))
+    assert states == ["queued"] * (MAX_ATTEMPTS - 1) + ["failed"]
+    delivery = store.delivery("01A", "lead")
+    assert delivery is not None and delivery.error_code == "runtime_exited"
+
+
+def test_an_answered_delivery_is_never_failed_or_requeued(store: Store) -> None:
+    store.add_message("01A", "web", "hello", ["lead"])
+    store.mark_prepared("01A", "lead")
+    store.mark_answered("01A", "lead", "done")
+    assert store.mark_failed("01A", "lead", code="x", message="y", retryable=True,
+                             requeue=True) == "answered"
+    assert store.recover_in_flight() == []
+
+
+def test_recover_in_flight_after_a_daemon_crash(store: Store) -> None:
+    store.add_message("01A", "web", "a", ["lead"])
+    store.add_message("01B", "web", "b", ["rev"])
+    store.mark_prepared("01A", "lead")
+    store.mark_sent("01A", "lead")
+    store.mark_prepared("01B", "rev")
+    assert sorted(store.recover_in_flight()) == [("01A", "lead", "queued"),
+                                                 ("01B", "rev", "queued")]
+    queued = store.next_queued("web", "lead")
+    assert queued is not None and queued.attempts == 1
+
+
+def test_relaunch_keeps_session_ids_of_kept_members(store: Store) -> None:
+    store.set_session_id("web", "lead", "s-lead")
+    store.set_session_id("web", "rev", "s-rev")
+    store.save_team("web", "/t.toml", {}, [("lead", "claude"), ("rev", "claude")])
+    assert store.session_id("web", "lead") == "s-lead"
+    assert store.session_id("web", "rev") is None, "another runtime: its session cannot carry"
+    store.save_team("web", "/t.toml", {}, [("lead", "claude")])
+    assert store.session_id("web", "rev") is None
+
+
+def test_desired_state(store: Store) -> None:
+    assert [t.name for t in store.teams(desired="running")] == ["web"]
+    store.set_team_desired("web", "stopped")
+    assert store.teams(desired="running") == []
