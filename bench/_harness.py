@@ -1,0 +1,69 @@
+"""Shared bench plumbing: a private home, a team of fake members, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_CLAUDE = REPO / "fixtures" / "bin" / "claude"
+sys.path.insert(0, str(REPO))
+
+
+def team_file(directory: Path, name: str, members: int) -> Path:
+    lines = ["[team]", f'name = "{name}"']
+    for i in range(members):
+        lines += ["", "[[members]]", f'name = "m{i}"', 'runtime = "claude"',
+                  'model = "claude-sonnet-4-5"', f'command = "{FAKE_CLAUDE}"']
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@contextmanager
+def home() -> Iterator[dict[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
+        env = dict(os.environ, TEAMCTL_HOME=str(Path(tmp) / "home"), PYTHONPATH=str(REPO))
+        env["TEAMCTL_BENCH_DIR"] = tmp
+        try:
+            yield env
+        finally:
+            teamctl(env, "stop", check=False)
+
+
+def teamctl(env: dict[str, str], *args: str, check: bool = True) -> str:
+    done = subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, text=True,
+                          capture_output=True, timeout=300, check=False)
+    if check and done.returncode != 0:
+        raise SystemExit(f"teamctl {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def figure(name: str, value: float) -> None:
+    print(f"bench: {name} = {value:.3f}", flush=True)
