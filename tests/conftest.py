@@ -148,3 +148,57 @@ def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
     ctl = Teamctl(home, work, env)
     yield ctl
     ctl.shutdown()
+
+
+class LogFollower:
+    """``teamctl logs -f --json`` in a subprocess; wait for an event with a deadline."""
+
+    def __init__(self, ctl: Teamctl) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "logs", "-f", "--json"], env=ctl.env,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctl.workdir,
+        )
+        self._buffer = b""
+        self.seen: list[dict[str, Any]] = []
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+        for event in self.seen:
+            if predicate(event):
+                return event
+        assert self._process.stdout is not None
+        fd = self._process.stdout.fileno()
+        deadline = _monotonic() + timeout
+        while (remaining := deadline - _monotonic()) > 0:
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self._buffer += chunk
+            *lines, self._buffer = self._buffer.split(b"\n")
+            for line in lines:
+                event = json.loads(line)
+                self.seen.append(event)
+                if predicate(event):
+                    return event
+        raise AssertionError(f"no matching log event within {timeout}s")
+
+    def close(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+@pytest.fixture
+def follow_logs(teamctl: Teamctl) -> Iterator[LogFollower]:
+    follower = LogFollower(teamctl)
+    yield follower
+    follower.close()

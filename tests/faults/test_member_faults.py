@@ -1,0 +1,74 @@
+"""A member that misbehaves never loses a message and never takes the daemon down."""
+
+from __future__ import annotations
+
+from tests.conftest import LogFollower, Teamctl, fake_member, wait_pid_exit
+
+
+def test_a_hung_turn_is_stuck_then_redelivered_after_restart(teamctl: Teamctl) -> None:
+    member = fake_member("lead", turn_idle_timeout=1.0, backoff=[0.1, 1.0],
+                         env={"FAKE_CLAUDE_HANG_ON_TURN": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    hung_pid = teamctl.member_pids()[0]
+    done = teamctl.run("send", "lead", "are you there?", "--wait", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("received: are you there?")
+    assert wait_pid_exit(hung_pid, 10), "the stuck process was killed"
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "answered" and message["attempts"] == 2
+    codes = [e.get("code") for e in teamctl.log_events() if e["event"] == "delivery_failed"]
+    assert codes == ["runtime_stuck"]
+
+
+def test_garbage_on_stdout_is_skipped(teamctl: Teamctl) -> None:
+    member = fake_member("lead", env={"FAKE_CLAUDE_GARBAGE": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    done = teamctl.run("send", "lead", "hello", "--wait")
+    assert done.returncode == 0 and "received: hello" in done.stdout
+    assert any(e["event"] == "runtime_noise" for e in teamctl.log_events())
+
+
+def test_slow_start_past_start_timeout_fails_then_goes_fatal(teamctl: Teamctl) -> None:
+    member = fake_member("slow", start_timeout=0.5, max_restarts=1, backoff=[0.05, 0.1],
+                         env={"FAKE_CLAUDE_START_DELAY": "30"})
+    done = teamctl.run("launch", str(teamctl.write_team("solo", [member])), "--timeout", "20")
+    assert done.returncode == 1
+    failures = [e for e in teamctl.log_events() if e["event"] == "member_start_failed"]
+    assert failures and "no answer to initialize within 0.5s" in failures[0]["error"]
+
+
+def test_crash_loop_ends_fatal_and_messages_wait_in_the_journal(
+    teamctl: Teamctl, follow_logs: LogFollower
+) -> None:
+    member = fake_member("bad", max_restarts=2, backoff=[0.05, 0.1],
+                         env={"FAKE_CLAUDE_EXIT_AT_START": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])), "--no-wait")
+    follow_logs.wait_for(lambda e: e["event"] == "member_restart_decision"
+                         and e["action"] == "fatal")
+    [row] = teamctl.json("status")["teams"][0]["members"]
+    assert row["launch"] == "fatal" and row["restarts"] == 2
+    message_id = teamctl.run("send", "bad", "still journaled").stdout.strip()
+    [message] = teamctl.json("history", "bad")["messages"]
+    assert message["id"] == message_id and message["state"] == "queued"
+    assert teamctl.json("status")["teams"][0]["members"][0]["queued"] == 1
+
+
+def test_reply_timeout_leaves_the_message_journaled_and_it_is_answered_later(
+    teamctl: Teamctl, follow_logs: LogFollower
+) -> None:
+    member = fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "2"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    done = teamctl.run("send", "lead", "take your time", "--wait", "--timeout", "0.3")
+    assert done.returncode == 1
+    assert "no reply" in done.stderr and "stays journaled" in done.stderr
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered")
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "answered"
+
+
+def test_logs_follow_prints_new_events(teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    teamctl.run("launch", str(teamctl.write_team("solo", [fake_member("lead")])))
+    message_id = teamctl.run("send", "lead", "hi").stdout.strip()
+    event = follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                                 and e.get("message_id") == message_id)
+    assert event["member"] == "lead"
