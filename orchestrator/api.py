@@ -57,7 +57,9 @@ class MemberParams(TeamParams):
 
 class SendParams(MemberParams):
     text: str
+    attachments: list[str] = Field(default=[], max_length=32)
     wait: bool = False
+    dry_run: bool = False
     timeout: float = Field(default=600.0, gt=0)
 
 
@@ -163,7 +165,8 @@ class ControlServer:
 
     async def _send(self, params: SendParams) -> dict[str, Any]:
         return await self._teams.send(params.team, params.member, params.text,
-                                      wait=params.wait, timeout=params.timeout)
+                                      wait=params.wait, timeout=params.timeout,
+                                      attachments=params.attachments, dry_run=params.dry_run)
 
     async def _history(self, params: MemberParams) -> dict[str, Any]:
         return await self._teams.history(params.team, params.member)

@@ -137,25 +137,70 @@ def status(team: str | None, as_json: bool) -> None:
 @click.option("--team", default=None)
 @click.argument("member")
 @click.argument("text", required=False)
+@click.option("--attach", "attach", multiple=True, metavar="PATH",
+              type=click.Path(path_type=Path), help="An image to send (repeatable).")
 @click.option("--wait", is_flag=True, help="Wait for the reply and print it.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
               show_default=True, help="Seconds to wait for the reply (with --wait).")
+@click.option("--dry-run", is_flag=True, help="Validate and plan the attachments; send nothing.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
-def send(team: str | None, member: str, text: str | None, wait: bool, timeout: float,
-         as_json: bool) -> None:
-    """Send TEXT (or '-' for stdin) to MEMBER; print the message id, or with --wait the reply."""
-    if text is None or text == "-":
-        if text is None and sys.stdin.isatty():
-            raise click.UsageError("give TEXT, or '-' to read it from stdin")
+def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ...],
+         wait: bool, timeout: float, dry_run: bool, as_json: bool) -> None:
+    """Send TEXT (or '-' for stdin) to MEMBER; print the message id, or with --wait the reply.
+
+    Attachments are validated and planned before anything is sent: on any failure the whole
+    message is refused (exit 3), one line per failure."""
+    text = _message_text(text, has_attachments=bool(attach))
+    params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
+              "timeout": timeout, "dry_run": dry_run,
+              "attachments": [str(p.expanduser().absolute()) for p in attach]}
+    try:
+        result = client.call(_home(), "send", params,
+                             timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * len(attach))
+    except TeamctlError as exc:
+        failures = exc.details.get("failures")
+        if not failures:
+            raise
+        _refused(failures, as_json, exc.exit_code)
+        return
+    if dry_run:
+        _print_plan(result, as_json)
+        return
+    _print_sent(result, wait=wait, as_json=as_json)
+
+
+def _message_text(text: str | None, *, has_attachments: bool) -> str:
+    if text == "-" or (text is None and not sys.stdin.isatty() and not has_attachments):
         text = sys.stdin.read()
-    if not text.strip():
-        raise click.UsageError("the message is empty")
-    result = client.call(
-        _home(), "send",
-        {"team": team, "member": member, "text": text, "wait": wait, "timeout": timeout},
-        timeout=(timeout if wait else 0) + _CALL_MARGIN,
-    )
+    text = text or ""
+    if not text.strip() and not has_attachments:
+        raise click.UsageError("the message is empty: give TEXT, '-' for stdin, or --attach")
+    return text
+
+
+def _refused(failures: list[dict[str, Any]], as_json: bool, exit_code: int) -> None:
+    if as_json:
+        _emit_json({"ok": False, "failures": failures})
+    else:
+        for failure in failures:
+            click.echo(f"{failure['code']}: {failure['message']}", err=True)
+    sys.exit(exit_code)
+
+
+def _print_plan(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _emit_json({"ok": True, "attachments": result["attachments"]})
+        return
+    for attachment in result["attachments"]:
+        for v in attachment["variants"]:
+            click.echo(f"{attachment['name']}: {v['purpose']} {v['mime']} "
+                       f"{v['width']}x{v['height']} {v['bytes']} bytes sha256={v['sha256']}")
+        for warning in attachment["warnings"]:
+            click.echo(f"  warning: {warning}")
+
+
+def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
     if as_json:
         _emit_json(result)
     elif not wait:

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import (
+    EXIT_REFUSED,
     ExecutableNotFound,
     LineTooLong,
     MemberStartFailed,
     ProtocolError,
     RuntimeExited,
     RuntimeStuck,
+    TeamctlError,
     TurnFailed,
 )
 
@@ -27,9 +29,11 @@ if TYPE_CHECKING:
 __all__ = [
     "Capabilities",
     "ExecutableNotFound",
+    "ImagePart",
     "LaunchSpec",
     "LineTooLong",
     "MemberStartFailed",
+    "PayloadTooLarge",
     "PreparedPart",
     "ProtocolError",
     "RuntimeExited",
@@ -44,10 +48,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a runtime's transport can carry (not what the member's model can see)."""
+    """What a runtime's transport can carry (not what the member's model can see).
+
+    ``image_purpose`` names the variant the adapter delivers; ``inline_base64`` says images
+    travel base64-encoded inside one message whose serialized size must stay within
+    ``max_payload_bytes`` (checked before anything is written)."""
 
     image_input: bool
     image_mimes: frozenset[str] = frozenset()
+    image_purpose: str = ""
+    inline_base64: bool = False
+    max_payload_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,33 @@ class TextPart:
     text: str
 
 
-PreparedPart = TextPart
+@dataclass(frozen=True)
+class ImagePart:
+    """A normalized image variant, verified against its sha256, ready for the adapter."""
+
+    mime: str
+    width: int
+    height: int
+    sha256: str
+    data: bytes = field(repr=False)
+    path: Path | None = None  # the artifact file, for runtimes that take image files
+
+
+PreparedPart = TextPart | ImagePart
+
+
+class PayloadTooLarge(TeamctlError):
+    """The serialized message would exceed what the runtime's transport takes at once."""
+
+    code = "attachment_serialized_payload_too_large"
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(
+            f"the message would be {size_bytes // 1024} KiB once serialized, over the "
+            f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
+            size_bytes=size_bytes, limit_bytes=limit_bytes,
+        )
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ import anyio
 import structlog
 
 from orchestrator.api import ControlServer
+from orchestrator.attachments.artifacts import ArtifactStore
+from orchestrator.attachments.catalog import load_catalog
+from orchestrator.attachments.planner import Planner
 from orchestrator.diagnostics import configure
 from orchestrator.errors import DaemonAlreadyRunning, TeamctlError
 from orchestrator.mailbox import Mailbox
@@ -84,8 +87,10 @@ class Daemon:
                 load_session=lambda t, m: store.call(store.sync.session_id, t, m),
                 save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
             )
-            mailbox = Mailbox(store, supervisor, tg)
-            teams = Teams(store, supervisor, mailbox)
+            planner = Planner(ArtifactStore(self.home.artifacts), load_catalog(), store)
+            mailbox = Mailbox(store, supervisor, planner, tg)
+            capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
+            teams = Teams(store, supervisor, mailbox, planner, capabilities)
             server = ControlServer(teams, on_stop_all=self.request_shutdown)
             listener = await self._listen()
             serving = anyio.CancelScope()

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from orchestrator.contracts import TextPart, Turn
+from orchestrator.attachments.failures import AttachmentError
+from orchestrator.contracts import PreparedPart, TextPart, Turn
 from orchestrator.errors import ReplyTimeout, RuntimeExited, RuntimeStuck, TeamctlError
 from orchestrator.ids import new_ulid
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from orchestrator.attachments.planner import PlannedAttachment, Planner
     from orchestrator.store import AsyncStore, Delivery
     from orchestrator.supervisor import Supervisor
 
@@ -48,8 +50,10 @@ class _Queue:
 class Mailbox:
     """Journaled per-member queues and the waiters for their outcomes."""
 
-    def __init__(self, store: AsyncStore, supervisor: Supervisor, tg: TaskGroup) -> None:
+    def __init__(self, store: AsyncStore, supervisor: Supervisor, planner: Planner,
+                 tg: TaskGroup) -> None:
         self._store = store
+        self._planner = planner
         self._supervisor = supervisor
         self._tg = tg
         self._queues: dict[tuple[str, str], _Queue] = {}
@@ -70,13 +74,16 @@ class Mailbox:
             queue.scope.cancel()
             await queue.done.wait()
 
-    async def send(self, team: str, member: str, text: str) -> str:
-        """Journal a message for ``member``; return its id once it is durable."""
+    async def send(self, team: str, member: str, text: str,
+                   attachments: list[PlannedAttachment] | None = None) -> str:
+        """Journal a message (with its planned attachments) for ``member``; return its id once
+        it is durable."""
         message_id = new_ulid()
         await self._store.call(self._store.sync.add_message, message_id, team, text,
-                               [member])
+                               [member], {member: attachments or []})
         log.info("message_queued", team=team, member=member, message_id=message_id,
-                 text_chars=len(text))
+                 text_chars=len(text), attachments=len(attachments or []),
+                 attachment_bytes=sum(a.variant.bytes for a in attachments or []))
         queue = self._queues.get((team, member))
         if queue is not None:
             queue.poke()
@@ -117,7 +124,11 @@ class Mailbox:
         store, db = self._store, self._store.sync
         async with self._supervisor.turn_slot(team, member) as process:
             await store.call(db.mark_prepared, message_id, member)
-            turn = Turn(message_id, (TextPart(delivery.text),))
+            try:
+                turn = await self._prepare(delivery)
+            except AttachmentError as exc:
+                await self._fail(delivery, exc, requeue=exc.retryable)
+                return
 
             async def on_sent() -> None:
                 await store.call(db.mark_sent, message_id, member)
@@ -142,6 +153,15 @@ class Mailbox:
                 log.info("delivery_answered", team=team, member=member, message_id=message_id,
                          reply_chars=len(result.reply))
                 self._settle(message_id)
+
+    async def _prepare(self, delivery: Delivery) -> Turn:
+        """The turn's parts: the text, then each image variant read back (checksum verified,
+        rebuilt from the original if its artifact is gone)."""
+        planned = await self._store.call(self._store.sync.attachments, delivery.message_id,
+                                         delivery.member)
+        images = [await self._planner.load(p.original_sha256, p.variant) for p in planned]
+        parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
+        return Turn(delivery.message_id, (*parts, *images))
 
     async def _fail(self, delivery: Delivery, exc: TeamctlError, *, requeue: bool) -> None:
         state = await self._store.call(

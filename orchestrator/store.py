@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 
+from orchestrator.attachments.normalize import Limits
+from orchestrator.attachments.planner import PlannedAttachment, PlannedVariant
 from orchestrator.errors import StoreError
 
 if TYPE_CHECKING:
@@ -82,6 +84,43 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX deliveries_by_member ON deliveries (team, member, state);
     """,
+    # 2: attachments. Images are referenced by sha256 and MIME (the bytes live in the
+    # artifact store), never as base64.
+    """
+    CREATE TABLE variants (
+        original_sha256 TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        limits TEXT NOT NULL,
+        optimizer TEXT NOT NULL,
+        original_mime TEXT NOT NULL,
+        variant_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        warnings TEXT NOT NULL,
+        PRIMARY KEY (original_sha256, purpose, limits, optimizer)
+    );
+    CREATE TABLE message_attachments (
+        message_id TEXT NOT NULL REFERENCES messages(id),
+        member TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        original_sha256 TEXT NOT NULL,
+        original_mime TEXT NOT NULL,
+        original_bytes INTEGER NOT NULL,
+        variant_id TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        limits TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (message_id, member, position)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -111,13 +150,18 @@ class Delivery:
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, attachments: list[PlannedAttachment] | None = None) -> dict[str, Any]:
         error = None
         if self.error_code:
             error = {"code": self.error_code, "message": self.error_message,
                      "retryable": bool(self.retryable)}
         return {"id": self.message_id, "text": self.text, "state": self.state,
-                "reply": self.reply, "attempts": self.attempts, "attachments": [],
+                "reply": self.reply, "attempts": self.attempts,
+                "attachments": [{"name": a.name, "sha256": a.variant.sha256,
+                                 "mime": a.variant.mime, "width": a.variant.width,
+                                 "height": a.variant.height,
+                                 "original_sha256": a.original_sha256}
+                                for a in attachments or []],
                 "error": error}
 
 
@@ -125,6 +169,32 @@ _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
     "d.error_message, d.retryable"
 )
+
+
+_ATTACHMENT_COLUMNS = (
+    "message_id, member, position, name, original_sha256, original_mime, original_bytes, "
+    "variant_id, purpose, limits, sha256, mime, width, height, bytes"
+)
+
+
+def _limits_json(limits: Limits) -> str:
+    return json.dumps([limits.long_edge, limits.megapixels, limits.max_bytes])
+
+
+def _attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple[Any, ...]:
+    v = p.variant
+    return (message_id, member, p.position, p.name, p.original_sha256, p.original_mime,
+            p.original_bytes, v.variant_id, v.purpose, _limits_json(v.limits), v.sha256, v.mime,
+            v.width, v.height, v.bytes)
+
+
+def _planned(row: sqlite3.Row) -> PlannedAttachment:
+    edge, megapixels, max_bytes = json.loads(row["limits"])
+    variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
+                             row["width"], row["height"], row["bytes"],
+                             Limits(int(edge), float(megapixels), int(max_bytes)))
+    return PlannedAttachment(row["position"], row["name"], row["original_sha256"],
+                             row["original_mime"], row["original_bytes"], variant)
 
 
 def _delivery(row: sqlite3.Row) -> Delivery:
@@ -239,8 +309,10 @@ class Store:
 
     # -- messages and deliveries --------------------------------------------------------------
 
-    def add_message(self, message_id: str, team: str, text: str, members: list[str]) -> None:
-        """Journal a message and its deliveries (state ``queued``) in one transaction."""
+    def add_message(self, message_id: str, team: str, text: str, members: list[str],
+                    attachments: dict[str, list[PlannedAttachment]] | None = None) -> None:
+        """Journal a message, its deliveries (state ``queued``) and, per member, the attachment
+        variants it carries, in one transaction."""
         now = time.time()
         with self._tx() as db:
             db.execute("INSERT INTO messages (id, team, text, created_at) VALUES (?, ?, ?, ?)",
@@ -249,6 +321,44 @@ class Store:
                 "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",
                 [(message_id, team, member, now) for member in members],
+            )
+            for member, planned in (attachments or {}).items():
+                db.executemany(
+                    f"INSERT INTO message_attachments ({_ATTACHMENT_COLUMNS}) "
+                    f"VALUES ({','.join('?' * 15)})",
+                    [_attachment_row(message_id, member, p) for p in planned],
+                )
+
+    def attachments(self, message_id: str, member: str) -> list[PlannedAttachment]:
+        rows = self._db.execute(
+            f"SELECT {_ATTACHMENT_COLUMNS} FROM message_attachments "
+            "WHERE message_id = ? AND member = ? ORDER BY position", (message_id, member),
+        ).fetchall()
+        return [_planned(row) for row in rows]
+
+    def variant(self, original_sha256: str, purpose: str, limits: Limits,
+                optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
+        row = self._db.execute(
+            "SELECT variant_id, purpose, sha256, mime, width, height, bytes, warnings "
+            "FROM variants WHERE original_sha256 = ? AND purpose = ? AND limits = ? "
+            "AND optimizer = ?", (original_sha256, purpose, _limits_json(limits), optimizer),
+        ).fetchone()
+        if row is None:
+            return None
+        variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
+                                 row["width"], row["height"], row["bytes"], limits)
+        return variant, tuple(json.loads(row["warnings"]))
+
+    def save_variant(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
+                     warnings: tuple[str, ...], optimizer: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO variants (original_sha256, purpose, limits, optimizer, "
+                "original_mime, variant_id, sha256, mime, width, height, bytes, warnings) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (original_sha256, variant.purpose, _limits_json(variant.limits), optimizer,
+                 original_mime, variant.variant_id, variant.sha256, variant.mime,
+                 variant.width, variant.height, variant.bytes, json.dumps(list(warnings))),
             )
 
     def next_queued(self, team: str, member: str) -> Delivery | None:
@@ -362,6 +472,16 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
         self._limiter = anyio.CapacityLimiter(1)
+
+    async def get(self, original_sha256: str, purpose: str, limits: Limits,
+                  optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
+        """The planner's variant cache (attachments.planner.VariantCache)."""
+        return await self.call(self.sync.variant, original_sha256, purpose, limits, optimizer)
+
+    async def put(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
+                  warnings: tuple[str, ...], optimizer: str) -> None:
+        await self.call(self.sync.save_variant, original_sha256, original_mime, variant,
+                        warnings, optimizer)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         def run() -> T:

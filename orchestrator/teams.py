@@ -7,14 +7,20 @@ reverse start order).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.attachments.planner import PlannedAttachment, Planner, Target
 from orchestrator.config import TeamConfig
 from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from orchestrator.contracts import Capabilities
     from orchestrator.mailbox import Mailbox
     from orchestrator.store import AsyncStore
     from orchestrator.supervisor import MemberState, Supervisor
@@ -27,10 +33,13 @@ _SETTLE_MARGIN = 5.0
 
 
 class Teams:
-    def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox) -> None:
+    def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
+                 planner: Planner, capabilities: Mapping[str, Capabilities]) -> None:
         self._store = store
         self._supervisor = supervisor
         self._mailbox = mailbox
+        self._planner = planner
+        self._capabilities = capabilities
         self._running: dict[str, TeamConfig] = {}
 
     # -- resolution ---------------------------------------------------------------------------
@@ -127,9 +136,16 @@ class Teams:
         return {"name": team, "members": members}
 
     async def send(self, team: str | None, member: str, text: str, *, wait: bool,
-                   timeout: float) -> dict[str, Any]:
+                   timeout: float, attachments: Sequence[str] = (),
+                   dry_run: bool = False) -> dict[str, Any]:
+        """Plan the attachments (refusing the whole message on any failure), then journal it;
+        with ``dry_run``, only plan."""
         config, member = self.resolve_member(team, member)
-        message_id = await self._mailbox.send(config.name, member, text)
+        planned = await self._plan(config, member, text, attachments)
+        if dry_run:
+            return {"ok": True, "team": config.name, "member": member,
+                    "attachments": [p.to_json() for p in planned]}
+        message_id = await self._mailbox.send(config.name, member, text, planned)
         result: dict[str, Any] = {"ok": True, "id": message_id, "team": config.name,
                                   "member": member}
         if wait:
@@ -138,12 +154,41 @@ class Teams:
             result["ok"] = delivery.state == "answered"
         return result
 
+    async def _plan(self, config: TeamConfig, member: str, text: str,
+                    paths: Sequence[str]) -> list[PlannedAttachment]:
+        if not paths:
+            return []
+        spec = config.member(member)
+        assert spec is not None
+        target = Target(config.name, member, spec.runtime, spec.model, spec.vision,
+                        self._capabilities[spec.runtime])
+        try:
+            planned: list[PlannedAttachment] = await self._planner.plan(
+                target, text, [Path(p) for p in paths])
+        except AttachmentRefused as exc:
+            log.warning("attachments_refused", team=config.name, member=member,
+                        codes=[f.code for f in exc.failures], attachments=len(paths),
+                        diagnostics=[f.diagnostic for f in exc.failures if f.diagnostic])
+            raise
+        entry = self._planner.vision(target)
+        log.info("attachments_planned", team=config.name, member=member,
+                 runtime=spec.runtime, model=spec.model, vision_source=entry.source,
+                 variants=[{"mime": p.variant.mime, "width": p.variant.width,
+                            "height": p.variant.height, "bytes": p.variant.bytes,
+                            "sha256": p.variant.sha256} for p in planned])
+        return planned
+
     async def history(self, team: str | None, member: str) -> dict[str, Any]:
         name = await self._resolve_any(team)
         rows = await self._store.call(self._store.sync.history, name, member)
         if not rows and name in self._running and self._running[name].member(member) is None:
             raise NotFound("member", member, [m.name for m in self._running[name].members])
-        return {"team": name, "member": member, "messages": [d.to_json() for d in rows]}
+        messages = []
+        for delivery in rows:
+            planned = await self._store.call(self._store.sync.attachments,
+                                             delivery.message_id, member)
+            messages.append(delivery.to_json(planned))
+        return {"team": name, "member": member, "messages": messages}
 
     async def restart(self, team: str | None, member: str) -> dict[str, Any]:
         config, member = self.resolve_member(team, member)

@@ -14,6 +14,7 @@ fresh one is started, never retried in a loop.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -26,9 +27,11 @@ import structlog
 
 from orchestrator.contracts import (
     Capabilities,
+    ImagePart,
     LaunchSpec,
     LineTooLong,
     MemberStartFailed,
+    PayloadTooLarge,
     ProtocolError,
     RuntimeExited,
     RuntimeStuck,
@@ -59,6 +62,10 @@ __all__ = ["ClaudeProcess", "ClaudeRuntime", "SessionNotFound", "user_line"]
 
 log = structlog.get_logger("teamctl.runtime.claude")
 
+# One stdin line per turn. The Messages API takes 32 MB per request and the CLI re-sends the
+# session's history (images included) with every turn, so one turn stays well below that.
+MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
+
 _RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
@@ -75,6 +82,9 @@ class ClaudeRuntime:
     capabilities = Capabilities(
         image_input=True,
         image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
+        image_purpose="claude-inline-image",
+        inline_base64=True,
+        max_payload_bytes=MAX_TURN_LINE_BYTES,
     )
 
     def __init__(self, *, spawner: Spawner = spawn_process) -> None:
@@ -167,13 +177,20 @@ def _transcript_exists(config_dir: Path, session_id: str) -> bool:
 
 
 def user_line(turn: Turn) -> dict[str, Any]:
-    """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1)."""
-    content: list[dict[str, Any]] = []
+    """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1): text blocks
+    first, then one base64 ``image`` content block per image (never base64 as text)."""
+    texts: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
     for part in turn.parts:
         if isinstance(part, TextPart):
-            content.append({"type": "text", "text": part.text})
+            texts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            images.append({"type": "image", "source": {
+                "type": "base64", "media_type": part.mime,
+                "data": base64.b64encode(part.data).decode("ascii")}})
         else:
             assert_never(part)
+    content = texts + images
     return {
         "type": "user",
         "message": {"role": "user", "content": content},
@@ -278,9 +295,12 @@ class ClaudeProcess:
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if self._exited.is_set():
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        line = encode_line(user_line(turn))
+        if len(line) > MAX_TURN_LINE_BYTES:
+            raise PayloadTooLarge(len(line), MAX_TURN_LINE_BYTES)  # before a broken pipe
         state = self._turn = _TurnState()
         try:
-            await self._write(user_line(turn))
+            await self._write_raw(line)
             await on_sent()
             await self._await_turn_end(state)
         finally:
@@ -321,7 +341,9 @@ class ClaudeProcess:
                           cost_usd=cost if isinstance(cost, int | float) else None)
 
     async def _write(self, obj: dict[str, Any]) -> None:
-        line = encode_line(obj)
+        await self._write_raw(encode_line(obj))
+
+    async def _write_raw(self, line: bytes) -> None:
         stdin = self._process.stdin
         assert stdin is not None
         try:

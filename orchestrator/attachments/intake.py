@@ -1,0 +1,88 @@
+"""Intake: read an attachment the operator named, safely.
+
+Only regular files: a FIFO, a device or a directory is refused at once and never blocks (the
+file is opened with O_NONBLOCK and checked with fstat before any read). The read is bounded:
+at most the limit plus one byte, so an oversized original is refused without reading it all.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.attachments.failures import AttachmentError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["ORIGINAL_LIMIT_BYTES", "Original", "read_original"]
+
+ORIGINAL_LIMIT_BYTES = 20 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Original:
+    name: str
+    path: str
+    data: bytes
+
+
+def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Original:
+    """The file's bytes, or an AttachmentError saying what is wrong with it."""
+    name = path.name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise AttachmentError("attachment_not_found", f"{name}: no such file ({path})") from None
+    except IsADirectoryError:
+        raise _not_regular(name, "a directory") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENODEV):
+            raise _not_regular(name, "a socket or device") from None
+        raise AttachmentError("attachment_not_found",
+                              f"{name}: cannot open it ({exc.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(name, _kind(mode))
+        return Original(name, str(path), _bounded_read(fd, name, limit_bytes))
+    finally:
+        os.close(fd)
+
+
+def _bounded_read(fd: int, name: str, limit_bytes: int) -> bytes:
+    chunks, total = [], 0
+    while total <= limit_bytes:
+        chunk = os.read(fd, min(_CHUNK, limit_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit_bytes:
+        raise AttachmentError(
+            "attachment_too_large_original",
+            f"{name}: larger than {limit_bytes // (1024 * 1024)} MiB; "
+            "crop it or export a smaller screenshot",
+        )
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _not_regular(name: str, kind: str) -> AttachmentError:
+    return AttachmentError("attachment_not_a_regular_file",
+                           f"{name}: is {kind}; attach a regular image file")

@@ -1,0 +1,244 @@
+"""The gate and the planner: a message is sent whole, or refused before anything is sent.
+
+Two questions, two sources (DESIGN §5.6): can the member's runtime *transport* carry images (the
+adapter's Capabilities), and can the member's *model* see them (the vision catalog, or the
+operator's ``vision`` override). Then each attachment goes through intake → sniff → decode →
+variant → artifact store. Every failure of the message is collected and reported at once
+(``AttachmentRefused``); the journal then references images by sha256 and MIME, never base64.
+
+CPU and disk work runs in worker threads (at most ``workers`` at once), so the daemon's event
+loop keeps answering ``status`` while screenshots are being normalized. A variant already made
+for the same original bytes, purpose, limits and optimizer version is served from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
+from orchestrator.attachments.failures import AttachmentError, AttachmentFailure, AttachmentRefused
+from orchestrator.attachments.intake import Original, read_original
+from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits, decode, make_variant
+from orchestrator.attachments.sniff import SNIFF_BYTES, Format, sniff
+from orchestrator.contracts import Capabilities, ImagePart
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from orchestrator.attachments.catalog import Catalog, VisionEntry
+
+__all__ = ["PlannedAttachment", "PlannedVariant", "Planner", "Target", "VariantCache"]
+
+_BLOCK_OVERHEAD_BYTES = 160  # the JSON around one base64 image block
+
+
+@dataclass(frozen=True)
+class Target:
+    """Who a message is for, as far as attachments care."""
+
+    team: str
+    member: str
+    runtime: str
+    model: str | None
+    vision: bool | None
+    capabilities: Capabilities
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    variant_id: str
+    purpose: str
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    bytes: int
+    limits: Limits
+
+    def to_json(self) -> dict[str, Any]:
+        return {"purpose": self.purpose, "mime": self.mime, "width": self.width,
+                "height": self.height, "bytes": self.bytes, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class PlannedAttachment:
+    position: int
+    name: str
+    original_sha256: str
+    original_mime: str
+    original_bytes: int
+    variant: PlannedVariant
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "original": {"sha256": self.original_sha256,
+                                                 "mime": self.original_mime,
+                                                 "bytes": self.original_bytes},
+                "variants": [self.variant.to_json()], "warnings": list(self.warnings)}
+
+
+class VariantCache(Protocol):
+    async def get(self, original_sha256: str, purpose: str, limits: Limits,
+                  optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None: ...
+
+    async def put(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
+                  warnings: tuple[str, ...], optimizer: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Read:
+    original: Original
+    sha256: str
+    format: Format
+
+
+class Planner:
+    def __init__(self, artifacts: ArtifactStore, catalog: Catalog, cache: VariantCache, *,
+                 workers: int = 2) -> None:
+        self._artifacts = artifacts
+        self._catalog = catalog
+        self._cache = cache
+        self._cpu = anyio.CapacityLimiter(workers)
+
+    def vision(self, target: Target) -> VisionEntry:
+        return self._catalog.lookup(target.runtime, target.model, operator_vision=target.vision)
+
+    async def plan(self, target: Target, text: str, paths: list[Path]) -> list[PlannedAttachment]:
+        """Plan every attachment for ``target``; AttachmentRefused with every failure."""
+        if not paths:
+            return []
+        entry = self.vision(target)
+        failures = self._gate(target, entry)
+        planned: list[PlannedAttachment] = []
+        for position, path in enumerate(paths):
+            try:
+                planned.append(await self._plan_one(position, path, target, entry.limits))
+            except AttachmentError as exc:
+                failures.append(AttachmentFailure(exc.failure.code, exc.failure.message,
+                                                  exc.failure.diagnostic, path.name,
+                                                  target.member))
+        failures += self._budget(target, text, planned)
+        if failures:
+            raise AttachmentRefused(failures)
+        return planned
+
+    def _gate(self, target: Target, entry: VisionEntry) -> list[AttachmentFailure]:
+        failures = []
+        caps = target.capabilities
+        if not caps.image_input:
+            failures.append(AttachmentFailure(
+                "attachment_runtime_unsupported",
+                f"the {target.runtime} runtime of member {target.member!r} cannot carry images; "
+                "send the text alone", member=target.member))
+        model = target.model or f"the {target.runtime} default model"
+        if entry.image_input is False:
+            failures.append(AttachmentFailure(
+                "attachment_model_vision_unsupported",
+                f"{model} (member {target.member!r}) cannot see images (source: {entry.source}); "
+                "send the text alone, or give this member a vision model",
+                member=target.member))
+        elif entry.image_input is None:
+            failures.append(AttachmentFailure(
+                "attachment_model_vision_unknown",
+                f"teamctl does not know whether {model} ({target.runtime}) can see images; if it "
+                f"can, set vision = true on member {target.member!r} in the team file "
+                "(vision = false if it cannot)", member=target.member))
+        return failures
+
+    def _budget(self, target: Target, text: str,
+                planned: list[PlannedAttachment]) -> list[AttachmentFailure]:
+        caps = target.capabilities
+        if not caps.inline_base64 or caps.max_payload_bytes is None or not planned:
+            return []
+        size = len(text.encode()) * 2 + sum(
+            4 * math.ceil(p.variant.bytes / 3) + _BLOCK_OVERHEAD_BYTES for p in planned)
+        if size <= caps.max_payload_bytes:
+            return []
+        return [AttachmentFailure(
+            "attachment_serialized_payload_too_large",
+            f"the message would be {size // 1024} KiB once serialized, over the "
+            f"{caps.max_payload_bytes // 1024} KiB {target.runtime} takes in one turn; send "
+            "fewer images, or send them in separate messages", member=target.member)]
+
+    async def _plan_one(self, position: int, path: Path, target: Target,
+                        limits: Limits) -> PlannedAttachment:
+        read = await anyio.to_thread.run_sync(self._read, path, limiter=self._cpu)
+        if read.format.disposition == "refuse":
+            what = ("not an image (its bytes match no known format)"
+                    if read.format.name == "unknown" else f"{read.format.name}")
+            raise AttachmentError(
+                "attachment_unsupported_mime",
+                f"{read.original.name}: is {what}; teamctl sends PNG, JPEG, GIF and WebP "
+                "(BMP/TIFF are converted): export it as PNG")
+        purpose = target.capabilities.image_purpose or f"{target.runtime}-image"
+        cached = await self._cache.get(read.sha256, purpose, limits, OPTIMIZER_VERSION)
+        if cached is not None and self._artifacts.present(cached[0].sha256, cached[0].bytes):
+            await anyio.to_thread.run_sync(self._artifacts.put, read.original.data,
+                                           limiter=self._cpu)
+            variant, warnings = cached
+        else:
+            variant, warnings = await anyio.to_thread.run_sync(
+                self._make, read, purpose, limits, limiter=self._cpu)
+            await self._cache.put(read.sha256, read.format.mime, variant, warnings,
+                                  OPTIMIZER_VERSION)
+        if variant.mime not in target.capabilities.image_mimes:
+            raise AttachmentError(
+                "attachment_runtime_unsupported",
+                f"{read.original.name}: the {target.runtime} runtime cannot carry {variant.mime}")
+        return PlannedAttachment(position, read.original.name, read.sha256, read.format.mime,
+                                 len(read.original.data), variant, warnings)
+
+    def _read(self, path: Path) -> _Read:
+        original = read_original(path)
+        return _Read(original, hashlib.sha256(original.data).hexdigest(),
+                     sniff(original.data[:SNIFF_BYTES]))
+
+    def _make(self, read: _Read, purpose: str,
+              limits: Limits) -> tuple[PlannedVariant, tuple[str, ...]]:
+        self._artifacts.put(read.original.data)
+        variant, warnings, data = _derive(read.original.data, read.format, read.original.name,
+                                          purpose, limits)
+        self._artifacts.put(data)
+        return variant, warnings
+
+    # -- delivery side ------------------------------------------------------------------------
+
+    async def load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
+        """The variant's verified bytes; rebuilt from the original if the artifact is missing
+        or corrupted (deterministic encoding gives the same bytes); ArtifactMissing if not."""
+        return await anyio.to_thread.run_sync(self._load, original_sha256, variant,
+                                              limiter=self._cpu)
+
+    def _load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
+        try:
+            data = self._artifacts.get(variant.sha256)
+        except ArtifactMissing:
+            data = self._rebuild(original_sha256, variant)
+        return ImagePart(variant.mime, variant.width, variant.height, variant.sha256, data,
+                         self._artifacts.path(variant.sha256))
+
+    def _rebuild(self, original_sha256: str, variant: PlannedVariant) -> bytes:
+        original = self._artifacts.get(original_sha256)  # ArtifactMissing if gone too
+        fmt = sniff(original[:SNIFF_BYTES])
+        rebuilt, _, data = _derive(original, fmt, original_sha256[:12], variant.purpose,
+                                   variant.limits)
+        if rebuilt.sha256 != variant.sha256:
+            raise ArtifactMissing(variant.sha256, "gone, and rebuilding it gave other bytes "
+                                  "(the optimizer changed)")
+        self._artifacts.put(data)
+        return data
+
+
+def _derive(data: bytes, fmt: Format, name: str, purpose: str,
+            limits: Limits) -> tuple[PlannedVariant, tuple[str, ...], bytes]:
+    decoded = decode(data, fmt, name)
+    made = make_variant(data, decoded, purpose, limits, name)
+    attachment_id = hashlib.sha256(data).hexdigest()
+    planned = PlannedVariant(made.variant_id(attachment_id), purpose, made.sha256, made.mime,
+                             made.width, made.height, len(made.data), limits)
+    return planned, tuple(decoded.warnings), made.data
