@@ -65,7 +65,7 @@ class MemberState:
 
     @property
     def readiness(self) -> str:
-        if self.process is None:
+        if self.process is None or not self.process.usable:
             return "not_ready"
         return "busy" if self.busy else "ready"
 
@@ -168,7 +168,7 @@ class Supervisor:
         while True:
             state = self.member(team, name)
             changed = state.changed()
-            if state.process is not None and not state.busy:
+            if state.process is not None and state.process.usable and not state.busy:
                 break
             await changed.wait()
         process = state.process

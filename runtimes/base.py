@@ -63,6 +63,11 @@ class RuntimeProcess(Protocol):
         """The exit status once the process has exited (negative: killed by that signal)."""
         ...
 
+    @property
+    def usable(self) -> bool:
+        """False once the process has exited or is being killed: no turn may start on it."""
+        ...
+
     def stderr_tail(self) -> list[str]: ...
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:

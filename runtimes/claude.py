@@ -228,6 +228,7 @@ class ClaudeProcess:
         self._last_output = time.monotonic()
         self._protocol_error: ProtocolError | None = None
         self._request_seq = 0
+        self._doomed = False
 
     @property
     def pid(self) -> int | None:
@@ -240,6 +241,10 @@ class ClaudeProcess:
     @property
     def exit_code(self) -> int | None:
         return self._process.returncode
+
+    @property
+    def usable(self) -> bool:
+        return not self._doomed and not self._exited.is_set()
 
     def stderr_tail(self) -> list[str]:
         return self._ring.tail()
@@ -317,7 +322,7 @@ class ClaudeProcess:
             if remaining <= 0:
                 log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
                             idle_timeout=idle_timeout)
-                kill_group(self._process)
+                self._kill()
                 raise RuntimeStuck(self._spec.member, idle_timeout)
             with anyio.move_on_after(remaining):
                 await state.done.wait()
@@ -354,6 +359,10 @@ class ClaudeProcess:
                 self._spec.member, self._process.returncode, self.stderr_tail()
             ) from exc
 
+    def _kill(self) -> None:
+        self._doomed = True
+        kill_group(self._process)
+
     def _next_request_id(self, kind: str) -> str:
         self._request_seq += 1
         return f"teamctl_{kind}_{self._request_seq}"
@@ -368,7 +377,7 @@ class ClaudeProcess:
             self._protocol_error = exc
             log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
                       code=exc.code, error=exc.message)
-            kill_group(self._process)
+            self._kill()
         finally:
             with anyio.CancelScope(shield=True):
                 await self._process.wait()
