@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING
 
 import pytest
 
-from orchestrator.contracts import ExecutableNotFound, LaunchSpec, TextPart, Turn
+from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
 from runtimes.base import StderrRing, resolve_executable
 from runtimes.claude import build_argv, build_env, user_line
 
@@ -75,3 +76,14 @@ def test_user_line_shape() -> None:
     line = user_line(Turn("01A", (TextPart("hello"),)))
     assert line == {"type": "user", "message": {"role": "user", "content": [
         {"type": "text", "text": "hello"}]}, "parent_tool_use_id": None, "session_id": ""}
+
+
+def test_user_line_puts_image_blocks_after_the_text_as_base64() -> None:
+    image = ImagePart("image/png", 1, 1, "ab" * 32, b"\x89PNG-bytes")
+    line = user_line(Turn("01A", (TextPart("look"), image)))
+    content = line["message"]["content"]
+    assert content[0] == {"type": "text", "text": "look"}
+    assert content[1] == {"type": "image", "source": {
+        "type": "base64", "media_type": "image/png",
+        "data": base64.b64encode(b"\x89PNG-bytes").decode()}}
+    assert "PNG-bytes" not in content[0]["text"]

@@ -1,0 +1,134 @@
+"""``teamctl send --attach``: planned, delivered intact to the fake claude, or refused whole."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from tests import images
+from tests.conftest import LogFollower, Teamctl, fake_member
+
+
+def _received(reply: str) -> list[dict[str, str]]:
+    """The fake claude's report of each image it received."""
+    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in reply.splitlines()
+            if line.startswith("image: ")]
+
+
+def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
+    alpha = images.transparent_png(teamctl.workdir / "alpha.png")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "--attach", str(alpha),
+                        "rev", "why is this button misaligned?")
+    assert plan["ok"] is True
+    variants = [a["variants"][0] for a in plan["attachments"]]
+    assert [a["name"] for a in plan["attachments"]] == ["shot.png", "alpha.png"]
+    assert variants[0]["purpose"] == "claude-inline-image"
+    assert teamctl.json("history", "rev")["messages"] == [], "a dry run journals nothing"
+
+    done = teamctl.run("send", "--attach", str(shot), "--attach", str(alpha), "rev",
+                       "why is this button misaligned?", "--wait")
+    assert done.returncode == 0, done.stderr
+    received = _received(done.stdout)
+    assert [(r["mime"], int(r["width"]), int(r["height"]), int(r["bytes"]), r["sha256"])
+            for r in received] == [(v["mime"], v["width"], v["height"], v["bytes"], v["sha256"])
+                                   for v in variants]
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert [a["sha256"] for a in message["attachments"]] == [v["sha256"] for v in variants]
+    assert message["attachments"][0]["original_sha256"] == hashlib.sha256(
+        shot.read_bytes()).hexdigest()
+
+
+def test_one_bad_attachment_refuses_the_whole_message(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    good = images.save(images.screenshot(300, 200), teamctl.workdir / "good.png", "PNG")
+    bad = teamctl.workdir / "notes.png"
+    bad.write_text("this is text named .png")
+    done = teamctl.run("send", "--attach", str(good), "--attach", str(bad), "rev", "look")
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "attachment_unsupported_mime: notes.png: is not an image (its bytes match no known "
+        "format); teamctl sends PNG, JPEG, GIF and WebP (BMP/TIFF are converted): export it "
+        "as PNG"]
+    assert teamctl.json("history", "rev")["messages"] == []
+    assert not [e for e in teamctl.log_events() if e["event"] == "message_queued"]
+    refused = [e for e in teamctl.log_events() if e["event"] == "attachments_refused"]
+    assert refused[0]["codes"] == ["attachment_unsupported_mime"]
+
+
+def test_refusal_json_document(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [
+        fake_member("rev", model="openrouter-ish/unknown-model")])))
+    shot = images.save(images.screenshot(300, 200), teamctl.workdir / "s.png", "PNG")
+    done = teamctl.run("send", "--json", "--attach", str(shot), "--attach",
+                       str(teamctl.workdir), "rev", "look")
+    assert done.returncode == 3
+    import json
+
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is False
+    codes = [(f["code"], f["attachment"], f["member"], f["retryable"]) for f in doc["failures"]]
+    assert codes == [
+        ("attachment_model_vision_unknown", None, "rev", False),
+        ("attachment_not_a_regular_file", "work", "rev", False),
+    ]
+    assert "vision = true" in doc["failures"][0]["message"]
+
+
+def test_operator_vision_override(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("blind", model="claude-sonnet-4-5", vision=False),
+        fake_member("seer", model="claude-next-preview", vision=True),
+    ])
+    teamctl.run("launch", str(team))
+    shot = images.save(images.screenshot(300, 200), teamctl.workdir / "s.png", "PNG")
+    blind = teamctl.run("send", "--attach", str(shot), "blind", "look")
+    assert blind.returncode == 3
+    assert blind.stderr.startswith("attachment_model_vision_unsupported: ")
+    assert "source: operator" in blind.stderr
+    seer = teamctl.run("send", "--attach", str(shot), "seer", "look", "--wait")
+    assert seer.returncode == 0 and _received(seer.stdout)[0]["mime"] == "image/png"
+
+
+def test_fifo_attachment_never_blocks(teamctl: Teamctl) -> None:
+    import os
+
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    fifo = teamctl.workdir / "pipe.png"
+    os.mkfifo(fifo)
+    done = teamctl.run("send", "--attach", str(fifo), "rev", "look", timeout=30)
+    assert done.returncode == 3 and "attachment_not_a_regular_file" in done.stderr
+
+
+def test_a_deleted_variant_is_rebuilt_before_delivery(teamctl: Teamctl,
+                                                      follow_logs: LogFollower) -> None:
+    slow = fake_member("rev", env={"FAKE_CLAUDE_TURN_DELAY": "1.5"})
+    teamctl.run("launch", str(teamctl.write_team("web", [slow])))
+    shot = images.save(images.screenshot(), teamctl.workdir / "s.png", "PNG")
+    teamctl.run("send", "rev", "keep busy")
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
+    queued = teamctl.json("send", "--attach", str(shot), "rev", "look")
+    [message] = [m for m in teamctl.json("history", "rev")["messages"] if m["id"] == queued["id"]]
+    sha = message["attachments"][0]["sha256"]
+    assert message["state"] == "queued"
+    artifact = teamctl.home / "artifacts" / sha[:2] / sha
+    artifact.unlink()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == queued["id"])
+    [answered] = [m for m in teamctl.json("history", "rev")["messages"]
+                  if m["id"] == queued["id"]]
+    assert _received(answered["reply"])[0]["sha256"] == sha
+    assert hashlib.sha256(artifact.read_bytes()).hexdigest() == sha
+
+
+def test_no_base64_reaches_the_logs(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    shot = images.save(images.screenshot(800, 600), teamctl.workdir / "s.png", "PNG")
+    assert teamctl.run("send", "--attach", str(shot), "rev", "look", "--wait").returncode == 0
+    text = (teamctl.home / "logs" / "teamctl.jsonl").read_text()
+    assert not re.search(r"[A-Za-z0-9+/]{200,}", text)
+    assert "data:image" not in text
+    planned = [e for e in teamctl.log_events() if e["event"] == "attachments_planned"]
+    assert planned[0]["variants"][0]["mime"] == "image/png"
