@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.e2e.conftest import CLAUDE_VERSION, claude_member
-from tests.e2e.fake_anthropic import FakeAnthropic, newest_user_text
+from tests import images
+from tests.e2e.fake_anthropic import FakeAnthropic, newest_user_images, newest_user_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,3 +92,26 @@ def test_real_claude_api_401_is_a_failed_delivery_with_the_api_message(
     again = teamctl.run("send", "rev", "better now?", "--wait", "--timeout", "120")
     assert again.returncode == 0, "the member survives an API error"
     assert again.stdout.strip() == "pong: better now?"
+
+
+def test_real_claude_delivers_the_planned_image_bytes_to_the_api(
+    teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic
+) -> None:
+    teamctl.run("launch", str(teamctl.write_team("e2e", [claude_member("rev", claude_bin,
+                                                                         anthropic)])))
+    shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
+    photo = images.exif_rotated_jpeg(teamctl.workdir / "photo.jpg")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "--attach", str(photo),
+                        "rev", "what is misaligned here?")
+    planned = [a["variants"][0] for a in plan["attachments"]]
+    done = teamctl.run("send", "--attach", str(shot), "--attach", str(photo), "rev",
+                       "what is misaligned here?", "--wait", "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pong: what is misaligned here?"
+    [request] = anthropic.message_requests()
+    received = newest_user_images(request["body"])
+    assert [(r["media_type"], r["mime"], r["width"], r["height"], r["bytes"], r["sha256"])
+            for r in received] == [(p["mime"], p["mime"], p["width"], p["height"], p["bytes"],
+                                    p["sha256"]) for p in planned]
+    assert planned[0]["width"] * planned[0]["height"] <= 1_150_000
+    assert (planned[1]["width"], planned[1]["height"]) == (200, 400), "EXIF applied"
