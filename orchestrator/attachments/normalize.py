@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from orchestrator.attachments.failures import AttachmentError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from orchestrator.attachments.sniff import Format
 
 __all__ = [
@@ -41,7 +44,13 @@ MAX_PIXELS = 64_000_000
 # unreadable, so the operator is asked to crop or split instead.
 MIN_SCREENSHOT_SCALE = 0.18
 _JPEG_QUALITIES = (90, 85)
-_PNG_COMPRESS_LEVEL = 6
+# zlib level 3: within a few percent of level 6's size for screenshots, at about 2/3 the time.
+_PNG_COMPRESS_LEVEL = 3
+# Pillow first reduces by an integer factor with a box filter while the remaining scale stays
+# above this gap, then resamples with Lanczos: most of the speed, none of the mush.
+_REDUCING_GAP = 1.3
+
+_EXIF_ORIENTATION = 0x0112
 
 Image.MAX_IMAGE_PIXELS = None  # teamctl checks MAX_PIXELS itself, from the header, before decode
 
@@ -83,14 +92,18 @@ class Decoded:
     source: Format
     animated: bool
     warnings: list[str] = field(default_factory=list)
+    full_size: tuple[int, int] = (0, 0)  # upright size before any draft-mode reduction
 
     @property
     def has_alpha(self) -> bool:
         return self.image.mode in ("RGBA", "LA")
 
 
-def decode(data: bytes, source: Format, name: str) -> Decoded:
-    """Decode an accepted (or convertible) image safely; AttachmentError on any problem."""
+def decode(data: bytes, source: Format, name: str, *, limits: Limits | None = None) -> Decoded:
+    """Decode an accepted (or convertible) image safely; AttachmentError on any problem.
+
+    With ``limits``, a JPEG is decoded straight at the smallest DCT scale that still covers
+    the variant's size (libjpeg's draft mode), which is most of the work saved for photos."""
     try:
         image = Image.open(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
@@ -102,23 +115,25 @@ def decode(data: bytes, source: Format, name: str) -> Decoded:
             f"{name}: {width}×{height} pixels is more than teamctl decodes "
             f"({MAX_PIXELS // 1_000_000} megapixels); crop or resize it first",
         )
-    animated = bool(getattr(image, "is_animated", False))
-    if not animated:
-        _draft_jpeg(image)
     try:
+        animated = bool(getattr(image, "is_animated", False))
+        turned = not animated and image.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
+        upright = (height, width) if turned else (width, height)
         if animated:
             _load_all_frames(image, name)
         else:
+            if limits is not None and image.format == "JPEG":
+                _draft_jpeg(image, target_size(upright, limits), turned=turned)
             image.load()
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+    except (OSError, SyntaxError, ValueError, EOFError, struct.error) as exc:
         raise _corrupt(name, source, exc) from None
     warnings = []
     if source.disposition == "convert":
         warnings.append(f"format_converted: {source.name} converted to PNG")
-    decoded: Image.Image = image
-    if not animated:
-        decoded = _normalize_mode(ImageOps.exif_transpose(image) or image)
-    return Decoded(decoded, source, animated, warnings)
+    if animated:
+        return Decoded(image, source, animated, warnings, upright)
+    ImageOps.exif_transpose(image, in_place=True)
+    return Decoded(_normalize_mode(image), source, animated, warnings, upright)
 
 
 def _load_all_frames(image: Image.Image, name: str) -> None:
@@ -137,17 +152,27 @@ def _load_all_frames(image: Image.Image, name: str) -> None:
     image.seek(0)
 
 
-def _draft_jpeg(image: Image.Image) -> None:
-    """Let libjpeg decode at 1/2, 1/4 or 1/8 scale when the variant will be that small anyway.
+def _draft_jpeg(image: Image.Image, size: tuple[int, int], *, turned: bool) -> None:
+    """Let libjpeg decode at 1/2, 1/4 or 1/8 scale when the variant is that small anyway.
 
-    Never below what the largest variant needs (2048 px long edge); the DCT scaling keeps the
-    whole file parsed, so truncation is still caught."""
-    if image.format != "JPEG":
-        return
-    width, height = image.size
-    scale = min(1.0, 2048 / max(width, height))
-    image.draft("RGB" if image.mode != "L" else "L", (math.ceil(width * scale),
-                                                       math.ceil(height * scale)))
+    The DCT scaling still parses the whole file, so truncation is still caught."""
+    stored = (size[1], size[0]) if turned else size
+    image.draft(image.mode if image.mode in ("RGB", "L") else "RGB", stored)
+
+
+def target_size(size: tuple[int, int], limits: Limits) -> tuple[int, int]:
+    """The largest size within ``limits`` with the same aspect ratio (never upscaled)."""
+    width, height = size
+    scale = _scale(size, limits)
+    if scale >= 1.0:
+        return width, height
+    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+
+
+def _scale(size: tuple[int, int], limits: Limits) -> float:
+    width, height = size
+    return min(1.0, limits.long_edge / max(width, height),
+               math.sqrt(limits.megapixels * 1_000_000 / (width * height)))
 
 
 def _normalize_mode(image: Image.Image) -> Image.Image:
@@ -173,9 +198,8 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
     if decoded.animated:
         return _animated_passthrough(original, decoded, purpose, limits, name)
     image = decoded.image
-    width, height = image.size
-    scale = min(1.0, limits.long_edge / max(width, height),
-                math.sqrt(limits.megapixels * 1_000_000 / (width * height)))
+    width, height = decoded.full_size
+    scale = _scale((width, height), limits)
     lossless_source = decoded.source.name != "JPEG"
     if lossless_source and scale < MIN_SCREENSHOT_SCALE:
         raise AttachmentError(
@@ -184,9 +208,9 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
             f"({limits.long_edge} px, {limits.megapixels:g} MP) and its text would be "
             "unreadable; crop it or split it into parts",
         )
-    if scale < 1.0:
-        size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
-        image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    size = target_size((width, height), limits)
+    if size != image.size:
+        image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=_REDUCING_GAP)
     for mime, data in _encodings(image, prefer_jpeg=not lossless_source):
         if len(data) <= limits.max_bytes:
             return Variant(purpose, mime, image.width, image.height, data)
@@ -197,14 +221,14 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
     )
 
 
-def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> list[tuple[str, bytes]]:
-    """Candidate encodings in order of preference. Never a JPEG of a transparent image."""
-    candidates: list[tuple[str, bytes]] = []
+def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[tuple[str, bytes]]:
+    """Candidate encodings in order of preference, made lazily (the first that fits wins).
+    Never a JPEG of a transparent image."""
     if not prefer_jpeg or image.mode == "RGBA":
-        candidates.append(("image/png", _encode(image, "PNG")))
+        yield "image/png", _encode(image, "PNG")
     if image.mode != "RGBA":
-        candidates += [("image/jpeg", _encode(image, "JPEG", quality=q)) for q in _JPEG_QUALITIES]
-    return candidates
+        for quality in _JPEG_QUALITIES:
+            yield "image/jpeg", _encode(image, "JPEG", quality=quality)
 
 
 def _encode(image: Image.Image, fmt: str, *, quality: int = 90) -> bytes:

@@ -236,7 +236,7 @@ class Planner:
 
 def _derive(data: bytes, fmt: Format, name: str, purpose: str,
             limits: Limits) -> tuple[PlannedVariant, tuple[str, ...], bytes]:
-    decoded = decode(data, fmt, name)
+    decoded = decode(data, fmt, name, limits=limits)
     made = make_variant(data, decoded, purpose, limits, name)
     attachment_id = hashlib.sha256(data).hexdigest()
     planned = PlannedVariant(made.variant_id(attachment_id), purpose, made.sha256, made.mime,

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import CLAUDE_VERSION, claude_member
 from tests import images
+from tests.e2e.conftest import CLAUDE_VERSION, claude_member
 from tests.e2e.fake_anthropic import FakeAnthropic, newest_user_images, newest_user_text
 
 if TYPE_CHECKING:
