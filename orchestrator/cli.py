@@ -306,8 +306,10 @@ def doctor(as_json: bool) -> None:
         _emit_json(report)
         return
     for row in report["runtimes"]:
-        where = row["path"] or "not found"
+        where = row["path"] or f"not found (install it, or set {row['env_var']})"
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
+    catalog = report["vision_catalog"]
+    click.echo(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
 
 
 def main() -> None:

@@ -27,4 +27,8 @@ def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
                 version = [f"error: {exc}"]
         rows.append({"runtime": name, "env_var": env_var, "path": path,
                      "version": version[0] if version else None})
-    return {"runtimes": rows}
+    from orchestrator.attachments.catalog import load_catalog
+
+    catalog = load_catalog()
+    return {"runtimes": rows, "vision_catalog": {"checked": catalog.checked,
+                                                  "entries": catalog.entries()}}
