@@ -115,9 +115,26 @@ class Mailbox:
                     if delivery is None:
                         await queue.idle()
                     else:
-                        await self._deliver(delivery)
+                        await self._deliver_safely(delivery)
         finally:
             queue.done.set()
+
+    async def _deliver_safely(self, delivery: Delivery) -> None:
+        """A bug while delivering one message must not stop the queue (or the daemon): the
+        delivery ends failed with ``internal_error`` and the next one goes on."""
+        try:
+            await self._deliver(delivery)
+        except Exception as exc:
+            log.exception("delivery_crashed", team=delivery.team, member=delivery.member,
+                          message_id=delivery.message_id)
+            error = TeamctlError(f"internal error while delivering: {type(exc).__name__}; "
+                                 "see 'teamctl logs'")
+            error.code = "internal_error"
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._fail(delivery, error, requeue=False)
+                except Exception:
+                    log.exception("delivery_crash_unrecorded", message_id=delivery.message_id)
 
     async def _deliver(self, delivery: Delivery) -> None:
         team, member, message_id = delivery.team, delivery.member, delivery.message_id

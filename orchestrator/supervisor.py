@@ -179,6 +179,9 @@ class Supervisor:
         finally:
             state.busy = False
             state.notify()
+            if process.session_id != state.session_id:  # e.g. Codex's first thread.started
+                with anyio.CancelScope(shield=True):
+                    await self._record_session(state, process.session_id)
 
     # -- the member task ----------------------------------------------------------------------
 
@@ -294,12 +297,16 @@ class Supervisor:
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
         )
 
+    async def _record_session(self, state: MemberState, session_id: str | None) -> None:
+        state.session_id = session_id
+        await self._save_session(state.team, state.name, session_id)
+        log.info("member_session", team=state.team, member=state.name, session_id=session_id)
+
     async def _on_ready(self, state: MemberState, process: RuntimeProcess) -> None:
         state.process, state.pid = process, process.pid
         state.launch, state.liveness = "running", "alive"
         if process.session_id != state.session_id:
-            state.session_id = process.session_id
-            await self._save_session(state.team, state.name, process.session_id)
+            await self._record_session(state, process.session_id)
         log.info("member_ready", team=state.team, member=state.name, pid=process.pid,
                  session_id=process.session_id)
         state.settled.set()

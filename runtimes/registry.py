@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from runtimes.claude import ClaudeRuntime
+from runtimes.codex import CodexRuntime
 
 if TYPE_CHECKING:
     from runtimes.base import Runtime
@@ -13,4 +14,4 @@ __all__ = ["default_runtimes"]
 
 
 def default_runtimes() -> dict[str, Runtime]:
-    return {"claude": ClaudeRuntime()}
+    return {"claude": ClaudeRuntime(), "codex": CodexRuntime()}

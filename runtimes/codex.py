@@ -1,0 +1,377 @@
+"""Codex over ``codex exec --json`` (protocols/codex.md, codex 0.171.0).
+
+A Codex member is a Codex *thread*. There is no long-lived process: each turn runs
+
+    codex [member args] exec --json --skip-git-repo-check -C WORKDIR [-m MODEL] [-c k=v]...
+          [resume] [--image=PATH]... [THREAD_ID] -
+
+with the prompt written on stdin and stdin then closed (an open stdin blocks codex forever).
+The first turn's ``thread.started`` gives the thread id; later turns ``resume`` it by id (never
+``--last``, which silently starts a new thread when none matches). ``--image=PATH`` is used,
+never the bare variadic flag, which swallows the prompt and ``-``.
+
+A turn ends at ``turn.completed`` (answered; the last ``agent_message`` is the reply) or
+``turn.failed`` (failed with the API's message). Top-level ``error`` events are retry notices,
+not terminal. A process that exits without a terminal event is ``runtime_exited``. ``usage`` is
+cumulative per thread; each turn's difference is logged.
+
+Readiness: the executable answers ``--version`` within ``start_timeout``. Liveness: the turn's
+process while one runs. Stop: the stop ladder on the running turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anyio
+import structlog
+
+from orchestrator.contracts import (
+    Capabilities,
+    ImagePart,
+    LaunchSpec,
+    LineTooLong,
+    MemberStartFailed,
+    ProtocolError,
+    RuntimeExited,
+    RuntimeStuck,
+    TextPart,
+    Turn,
+    TurnFailed,
+    TurnResult,
+)
+from runtimes.base import (
+    OnSent,
+    Spawner,
+    StderrRing,
+    drain_stderr,
+    kill_group,
+    spawn_process,
+    stop_process,
+)
+from runtimes.framing import decode_line, iter_lines
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anyio.abc import Process
+
+__all__ = ["CodexMember", "CodexRuntime", "build_exec_argv", "config_args"]
+
+log = structlog.get_logger("teamctl.runtime.codex")
+
+_STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
+_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_UNKNOWN_THREAD = "no rollout found for thread id"
+
+
+class CodexRuntime:
+    """The ``codex`` runtime adapter."""
+
+    name = "codex"
+    default_executable = "codex"
+    env_var = "TEAMCTL_CODEX_BIN"
+    capabilities = Capabilities(
+        image_input=True,
+        # Codex passes PNG, JPEG and WebP through unchanged; it re-encodes GIF (so an animated
+        # GIF would not arrive as planned) and replaces anything else by a note.
+        image_mimes=frozenset({"image/png", "image/jpeg", "image/webp"}),
+        image_purpose="codex-image-file",
+    )
+
+    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
+        self._spawner = spawner
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[CodexMember]:
+        """Check the executable (``--version``); yield the member; stop its turn on exit."""
+        version = await self._version(spec)
+        member = CodexMember(spec, self._spawner, version)
+        log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
+                 session_id=spec.session_id, resumed=spec.session_id is not None)
+        try:
+            yield member
+        finally:
+            await member.close()
+
+    async def _version(self, spec: LaunchSpec) -> str:
+        env = build_env(spec)
+        try:
+            with anyio.fail_after(spec.start_timeout):
+                done = await anyio.run_process([spec.executable, "--version"], env=env,
+                                               cwd=spec.workdir, check=False)
+        except TimeoutError:
+            raise MemberStartFailed(spec.member, f"'{spec.executable} --version' did not "
+                                    f"answer within {spec.start_timeout:g}s") from None
+        except OSError as exc:
+            raise MemberStartFailed(spec.member, f"cannot run {spec.executable}: "
+                                    f"{exc.strerror}") from exc
+        out = done.stdout.decode(errors="replace").strip()
+        if done.returncode != 0 or not out:
+            err = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            raise MemberStartFailed(spec.member, f"'{spec.executable} --version' exited "
+                                    f"{done.returncode}: {' | '.join(err)}", err)
+        return out.splitlines()[0]
+
+
+def build_env(spec: LaunchSpec) -> dict[str, str]:
+    home = spec.state_dir / "codex-home"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    env = dict(os.environ)
+    env["CODEX_HOME"] = str(home)
+    env.update(spec.env)
+    return env
+
+
+def config_args(config: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The member's ``config`` table as one ``-c key=value`` per leaf (values in TOML)."""
+    args: list[str] = []
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            args += config_args(value, prefix=f"{dotted}.")
+        else:
+            args += ["-c", f"{dotted}={_toml(value)}"]
+    return args
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(f"cannot pass {type(value).__name__} to codex -c")
+
+
+def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
+                    images: list[Path]) -> list[str]:
+    """The command line of one turn (the prompt goes on stdin: the trailing ``-``)."""
+    argv = [spec.executable, *spec.args, "exec", "--json", "--skip-git-repo-check",
+            "-C", str(spec.workdir)]
+    if spec.model:
+        argv += ["-m", spec.model]
+    argv += config_args(spec.config)
+    if thread_id:
+        argv.append("resume")
+    argv += [f"--image={path}" for path in images]
+    if thread_id:
+        argv.append(thread_id)
+    argv.append("-")
+    return argv
+
+
+class _Turn:
+    def __init__(self) -> None:
+        self.replies: list[str] = []
+        self.terminal: dict[str, Any] | None = None
+        self.thread_id: str | None = None
+        self.last_output = time.monotonic()
+
+
+class CodexMember:
+    """One Codex thread; one ``codex exec`` process per turn."""
+
+    def __init__(self, spec: LaunchSpec, spawner: Spawner, version: str) -> None:
+        self._spec = spec
+        self._spawner = spawner
+        self.version = version
+        self._thread_id = spec.session_id
+        self._process: Process | None = None
+        self._ring = StderrRing()
+        self._closed = anyio.Event()
+        # usage is cumulative per thread; a resumed thread's earlier total is unknown until the
+        # first turn reports it
+        self._usage_total: int | None = None if spec.session_id else 0
+        self._exit_code: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def session_id(self) -> str | None:
+        return self._thread_id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._exit_code
+
+    @property
+    def usable(self) -> bool:
+        return not self._closed.is_set()
+
+    def stderr_tail(self) -> list[str]:
+        return self._ring.tail()
+
+    async def wait(self) -> int | None:
+        """A Codex member has no process between turns: it runs until it is stopped."""
+        await self._closed.wait()
+        return self._exit_code
+
+    async def close(self) -> None:
+        self._closed.set()
+        if self._process is not None:
+            self._exit_code = await stop_process(self._process)
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        prompt, images = self._split(turn)
+        if not self._thread_id and self._spec.prompt:
+            prompt = f"{self._spec.prompt}\n\n{prompt}"  # exec has no system-prompt flag
+        sent = False
+
+        async def once() -> None:  # a retry on a fresh thread is the same delivery
+            nonlocal sent
+            if not sent:
+                sent = True
+                await on_sent()
+
+        try:
+            return await self._run(prompt, images, once)
+        except _UnknownThread:
+            lost, self._thread_id = self._thread_id, None
+            log.warning("session_lost", team=self._spec.team, member=self._spec.member,
+                        lost_session=lost, reason="codex has no rollout for this thread")
+            if self._spec.prompt:
+                prompt = f"{self._spec.prompt}\n\n{prompt}"
+            return await self._run(prompt, images, once)
+
+    def _split(self, turn: Turn) -> tuple[str, list[Path]]:
+        texts: list[str] = []
+        images: list[Path] = []
+        for part in turn.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, ImagePart):
+                if part.path is None or "," in str(part.path):
+                    raise TurnFailed(self._spec.member, "an image file path codex cannot take "
+                                     "(missing, or with a comma)", api_status=None,
+                                     retryable=False)
+                images.append(part.path)
+            else:
+                assert_never(part)
+        return "\n\n".join(texts), images
+
+    async def _run(self, prompt: str, images: list[Path], on_sent: OnSent) -> TurnResult:
+        argv = build_exec_argv(self._spec, thread_id=self._thread_id, images=images)
+        try:
+            process = await self._spawner(argv, cwd=self._spec.workdir,
+                                          env=build_env(self._spec))
+        except OSError as exc:
+            raise RuntimeExited(self._spec.member, None, [f"cannot start codex: {exc}"]) from exc
+        self._process, self._ring = process, StderrRing()
+        state = _Turn()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain_stderr, process, self._ring)
+                await self._send_prompt(process, prompt)
+                await on_sent()
+                await self._read_events(process, state)
+                tg.cancel_scope.cancel()
+        finally:
+            if process.returncode is None:
+                await stop_process(process, eof_timeout=1.0)
+            self._exit_code = process.returncode
+            self._process = None
+        return self._outcome(state, process.returncode)
+
+    async def _send_prompt(self, process: Process, prompt: str) -> None:
+        assert process.stdin is not None
+        try:
+            await process.stdin.send(prompt.encode())
+            await process.stdin.aclose()  # codex reads the prompt until EOF
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            await process.wait()
+            raise RuntimeExited(self._spec.member, process.returncode,
+                                self._ring.tail()) from exc
+
+    async def _read_events(self, process: Process, state: _Turn) -> None:
+        assert process.stdout is not None
+        idle = self._spec.turn_idle_timeout
+        lines = iter_lines(process.stdout).__aiter__()
+        while True:
+            with anyio.move_on_after(idle) as scope:
+                try:
+                    line = await lines.__anext__()
+                except StopAsyncIteration:
+                    break
+                except LineTooLong as exc:
+                    kill_group(process)
+                    raise RuntimeExited(self._spec.member, None,
+                                        [f"protocol error: {exc.message}"]) from exc
+            if scope.cancelled_caught:
+                log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                            idle_timeout=idle)
+                kill_group(process)
+                raise RuntimeStuck(self._spec.member, idle)
+            self._handle(line, state)
+        with anyio.fail_after(30):
+            await process.wait()
+
+    def _handle(self, line: bytes, state: _Turn) -> None:
+        try:
+            event = decode_line(line)
+        except ProtocolError as exc:
+            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
+            return
+        if event is None:
+            return
+        kind = event.get("type")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            self._thread_id = state.thread_id = event["thread_id"]
+        elif kind == "item.completed":
+            self._on_item(event.get("item") or {}, state)
+        elif kind in ("turn.completed", "turn.failed"):
+            state.terminal = event
+        elif kind == "error":
+            log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
+                     message=str(event.get("message", ""))[:300])
+
+    def _on_item(self, item: dict[str, Any], state: _Turn) -> None:
+        if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+            state.replies.append(item["text"])
+        elif item.get("type") == "error":
+            log.info("runtime_warning", team=self._spec.team, member=self._spec.member,
+                     message=str(item.get("message", ""))[:300])
+
+    def _outcome(self, state: _Turn, exit_code: int | None) -> TurnResult:
+        terminal = state.terminal
+        if terminal is None:
+            tail = self._ring.tail()
+            if exit_code == 1 and any(_UNKNOWN_THREAD in line for line in tail):
+                raise _UnknownThread()
+            raise RuntimeExited(self._spec.member, exit_code, tail)
+        if terminal["type"] == "turn.failed":
+            message = str((terminal.get("error") or {}).get("message") or "the turn failed")
+            status = _status(message)
+            retryable = status in _RETRYABLE_STATUS or "stream disconnected" in message
+            raise TurnFailed(self._spec.member, message, api_status=status,
+                             retryable=retryable)
+        self._log_usage(terminal.get("usage") or {})
+        return TurnResult(reply=state.replies[-1] if state.replies else "",
+                          session_id=self._thread_id)
+
+    def _log_usage(self, usage: dict[str, Any]) -> None:
+        total = sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens"))
+        previous, self._usage_total = self._usage_total, total
+        log.info("turn_usage", team=self._spec.team, member=self._spec.member,
+                 thread_tokens=total,
+                 turn_tokens=None if previous is None else max(total - previous, 0))
+
+
+class _UnknownThread(Exception):
+    """``exec resume`` found no rollout for the thread id (stderr, exit 1, no JSONL)."""
+
+
+def _status(message: str) -> int | None:
+    match = _STATUS.search(message)
+    return int(match.group(1)) if match else None
