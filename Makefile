@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 E2E_DIR := .cache/e2e
 CLAUDE_VERSION := 2.1.332
 CLAUDE_BIN := $(E2E_DIR)/claude/node_modules/.bin/claude
+CODEX_VERSION := 0.171.0
+CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
 
 .PHONY: demo test unit e2e lint bench venv clean
 
@@ -23,8 +25,9 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	$(PY) -m pytest -m "not e2e" -q
 
-e2e: $(STAMP) $(CLAUDE_BIN)
-	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) $(PY) -m pytest -m e2e tests/e2e -q
+e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN)
+	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
+		$(PY) -m pytest -m e2e tests/e2e -q
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
@@ -32,6 +35,12 @@ $(CLAUDE_BIN):
 	cd $(E2E_DIR)/claude && (test -f package.json || npm init -y >/dev/null) && \
 		npm install --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_VERSION)
 	$(CLAUDE_BIN) --version
+
+$(CODEX_BIN):
+	mkdir -p $(E2E_DIR)/codex
+	cd $(E2E_DIR)/codex && (test -f package.json || npm init -y >/dev/null) && \
+		npm install --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	$(CODEX_BIN) --version
 
 lint: $(STAMP)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench

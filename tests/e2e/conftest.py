@@ -1,4 +1,4 @@
-"""E2E fixtures: the real Claude Code CLI (installed by 'make e2e') and a fake Messages API."""
+"""E2E fixtures: the real CLIs (installed by 'make e2e') and the fake provider APIs."""
 
 from __future__ import annotations
 
@@ -9,21 +9,59 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.e2e.fake_anthropic import FakeAnthropic
+from tests.e2e.fake_responses import FakeResponses
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 CLAUDE_VERSION = "2.1.332"
+CODEX_VERSION = "0.171.0"
+_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "e2e"
 
 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
     """The pinned real CLI. Missing is a failure (run 'make e2e'), never a skip."""
-    path = os.environ.get("TEAMCTL_E2E_CLAUDE") or str(
-        Path(__file__).resolve().parents[2] / ".cache/e2e/claude/node_modules/.bin/claude"
-    )
-    assert Path(path).exists(), f"the real claude CLI is not installed at {path}: run 'make e2e'"
-    return Path(path)
+    return _installed("TEAMCTL_E2E_CLAUDE", _CACHE / "claude/node_modules/.bin/claude")
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    return _installed("TEAMCTL_E2E_CODEX", _CACHE / "codex/node_modules/.bin/codex")
+
+
+def _installed(env_var: str, default: Path) -> Path:
+    path = Path(os.environ.get(env_var) or default)
+    assert path.exists(), f"the real CLI is not installed at {path}: run 'make e2e'"
+    return path
+
+
+@pytest.fixture
+def responses() -> Iterator[FakeResponses]:
+    with FakeResponses() as api:
+        yield api
+
+
+def codex_member(name: str, codex_bin: Path, api: FakeResponses, **extra: object) -> dict:
+    """A member on the real codex, reaching the fake API through a custom provider given as
+    `-c` flags (never the built-in provider, which loops forever offline), retries off."""
+    member: dict[str, object] = {
+        "name": name, "runtime": "codex", "model": "gpt-5.4-mini", "command": str(codex_bin),
+        "start_timeout": 60.0, "turn_idle_timeout": 120.0,
+        "env": {"FAKE_OPENAI_API_KEY": "sk-e2e-dummy-key-000000"},
+        "config": {
+            "model_provider": "fake",
+            "model_providers": {"fake": {
+                "name": "fake", "base_url": api.base_url, "wire_api": "responses",
+                "env_key": "FAKE_OPENAI_API_KEY", "request_max_retries": 0,
+                "stream_max_retries": 0}},
+            "features": {"plugins": False},
+            "analytics": {"enabled": False},
+            "check_for_update_on_startup": False,
+        },
+    }
+    member.update(extra)
+    return member
 
 
 @pytest.fixture

@@ -1,0 +1,69 @@
+"""The real Codex CLI (@openai/codex@0.171.0) driven by teamctl against a fake Responses API."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests import images
+from tests.e2e.conftest import CODEX_VERSION, codex_member
+from tests.e2e.fake_responses import FakeResponses, newest_user_images, newest_user_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import Teamctl
+
+pytestmark = pytest.mark.e2e
+
+
+def test_real_codex_text_image_and_third_turn_on_one_thread(
+    teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
+) -> None:
+    launched = teamctl.run("launch", str(teamctl.write_team("e2e", [
+        codex_member("rev", codex_bin, responses)])))
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+
+    first = teamctl.run("send", "rev", "remember the word papaya", "--wait", "--timeout", "120")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "pong: remember the word papaya"
+    thread = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
+
+    shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "rev", "what is off?")
+    [planned] = [a["variants"][0] for a in plan["attachments"]]
+    second = teamctl.run("send", "--attach", str(shot), "rev", "what is off?", "--wait",
+                         "--timeout", "120")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "pong: what is off?"
+    [image] = newest_user_images(responses.response_requests()[-1]["body"])
+    assert (image["data_url_mime"], image["mime"], image["width"], image["height"],
+            image["bytes"], image["sha256"]) == (planned["mime"], planned["mime"],
+                                                 planned["width"], planned["height"],
+                                                 planned["bytes"], planned["sha256"])
+
+    third = teamctl.run("send", "rev", "and the word?", "--wait", "--timeout", "120")
+    assert third.stdout.strip() == "pong: and the word?"
+    requests = responses.response_requests()
+    assert len(requests) == 3
+    assert {r["headers"]["session-id"] for r in requests} == {thread}
+    assert requests[-1]["headers"]["user-agent"].startswith(f"codex_exec/{CODEX_VERSION}")
+    history_texts = [newest_user_text({"input": [item]}) for item in requests[-1]["body"]["input"]]
+    assert "remember the word papaya" in history_texts
+
+
+def test_real_codex_api_401_is_a_failed_delivery_with_the_api_message(
+    teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
+) -> None:
+    teamctl.run("launch", str(teamctl.write_team("e2e", [
+        codex_member("rev", codex_bin, responses)])))
+    responses.error_status = 401
+    done = teamctl.run("send", "rev", "hello?", "--wait", "--timeout", "120")
+    assert done.returncode == 1
+    assert done.stderr.startswith("turn_failed: unexpected status 401")
+    assert "Incorrect API key provided (fake 401)" in done.stderr
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert message["state"] == "failed" and message["error"]["retryable"] is False
+    assert len(responses.response_requests()) == 1, "retries are off"
+    assert "sk-e2e-dummy-key-000000" not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
