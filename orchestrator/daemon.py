@@ -86,6 +86,8 @@ class Daemon:
                 self.home, self._runtimes, tg,
                 load_session=lambda t, m: store.call(store.sync.session_id, t, m),
                 save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
+                vision=lambda rt, model, override: load_catalog().lookup(
+                    rt, model, operator_vision=override).image_input,
             )
             planner = Planner(ArtifactStore(self.home.artifacts), load_catalog(), store)
             mailbox = Mailbox(store, supervisor, planner, tg)

@@ -35,6 +35,7 @@ log = structlog.get_logger("teamctl.supervisor")
 
 SessionStore = Callable[[str, str, str | None], Awaitable[None]]
 SessionLoad = Callable[[str, str], Awaitable[str | None]]
+VisionLookup = Callable[[str, str | None, bool | None], bool | None]
 
 
 @dataclass(eq=False)
@@ -76,10 +77,20 @@ class MemberState:
         self._changed.set()
         self._changed = anyio.Event()
 
+    @property
+    def live(self) -> str:
+        """Liveness now: the process's own evidence (its pid, or e.g. heartbeats) decides."""
+        if self.process is not None and not self.process.healthy:
+            return "dead"
+        return self.liveness
+
     def snapshot(self) -> dict[str, Any]:
+        process = self.process
         return {
             "name": self.name, "runtime": self.config.runtime, "model": self.config.model,
-            "pid": self.pid, "launch": self.launch, "liveness": self.liveness,
+            "pid": process.pid if process is not None else self.pid, "launch": self.launch,
+            "liveness": self.live,
+            "activity": process.activity if process is not None else None,
             "readiness": self.readiness, "restarts": self.restarts,
             "session_id": self.session_id, "last_exit": self.last_exit, "error": self.error,
         }
@@ -96,8 +107,10 @@ class Supervisor:
         *,
         load_session: SessionLoad,
         save_session: SessionStore,
+        vision: VisionLookup = lambda runtime, model, override: override,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._vision = vision
         self._home = home
         self._runtimes = runtimes
         self._tg = tg
@@ -295,6 +308,7 @@ class Supervisor:
             config=dict(config.config),
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
+            image_input=self._vision(config.runtime, config.model, config.vision),
         )
 
     async def _record_session(self, state: MemberState, session_id: str | None) -> None:

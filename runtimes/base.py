@@ -68,6 +68,16 @@ class RuntimeProcess(Protocol):
         """False once the process has exited or is being killed: no turn may start on it."""
         ...
 
+    @property
+    def healthy(self) -> bool:
+        """Liveness evidence beyond the pid (e.g. OpenCode's event stream heartbeats)."""
+        ...
+
+    @property
+    def activity(self) -> str | None:
+        """What the runtime says it is doing now, for status (e.g. "retrying (attempt 2)")."""
+        ...
+
     def stderr_tail(self) -> list[str]: ...
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:

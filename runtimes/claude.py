@@ -243,6 +243,14 @@ class ClaudeProcess:
         return self._process.returncode
 
     @property
+    def healthy(self) -> bool:
+        return self.usable
+
+    @property
+    def activity(self) -> str | None:
+        return None
+
+    @property
     def usable(self) -> bool:
         return not self._doomed and not self._exited.is_set()
 

@@ -207,6 +207,14 @@ class CodexMember:
         return self._exit_code
 
     @property
+    def healthy(self) -> bool:
+        return self.usable
+
+    @property
+    def activity(self) -> str | None:
+        return None
+
+    @property
     def usable(self) -> bool:
         return not self._closed.is_set()
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from runtimes.claude import ClaudeRuntime
 from runtimes.codex import CodexRuntime
+from runtimes.opencode import OpenCodeRuntime
 
 if TYPE_CHECKING:
     from runtimes.base import Runtime
@@ -14,4 +15,4 @@ __all__ = ["default_runtimes"]
 
 
 def default_runtimes() -> dict[str, Runtime]:
-    return {"claude": ClaudeRuntime(), "codex": CodexRuntime()}
+    return {"claude": ClaudeRuntime(), "codex": CodexRuntime(), "opencode": OpenCodeRuntime()}

@@ -162,13 +162,19 @@ class LogFollower:
         self.seen: list[dict[str, Any]] = []
 
     def wait_for(self, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
-        for event in self.seen:
-            if predicate(event):
-                return event
+        """The first event (from the start of the log) that matches, waiting for it."""
+        checked = 0
         assert self._process.stdout is not None
         fd = self._process.stdout.fileno()
         deadline = _monotonic() + timeout
-        while (remaining := deadline - _monotonic()) > 0:
+        while True:
+            for event in self.seen[checked:]:
+                if predicate(event):
+                    return event
+            checked = len(self.seen)
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                break
             readable, _, _ = select.select([fd], [], [], remaining)
             if not readable:
                 break
@@ -177,11 +183,7 @@ class LogFollower:
                 break
             self._buffer += chunk
             *lines, self._buffer = self._buffer.split(b"\n")
-            for line in lines:
-                event = json.loads(line)
-                self.seen.append(event)
-                if predicate(event):
-                    return event
+            self.seen += [json.loads(line) for line in lines if line.strip()]
         raise AssertionError(f"no matching log event within {timeout}s")
 
     def close(self) -> None:

@@ -1,0 +1,474 @@
+"""OpenCode over ``opencode serve`` (protocols/opencode.md, opencode-ai 1.18.33).
+
+One long-lived ``opencode serve --hostname 127.0.0.1 --port <free>`` per member, with a random
+``OPENCODE_SERVER_PASSWORD`` (HTTP Basic on every request), private HOME and XDG dirs, and the
+member's workdir as cwd, ``$PWD`` and ``?directory=`` (OpenCode reads ``$PWD``, not getcwd).
+
+Readiness: the "listening" line (a health request sent earlier can hang forever, §11), then
+``GET /global/health``, then the member's session — reused by id when OpenCode still has it,
+else created with a title (an untitled session makes an extra title request that also carries
+the image).
+
+A turn: ``POST /session/{id}/prompt_async`` with a text part and one ``file`` part per image
+(a ``data:`` URL: a ``file://`` URL goes through a synthetic Read tool and fails with a 500 when
+the file is gone). Its 204 only means *sent*; the turn ends at ``session.idle`` on the event
+stream, and the reply is the assistant message's text parts. ``session.error`` (or an ``error``
+on the assistant message) fails the delivery with the API's message; ``session.status`` retry
+events are shown as activity, not failure.
+
+Liveness: the serve process *and* the ``/event`` stream (``server.heartbeat`` every 10 s): a lost
+stream or missing heartbeats make the member not alive even if the pid exists, and the server is
+restarted. The stream echoes full data URLs: nothing from it is logged.
+
+The generated config (``OPENCODE_CONFIG_CONTENT``) is the member's ``config`` table plus, for its
+model, ``modalities.input`` with ``"image"`` exactly when the vision catalog (or the operator)
+says the model sees images — so OpenCode's own gate agrees with teamctl's — and
+``attachment.image.auto_resize = false`` so the planned variant reaches the API byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import secrets
+import socket
+import time
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anyio
+import httpx
+import structlog
+
+from orchestrator.contracts import (
+    Capabilities,
+    ImagePart,
+    LaunchSpec,
+    MemberStartFailed,
+    RuntimeExited,
+    RuntimeStuck,
+    TextPart,
+    Turn,
+    TurnFailed,
+    TurnResult,
+)
+from runtimes.base import (
+    OnSent,
+    Spawner,
+    StderrRing,
+    drain_stderr,
+    kill_group,
+    spawn_process,
+    stop_process,
+    unwrapped_errors,
+)
+from runtimes.framing import iter_lines
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from anyio.abc import Process, TaskGroup
+
+__all__ = ["OpenCodeRuntime", "OpenCodeServer", "build_config"]
+
+log = structlog.get_logger("teamctl.runtime.opencode")
+
+_LISTENING = b"opencode server listening on"
+_HEALTH_TIMEOUT = 5.0
+_REQUEST_TIMEOUT = 30.0
+_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
+
+
+class OpenCodeRuntime:
+    """The ``opencode`` runtime adapter."""
+
+    name = "opencode"
+    default_executable = "opencode"
+    env_var = "TEAMCTL_OPENCODE_BIN"
+    capabilities = Capabilities(
+        image_input=True,
+        image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
+        image_purpose="opencode-file-part",
+        inline_base64=True,  # data URLs inside one JSON request
+        max_payload_bytes=_MAX_PAYLOAD_BYTES,
+    )
+
+    def __init__(self, *, spawner: Spawner = spawn_process,
+                 heartbeat_grace: float = 30.0) -> None:
+        self._spawner = spawner
+        self._heartbeat_grace = float(
+            os.environ.get("TEAMCTL_OPENCODE_HEARTBEAT_GRACE") or heartbeat_grace)
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[OpenCodeServer]:
+        with unwrapped_errors():
+            async with anyio.create_task_group() as tg:
+                server = await self._start(spec, tg)
+                try:
+                    yield server
+                finally:
+                    await server.close()
+                    tg.cancel_scope.cancel()
+
+    async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> OpenCodeServer:
+        port, password = _free_port(), secrets.token_urlsafe(24)
+        argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
+                "--port", str(port)]
+        try:
+            raw = await self._spawner(argv, cwd=spec.workdir, env=build_env(spec, password))
+        except OSError as exc:
+            raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") \
+                from exc
+        server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace)
+        try:
+            with anyio.fail_after(spec.start_timeout):
+                await server.wait_listening(tg)
+                await server.check_health()
+                await server.open_session()
+                tg.start_soon(server.watch_events)
+                await server.stream_connected.wait()
+        except TimeoutError:
+            await server.close()
+            raise MemberStartFailed(spec.member, f"not ready within {spec.start_timeout:g}s",
+                                    server.stderr_tail()) from None
+        except BaseException:
+            await server.close()
+            raise
+        log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
+                 session_id=server.session_id, resumed=server.resumed, port=port)
+        return server
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
+    """Private HOME/XDG dirs, the server password, offline-friendly switches, the config."""
+    env = dict(os.environ)
+    dirs = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
+            "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state"}
+    for var, relative in dirs.items():
+        path = spec.state_dir / relative
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env[var] = str(path)
+    env.update(
+        PWD=str(spec.workdir),
+        OPENCODE_SERVER_PASSWORD=password,
+        OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+        OPENCODE_CONFIG_CONTENT=json.dumps(build_config(spec)),
+    )
+    env.update(spec.env)
+    return env
+
+
+def build_config(spec: LaunchSpec) -> dict[str, Any]:
+    """The member's config table, with teamctl's additions for its model."""
+    config: dict[str, Any] = copy.deepcopy(dict(spec.config))
+    if spec.model:
+        config.setdefault("model", spec.model)
+    image = config.setdefault("attachment", {}).setdefault("image", {})
+    image.setdefault("auto_resize", False)
+    provider, model = _split_model(spec.model)
+    if provider and model and spec.image_input is not None:
+        entry = (config.setdefault("provider", {}).setdefault(provider, {})
+                 .setdefault("models", {}).setdefault(model, {}))
+        modalities = entry.setdefault("modalities", {})
+        modalities["input"] = ["text", "image"] if spec.image_input else ["text"]
+        modalities.setdefault("output", ["text"])
+    return config
+
+
+def _split_model(model: str | None) -> tuple[str | None, str | None]:
+    if not model or "/" not in model:
+        return None, None
+    provider, _, rest = model.partition("/")
+    return provider, rest
+
+
+class _Turn:
+    def __init__(self) -> None:
+        self.armed_at = time.monotonic()
+        self.busy = False
+        self.done = anyio.Event()
+        self.error: dict[str, Any] | None = None
+        self.user_seen = False
+
+
+class OpenCodeServer:
+    """One running ``opencode serve`` and the member's session on it."""
+
+    def __init__(self, process: Process, spec: LaunchSpec, port: int, password: str,
+                 heartbeat_grace: float) -> None:
+        self._process = process
+        self._spec = spec
+        self._http = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
+            params={"directory": str(spec.workdir)}, timeout=_REQUEST_TIMEOUT,
+        )
+        self._ring = StderrRing()
+        self._session_id = spec.session_id
+        self.resumed = False
+        self._exited = anyio.Event()
+        self._doomed = False
+        self._turn: _Turn | None = None
+        self._last_event = time.monotonic()
+        self._stream_up = False
+        self.stream_connected = anyio.Event()
+        self._activity: str | None = None
+        self._grace = heartbeat_grace
+
+    # -- the RuntimeProcess protocol ----------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._process.returncode
+
+    @property
+    def usable(self) -> bool:
+        return not self._doomed and not self._exited.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        fresh = time.monotonic() - self._last_event <= self._grace
+        return self.usable and self._stream_up and fresh
+
+    @property
+    def activity(self) -> str | None:
+        return self._activity
+
+    def stderr_tail(self) -> list[str]:
+        return self._ring.tail()
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self._process.returncode
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._http.aclose()
+            await stop_process(self._process, eof_timeout=0.5)
+            self._exited.set()
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    async def wait_listening(self, tg: TaskGroup) -> None:
+        """Read stdout until the listening line (then keep draining it in the background)."""
+        assert self._process.stdout is not None
+        tg.start_soon(drain_stderr, self._process, self._ring)
+        tg.start_soon(self._reap)
+        lines = iter_lines(self._process.stdout, limit_bytes=1 << 20).__aiter__()
+        async for line in lines:
+            if _LISTENING in line:
+                tg.start_soon(self._drain, lines)
+                return
+        await self._process.wait()
+        raise MemberStartFailed(self._spec.member, f"exited {self._process.returncode} before "
+                                "it listened", self._ring.tail())
+
+    async def _drain(self, lines: AsyncIterator[bytes]) -> None:
+        with suppress(Exception):
+            async for _line in lines:
+                pass
+
+    async def _reap(self) -> None:
+        await self._process.wait()
+        self._exited.set()
+        if self._turn is not None:
+            self._turn.done.set()
+
+    async def check_health(self) -> None:
+        """``GET /global/health``, each try bounded (a stuck request is retried)."""
+        while True:
+            with anyio.move_on_after(_HEALTH_TIMEOUT):
+                with suppress(httpx.HTTPError):
+                    response = await self._http.get("/global/health")
+                    if response.status_code == 200 and response.json().get("healthy"):
+                        return
+                await anyio.sleep(0.2)
+
+    async def open_session(self) -> None:
+        if self._session_id:
+            response = await self._http.get(f"/session/{self._session_id}")
+            if response.status_code == 200:
+                self.resumed = True
+                return
+            log.warning("session_lost", team=self._spec.team, member=self._spec.member,
+                        lost_session=self._session_id, status=response.status_code)
+        response = await self._http.post(
+            "/session", json={"title": f"teamctl {self._spec.team}/{self._spec.member}"})
+        if response.status_code != 200:
+            raise MemberStartFailed(self._spec.member, "could not create a session: "
+                                    f"HTTP {response.status_code} {_error_message(response)}")
+        self._session_id = str(response.json()["id"])
+
+    # -- events -------------------------------------------------------------------------------
+
+    async def watch_events(self) -> None:
+        """Follow ``/event``; reconnect while the server lives; give up (kill it, so it is
+        restarted) when the stream stays down or heartbeats stop for the grace period."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeat_watchdog)
+            while not self._exited.is_set():
+                with suppress(httpx.HTTPError, anyio.EndOfStream):
+                    await self._follow_stream()
+                self._stream_up = False
+                await anyio.sleep(0.5)
+            tg.cancel_scope.cancel()
+
+    async def _follow_stream(self) -> None:
+        timeout = httpx.Timeout(_REQUEST_TIMEOUT, read=self._grace)
+        async with self._http.stream("GET", "/event", timeout=timeout) as response:
+            response.raise_for_status()
+            self._stream_up = True
+            self.stream_connected.set()
+            self._last_event = time.monotonic()
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    self._last_event = time.monotonic()
+                    self._on_event(line[5:].strip())
+
+    async def _heartbeat_watchdog(self) -> None:
+        while not self._exited.is_set():
+            await anyio.sleep(min(5.0, self._grace / 3))
+            if time.monotonic() - self._last_event > self._grace and not self._doomed:
+                log.warning("runtime_unhealthy", team=self._spec.team, member=self._spec.member,
+                            reason="no event or heartbeat", grace=self._grace)
+                self._kill()
+
+    def _on_event(self, data: str) -> None:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        props = event.get("properties") or {}
+        turn = self._turn
+        if turn is None or props.get("sessionID") != self._session_id:
+            return
+        kind = event.get("type")
+        if kind == "session.status":
+            self._on_status(props.get("status") or {}, turn)
+        elif kind == "session.idle" and turn.busy:
+            turn.done.set()
+        elif kind == "session.error":
+            turn.error = props.get("error") or {"data": {"message": "session error"}}
+        elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
+            turn.user_seen = True
+
+    def _on_status(self, status: dict[str, Any], turn: _Turn) -> None:
+        kind = status.get("type")
+        if kind == "busy":
+            turn.busy = True
+        elif kind == "retry":
+            turn.busy = True
+            self._activity = f"retrying (attempt {status.get('attempt')})"
+            log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
+                     attempt=status.get("attempt"), message=str(status.get("message"))[:300])
+        elif kind == "idle" and turn.busy:
+            turn.done.set()
+
+    def _kill(self) -> None:
+        self._doomed = True
+        kill_group(self._process)
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        if not self.usable:
+            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        body = self._body(turn)
+        state = self._turn = _Turn()
+        try:
+            await self._post_prompt(body)
+            await on_sent()
+            await self._await_idle(state)
+            return await self._result(state)
+        finally:
+            self._turn = None
+            self._activity = None
+
+    def _body(self, turn: Turn) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = []
+        for part in turn.parts:
+            if isinstance(part, TextPart):
+                parts.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                data = base64.b64encode(part.data).decode("ascii")
+                extension = part.mime.split("/")[-1].replace("jpeg", "jpg")
+                parts.append({"type": "file", "mime": part.mime,
+                              "filename": f"image-{part.sha256[:12]}.{extension}",
+                              "url": f"data:{part.mime};base64,{data}"})
+            else:
+                assert_never(part)
+        body: dict[str, Any] = {"parts": parts}
+        provider, model = _split_model(self._spec.model)
+        if provider and model:
+            body["model"] = {"providerID": provider, "modelID": model}
+        return body
+
+    async def _post_prompt(self, body: dict[str, Any]) -> None:
+        try:
+            response = await self._http.post(f"/session/{self._session_id}/prompt_async",
+                                             json=body)
+        except httpx.HTTPError as exc:
+            raise RuntimeExited(self._spec.member, self._process.returncode,
+                                [f"prompt_async: {type(exc).__name__}"]) from exc
+        if response.status_code != 204:
+            raise TurnFailed(self._spec.member, f"OpenCode refused the message: HTTP "
+                             f"{response.status_code} {_error_message(response)}",
+                             api_status=response.status_code,
+                             retryable=response.status_code >= 500)
+
+    async def _await_idle(self, state: _Turn) -> None:
+        idle = self._spec.turn_idle_timeout
+        with anyio.move_on_after(idle) as scope:
+            await state.done.wait()
+        if self._exited.is_set() or self._doomed:
+            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        if scope.cancelled_caught:
+            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                        idle_timeout=idle)
+            with suppress(httpx.HTTPError):
+                await self._http.post(f"/session/{self._session_id}/abort")
+            raise RuntimeStuck(self._spec.member, idle)
+
+    async def _result(self, state: _Turn) -> TurnResult:
+        response = await self._http.get(f"/session/{self._session_id}/message")
+        messages = response.json() if response.status_code == 200 else []
+        last = next((m for m in reversed(messages)
+                     if (m.get("info") or {}).get("role") == "assistant"), None)
+        error = state.error or ((last or {}).get("info") or {}).get("error")
+        if error:
+            data = error.get("data") or {}
+            status = data.get("statusCode")
+            raise TurnFailed(self._spec.member, str(data.get("message") or error.get("name")),
+                             api_status=status if isinstance(status, int) else None,
+                             retryable=bool(data.get("isRetryable")))
+        texts = [p.get("text", "") for p in (last or {}).get("parts", [])
+                 if p.get("type") == "text" and not p.get("synthetic")]
+        return TurnResult(reply="".join(texts), session_id=self._session_id)
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:200]
+    if not isinstance(data, dict):
+        return ""
+    inner = data.get("data")
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return str(message or data.get("name") or "")[:300]
