@@ -8,6 +8,8 @@ CLAUDE_VERSION := 2.1.332
 CLAUDE_BIN := $(E2E_DIR)/claude/node_modules/.bin/claude
 CODEX_VERSION := 0.171.0
 CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
+OPENCODE_VERSION := 1.18.33
+OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
 
 .PHONY: demo test unit e2e lint bench venv clean
 
@@ -25,9 +27,9 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	$(PY) -m pytest -m "not e2e" -q
 
-e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN)
+e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)
 	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
-		$(PY) -m pytest -m e2e tests/e2e -q
+		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) $(PY) -m pytest -m e2e tests/e2e -q
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
@@ -41,6 +43,15 @@ $(CODEX_BIN):
 	cd $(E2E_DIR)/codex && (test -f package.json || npm init -y >/dev/null) && \
 		npm install --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	$(CODEX_BIN) --version
+
+# The postinstall runs `opencode --version`, which writes into HOME/XDG: keep those private.
+$(OPENCODE_BIN):
+	mkdir -p $(E2E_DIR)/opencode
+	cd $(E2E_DIR)/opencode && (test -f package.json || npm init -y >/dev/null) && \
+		HOME=$$PWD/home XDG_CONFIG_HOME=$$PWD/xdg/config XDG_DATA_HOME=$$PWD/xdg/data \
+		XDG_CACHE_HOME=$$PWD/xdg/cache XDG_STATE_HOME=$$PWD/xdg/state \
+		npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
+	HOME=$(abspath $(E2E_DIR)/opencode/home) $(OPENCODE_BIN) --version
 
 lint: $(STAMP)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench

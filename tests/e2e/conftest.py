@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.e2e.fake_anthropic import FakeAnthropic
+from tests.e2e.fake_chat import FakeChat
 from tests.e2e.fake_responses import FakeResponses
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
+OPENCODE_VERSION = "1.18.33"
 _CACHE = Path(__file__).resolve().parents[2] / ".cache" / "e2e"
 
 
@@ -82,6 +84,36 @@ def claude_member(name: str, claude_bin: Path, api: FakeAnthropic, **extra: obje
             "CLAUDE_CODE_MAX_RETRIES": "0",
             "DISABLE_TELEMETRY": "1",
         },
+    }
+    member.update(extra)
+    return member
+
+
+@pytest.fixture(scope="session")
+def opencode_bin() -> Path:
+    return _installed("TEAMCTL_E2E_OPENCODE", _CACHE / "opencode/node_modules/.bin/opencode")
+
+
+@pytest.fixture
+def chat() -> Iterator[FakeChat]:
+    with FakeChat() as api:
+        yield api
+
+
+def opencode_member(name: str, opencode_bin: Path, api: FakeChat, *, model: str,
+                    **extra: object) -> dict:
+    """A member on the real opencode, its provider `fake` pointing at the fake chat API, the
+    plugin install aimed at a dead local registry. The models' modalities are NOT declared here:
+    teamctl must write them from the vision catalog / `vision`."""
+    member: dict[str, object] = {
+        "name": name, "runtime": "opencode", "model": model, "command": str(opencode_bin),
+        "start_timeout": 90.0, "turn_idle_timeout": 120.0,
+        "env": {"npm_config_registry": api.dead_registry},
+        "config": {"provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible", "name": "Fake local",
+            "options": {"baseURL": api.base_url, "apiKey": "sk-e2e-dummy-opencode-key"},
+            "models": {m: {"name": m, "limit": {"context": 32000, "output": 1000}}
+                       for m in ("vision-model", "text-model")}}}},
     }
     member.update(extra)
     return member
