@@ -9,12 +9,14 @@ Readiness: the "listening" line (a health request sent earlier can hang forever,
 else created with a title (an untitled session makes an extra title request that also carries
 the image).
 
-A turn: ``POST /session/{id}/prompt_async`` with a text part and one ``file`` part per image
-(a ``data:`` URL: a ``file://`` URL goes through a synthetic Read tool and fails with a 500 when
-the file is gone). Its 204 only means *sent*; the turn ends at ``session.idle`` on the event
-stream, and the reply is the assistant message's text parts. ``session.error`` (or an ``error``
-on the assistant message) fails the delivery with the API's message; ``session.status`` retry
-events are shown as activity, not failure.
+A turn: ``POST /session/{id}/message`` with a text part and one ``file`` part per image (a
+``data:`` URL: a ``file://`` URL goes through a synthetic Read tool and fails with a 500 when
+the file is gone). The delivery is *sent* once the event stream shows the stored user message;
+the call returns at the end of the turn with the assistant message (only that one: listing the
+session's messages would re-download every earlier image), whose text parts are the reply.
+``session.error`` (or an ``error`` on the assistant message) fails the delivery with the API's
+message; ``session.status`` retry events are shown as activity, not failure. ``prompt_async``
+is not used: its 204 would prove nothing.
 
 Liveness: the serve process *and* the ``/event`` stream (``server.heartbeat`` every 10 s): a lost
 stream or missing heartbeats make the member not alive even if the pid exists, and the server is
@@ -193,11 +195,12 @@ def _split_model(model: str | None) -> tuple[str | None, str | None]:
 
 class _Turn:
     def __init__(self) -> None:
-        self.armed_at = time.monotonic()
-        self.busy = False
-        self.done = anyio.Event()
+        self.last_activity = time.monotonic()
+        self.accepted = anyio.Event()  # OpenCode stored the user message: the transport took it
+        self.done = anyio.Event()  # the message call returned (or failed)
         self.error: dict[str, Any] | None = None
-        self.user_seen = False
+        self.response: httpx.Response | None = None
+        self.failure: Exception | None = None
 
 
 class OpenCodeServer:
@@ -287,8 +290,6 @@ class OpenCodeServer:
     async def _reap(self) -> None:
         await self._process.wait()
         self._exited.set()
-        if self._turn is not None:
-            self._turn.done.set()
 
     async def check_health(self) -> None:
         """``GET /global/health``, each try bounded (a stuck request is retried)."""
@@ -358,27 +359,20 @@ class OpenCodeServer:
         turn = self._turn
         if turn is None or props.get("sessionID") != self._session_id:
             return
+        turn.last_activity = time.monotonic()
         kind = event.get("type")
         if kind == "session.status":
-            self._on_status(props.get("status") or {}, turn)
-        elif kind == "session.idle" and turn.busy:
-            turn.done.set()
+            self._on_status(props.get("status") or {})
         elif kind == "session.error":
             turn.error = props.get("error") or {"data": {"message": "session error"}}
         elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
-            turn.user_seen = True
+            turn.accepted.set()
 
-    def _on_status(self, status: dict[str, Any], turn: _Turn) -> None:
-        kind = status.get("type")
-        if kind == "busy":
-            turn.busy = True
-        elif kind == "retry":
-            turn.busy = True
+    def _on_status(self, status: dict[str, Any]) -> None:
+        if status.get("type") == "retry":
             self._activity = f"retrying (attempt {status.get('attempt')})"
             log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
                      attempt=status.get("attempt"), message=str(status.get("message"))[:300])
-        elif kind == "idle" and turn.busy:
-            turn.done.set()
 
     def _kill(self) -> None:
         self._doomed = True
@@ -387,15 +381,19 @@ class OpenCodeServer:
     # -- turns --------------------------------------------------------------------------------
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        """``POST /session/{id}/message`` (it returns at the end of the turn with the assistant
+        message only); ``sent`` once the event stream shows OpenCode stored the user message."""
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         body = self._body(turn)
         state = self._turn = _Turn()
         try:
-            await self._post_prompt(body)
-            await on_sent()
-            await self._await_idle(state)
-            return await self._result(state)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._post_message, body, state)
+                await self._await(state, state.accepted)
+                await on_sent()
+                await self._await(state, state.done)
+            return self._result(state)
         finally:
             self._turn = None
             self._activity = None
@@ -419,45 +417,53 @@ class OpenCodeServer:
             body["model"] = {"providerID": provider, "modelID": model}
         return body
 
-    async def _post_prompt(self, body: dict[str, Any]) -> None:
+    async def _post_message(self, body: dict[str, Any], state: _Turn) -> None:
         try:
-            response = await self._http.post(f"/session/{self._session_id}/prompt_async",
-                                             json=body)
+            state.response = await self._http.post(
+                f"/session/{self._session_id}/message", json=body, timeout=None)
         except httpx.HTTPError as exc:
+            state.failure = exc
+        finally:
+            state.accepted.set()
+            state.done.set()
+
+    async def _await(self, state: _Turn, event: anyio.Event) -> None:
+        """Wait for ``event`` while the turn shows activity; stuck after turn_idle_timeout of
+        silence (then abort it); RuntimeExited if the server dies."""
+        idle = self._spec.turn_idle_timeout
+        while not event.is_set():
+            remaining = state.last_activity + idle - time.monotonic()
+            if self._exited.is_set() or self._doomed:
+                raise RuntimeExited(self._spec.member, self._process.returncode,
+                                    self.stderr_tail())
+            if remaining <= 0:
+                log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                            idle_timeout=idle)
+                with suppress(httpx.HTTPError):
+                    await self._http.post(f"/session/{self._session_id}/abort")
+                raise RuntimeStuck(self._spec.member, idle)
+            with anyio.move_on_after(min(remaining, 1.0)):
+                await event.wait()
+
+    def _result(self, state: _Turn) -> TurnResult:
+        response = state.response
+        if response is None:
             raise RuntimeExited(self._spec.member, self._process.returncode,
-                                [f"prompt_async: {type(exc).__name__}"]) from exc
-        if response.status_code != 204:
+                                [f"message call failed: {type(state.failure).__name__}"])
+        if response.status_code != 200:
             raise TurnFailed(self._spec.member, f"OpenCode refused the message: HTTP "
                              f"{response.status_code} {_error_message(response)}",
                              api_status=response.status_code,
                              retryable=response.status_code >= 500)
-
-    async def _await_idle(self, state: _Turn) -> None:
-        idle = self._spec.turn_idle_timeout
-        with anyio.move_on_after(idle) as scope:
-            await state.done.wait()
-        if self._exited.is_set() or self._doomed:
-            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
-        if scope.cancelled_caught:
-            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                        idle_timeout=idle)
-            with suppress(httpx.HTTPError):
-                await self._http.post(f"/session/{self._session_id}/abort")
-            raise RuntimeStuck(self._spec.member, idle)
-
-    async def _result(self, state: _Turn) -> TurnResult:
-        response = await self._http.get(f"/session/{self._session_id}/message")
-        messages = response.json() if response.status_code == 200 else []
-        last = next((m for m in reversed(messages)
-                     if (m.get("info") or {}).get("role") == "assistant"), None)
-        error = state.error or ((last or {}).get("info") or {}).get("error")
+        message = response.json()
+        error = state.error or (message.get("info") or {}).get("error")
         if error:
             data = error.get("data") or {}
             status = data.get("statusCode")
             raise TurnFailed(self._spec.member, str(data.get("message") or error.get("name")),
                              api_status=status if isinstance(status, int) else None,
                              retryable=bool(data.get("isRetryable")))
-        texts = [p.get("text", "") for p in (last or {}).get("parts", [])
+        texts = [p.get("text", "") for p in message.get("parts", [])
                  if p.get("type") == "text" and not p.get("synthetic")]
         return TurnResult(reply="".join(texts), session_id=self._session_id)
 
