@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 import structlog
 
+from orchestrator import orphans
 from orchestrator.api import ControlServer
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
@@ -72,6 +73,9 @@ class Daemon:
         with ExitStack() as stack:
             stack.enter_context(_take_lock(self.home))
             stack.enter_context(configure(self.home.logs))
+            reaped = orphans.reap_orphans(self.home.root / "members")
+            if reaped:
+                log.warning("orphans_stopped", pids=reaped)
             store = Store(self.home.database)
             stack.callback(store.close)
             for message_id, member, state in store.recover_in_flight():

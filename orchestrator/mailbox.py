@@ -139,7 +139,7 @@ class Mailbox:
     async def _deliver(self, delivery: Delivery) -> None:
         team, member, message_id = delivery.team, delivery.member, delivery.message_id
         store, db = self._store, self._store.sync
-        async with self._supervisor.turn_slot(team, member) as process:
+        async with self._supervisor.turn_slot(team, member, message_id) as process:
             await store.call(db.mark_prepared, message_id, member)
             try:
                 turn = await self._prepare(delivery)

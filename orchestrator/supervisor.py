@@ -8,6 +8,7 @@ state. The mailbox borrows a ready process through ``turn_slot``, which is what 
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from orchestrator import orphans
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
@@ -30,6 +32,15 @@ if TYPE_CHECKING:
     from orchestrator.config import MemberConfig, TeamConfig
 
 __all__ = ["MemberState", "Supervisor"]
+
+
+def _signal_name(exit_code: int | None) -> str | None:
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return signal.Signals(-exit_code).name
+    except ValueError:
+        return None
 
 log = structlog.get_logger("teamctl.supervisor")
 
@@ -53,6 +64,8 @@ class MemberState:
     last_exit: dict[str, Any] | None = None
     session_id: str | None = None
     error: str | None = None
+    note: str | None = None
+    turn: str | None = None  # the message id of the turn in flight (for incident reports)
     process: RuntimeProcess | None = None
     started_at: float = 0.0
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -93,6 +106,7 @@ class MemberState:
             "activity": process.activity if process is not None else None,
             "readiness": self.readiness, "restarts": self.restarts,
             "session_id": self.session_id, "last_exit": self.last_exit, "error": self.error,
+            "note": self.note,
         }
 
 
@@ -172,7 +186,8 @@ class Supervisor:
         return fresh
 
     @asynccontextmanager
-    async def turn_slot(self, team: str, name: str) -> AsyncIterator[RuntimeProcess]:
+    async def turn_slot(self, team: str, name: str,
+                        turn: str | None = None) -> AsyncIterator[RuntimeProcess]:
         """Wait until the member is ready, mark it busy, lend its process for one turn.
 
         Waits without a deadline (messages wait in the journal while a member is down);
@@ -185,12 +200,14 @@ class Supervisor:
                 break
             await changed.wait()
         process = state.process
-        state.busy = True
+        state.busy, state.turn = True, turn
         state.notify()
         try:
             yield process
         finally:
             state.busy = False
+            if process.usable:  # a dead process keeps its cut turn for the incident report
+                state.turn = None
             state.notify()
             if process.session_id != state.session_id:  # e.g. Codex's first thread.started
                 with anyio.CancelScope(shield=True):
@@ -272,9 +289,9 @@ class Supervisor:
         try:
             async with runtime.open(spec) as process:
                 opened = process
-                await self._on_ready(state, process)
+                await self._on_ready(state, process, spec.session_id)
                 exit_code = await process.wait()
-                stderr_tail = process.stderr_tail()
+                stderr_tail, cut_turn = process.stderr_tail(), state.turn
         except anyio.get_cancelled_exc_class():
             if opened is not None:
                 state.last_exit = {"code": opened.exit_code, "at": time.time()}
@@ -288,10 +305,12 @@ class Supervisor:
         finally:
             state.process, state.busy, state.pid = None, False, None
             state.liveness = "dead"
+            orphans.forget(self._home.member_dir(state.team, state.name))
             state.notify()
         state.last_exit = {"code": exit_code, "at": time.time()}
+        state.turn = None
         log.warning("member_exited", team=state.team, member=state.name, exit=exit_code,
-                    stderr_tail=stderr_tail)
+                    signal=_signal_name(exit_code), turn=cut_turn, stderr_tail=stderr_tail)
         return exit_code
 
     async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
@@ -316,8 +335,14 @@ class Supervisor:
         await self._save_session(state.team, state.name, session_id)
         log.info("member_session", team=state.team, member=state.name, session_id=session_id)
 
-    async def _on_ready(self, state: MemberState, process: RuntimeProcess) -> None:
+    async def _on_ready(self, state: MemberState, process: RuntimeProcess,
+                        wanted_session: str | None) -> None:
         state.process, state.pid = process, process.pid
+        if wanted_session and process.session_id != wanted_session:
+            state.note = (f"runtime session {wanted_session} was lost; started "
+                          f"{process.session_id} (the conversation so far is not in it)")
+        if process.pid is not None:
+            orphans.record(self._home.member_dir(state.team, state.name), process.pid)
         state.launch, state.liveness = "running", "alive"
         if process.session_id != state.session_id:
             await self._record_session(state, process.session_id)

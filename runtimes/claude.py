@@ -66,6 +66,8 @@ log = structlog.get_logger("teamctl.runtime.claude")
 # session's history (images included) with every turn, so one turn stays well below that.
 MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
 
+INTERRUPT_GRACE = 10.0
+
 _RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
@@ -229,6 +231,7 @@ class ClaudeProcess:
         self._protocol_error: ProtocolError | None = None
         self._request_seq = 0
         self._doomed = False
+        self._activity: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -248,7 +251,7 @@ class ClaudeProcess:
 
     @property
     def activity(self) -> str | None:
-        return None
+        return self._activity
 
     @property
     def usable(self) -> bool:
@@ -328,12 +331,32 @@ class ClaudeProcess:
         while not state.done.is_set():
             remaining = self._last_output + idle_timeout - time.monotonic()
             if remaining <= 0:
-                log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                            idle_timeout=idle_timeout)
-                self._kill()
+                await self._unstick(state, idle_timeout)
                 raise RuntimeStuck(self._spec.member, idle_timeout)
             with anyio.move_on_after(remaining):
                 await state.done.wait()
+
+    async def _unstick(self, state: _TurnState, idle_timeout: float) -> None:
+        """A turn silent for ``turn_idle_timeout``: interrupt it (protocols/claude.md §3.4); if
+        the CLI does not end the turn within INTERRUPT_GRACE, kill the process (the supervisor
+        restarts it). Either way the turn goes back to the queue."""
+        log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                    idle_timeout=idle_timeout, action="interrupt")
+        self._activity = "stuck: interrupting"
+        try:
+            with anyio.move_on_after(INTERRUPT_GRACE):
+                await self._write({"type": "control_request",
+                                   "request_id": self._next_request_id("interrupt"),
+                                   "request": {"subtype": "interrupt"}})
+                await state.done.wait()
+        except RuntimeExited:
+            pass
+        finally:
+            self._activity = None
+        if not state.done.is_set():
+            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                        idle_timeout=idle_timeout, action="kill")
+            self._kill()
 
     def _turn_result(self, state: _TurnState) -> TurnResult:
         result = state.result or {}

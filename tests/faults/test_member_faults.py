@@ -5,19 +5,38 @@ from __future__ import annotations
 from tests.conftest import LogFollower, Teamctl, fake_member, wait_pid_exit
 
 
-def test_a_hung_turn_is_stuck_then_redelivered_after_restart(teamctl: Teamctl) -> None:
+def test_a_hung_turn_is_interrupted_and_redelivered_on_the_same_process(
+        teamctl: Teamctl) -> None:
+    member = fake_member("lead", turn_idle_timeout=1.0, env={"FAKE_CLAUDE_HANG_ON_TURN": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    pid = teamctl.member_pids()[0]
+    done = teamctl.run("send", "lead", "are you there?", "--wait", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("received: are you there?")
+    assert teamctl.member_pids() == [pid], "the interrupt ended the turn: no restart"
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "answered" and message["attempts"] == 2
+    stuck = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]
+    assert stuck == ["interrupt"]
+
+
+def test_a_turn_that_ignores_the_interrupt_is_killed_and_redelivered(teamctl: Teamctl) -> None:
     member = fake_member("lead", turn_idle_timeout=1.0, backoff=[0.1, 1.0],
-                         env={"FAKE_CLAUDE_HANG_ON_TURN": "1"})
+                         env={"FAKE_CLAUDE_HANG_ON_TURN": "1",
+                              "FAKE_CLAUDE_IGNORE_INTERRUPT": "1"})
     teamctl.run("launch", str(teamctl.write_team("solo", [member])))
     hung_pid = teamctl.member_pids()[0]
     done = teamctl.run("send", "lead", "are you there?", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("received: are you there?")
     assert wait_pid_exit(hung_pid, 10), "the stuck process was killed"
     [message] = teamctl.json("history", "lead")["messages"]
     assert message["state"] == "answered" and message["attempts"] == 2
-    codes = [e.get("code") for e in teamctl.log_events() if e["event"] == "delivery_failed"]
-    assert codes == ["runtime_stuck"]
+    events = teamctl.log_events()
+    assert [e["action"] for e in events if e["event"] == "turn_stuck"] == ["interrupt", "kill"]
+    assert [e.get("code") for e in events if e["event"] == "delivery_failed"] == [
+        "runtime_stuck"]
+    [incident] = [e for e in events if e["event"] == "member_exited"]
+    assert incident["signal"] == "SIGKILL" and incident["turn"] == message["id"]
 
 
 def test_garbage_on_stdout_is_skipped(teamctl: Teamctl) -> None:
