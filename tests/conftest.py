@@ -87,6 +87,7 @@ class Teamctl:
     home: Path
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
+    spawned: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def run(self, *args: str, input: str | None = None, timeout: float = 90.0,
             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -131,6 +132,8 @@ class Teamctl:
         pid = self.daemon_pid()
         members = self.member_pids()
         self.run("stop", timeout=120)
+        for process in self.spawned:
+            process.wait(timeout=30)
         for child in [*members, *([pid] if pid else [])]:
             if not wait_pid_exit(child, 30.0):
                 os.kill(child, signal.SIGKILL)

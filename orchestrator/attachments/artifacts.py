@@ -87,8 +87,9 @@ class ArtifactStore:
     def _write(self, target: Path, data: bytes) -> None:
         directory = target.parent
         for path in (self.root, directory):
-            path.mkdir(mode=0o700, exist_ok=True)
-            os.chmod(path, 0o700)
+            if not path.is_dir():
+                path.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(path, 0o700)  # whatever the umask
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as handle:

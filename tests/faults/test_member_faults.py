@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+from collections import Counter
+
+import pytest
+
 from tests.conftest import LogFollower, Teamctl, fake_member, wait_pid_exit
 
 
@@ -91,3 +98,86 @@ def test_logs_follow_prints_new_events(teamctl: Teamctl, follow_logs: LogFollowe
     event = follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                                  and e.get("message_id") == message_id)
     assert event["member"] == "lead"
+
+
+def test_crash_loop_restarts_exactly_max_restarts_then_fatal_then_nothing(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    member = fake_member("bad", max_restarts=3, backoff=[0.05, 0.2],
+                         env={"FAKE_CLAUDE_EXIT_AT_START": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])), "--no-wait")
+    follow_logs.wait_for(lambda e: e["event"] == "member_restart_decision"
+                         and e["action"] == "fatal")
+    with pytest.raises(AssertionError, match="no matching log event"):
+        follow_logs.wait_for(lambda e: e["event"] == "member_start_failed"
+                             and len([x for x in follow_logs.seen
+                                      if x["event"] == "member_start_failed"]) > 4,
+                             timeout=3.0)  # proving absence: no fifth start, ever
+    starts = [e for e in follow_logs.seen if e["event"] == "member_start_failed"]
+    decisions = [e["action"] for e in follow_logs.seen if e["event"] == "member_restart_decision"]
+    assert len(starts) == 4, "the first start and exactly max_restarts restarts"
+    assert decisions == ["restart", "restart", "restart", "fatal"]
+    [row] = teamctl.json("status")["teams"][0]["members"]
+    assert (row["launch"], row["restarts"], row["pid"]) == ("fatal", 3, None)
+    assert teamctl.run("restart", "bad").returncode == 0, "restart clears fatal"
+    follow_logs.wait_for(lambda e: e["event"] == "member_start_failed"
+                         and len([x for x in follow_logs.seen
+                                  if x["event"] == "member_start_failed"]) == 5)
+
+
+def test_a_20_mib_line_is_a_protocol_error_the_member_restarts_the_daemon_is_fine(
+        teamctl: Teamctl) -> None:
+    member = fake_member("lead", backoff=[0.1, 1.0], env={"FAKE_CLAUDE_HUGE_LINE_ON_TURN": "1"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    done = teamctl.run("send", "lead", "say a lot", "--wait", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("received: say a lot")
+    events = teamctl.log_events()
+    [error] = [e for e in events if e["event"] == "runtime_protocol_error"]
+    assert error["code"] == "protocol_line_too_long"
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["attempts"] == 2
+    assert teamctl.run("status").returncode == 0
+
+
+def test_members_killed_at_random_points_lose_nothing(teamctl: Teamctl,
+                                                      follow_logs: LogFollower) -> None:
+    """kill -9 the member again and again, at a different point of the turn each time: every
+    message ends answered, none twice, none lost, no process left behind."""
+    rng = random.Random(20261129)
+    member = fake_member("lead", backoff=[0.05, 0.2], max_restarts=50, restart_window=60.0,
+                         env={"FAKE_CLAUDE_TURN_DELAY": "0.3"})
+    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
+    points = ["delivery_sent", "message_queued", "member_ready"]
+    ids = []
+    killed: list[int] = []
+    for round_no in range(6):
+        point = rng.choice(points)
+        seen_before = len(follow_logs.seen)
+        ids.append(teamctl.run("send", "lead", f"message {round_no}").stdout.strip())
+        follow_logs.wait_for(lambda e, p=point, n=seen_before:
+                             e["event"] == p and follow_logs.seen.index(e) >= n)
+        pids = teamctl.member_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        killed += pids
+    for message_id in ids:
+        follow_logs.wait_for(lambda e, m=message_id: e["event"] in (
+            "delivery_answered", "delivery_failed") and e.get("message_id") == m
+            and (e["event"] == "delivery_answered" or e.get("state") == "failed"), timeout=60)
+    history = teamctl.json("history", "lead")["messages"]
+    assert [m["id"] for m in history] == ids, "none lost, in order"
+    assert all(m["state"] == "answered" or m["error"]["code"] for m in history)
+    answered = Counter(e["message_id"] for e in teamctl.log_events()
+                       if e["event"] == "delivery_answered")
+    assert all(count == 1 for count in answered.values()), "none answered twice"
+    sent_after_answer = [e for e in teamctl.log_events() if e["event"] == "delivery_sent"
+                         and answered.get(e["message_id"]) and _after_answer(teamctl, e)]
+    assert sent_after_answer == []
+    assert all(wait_pid_exit(pid, 10) for pid in killed), "no killed process left"
+
+
+def _after_answer(teamctl: Teamctl, sent: dict[str, object]) -> bool:
+    events = teamctl.log_events()
+    answer = next(e for e in events if e["event"] == "delivery_answered"
+                  and e["message_id"] == sent["message_id"])
+    return events.index(sent) > events.index(answer)

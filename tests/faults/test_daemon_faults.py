@@ -1,0 +1,73 @@
+"""kill -9 of the daemon: nothing lost, nothing answered twice, no member duplicated."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+from tests.conftest import REPO, LogFollower, Teamctl, fake_member, pid_alive, wait_pid_exit
+from tests.integration.test_opencode_member import opencode_member
+
+
+def _start_daemon(teamctl: Teamctl) -> subprocess.Popen[str]:
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator", "daemon"],
+                               env=teamctl.env, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    assert process.stdout is not None
+    assert "teamctl daemon ready" in process.stdout.readline()
+    process.stdout.close()
+    teamctl.spawned.append(process)
+    return process
+
+
+def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "3"}),
+        opencode_member("des"),
+    ])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    old_pids = teamctl.member_pids()
+    message_id = teamctl.run("send", "lead", "survive this").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
+                         and e.get("message_id") == message_id)
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+
+    _start_daemon(teamctl)
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id, timeout=60)
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "answered" and message["attempts"] == 2
+    events = teamctl.log_events()
+    assert [e["state"] for e in events if e["event"] == "delivery_recovered"] == ["queued"]
+    answered = Counter(e["message_id"] for e in events if e["event"] == "delivery_answered")
+    assert answered[message_id] == 1
+    assert [e["team"] for e in events if e["event"] == "team_resumed"] == ["web"]
+    stopped = [e for e in events if e["event"] == "orphan_stopped"]
+    assert {e["member"] for e in stopped} <= {"lead", "des"}
+    assert any(e["member"] == "des" for e in stopped), "opencode serve never exits by itself"
+    assert all(wait_pid_exit(pid, 10) for pid in old_pids), "no old member left running"
+    new_pids = teamctl.member_pids()
+    assert len(new_pids) == 2 and not set(new_pids) & set(old_pids)
+    rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    assert rows["des"]["session_id"] == rows["des"]["session_id"]
+
+
+def test_stale_socket_and_pid_file_are_replaced(teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")])))
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+    assert (teamctl.home / "teamctl.sock").exists(), "left behind by the dead daemon"
+    assert teamctl.run("status").returncode == 4
+    _start_daemon(teamctl)
+    assert teamctl.daemon_pid() != daemon and pid_alive(teamctl.daemon_pid() or 0)
+    done = teamctl.run("send", "lead", "after", "--wait")
+    assert done.returncode == 0, done.stderr
