@@ -11,7 +11,7 @@ CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
 OPENCODE_VERSION := 1.18.33
 OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
 
-.PHONY: demo test unit e2e lint bench venv clean
+.PHONY: demo test unit e2e lint bench soak venv clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+soak: $(STAMP)
+	cd bench && ../$(PY) soak.py
 
 clean:
 	rm -rf $(VENV) .cache .demo-home

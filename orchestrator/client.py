@@ -37,8 +37,13 @@ def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30
         except (TimeoutError, ConnectionRefusedError) as exc:
             raise DaemonUnavailable(path, type(exc).__name__) from None
         sock.settimeout(timeout)
-        sock.sendall(rpc.request(1, method, params))
-        response = _read_line(sock, path, timeout)
+        try:
+            sock.sendall(rpc.request(1, method, params))
+            response = _read_line(sock, path, timeout)
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise DaemonUnavailable(
+                path, f"the connection was lost during '{method}' ({exc.strerror}); if it was "
+                "a send, 'teamctl history' shows whether it was journaled") from None
     finally:
         sock.close()
     return _unwrap(response)
