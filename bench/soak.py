@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import suppress
 from pathlib import Path
 
 from _harness import REPO, figure, home, team_file
@@ -63,13 +64,15 @@ class Chaos(threading.Thread):
             return
         pids = [m["pid"] for t in doc["teams"] for m in t["members"] if m["pid"]]
         if pids:
-            with_suppress(lambda: os.kill(self.rng.choice(pids), signal.SIGKILL))
+            with suppress(ProcessLookupError):
+                os.kill(self.rng.choice(pids), signal.SIGKILL)
             self.member_kills += 1
 
     def kill_daemon(self) -> None:
         pid = int((self.ctl.pid_file).read_text().strip() or 0)
         self.daemon_up.clear()
-        with_suppress(lambda: os.kill(pid, signal.SIGKILL))
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         self.daemon_kills += 1
         while Path(f"/proc/{pid}").exists() and not _zombie(pid):
             time.sleep(0.01)
@@ -82,13 +85,6 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
-
-
-def with_suppress(fn: object) -> None:
-    try:
-        fn()  # type: ignore[operator]
-    except ProcessLookupError:
-        pass
 
 
 def send_all(ctl: Home, chaos: Chaos, messages: int, members: int) -> dict[str, str]:
