@@ -275,6 +275,7 @@ class Supervisor:
         state.launch, state.error = "starting", None
         state.started_at = self._clock()
         state.notify()
+        log.info("member_starting", team=state.team, member=state.name, restarts=state.restarts)
         runtime = self._runtimes[state.config.runtime]
         try:
             spec = await self._launch_spec(state, runtime)
