@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import socket
-import subprocess
 import sys
 import time
 from typing import Any
@@ -95,6 +93,8 @@ def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
     Waits for the daemon's "ready" line on a pipe (never a sleep loop), at most ``timeout``."""
     if ping(home):
         return False
+    import subprocess  # only here: keeps every other command's start-up lean
+
     ensure_private_dir(home.root)
     ensure_private_dir(home.logs)
     read_fd, write_fd = os.pipe()
@@ -122,6 +122,8 @@ def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
 
 
 def _wait_ready(fd: int, timeout: float) -> bool:
+    import select
+
     deadline = time.monotonic() + timeout
     data = b""
     while (remaining := deadline - time.monotonic()) > 0:

@@ -10,6 +10,7 @@ with that error. The mailbox never writes launch, liveness or readiness.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.planner import PlannedAttachment, Planner
     from orchestrator.store import AsyncStore, Delivery
     from orchestrator.supervisor import Supervisor
+    from runtimes.base import RuntimeProcess
 
 __all__ = ["Mailbox"]
 
@@ -58,6 +60,9 @@ class Mailbox:
         self._tg = tg
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._waiters: dict[str, anyio.Event] = {}
+        # journal-write start time of messages sent through this daemon (for the latency figure
+        # on delivery_sent: journal write → line on the member's stdin)
+        self._journaled_at: dict[str, float] = {}
 
     def open_member(self, team: str, member: str) -> None:
         """Start delivering the member's queue (once)."""
@@ -79,8 +84,10 @@ class Mailbox:
         """Journal a message (with its planned attachments) for ``member``; return its id once
         it is durable."""
         message_id = new_ulid()
+        started = time.perf_counter()
         await self._store.call(self._store.sync.add_message, message_id, team, text,
                                [member], {member: attachments or []})
+        self._journaled_at[message_id] = started
         log.info("message_queued", team=team, member=member, message_id=message_id,
                  text_chars=len(text), attachments=len(attachments or []),
                  attachment_bytes=sum(a.variant.bytes for a in attachments or []))
@@ -108,22 +115,27 @@ class Mailbox:
     # -- delivery ---------------------------------------------------------------------------
 
     async def _run_queue(self, team: str, member: str, queue: _Queue) -> None:
+        """Deliver the member's queue, oldest first, one turn at a time: borrow the member's
+        ready process, claim the next delivery, run its turn; idle when the queue is empty."""
         try:
             with queue.scope:
                 while True:
-                    delivery = await self._store.call(self._store.sync.next_queued, team, member)
-                    if delivery is None:
+                    async with self._supervisor.turn_slot(team, member) as process:
+                        claimed = await self._store.call(self._store.sync.claim_next, team,
+                                                         member)
+                        if claimed is not None:
+                            await self._deliver_safely(process, *claimed)
+                    if claimed is None:
                         await queue.idle()
-                    else:
-                        await self._deliver_safely(delivery)
         finally:
             queue.done.set()
 
-    async def _deliver_safely(self, delivery: Delivery) -> None:
+    async def _deliver_safely(self, process: RuntimeProcess, delivery: Delivery,
+                              planned: list[PlannedAttachment]) -> None:
         """A bug while delivering one message must not stop the queue (or the daemon): the
         delivery ends failed with ``internal_error`` and the next one goes on."""
         try:
-            await self._deliver(delivery)
+            await self._deliver(process, delivery, planned)
         except Exception as exc:
             log.exception("delivery_crashed", team=delivery.team, member=delivery.member,
                           message_id=delivery.message_id)
@@ -136,46 +148,48 @@ class Mailbox:
                 except Exception:
                     log.exception("delivery_crash_unrecorded", message_id=delivery.message_id)
 
-    async def _deliver(self, delivery: Delivery) -> None:
+    async def _deliver(self, process: RuntimeProcess, delivery: Delivery,
+                       planned: list[PlannedAttachment]) -> None:
+        """Walk one claimed (``prepared``) delivery through its turn on ``process``."""
         team, member, message_id = delivery.team, delivery.member, delivery.message_id
         store, db = self._store, self._store.sync
-        async with self._supervisor.turn_slot(team, member, message_id) as process:
-            await store.call(db.mark_prepared, message_id, member)
-            try:
-                turn = await self._prepare(delivery)
-            except AttachmentError as exc:
-                await self._fail(delivery, exc, requeue=exc.retryable)
-                return
+        self._supervisor.mark_turn(team, member, message_id)
+        try:
+            turn = await self._prepare(delivery, planned)
+        except AttachmentError as exc:
+            await self._fail(delivery, exc, requeue=exc.retryable)
+            return
 
-            async def on_sent() -> None:
-                await store.call(db.mark_sent, message_id, member)
-                log.info("delivery_sent", team=team, member=member, message_id=message_id,
-                         attempt=delivery.attempts + 1)
+        async def on_sent() -> None:
+            started = self._journaled_at.pop(message_id, None)
+            latency = None if started is None else (time.perf_counter() - started) * 1000
+            await store.call(db.mark_sent, message_id, member)
+            log.info("delivery_sent", team=team, member=member, message_id=message_id,
+                     attempt=delivery.attempts + 1,
+                     journal_to_stdin_ms=None if latency is None else round(latency, 3))
 
-            try:
-                result = await process.run_turn(turn, on_sent=on_sent)
-            except (RuntimeExited, RuntimeStuck) as exc:
-                await self._fail(delivery, exc, requeue=True)
-            except TeamctlError as exc:
-                await self._fail(delivery, exc, requeue=False)
-            except anyio.get_cancelled_exc_class():
-                with anyio.CancelScope(shield=True):
-                    await store.call(db.mark_failed, message_id, member,
-                                     code="member_stopped",
-                                     message="the member was stopped during this delivery",
-                                     retryable=True, requeue=True)
-                raise
-            else:
-                await store.call(db.mark_answered, message_id, member, result.reply)
-                log.info("delivery_answered", team=team, member=member, message_id=message_id,
-                         reply_chars=len(result.reply))
-                self._settle(message_id)
+        try:
+            result = await process.run_turn(turn, on_sent=on_sent)
+        except (RuntimeExited, RuntimeStuck) as exc:
+            await self._fail(delivery, exc, requeue=True)
+        except TeamctlError as exc:
+            await self._fail(delivery, exc, requeue=False)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await store.call(db.mark_failed, message_id, member,
+                                 code="member_stopped",
+                                 message="the member was stopped during this delivery",
+                                 retryable=True, requeue=True)
+            raise
+        else:
+            await store.call(db.mark_answered, message_id, member, result.reply)
+            log.info("delivery_answered", team=team, member=member, message_id=message_id,
+                     reply_chars=len(result.reply))
+            self._settle(message_id)
 
-    async def _prepare(self, delivery: Delivery) -> Turn:
+    async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
         rebuilt from the original if its artifact is gone)."""
-        planned = await self._store.call(self._store.sync.attachments, delivery.message_id,
-                                         delivery.member)
         images = [await self._planner.load(p.original_sha256, p.variant) for p in planned]
         parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
         return Turn(delivery.message_id, (*parts, *images))

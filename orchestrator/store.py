@@ -226,8 +226,13 @@ class Store:
         self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``durable=False`` commits without the fsync
+        (``synchronous=NORMAL``): the row survives a crash of the daemon but may roll back on
+        power loss — only used for transitions that recovery undoes anyway (prepared, sent)."""
         try:
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -237,6 +242,9 @@ class Store:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"the journal could not be written: {exc}") from exc
+        finally:
+            if not durable:
+                self._db.execute("PRAGMA synchronous=FULL")
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -397,8 +405,31 @@ class Store:
     def mark_prepared(self, message_id: str, member: str) -> None:
         self._transition(message_id, member, "queued", "prepared", attempts_delta=1)
 
+    def claim_next(self, team: str, member: str
+                   ) -> tuple[Delivery, list[PlannedAttachment]] | None:
+        """The oldest queued delivery of a member, moved to ``prepared`` (an attempt counted),
+        with its attachments — one call, not fsynced (see ``claim``); None if the queue is
+        empty."""
+        delivery = self.next_queued(team, member)
+        if delivery is None:
+            return None
+        return delivery, self.claim(delivery.message_id, member)
+
+    def claim(self, message_id: str, member: str) -> list[PlannedAttachment]:
+        """``queued → prepared`` (an attempt counted) and the delivery's attachments, in one
+        call. Not fsynced: after a power loss it is at worst queued again, which recovery does
+        to every prepared row anyway."""
+        with self._tx(durable=False) as db:
+            cur = db.execute(
+                "UPDATE deliveries SET state='prepared', attempts=attempts+1, updated_at=? "
+                "WHERE message_id=? AND member=? AND state='queued'",
+                (time.time(), message_id, member),
+            )
+            self._expect_one(cur, message_id, member, "prepared")
+        return self.attachments(message_id, member)
+
     def mark_sent(self, message_id: str, member: str) -> None:
-        self._transition(message_id, member, "prepared", "sent")
+        self._transition(message_id, member, "prepared", "sent", durable=False)
 
     def mark_answered(self, message_id: str, member: str, reply: str) -> None:
         with self._tx() as db:
@@ -451,8 +482,8 @@ class Store:
         return changed
 
     def _transition(self, message_id: str, member: str, old: str, new: str, *,
-                    attempts_delta: int = 0) -> None:
-        with self._tx() as db:
+                    attempts_delta: int = 0, durable: bool = True) -> None:
+        with self._tx(durable=durable) as db:
             cur = db.execute(
                 "UPDATE deliveries SET state=?, attempts=attempts+?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state=?",

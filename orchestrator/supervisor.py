@@ -185,6 +185,10 @@ class Supervisor:
         self._spawn(fresh)
         return fresh
 
+    def mark_turn(self, team: str, name: str, turn: str) -> None:
+        """Label the turn in flight (for the incident report if the process dies in it)."""
+        self.member(team, name).turn = turn
+
     @asynccontextmanager
     async def turn_slot(self, team: str, name: str,
                         turn: str | None = None) -> AsyncIterator[RuntimeProcess]:

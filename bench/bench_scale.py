@@ -1,0 +1,202 @@
+"""Issue 7: what a team costs. Each figure is printed with its baseline, then as
+``bench: <name> = <value>`` (targets in docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, rss_mib, team_file
+
+from orchestrator import client
+from orchestrator.paths import Home
+
+
+def launch(env: dict[str, str], members: int, name: str = "t") -> Home:
+    ctl = Home(Path(env["TEAMCTL_HOME"]))
+    client.ensure_daemon(ctl)
+    from orchestrator.config import load_team_file
+
+    path = team_file(Path(env["TEAMCTL_BENCH_DIR"]), name, members)
+    config = load_team_file(path).model_dump(mode="json")
+    client.call(ctl, "launch", {"config": config, "file": str(path)}, timeout=600)
+    return ctl
+
+
+def daemon_pid(ctl: Home) -> int:
+    return int(ctl.pid_file.read_text().strip())
+
+
+def events(ctl: Home) -> list[dict[str, object]]:
+    path = ctl.logs / "teamctl.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def send_internal(runs: int = 500) -> None:
+    with home() as env:
+        ctl = launch(env, 1)
+        for i in range(runs):
+            client.call(ctl, "send", {"member": "m0", "text": f"ping {i}", "wait": True,
+                                      "timeout": 30.0}, timeout=60)
+        samples = [float(e["journal_to_stdin_ms"]) for e in events(ctl)  # type: ignore[arg-type]
+                   if e["event"] == "delivery_sent" and e.get("journal_to_stdin_ms") is not None]
+    baseline = direct_write_us()
+    print(f"journal write → line on the member's stdin: p50 {median(samples):.3f} ms, "
+          f"p99 {percentile(samples, 99):.3f} ms ({len(samples)} messages); baseline: writing "
+          f"the same line to a claude stdin directly {baseline:.1f} µs")
+    figure("send_internal_p50_ms", median(samples))
+    figure("send_internal_p99_ms", percentile(samples, 99))
+
+
+def direct_write_us(runs: int = 500) -> float:
+    line = (json.dumps({"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "ping"}]}, "parent_tool_use_id": None, "session_id": ""},
+        separators=(",", ":")) + "\n").encode()
+    process = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert process.stdin is not None
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        process.stdin.write(line)
+        process.stdin.flush()
+        samples.append((time.perf_counter() - start) * 1e6)
+    process.stdin.close()
+    process.wait()
+    return median(samples)
+
+
+def scale_and_throughput() -> None:
+    for members in (1, 10, 50):
+        with home() as env:
+            ctl = launch(env, members)
+            for i in range(members):
+                client.call(ctl, "send", {"member": f"m{i}", "text": "warm", "wait": True,
+                                          "timeout": 30.0}, timeout=60)
+            value = rss_mib(daemon_pid(ctl))
+            print(f"daemon RSS with {members} fake members: {value:.1f} MiB")
+            figure(f"daemon_rss_{members}_members_mib", value)
+    with home() as env:
+        ctl = launch(env, 100)
+        start = time.perf_counter()
+        ids = [client.call(ctl, "send", {"member": f"m{n % 100}", "text": f"fan {n}"},
+                           timeout=60)["id"] for n in range(1000)]
+        sent_s = time.perf_counter() - start
+        wait_all_answered(ctl, len(ids))
+        elapsed = time.perf_counter() - start
+        rate = len(ids) / elapsed
+        print(f"1000 messages across 100 fake members: {rate:.0f} msgs/s ({elapsed:.2f} s; "
+              f"journaling alone {len(ids) / sent_s:.0f} msgs/s)")
+        figure("throughput_msgs_per_s", rate)
+        pid = daemon_pid(ctl)
+        value = rss_mib(pid)
+        print(f"daemon RSS with 100 fake members (after 1000 messages): {value:.1f} MiB")
+        figure("daemon_rss_100_members_mib", value)
+        idle_cpu(pid)
+
+
+def wait_all_answered(ctl: Home, count: int) -> None:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        answered = sum(1 for e in events(ctl) if e["event"] == "delivery_answered")
+        if answered >= count:
+            return
+        time.sleep(0.05)
+    raise SystemExit("not all messages were answered")
+
+
+def idle_cpu(pid: int, seconds: float = 30.0) -> None:
+    def ticks() -> int:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    before = ticks()
+    time.sleep(seconds)
+    pct = (ticks() - before) / hz / seconds * 100
+    print(f"daemon CPU over {seconds:.0f} s idle with 100 members: {pct:.2f} % of one core")
+    figure("idle_cpu_100_members_pct", pct)
+
+
+def status_under_attachment_load(sends: int = 20) -> None:
+    sys.path.insert(0, str(REPO))
+    from tests import images
+
+    with home() as env:
+        ctl = launch(env, 4)
+        work = Path(env["TEAMCTL_BENCH_DIR"])
+        shots = []
+        for i in range(sends):
+            image = images.screenshot()
+            images.ImageDraw.Draw(image).text((100, 100 + i), f"variant {i}", fill="red")
+            shots.append(images.save(image, work / f"shot{i}.png", "PNG"))
+        idle = time_status(ctl, 50)
+        done = threading.Event()
+
+        def sender(index: int) -> None:
+            client.call(ctl, "send", {"member": f"m{index % 4}", "text": "look",
+                                      "attachments": [str(shots[index])]}, timeout=300)
+
+        threads = [threading.Thread(target=sender, args=(i,)) for i in range(sends)]
+        for thread in threads:
+            thread.start()
+        loaded: list[float] = []
+        while any(t.is_alive() for t in threads):
+            loaded += time_status(ctl, 1)
+        for thread in threads:
+            thread.join()
+        done.set()
+    print(f"status while {sends} sends with 4K screenshots normalize: p50 {median(loaded):.1f} "
+          f"ms, p99 {percentile(loaded, 99):.1f} ms ({len(loaded)} calls); idle p99 "
+          f"{percentile(idle, 99):.1f} ms")
+    figure("status_p99_under_attachment_load_ms", percentile(loaded, 99))
+
+
+def time_status(ctl: Home, runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        client.call(ctl, "status", {}, timeout=60)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def cli_startup(runs: int = 20) -> None:
+    def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(argv, capture_output=True, check=False, env=env)
+            samples.append((time.perf_counter() - start) * 1000)
+        return median(samples)
+
+    teamctl = str(Path(sys.executable).parent / "teamctl")  # the console script users run
+    click_ms = timed([sys.executable, "-c", "import click"])
+    help_ms = timed([teamctl, "--help"])
+    with home() as env:
+        launch(env, 1)
+        status_ms = timed([teamctl, "status"], env)
+    print(f"python -c 'import click' {click_ms:.1f} ms; teamctl --help {help_ms:.1f} ms "
+          f"({help_ms / click_ms:.2f}×); teamctl status {status_ms:.1f} ms "
+          f"({status_ms / click_ms:.2f}×)")
+    figure("cli_help_vs_click_ratio", help_ms / click_ms)
+    figure("cli_status_vs_click_ratio", status_ms / click_ms)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    assert FAKE_CLAUDE.exists()
+    which = sys.argv[1:] or ["send", "scale", "status", "cli"]
+    if "send" in which:
+        send_internal()
+    if "scale" in which:
+        scale_and_throughput()
+    if "status" in which:
+        status_under_attachment_load()
+    if "cli" in which:
+        cli_startup()
