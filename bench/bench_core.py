@@ -56,7 +56,7 @@ def cli_help(runs: int = 20) -> None:
             samples.append((time.perf_counter() - start) * 1000)
         return median(samples)
 
-    help_ms = timed([sys.executable, "-m", "orchestrator", "--help"])
+    help_ms = timed([str(Path(sys.executable).parent / "teamctl"), "--help"])
     click_ms = timed([sys.executable, "-c", "import click"])
     print(f"teamctl --help: median {help_ms:.1f} ms; python -c 'import click': "
           f"{click_ms:.1f} ms (ratio {help_ms / click_ms:.2f})")

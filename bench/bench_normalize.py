@@ -106,6 +106,8 @@ def main() -> None:
                   f"Image.thumbnail+save {base['median_ms']:.1f} ms, peak "
                   f"{base['peak_rss_mib']:.0f} MiB | ratio {ratio:.2f}")
             figure(f"normalize_{name}_ms", ours["median_ms"])
+            if name == "png_screenshot":
+                figure("normalize_4k_png_vs_thumbnail", ratio)
             figure(f"normalize_{name}_vs_thumbnail", ratio)
             figure(f"normalize_{name}_peak_rss_mib", ours["peak_rss_mib"])
         repeat = repeat_from_store(inputs["png_screenshot"])

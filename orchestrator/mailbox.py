@@ -96,14 +96,20 @@ class Mailbox:
             queue.poke()
         return message_id
 
-    async def wait_outcome(self, message_id: str, member: str, timeout: float) -> Delivery:
-        """Wait until the delivery is answered or failed; ReplyTimeout after ``timeout``."""
+    async def wait_outcome(self, message_id: str, member: str, timeout: float, *,
+                           just_sent: bool = False) -> Delivery:
+        """Wait until the delivery is answered or failed; ReplyTimeout after ``timeout``.
+        ``just_sent``: the caller journaled it a moment ago, so it cannot be settled yet (one
+        journal read fewer on the hot path)."""
         event = self._waiters.setdefault(message_id, anyio.Event())
         with anyio.move_on_after(timeout):
             while True:
-                delivery = await self._store.call(self._store.sync.delivery, message_id, member)
-                if delivery is None or delivery.terminal:
-                    break
+                if not just_sent:
+                    delivery = await self._store.call(self._store.sync.delivery, message_id,
+                                                      member)
+                    if delivery is None or delivery.terminal:
+                        break
+                just_sent = False
                 await event.wait()
                 event = self._waiters.setdefault(message_id, anyio.Event())
         delivery = await self._store.call(self._store.sync.delivery, message_id, member)

@@ -149,7 +149,8 @@ class Teams:
         result: dict[str, Any] = {"ok": True, "id": message_id, "team": config.name,
                                   "member": member}
         if wait:
-            delivery = await self._mailbox.wait_outcome(message_id, member, timeout)
+            delivery = await self._mailbox.wait_outcome(message_id, member, timeout,
+                                                        just_sent=True)
             result.update(delivery.to_json())
             result["ok"] = delivery.state == "answered"
         return result
