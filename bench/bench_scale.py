@@ -85,9 +85,8 @@ def scale_and_throughput() -> None:
         ids: list[str] = []
 
         def sender(offset: int) -> None:  # four operators sending at once
-            for n in range(offset, 1000, 4):
-                ids.append(client.call(ctl, "send", {"member": f"m{n % 100}",
-                                                     "text": f"fan {n}"}, timeout=60)["id"])
+            ids.extend(client.call(ctl, "send", {"member": f"m{n % 100}", "text": f"fan {n}"},
+                                   timeout=60)["id"] for n in range(offset, 1000, 4))
 
         senders = [threading.Thread(target=sender, args=(k,)) for k in range(4)]
         for thread in senders:
