@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 from typing import TYPE_CHECKING
@@ -107,3 +108,9 @@ def animated_gif(path: Path, size: tuple[int, int] = (64, 64), frames: int = 4) 
     images = [Image.new("RGB", size, (i * 60 % 256, 255 - i * 60 % 256, 0)) for i in range(frames)]
     images[0].save(path, "GIF", save_all=True, append_images=images[1:], duration=100, loop=0)
     return path
+
+
+def reported(reply: str) -> list[dict[str, str]]:
+    """What a fake runtime said it received, per image (``image: mime=… width=… sha256=…``)."""
+    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in reply.splitlines()
+            if line.startswith("image: ")]

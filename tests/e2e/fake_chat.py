@@ -12,15 +12,15 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 from imageinfo import describe
+
+from tests.e2e.fake_provider import FakeProvider, sse
 
 
 def _last_user(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,20 +59,7 @@ def replaced_images(body: dict[str, Any]) -> list[str]:
             and str(p.get("text", "")).startswith("ERROR: Cannot read")]
 
 
-class FakeChat:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.error_status: int | None = None
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def root(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
+class FakeChat(FakeProvider):
     @property
     def base_url(self) -> str:
         return f"{self.root}/v1"
@@ -81,86 +68,35 @@ class FakeChat:
     def dead_registry(self) -> str:
         return f"{self.root}/npmreg/"
 
-    def __enter__(self) -> FakeChat:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def accepts(self, path: str) -> bool:
+        return path.startswith("/v1/")  # everything else (the npm registry) is a 404
 
     def chat_requests(self, *, titles: bool = False) -> list[dict[str, Any]]:
         """Chat requests; the title-generator requests are left out unless asked for."""
-        with self.lock:
-            found = [r for r in self.requests if r["path"].endswith("/chat/completions")]
+        found = self.recorded("/chat/completions")
         if titles:
             return found
         return [r for r in found if "title generator" not in json.dumps(
             r["body"].get("messages", [])[:1])]
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def error_body(self, status: int) -> dict[str, Any]:
+        return {"error": {"message": "Incorrect API key provided (fake)",
+                          "type": "invalid_request_error", "code": "invalid_api_key"}}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def stream(self, body: dict[str, Any]) -> bytes:
+        text, model = f"pong: {newest_user_text(body)}", body.get("model", "?")
+        cid, now = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
 
-            def log_message(self, *args: Any) -> None:
-                pass
+        def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+            return {"id": cid, "object": "chat.completion.chunk", "created": now,
+                    "model": model, "choices": [{"index": 0, "delta": delta,
+                                                 "finish_reason": finish}]}
 
-            def do_GET(self) -> None:
-                self._empty(404)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length)
-                if not self.path.startswith("/v1/"):
-                    self._empty(404)
-                    return
-                body = json.loads(raw or b"{}")
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                headers.pop("authorization", None)
-                with fake.lock:
-                    fake.requests.append({"path": self.path, "headers": headers, "body": body})
-                if fake.error_status:
-                    self._error(fake.error_status)
-                else:
-                    self._stream(f"pong: {newest_user_text(body)}", body.get("model", "?"))
-
-            def _empty(self, status: int) -> None:
-                self.send_response(status)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def _error(self, status: int) -> None:
-                payload = json.dumps({"error": {
-                    "message": "Incorrect API key provided (fake)",
-                    "type": "invalid_request_error", "code": "invalid_api_key"}}).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _stream(self, text: str, model: str) -> None:
-                cid, now = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
-
-                def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-                    return {"id": cid, "object": "chat.completion.chunk", "created": now,
-                            "model": model, "choices": [{"index": 0, "delta": delta,
-                                                         "finish_reason": finish}]}
-
-                frames = [chunk({"role": "assistant", "content": text}, None),
-                          chunk({}, "stop"),
-                          {"id": cid, "object": "chat.completion.chunk", "created": now,
-                           "model": model, "choices": [],
-                           "usage": {"prompt_tokens": 11, "completion_tokens": 3,
-                                     "total_tokens": 14}}]
-                data = b"".join(f"data: {json.dumps(f)}\n\n".encode() for f in frames)
-                data += b"data: [DONE]\n\n"
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+        return sse([
+            (None, chunk({"role": "assistant", "content": text}, None)),
+            (None, chunk({}, "stop")),
+            (None, {"id": cid, "object": "chat.completion.chunk", "created": now,
+                    "model": model, "choices": [],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}}),
+            (None, "[DONE]"),
+        ])

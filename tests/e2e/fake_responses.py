@@ -9,16 +9,15 @@ height, bytes, sha256) so a test can prove the bytes codex sent.
 from __future__ import annotations
 
 import base64
-import json
 import sys
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 from imageinfo import describe
+
+from tests.e2e.fake_provider import FakeProvider, sse
 
 
 def _user_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,93 +48,33 @@ def newest_user_images(body: dict[str, Any]) -> list[dict[str, Any]]:
     return images
 
 
-class FakeResponses:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.error_status: int | None = None
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
+class FakeResponses(FakeProvider):
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeResponses:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return f"{self.root}/v1"
 
     def response_requests(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [r for r in self.requests if r["path"].endswith("/responses")]
+        return self.recorded("/responses")
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def error_body(self, status: int) -> dict[str, Any]:
+        return {"error": {"message": "Incorrect API key provided (fake 401)",
+                          "type": "invalid_request_error", "code": "invalid_api_key"}}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self.send_response(404)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                headers.pop("authorization", None)
-                with fake.lock:
-                    fake.requests.append({"path": self.path, "headers": headers, "body": body})
-                if fake.error_status:
-                    self._error(fake.error_status)
-                else:
-                    self._stream(f"pong: {newest_user_text(body)}", body.get("model", "?"))
-
-            def _error(self, status: int) -> None:
-                payload = json.dumps({"error": {
-                    "message": "Incorrect API key provided (fake 401)",
-                    "type": "invalid_request_error", "code": "invalid_api_key"}}).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _stream(self, text: str, model: str) -> None:
-                rid, mid = f"resp_{uuid.uuid4().hex[:12]}", f"msg_{uuid.uuid4().hex[:12]}"
-                item = {"type": "message", "id": mid, "role": "assistant",
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": text, "annotations": []}]}
-                events = [
-                    ("response.created", {"type": "response.created", "response": {
-                        "id": rid, "object": "response", "model": model,
-                        "status": "in_progress", "output": []}}),
-                    ("response.output_item.done", {"type": "response.output_item.done",
-                                                   "output_index": 0, "item": item}),
-                    ("response.completed", {"type": "response.completed", "response": {
-                        "id": rid, "object": "response", "model": model, "status": "completed",
-                        "output": [item], "usage": {
-                            "input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                            "output_tokens": 10,
-                            "output_tokens_details": {"reasoning_tokens": 0},
-                            "total_tokens": 110}}}),
-                ]
-                data = b"".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
-                                for name, payload in events)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def stream(self, body: dict[str, Any]) -> bytes:
+        text, model = f"pong: {newest_user_text(body)}", body.get("model", "?")
+        rid, mid = f"resp_{uuid.uuid4().hex[:12]}", f"msg_{uuid.uuid4().hex[:12]}"
+        item = {"type": "message", "id": mid, "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        return sse([
+            ("response.created", {"type": "response.created", "response": {
+                "id": rid, "object": "response", "model": model, "status": "in_progress",
+                "output": []}}),
+            ("response.output_item.done", {"type": "response.output_item.done",
+                                           "output_index": 0, "item": item}),
+            ("response.completed", {"type": "response.completed", "response": {
+                "id": rid, "object": "response", "model": model, "status": "completed",
+                "output": [item], "usage": {
+                    "input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": 110}}}),
+        ])

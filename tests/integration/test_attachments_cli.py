@@ -9,12 +9,6 @@ from tests import images
 from tests.conftest import LogFollower, Teamctl, fake_member
 
 
-def _received(reply: str) -> list[dict[str, str]]:
-    """The fake claude's report of each image it received."""
-    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in reply.splitlines()
-            if line.startswith("image: ")]
-
-
 def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> None:
     teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
     shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
@@ -30,7 +24,7 @@ def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> Non
     done = teamctl.run("send", "--attach", str(shot), "--attach", str(alpha), "rev",
                        "why is this button misaligned?", "--wait")
     assert done.returncode == 0, done.stderr
-    received = _received(done.stdout)
+    received = images.reported(done.stdout)
     assert [(r["mime"], int(r["width"]), int(r["height"]), int(r["bytes"]), r["sha256"])
             for r in received] == [(v["mime"], v["width"], v["height"], v["bytes"], v["sha256"])
                                    for v in variants]
@@ -89,7 +83,7 @@ def test_operator_vision_override(teamctl: Teamctl) -> None:
     assert blind.stderr.startswith("attachment_model_vision_unsupported: ")
     assert "source: operator" in blind.stderr
     seer = teamctl.run("send", "--attach", str(shot), "seer", "look", "--wait")
-    assert seer.returncode == 0 and _received(seer.stdout)[0]["mime"] == "image/png"
+    assert seer.returncode == 0 and images.reported(seer.stdout)[0]["mime"] == "image/png"
 
 
 def test_fifo_attachment_never_blocks(teamctl: Teamctl) -> None:
@@ -119,7 +113,7 @@ def test_a_deleted_variant_is_rebuilt_before_delivery(teamctl: Teamctl,
                          and e.get("message_id") == queued["id"])
     [answered] = [m for m in teamctl.json("history", "rev")["messages"]
                   if m["id"] == queued["id"]]
-    assert _received(answered["reply"])[0]["sha256"] == sha
+    assert images.reported(answered["reply"])[0]["sha256"] == sha
     assert hashlib.sha256(artifact.read_bytes()).hexdigest() == sha
 
 

@@ -3,7 +3,6 @@ images as --image files, failures typed."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tests import images
@@ -19,9 +18,6 @@ def codex_member(name: str, **extra: Any) -> dict[str, Any]:
     return member
 
 
-def _images(reply: str) -> list[dict[str, str]]:
-    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in reply.splitlines()
-            if line.startswith("image: ")]
 
 
 def test_turns_continue_one_thread_and_survive_a_relaunch(teamctl: Teamctl) -> None:
@@ -62,7 +58,7 @@ def test_images_reach_codex_as_the_planned_files(teamctl: Teamctl) -> None:
     done = teamctl.run("send", "--attach", str(shot), "--attach", str(photo), "rev", "look",
                        "--wait")
     assert done.returncode == 0, done.stderr
-    got = _images(done.stdout)
+    got = images.reported(done.stdout)
     assert [(g["mime"], int(g["width"]), int(g["height"]), g["sha256"]) for g in got] == [
         (p["mime"], p["width"], p["height"], p["sha256"]) for p in planned]
 

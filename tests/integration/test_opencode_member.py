@@ -19,9 +19,6 @@ def opencode_member(name: str, **extra: Any) -> dict[str, Any]:
     return member
 
 
-def _images(reply: str) -> list[dict[str, str]]:
-    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in reply.splitlines()
-            if line.startswith("image: ")]
 
 
 def test_text_and_image_turns_on_one_session_that_survives_a_relaunch(
@@ -44,7 +41,7 @@ def test_text_and_image_turns_on_one_session_that_survives_a_relaunch(
     assert planned["purpose"] == "opencode-file-part"
     done = teamctl.run("send", "--attach", str(shot), "des", "look", "--wait")
     assert done.returncode == 0, done.stderr
-    [got] = _images(done.stdout)
+    [got] = images.reported(done.stdout)
     assert (got["mime"], int(got["width"]), int(got["height"]), got["sha256"]) == (
         planned["mime"], planned["width"], planned["height"], planned["sha256"])
 
@@ -65,7 +62,7 @@ def test_provider_is_not_model_glm_5_1_is_refused_before_send(teamctl: Teamctl) 
     ])))
     shot = images.save(images.screenshot(300, 200), teamctl.workdir / "s.png", "PNG")
     ok = teamctl.run("send", "--attach", str(shot), "vision", "look", "--wait")
-    assert ok.returncode == 0 and _images(ok.stdout)[0]["mime"] == "image/png"
+    assert ok.returncode == 0 and images.reported(ok.stdout)[0]["mime"] == "image/png"
     refused = teamctl.run("send", "--attach", str(shot), "text", "look")
     assert refused.returncode == 3
     assert refused.stderr.startswith(
@@ -87,7 +84,7 @@ def test_the_generated_config_makes_opencode_agree_with_the_catalog(teamctl: Tea
     done = teamctl.run("send", "--attach", str(shot), "des", "look", "--wait")
     assert done.returncode == 0
     assert "ERROR: Cannot read" not in done.stdout
-    assert _images(done.stdout)[0]["sha256"]
+    assert images.reported(done.stdout)[0]["sha256"]
 
 
 def test_api_error_is_a_failed_delivery_and_retries_are_activity(

@@ -1,0 +1,106 @@
+"""The common part of the fake model APIs the e2e tests start on 127.0.0.1: a threaded stdlib
+HTTP server that records every request (secrets dropped from the headers) and answers each POST
+with the subclass's SSE stream, or with its JSON error for ``error_status``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_SECRET_HEADERS = ("authorization", "x-api-key")
+
+
+def sse(frames: list[tuple[str | None, Any]]) -> bytes:
+    """``event:``/``data:`` frames; an event name of None writes a bare ``data:`` frame and a
+    payload that is a str is written as is (``[DONE]``)."""
+    out = []
+    for name, payload in frames:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        out.append((f"event: {name}\n" if name else "") + f"data: {data}\n\n")
+    return "".join(out).encode()
+
+
+class FakeProvider:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.error_status: int | None = None
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def root(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def recorded(self, suffix: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r["path"].split("?")[0].endswith(suffix)]
+
+    # -- what a subclass says ---------------------------------------------------------------
+
+    def accepts(self, path: str) -> bool:
+        return True
+
+    def error_body(self, status: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stream(self, body: dict[str, Any]) -> bytes:
+        raise NotImplementedError
+
+    # -- the server -------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._reply(200, b"", None)
+
+            def do_GET(self) -> None:
+                self._reply(404, b"", None)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                if not fake.accepts(self.path):
+                    self._reply(404, b"", None)
+                    return
+                body = json.loads(raw or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()
+                           if k.lower() not in _SECRET_HEADERS}
+                with fake.lock:
+                    fake.requests.append({"path": self.path, "headers": headers, "body": body})
+                status = fake.error_status
+                if status:
+                    self._reply(status, json.dumps(fake.error_body(status)).encode(),
+                                "application/json")
+                else:
+                    self._reply(200, fake.stream(body), "text/event-stream")
+
+            def _reply(self, status: int, data: bytes, content_type: str | None) -> None:
+                self.send_response(status)
+                if content_type:
+                    self.send_header("content-type", content_type)
+                self.send_header("request-id", f"req_fake_{threading.get_ident()}")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
