@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -67,3 +68,12 @@ def median(values: list[float]) -> float:
 
 def figure(name: str, value: float) -> None:
     print(f"bench: {name} = {value:.3f}", flush=True)
+
+
+def inline_toml(value: object) -> str:
+    """A TOML inline value (tables, strings, numbers, booleans) for generated team files."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f'"{k}" = {inline_toml(v)}' for k, v in value.items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import REPO, figure, home, median, teamctl
+from _harness import REPO, figure, home, inline_toml, median, teamctl
 
 from orchestrator import client
 from orchestrator.paths import Home
@@ -57,7 +57,7 @@ def via_teamctl(codex: Path, api: FakeResponses, work: Path) -> list[float]:
             '[team]\nname = "cx"\nworkdir = "' + str(work) + '"\n\n[[members]]\n'
             f'name = "rev"\nruntime = "codex"\nmodel = "gpt-5.4-mini"\ncommand = "{codex}"\n'
             'env = { FAKE_OPENAI_API_KEY = "sk-x" }\n'
-            f"config = {_inline_toml(json.loads(config))}\n")
+            f"config = {inline_toml(json.loads(config))}\n")
         teamctl(env, "launch", str(team))
         ctl = Home(Path(env["TEAMCTL_HOME"]))
         client.call(ctl, "send", {"member": "rev", "text": "start", "wait": True,
@@ -72,12 +72,6 @@ def via_teamctl(codex: Path, api: FakeResponses, work: Path) -> list[float]:
         return samples
 
 
-def _inline_toml(value: object) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_inline_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import httpx
-from _harness import REPO, figure, home, median, teamctl
+from _harness import REPO, figure, home, inline_toml, median, teamctl
 
 from orchestrator import client
 from orchestrator.paths import Home
@@ -50,13 +50,9 @@ def member_toml(opencode: Path, api: FakeChat, workdir: Path) -> str:
             f'name = "des"\nruntime = "opencode"\nmodel = "fake/vision-model"\nvision = true\n'
             f'command = "{opencode}"\nstart_timeout = 120.0\n'
             f'env = {{ npm_config_registry = "{api.dead_registry}" }}\n'
-            f"config = {_inline(config)}\n")
+            f"config = {inline_toml(config)}\n")
 
 
-def _inline(value: object) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f'"{k}" = {_inline(v)}' for k, v in value.items()) + " }"
-    return json.dumps(value)
 
 
 def via_teamctl(opencode: Path, api: FakeChat, work: Path) -> tuple[list[float], float, float]:

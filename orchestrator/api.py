@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import rpc
 from orchestrator.config import NAME_PATTERN, TeamConfig
-from orchestrator.errors import TeamctlError
+from orchestrator.errors import TeamctlError, TeamFileError
 from orchestrator.redaction import redact, redact_value
 
 if TYPE_CHECKING:
@@ -154,8 +154,6 @@ class ControlServer:
         try:
             config = TeamConfig.model_validate(params.config)
         except ValidationError as exc:
-            from orchestrator.errors import TeamFileError
-
             raise TeamFileError(params.file, [redact(str(exc))]) from exc
         return await self._teams.launch(config, params.file, wait=params.wait,
                                         timeout=params.timeout)

@@ -224,7 +224,7 @@ class ClaudeProcess:
         self._ring = StderrRing()
         self._write_lock = anyio.Lock()
         self._exited = anyio.Event()
-        self._control: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._control: dict[str, anyio.Event] = {}
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
         self._last_output = time.monotonic()
@@ -278,9 +278,14 @@ class ClaudeProcess:
         ``timeout`` seconds."""
         request_id = self._next_request_id("init")
         waiter = anyio.Event()
-        self._control[request_id] = (waiter, [])
-        await self._write({"type": "control_request", "request_id": request_id,
-                           "request": {"subtype": "initialize"}})
+        self._control[request_id] = waiter
+        try:
+            await self._write({"type": "control_request", "request_id": request_id,
+                               "request": {"subtype": "initialize"}})
+        except RuntimeExited:  # it exited at once (e.g. an unknown --resume): say why
+            with anyio.move_on_after(5):
+                await self._exited.wait()
+            self._raise_start_failure(timed_out=False)
         with anyio.move_on_after(timeout) as scope:
             async with anyio.create_task_group() as tg:
                 async def _exit_watch() -> None:
@@ -442,10 +447,9 @@ class ClaudeProcess:
 
     def _on_control_response(self, event: dict[str, Any]) -> None:
         response = event.get("response") or {}
-        entry = self._control.pop(str(response.get("request_id")), None)
-        if entry is not None:
-            entry[1].append(response)
-            entry[0].set()
+        waiter = self._control.pop(str(response.get("request_id")), None)
+        if waiter is not None:
+            waiter.set()
 
     async def _deny_control_request(self, event: dict[str, Any]) -> None:
         """Permission prompts (``--permission-prompt-tool stdio``) would block the turn
