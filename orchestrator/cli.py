@@ -269,7 +269,7 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
     from orchestrator import diagnostics
 
     path = _home().logs / diagnostics.LOG_FILE_NAME
-    events, offset = diagnostics.read_new(path, 0)
+    events, offset = diagnostics.read_history(path)
 
     def show(batch: list[dict[str, Any]]) -> None:
         for event in batch:

@@ -23,6 +23,7 @@ __all__ = [
     "follow",
     "format_event",
     "matches",
+    "read_history",
     "read_new",
     "redact_event",
 ]
@@ -36,13 +37,54 @@ def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) ->
     return redact_value(dict(event))
 
 
-def configure(logs_dir: Path) -> TextIO:
+class RotatingWriter:
+    """The structlog logger: one line per event, appended to ``teamctl.jsonl``; past
+    ``max_bytes`` the file becomes ``teamctl.1.jsonl`` (… up to ``backups``) and a new one
+    starts, so a daemon that runs for months keeps a bounded history."""
+
+    def __init__(self, path: Path, *, max_bytes: int = 64 << 20, backups: int = 3) -> None:
+        self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        self._stream = self._open()
+
+    def _open(self) -> TextIO:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+
+    def msg(self, message: str) -> None:
+        self._stream.write(message + "\n")
+        if self._stream.tell() > self.max_bytes:
+            self._rotate()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+    def _rotate(self) -> None:
+        self._stream.close()
+        for index in range(self.backups - 1, 0, -1):
+            older = rotated(self.path, index)
+            if older.exists():
+                os.replace(older, rotated(self.path, index + 1))
+        os.replace(self.path, rotated(self.path, 1))
+        self._stream = self._open()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> RotatingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def rotated(path: Path, index: int) -> Path:
+    return path.with_name(f"{path.stem}.{index}{path.suffix}")
+
+
+def configure(logs_dir: Path, *, max_bytes: int = 64 << 20) -> RotatingWriter:
     """Send every structlog event, redacted, as one JSON line to ``logs_dir/teamctl.jsonl``."""
     import structlog
 
-    path = logs_dir / LOG_FILE_NAME
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    stream = os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+    writer = RotatingWriter(logs_dir / LOG_FILE_NAME, max_bytes=max_bytes)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -52,10 +94,22 @@ def configure(logs_dir: Path) -> TextIO:
             redact_event,
             structlog.processors.JSONRenderer(),
         ],
-        logger_factory=structlog.WriteLoggerFactory(file=stream),
+        logger_factory=lambda *args: writer,
         cache_logger_on_first_use=True,
     )
-    return stream
+    return writer
+
+
+def read_history(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Every event still kept (rotated files oldest first, then the current one); the offset
+    in the current file to follow from."""
+    events: list[dict[str, Any]] = []
+    for index in range(9, 0, -1):
+        older = rotated(path, index)
+        if older.exists():
+            events += read_new(older, 0)[0]
+    current, offset = read_new(path, 0)
+    return events + current, offset
 
 
 def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:

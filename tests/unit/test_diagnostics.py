@@ -1,0 +1,45 @@
+"""Diagnostics files: bounded by rotation, read back oldest first, formatted readably."""
+
+from __future__ import annotations
+
+import json
+import stat
+from typing import TYPE_CHECKING
+
+from orchestrator.diagnostics import RotatingWriter, format_event, read_history, read_new
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_rotation_keeps_a_bounded_history_read_back_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "teamctl.jsonl"
+    with RotatingWriter(path, max_bytes=200, backups=2) as writer:
+        for n in range(40):
+            writer.msg(json.dumps({"event": "e", "n": n}))
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["teamctl.1.jsonl", "teamctl.2.jsonl", "teamctl.jsonl"]
+    assert all(p.stat().st_size <= 200 + 30 for p in tmp_path.iterdir())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    events, offset = read_history(path)
+    numbers = [e["n"] for e in events]
+    assert numbers == sorted(numbers) and numbers[-1] == 39, "oldest first, nothing reordered"
+    assert numbers[0] > 0, "the oldest beyond the backups were dropped"
+    assert offset == path.stat().st_size
+
+
+def test_read_new_skips_partial_and_corrupt_lines(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"event": "a"}\nnot json\n{"event": "b"}\n{"event": "parti')
+    events, offset = read_new(path, 0)
+    assert [e["event"] for e in events] == ["a", "b"]
+    path.write_text(path.read_text() + 'al"}\n')
+    more, _ = read_new(path, offset)
+    assert [e["event"] for e in more] == ["partial"]
+
+
+def test_format_event_puts_the_known_fields_first() -> None:
+    line = format_event({"ts": "2026-11-29T20:15:06.244123Z", "level": "warning",
+                         "event": "member_exited", "zeta": 1, "member": "lead", "exit": -9})
+    assert line.startswith("20:15:06.244 WARNING member_exited")
+    assert line.index("member=lead") < line.index("exit=-9") < line.index("zeta=1")
