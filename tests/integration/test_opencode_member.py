@@ -128,3 +128,19 @@ def test_missing_heartbeats_make_the_member_not_alive_then_restarted(
     follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e["pid"] != first_pid)
     exited = [e for e in follow_logs.seen if e["event"] == "member_exited"]
     assert exited and exited[0]["exit"] == -9
+
+
+def test_retry_events_show_as_activity_in_status(teamctl: Teamctl,
+                                                 follow_logs: LogFollower) -> None:
+    member = opencode_member("des", env={"FAKE_OPENCODE_RETRY_ON_TURN": "1",
+                                         "FAKE_OPENCODE_TURN_DELAY": "3"})
+    teamctl.run("launch", str(teamctl.write_team("web", [member])))
+    message_id = teamctl.run("send", "des", "hello").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "runtime_retry_notice")
+    [row] = teamctl.json("status")["teams"][0]["members"]
+    assert (row["readiness"], row["activity"]) == ("busy", "retrying (attempt 1)")
+    assert "des: retrying (attempt 1)" in teamctl.run("status").stdout
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id)
+    [row] = teamctl.json("status")["teams"][0]["members"]
+    assert row["activity"] is None and row["readiness"] == "ready"
