@@ -26,6 +26,8 @@ class FakeProvider:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.error_status: int | None = None
+        self.hang_next = False  # the next POST gets headers, then nothing for 60 s
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -41,6 +43,7 @@ class FakeProvider:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -87,12 +90,25 @@ class FakeProvider:
                            if k.lower() not in _SECRET_HEADERS}
                 with fake.lock:
                     fake.requests.append({"path": self.path, "headers": headers, "body": body})
+                with fake.lock:
+                    hang, fake.hang_next = fake.hang_next, False
+                if hang:
+                    self._hang()
+                    return
                 status = fake.error_status
                 if status:
                     self._reply(status, json.dumps(fake.error_body(status)).encode(),
                                 "application/json")
                 else:
                     self._reply(200, fake.stream(body), "text/event-stream")
+
+            def _hang(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                self.wfile.flush()
+                fake.released.wait(60)
+                self.close_connection = True
 
             def _reply(self, status: int, data: bytes, content_type: str | None) -> None:
                 self.send_response(status)

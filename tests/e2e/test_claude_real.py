@@ -115,3 +115,23 @@ def test_real_claude_delivers_the_planned_image_bytes_to_the_api(
                                     p["sha256"]) for p in planned]
     assert planned[0]["width"] * planned[0]["height"] <= 1_150_000
     assert (planned[1]["width"], planned[1]["height"]) == (200, 400), "EXIF applied"
+
+
+def test_real_claude_stuck_turn_is_interrupted_and_redelivered(
+    teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic
+) -> None:
+    """The API stalls mid-turn: after turn_idle_timeout teamctl sends the real CLI an
+    `interrupt` control request; the CLI ends the turn and stays up; the message is delivered
+    again on the same process and answered."""
+    member = claude_member("rev", claude_bin, anthropic, turn_idle_timeout=4.0)
+    teamctl.run("launch", str(teamctl.write_team("e2e", [member])))
+    pid = teamctl.member_pids()[0]
+    anthropic.hang_next = True
+    done = teamctl.run("send", "rev", "are you stuck?", "--wait", "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pong: are you stuck?"
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert message["state"] == "answered" and message["attempts"] == 2
+    stuck = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]
+    assert stuck == ["interrupt"], "the real CLI honoured the interrupt: no kill"
+    assert teamctl.member_pids() == [pid]
