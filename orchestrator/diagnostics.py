@@ -44,6 +44,7 @@ class RotatingWriter:
 
     def __init__(self, path: Path, *, max_bytes: int = 64 << 20, backups: int = 3) -> None:
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        self.dropped = 0
         self._stream = self._open()
 
     def _open(self) -> TextIO:
@@ -51,9 +52,15 @@ class RotatingWriter:
         return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
 
     def msg(self, message: str) -> None:
-        self._stream.write(message + "\n")
-        if self._stream.tell() > self.max_bytes:
-            self._rotate()
+        """Write one event; a full or broken disk drops the line (counted in ``dropped``)
+        rather than failing whatever was being logged — diagnostics never take a delivery or
+        the daemon down."""
+        try:
+            self._stream.write(message + "\n")
+            if self._stream.tell() > self.max_bytes:
+                self._rotate()
+        except (OSError, ValueError):
+            self.dropped += 1
 
     log = debug = info = warn = warning = error = critical = exception = fatal = msg
 

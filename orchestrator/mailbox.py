@@ -34,6 +34,8 @@ __all__ = ["Mailbox"]
 
 log = structlog.get_logger("teamctl.mailbox")
 
+_RETRY_DELAY = 1.0  # after an unexpected error in a queue loop
+
 
 @dataclass(eq=False)
 class _Queue:
@@ -126,15 +128,26 @@ class Mailbox:
         try:
             with queue.scope:
                 while True:
-                    async with self._supervisor.turn_slot(team, member) as process:
-                        claimed = await self._store.call(self._store.sync.claim_next, team,
-                                                         member)
-                        if claimed is not None:
-                            await self._deliver_safely(process, *claimed)
-                    if claimed is None:
+                    try:
+                        claimed = await self._next_turn(team, member)
+                    except Exception:  # e.g. the journal is unwritable: retry, never die
+                        log.exception("mailbox_error", team=team, member=member)
+                        await anyio.sleep(_RETRY_DELAY)
+                        continue
+                    if not claimed:
                         await queue.idle()
         finally:
             queue.done.set()
+
+    async def _next_turn(self, team: str, member: str) -> bool:
+        """Borrow the member's ready process, claim its next delivery and run it; False when
+        the queue was empty."""
+        async with self._supervisor.turn_slot(team, member) as process:
+            claimed = await self._store.call(self._store.sync.claim_next, team, member)
+            if claimed is None:
+                return False
+            await self._deliver_safely(process, *claimed)
+            return True
 
     async def _deliver_safely(self, process: RuntimeProcess, delivery: Delivery,
                               planned: list[PlannedAttachment]) -> None:

@@ -43,3 +43,10 @@ def test_format_event_puts_the_known_fields_first() -> None:
                          "event": "member_exited", "zeta": 1, "member": "lead", "exit": -9})
     assert line.startswith("20:15:06.244 WARNING member_exited")
     assert line.index("member=lead") < line.index("exit=-9") < line.index("zeta=1")
+
+
+def test_a_failing_log_write_drops_the_line_instead_of_raising(tmp_path: Path) -> None:
+    writer = RotatingWriter(tmp_path / "teamctl.jsonl")
+    writer.close()  # every later write fails, as on a full or vanished disk
+    writer.msg('{"event": "lost"}')
+    assert writer.dropped == 1
