@@ -3,6 +3,7 @@ OpenAI-compatible chat-completions API."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -78,3 +79,20 @@ def test_real_opencode_api_401_is_a_failed_delivery_with_the_api_message(
     assert message["state"] == "failed" and message["error"]["retryable"] is False
     assert "sk-e2e-dummy-opencode-key" not in (teamctl.home / "logs" / "teamctl.jsonl"
                                                ).read_text()
+
+
+def test_real_opencode_session_is_reused_after_a_relaunch(
+        teamctl: Teamctl, opencode_bin: Path, chat: FakeChat) -> None:
+    team = teamctl.write_team("e2e", [
+        opencode_member("des", opencode_bin, chat, model="fake/vision-model", vision=True)])
+    teamctl.run("launch", str(team), timeout=180)
+    session = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
+    assert teamctl.run("send", "des", "remember mango", "--wait", "--timeout", "120"
+                       ).returncode == 0
+    assert teamctl.run("stop", "e2e").returncode == 0
+    assert teamctl.run("launch", str(team), timeout=180).returncode == 0
+    assert teamctl.json("status")["teams"][0]["members"][0]["session_id"] == session
+    done = teamctl.run("send", "des", "which fruit?", "--wait", "--timeout", "120")
+    assert done.stdout.strip() == "pong: which fruit?"
+    history = json.dumps(chat.chat_requests()[-1]["body"]["messages"])
+    assert "remember mango" in history, "the new serve process carried the session on"
