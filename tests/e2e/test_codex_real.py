@@ -67,3 +67,22 @@ def test_real_codex_api_401_is_a_failed_delivery_with_the_api_message(
     assert message["state"] == "failed" and message["error"]["retryable"] is False
     assert len(responses.response_requests()) == 1, "retries are off"
     assert "sk-e2e-dummy-key-000000" not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
+
+
+def test_real_codex_thread_continues_after_a_relaunch(
+    teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
+) -> None:
+    team = teamctl.write_team("e2e", [codex_member("rev", codex_bin, responses)])
+    teamctl.run("launch", str(team))
+    assert teamctl.run("send", "rev", "remember kiwi", "--wait", "--timeout", "120"
+                       ).returncode == 0
+    thread = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
+    assert teamctl.run("stop", "e2e").returncode == 0
+    assert teamctl.run("launch", str(team)).returncode == 0
+    done = teamctl.run("send", "rev", "which fruit?", "--wait", "--timeout", "120")
+    assert done.stdout.strip() == "pong: which fruit?"
+    last = responses.response_requests()[-1]
+    assert last["headers"]["session-id"] == thread
+    assert "cold_resume" in last["headers"]["x-codex-turn-metadata"]
+    texts = [newest_user_text({"input": [item]}) for item in last["body"]["input"]]
+    assert "remember kiwi" in texts
