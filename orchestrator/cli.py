@@ -311,6 +311,8 @@ def doctor(as_json: bool) -> None:
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
     catalog = report["vision_catalog"]
     click.echo(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
+    state = "running" if report["daemon_running"] else "not running"
+    click.echo(f"home: {report['home']} (daemon {state})")
 
 
 def main() -> None:

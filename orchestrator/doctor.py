@@ -27,8 +27,12 @@ def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
                 version = [f"error: {exc}"]
         rows.append({"runtime": name, "env_var": env_var, "path": path,
                      "version": version[0] if version else None})
+    from orchestrator import client
     from orchestrator.attachments.catalog import load_catalog
+    from orchestrator.paths import Home
 
     catalog = load_catalog()
-    return {"runtimes": rows, "vision_catalog": {"checked": catalog.checked,
-                                                  "entries": catalog.entries()}}
+    home = Home.from_env()
+    return {"runtimes": rows,
+            "vision_catalog": {"checked": catalog.checked, "entries": catalog.entries()},
+            "home": str(home.root), "daemon_running": client.ping(home)}

@@ -159,3 +159,19 @@ def test_control_socket_bounds_requests_and_rejects_garbage(teamctl: Teamctl) ->
                     + b"a" * (2 * 1024 * 1024) + b'"}}\n')
     assert huge["error"]["code"] == -32600  # type: ignore[index]
     assert teamctl.run("status").returncode == 0, "the daemon is fine"
+
+
+def test_doctor_reports_runtimes_catalog_and_daemon(teamctl: Teamctl) -> None:
+    fake_bin = REPO / "fixtures" / "bin"
+    env = {"TEAMCTL_CLAUDE_BIN": str(fake_bin / "claude"),
+           "TEAMCTL_CODEX_BIN": str(fake_bin / "codex"),
+           "TEAMCTL_OPENCODE_BIN": "/nonexistent/opencode"}
+    report = teamctl.json("doctor", extra_env=env)
+    rows = {r["runtime"]: r for r in report["runtimes"]}
+    assert rows["claude"]["version"] == "2.1.332 (Claude Code)"
+    assert rows["codex"]["version"] == "codex-cli 0.171.0"
+    assert rows["opencode"]["path"] is None
+    assert report["vision_catalog"]["checked"] == "2026-11-29"
+    assert report["daemon_running"] is False and report["home"] == str(teamctl.home)
+    text = teamctl.run("doctor", extra_env=env).stdout
+    assert "not found (install it, or set TEAMCTL_OPENCODE_BIN)" in text
