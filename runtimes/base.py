@@ -12,9 +12,9 @@ import shutil
 import signal
 import subprocess
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager, suppress
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
 
@@ -30,7 +30,7 @@ from orchestrator.contracts import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from anyio.abc import Process
+    from anyio.abc import Process, TaskGroup
 
 __all__ = [
     "OnSent",
@@ -40,6 +40,7 @@ __all__ = [
     "StderrRing",
     "drain_stderr",
     "kill_group",
+    "owned_process",
     "resolve_executable",
     "spawn_process",
     "stop_process",
@@ -147,6 +148,28 @@ async def stop_process(
         _signal_group(process.pid, signal.SIGKILL)
         await process.wait()
     return process.returncode
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+@asynccontextmanager
+async def owned_process(start: Callable[[TaskGroup], Awaitable[C]]) -> AsyncIterator[C]:
+    """The life of a long-lived member process: ``start`` spawns it and waits for readiness,
+    with a task group for its readers; leaving closes it (the stop ladder) and stops the
+    readers. Errors come out as themselves, not wrapped in an ExceptionGroup."""
+    with unwrapped_errors():
+        async with anyio.create_task_group() as tg:
+            process = await start(tg)
+            try:
+                yield process
+            finally:
+                await process.close()
+                tg.cancel_scope.cancel()
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import json
 import os
 import time
 import uuid
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -46,14 +46,14 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
+    owned_process,
     spawn_process,
     stop_process,
-    unwrapped_errors,
 )
 from runtimes.framing import decode_line, encode_line, iter_lines
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import Mapping
     from pathlib import Path
 
     from anyio.abc import Process, TaskGroup
@@ -92,17 +92,9 @@ class ClaudeRuntime:
     def __init__(self, *, spawner: Spawner = spawn_process) -> None:
         self._spawner = spawner
 
-    @asynccontextmanager
-    async def open(self, spec: LaunchSpec) -> AsyncIterator[ClaudeProcess]:
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[ClaudeProcess]:
         """Start the member and wait for readiness; stop it (stop ladder) on exit."""
-        with unwrapped_errors():
-            async with anyio.create_task_group() as tg:
-                process = await self._start(spec, tg)
-                try:
-                    yield process
-                finally:
-                    await process.close()
-                    tg.cancel_scope.cancel()
+        return owned_process(lambda tg: self._start(spec, tg))
 
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> ClaudeProcess:
         session_id = spec.session_id or str(uuid.uuid4())

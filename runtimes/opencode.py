@@ -37,7 +37,7 @@ import os
 import secrets
 import socket
 import time
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -62,9 +62,9 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
+    owned_process,
     spawn_process,
     stop_process,
-    unwrapped_errors,
 )
 from runtimes.framing import iter_lines
 
@@ -103,16 +103,9 @@ class OpenCodeRuntime:
         self._heartbeat_grace = float(
             os.environ.get("TEAMCTL_OPENCODE_HEARTBEAT_GRACE") or heartbeat_grace)
 
-    @asynccontextmanager
-    async def open(self, spec: LaunchSpec) -> AsyncIterator[OpenCodeServer]:
-        with unwrapped_errors():
-            async with anyio.create_task_group() as tg:
-                server = await self._start(spec, tg)
-                try:
-                    yield server
-                finally:
-                    await server.close()
-                    tg.cancel_scope.cancel()
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[OpenCodeServer]:
+        """Start ``opencode serve`` and wait for readiness; stop it on exit."""
+        return owned_process(lambda tg: self._start(spec, tg))
 
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> OpenCodeServer:
         port, password = _free_port(), secrets.token_urlsafe(24)
