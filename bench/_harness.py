@@ -8,9 +8,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -77,3 +78,21 @@ def inline_toml(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return json.dumps(value)
+
+
+def timed_sends(ctl: Any, member: str, runs: int) -> list[float]:
+    """One warm-up turn, then ``runs`` ``send --wait`` round trips over the socket (ms)."""
+    from orchestrator import client
+
+    def send(text: str) -> None:
+        result = client.call(ctl, "send", {"member": member, "text": text, "wait": True,
+                                           "timeout": 60.0}, timeout=90)
+        assert result["state"] == "answered", result
+
+    send("warm up")
+    samples = []
+    for i in range(runs):
+        start = time.perf_counter()
+        send(f"turn {i}")
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples

@@ -13,9 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import REPO, figure, home, inline_toml, median, teamctl
+from _harness import REPO, figure, home, inline_toml, median, teamctl, timed_sends
 
-from orchestrator import client
 from orchestrator.paths import Home
 from tests.e2e.fake_responses import FakeResponses
 
@@ -52,24 +51,13 @@ def direct(codex: Path, api: FakeResponses, work: Path) -> list[float]:
 def via_teamctl(codex: Path, api: FakeResponses, work: Path) -> list[float]:
     with home() as env:
         team = Path(env["TEAMCTL_BENCH_DIR"]) / "codex.toml"
-        config = json.dumps(provider_config(api))
         team.write_text(
             '[team]\nname = "cx"\nworkdir = "' + str(work) + '"\n\n[[members]]\n'
             f'name = "rev"\nruntime = "codex"\nmodel = "gpt-5.4-mini"\ncommand = "{codex}"\n'
             'env = { FAKE_OPENAI_API_KEY = "sk-x" }\n'
-            f"config = {inline_toml(json.loads(config))}\n")
+            f"config = {inline_toml(provider_config(api))}\n")
         teamctl(env, "launch", str(team))
-        ctl = Home(Path(env["TEAMCTL_HOME"]))
-        client.call(ctl, "send", {"member": "rev", "text": "start", "wait": True,
-                                  "timeout": 60.0}, timeout=90)
-        samples = []
-        for i in range(RUNS):
-            start = time.perf_counter()
-            result = client.call(ctl, "send", {"member": "rev", "text": f"turn {i}",
-                                               "wait": True, "timeout": 60.0}, timeout=90)
-            samples.append((time.perf_counter() - start) * 1000)
-            assert result["state"] == "answered", result
-        return samples
+        return timed_sends(Home(Path(env["TEAMCTL_HOME"])), "rev", RUNS)
 
 
 

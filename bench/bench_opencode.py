@@ -16,7 +16,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import httpx
-from _harness import REPO, figure, home, inline_toml, median, teamctl
+from _harness import REPO, figure, home, inline_toml, median, teamctl, timed_sends
 
 from orchestrator import client
 from orchestrator.paths import Home
@@ -63,15 +63,7 @@ def via_teamctl(opencode: Path, api: FakeChat, work: Path) -> tuple[list[float],
         ctl = Home(Path(env["TEAMCTL_HOME"]))
         pid = client.call(ctl, "status", {})["teams"][0]["members"][0]["pid"]
         after_launch = tree_rss_mib(pid)
-        client.call(ctl, "send", {"member": "des", "text": "warm up", "wait": True,
-                                  "timeout": 60.0}, timeout=90)
-        samples = []
-        for i in range(RUNS):
-            start = time.perf_counter()
-            result = client.call(ctl, "send", {"member": "des", "text": f"turn {i}",
-                                               "wait": True, "timeout": 60.0}, timeout=90)
-            samples.append((time.perf_counter() - start) * 1000)
-            assert result["state"] == "answered", result
+        samples = timed_sends(ctl, "des", RUNS)
         return samples, after_launch, tree_rss_mib(pid)
 
 
