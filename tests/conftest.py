@@ -207,3 +207,16 @@ def follow_logs(teamctl: Teamctl) -> Iterator[LogFollower]:
     follower = LogFollower(teamctl)
     yield follower
     follower.close()
+
+
+def queue_behind_a_busy_turn(teamctl: Teamctl, follow_logs: LogFollower, member: str,
+                             attachment: Path) -> dict[str, Any]:
+    """Keep ``member`` (a slow fake) busy, then send a message with ``attachment``: it is
+    journaled but not yet delivered. Its history entry (state ``queued``)."""
+    teamctl.run("send", member, "keep busy")
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
+    queued = teamctl.json("send", "--attach", str(attachment), member, "look")
+    [message] = [m for m in teamctl.json("history", member)["messages"]
+                 if m["id"] == queued["id"]]
+    assert message["state"] == "queued"
+    return dict(message)

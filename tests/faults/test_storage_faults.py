@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests import images
-from tests.conftest import REPO, LogFollower, Teamctl, fake_member
+from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -78,11 +78,8 @@ def test_artifacts_corrupted_beyond_rebuild_fail_the_delivery_typed(
     slow = fake_member("rev", env={"FAKE_CLAUDE_TURN_DELAY": "1.5"})
     teamctl.run("launch", str(teamctl.write_team("web", [slow])))
     shot = images.save(images.screenshot(), teamctl.workdir / "s.png", "PNG")
-    teamctl.run("send", "rev", "keep busy")
-    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
-    queued = teamctl.json("send", "--attach", str(shot), "rev", "look")
-    [message] = [m for m in teamctl.json("history", "rev")["messages"] if m["id"] == queued["id"]]
-    [attachment] = message["attachments"]
+    queued = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
+    [attachment] = queued["attachments"]
     for sha in (attachment["sha256"], attachment["original_sha256"]):
         (teamctl.home / "artifacts" / sha[:2] / sha).write_bytes(b"bit rot")
     event = follow_logs.wait_for(lambda e: e["event"] == "delivery_failed"

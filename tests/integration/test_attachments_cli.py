@@ -6,7 +6,7 @@ import hashlib
 import re
 
 from tests import images
-from tests.conftest import LogFollower, Teamctl, fake_member
+from tests.conftest import LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
 
 
 def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> None:
@@ -101,12 +101,8 @@ def test_a_deleted_variant_is_rebuilt_before_delivery(teamctl: Teamctl,
     slow = fake_member("rev", env={"FAKE_CLAUDE_TURN_DELAY": "1.5"})
     teamctl.run("launch", str(teamctl.write_team("web", [slow])))
     shot = images.save(images.screenshot(), teamctl.workdir / "s.png", "PNG")
-    teamctl.run("send", "rev", "keep busy")
-    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
-    queued = teamctl.json("send", "--attach", str(shot), "rev", "look")
-    [message] = [m for m in teamctl.json("history", "rev")["messages"] if m["id"] == queued["id"]]
-    sha = message["attachments"][0]["sha256"]
-    assert message["state"] == "queued"
+    queued = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
+    sha = queued["attachments"][0]["sha256"]
     artifact = teamctl.home / "artifacts" / sha[:2] / sha
     artifact.unlink()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
