@@ -402,9 +402,6 @@ class Store:
         ).fetchall()
         return {r["member"]: r["n"] for r in rows}
 
-    def mark_prepared(self, message_id: str, member: str) -> None:
-        self._transition(message_id, member, "queued", "prepared", attempts_delta=1)
-
     def claim_next(self, team: str, member: str
                    ) -> tuple[Delivery, list[PlannedAttachment]] | None:
         """The oldest queued delivery of a member, moved to ``prepared`` (an attempt counted),
@@ -482,12 +479,12 @@ class Store:
         return changed
 
     def _transition(self, message_id: str, member: str, old: str, new: str, *,
-                    attempts_delta: int = 0, durable: bool = True) -> None:
+                    durable: bool = True) -> None:
         with self._tx(durable=durable) as db:
             cur = db.execute(
-                "UPDATE deliveries SET state=?, attempts=attempts+?, updated_at=? "
+                "UPDATE deliveries SET state=?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state=?",
-                (new, attempts_delta, time.time(), message_id, member, old),
+                (new, time.time(), message_id, member, old),
             )
             self._expect_one(cur, message_id, member, new)
 

@@ -54,7 +54,7 @@ def test_fifo_by_journal_order_not_by_id(store: Store) -> None:
 
 def test_happy_path_transitions(store: Store) -> None:
     store.add_message("01A", "web", "hello", ["lead"])
-    store.mark_prepared("01A", "lead")
+    store.claim("01A", "lead")
     store.mark_sent("01A", "lead")
     store.mark_answered("01A", "lead", "hi back")
     delivery = store.delivery("01A", "lead")
@@ -73,7 +73,7 @@ def test_requeue_until_attempts_are_used_up(store: Store) -> None:
     store.add_message("01A", "web", "hello", ["lead"])
     states = []
     for _ in range(MAX_ATTEMPTS):
-        store.mark_prepared("01A", "lead")
+        store.claim("01A", "lead")
         store.mark_sent("01A", "lead")
         states.append(store.mark_failed("01A", "lead", code="runtime_exited", message="x",
                                         retryable=True, requeue=True))
@@ -84,7 +84,7 @@ def test_requeue_until_attempts_are_used_up(store: Store) -> None:
 
 def test_an_answered_delivery_is_never_failed_or_requeued(store: Store) -> None:
     store.add_message("01A", "web", "hello", ["lead"])
-    store.mark_prepared("01A", "lead")
+    store.claim("01A", "lead")
     store.mark_answered("01A", "lead", "done")
     assert store.mark_failed("01A", "lead", code="x", message="y", retryable=True,
                              requeue=True) == "answered"
@@ -94,9 +94,9 @@ def test_an_answered_delivery_is_never_failed_or_requeued(store: Store) -> None:
 def test_recover_in_flight_after_a_daemon_crash(store: Store) -> None:
     store.add_message("01A", "web", "a", ["lead"])
     store.add_message("01B", "web", "b", ["rev"])
-    store.mark_prepared("01A", "lead")
+    store.claim("01A", "lead")
     store.mark_sent("01A", "lead")
-    store.mark_prepared("01B", "rev")
+    store.claim("01B", "rev")
     assert sorted(store.recover_in_flight()) == [("01A", "lead", "queued"),
                                                  ("01B", "rev", "queued")]
     queued = store.next_queued("web", "lead")
