@@ -108,9 +108,7 @@ class Teams:
         """Stop one team, or (``team`` None) every team in reverse launch order."""
         names = [self.resolve(team).name] if team else list(reversed(self._running))
         for name in names:
-            await self._mailbox.close_team(name)
-            await self._supervisor.stop_team(name)
-            self._running.pop(name, None)
+            await self._halt(name)
             await self._store.call(self._store.sync.set_team_desired, name, "stopped")
             log.info("team_stopped", team=name)
         return names
@@ -118,9 +116,14 @@ class Teams:
     async def shutdown(self) -> None:
         """Daemon exit (SIGTERM): stop members, keep the teams' desired state."""
         for name in list(reversed(self._running)):
-            await self._mailbox.close_team(name)
-            await self._supervisor.stop_team(name)
-            self._running.pop(name, None)
+            await self._halt(name)
+
+    async def _halt(self, name: str) -> None:
+        """Mailboxes first (an in-flight turn goes back to the queue), then the members in
+        reverse start order."""
+        await self._mailbox.close_team(name)
+        await self._supervisor.stop_team(name)
+        self._running.pop(name, None)
 
     async def status(self, team: str | None) -> dict[str, Any]:
         names = [self.resolve(team).name] if team else list(self._running)
