@@ -232,9 +232,7 @@ class CodexMember:
             self._exit_code = await stop_process(self._process)
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
-        prompt, images = self._split(turn)
-        if not self._thread_id and self._spec.prompt:
-            prompt = f"{self._spec.prompt}\n\n{prompt}"  # exec has no system-prompt flag
+        text, images = self._split(turn)
         sent = False
 
         async def once() -> None:  # a retry on a fresh thread is the same delivery
@@ -244,14 +242,18 @@ class CodexMember:
                 await on_sent()
 
         try:
-            return await self._run(prompt, images, once)
+            return await self._run(self._prompt(text), images, once)
         except _UnknownThread:
             lost, self._thread_id = self._thread_id, None
             log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                         lost_session=lost, reason="codex has no rollout for this thread")
-            if self._spec.prompt:
-                prompt = f"{self._spec.prompt}\n\n{prompt}"
-            return await self._run(prompt, images, once)
+            return await self._run(self._prompt(text), images, once)
+
+    def _prompt(self, text: str) -> str:
+        """``codex exec`` has no system-prompt flag: the role opens each new thread."""
+        if self._thread_id or not self._spec.prompt:
+            return text
+        return f"{self._spec.prompt}\n\n{text}"
 
     def _split(self, turn: Turn) -> tuple[str, list[Path]]:
         texts: list[str] = []
