@@ -1,32 +1,37 @@
 """The control server: JSON-RPC 2.0 over the Unix socket, for this user only.
 
 Each connection is checked with SO_PEERCRED (a peer of another uid is refused), each request is
-one line of at most REQUEST_LIMIT_BYTES, each method's params are validated by a pydantic model
-(unknown keys refused). Application errors travel as ``error.data`` (code, message, retryable,
-exit code), redacted.
+one line of at most REQUEST_LIMIT_BYTES nesting at most MAX_DEPTH levels (``rpc.decode``), each
+method's params are validated by a pydantic model (unknown keys refused). Application errors
+travel as ``error.data`` (code, message, retryable, exit code); every answer — results and
+errors alike — passes through the redactor before it leaves the daemon. Connection limits and
+deadlines live in ``orchestrator.connections``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import structlog
-from anyio.abc import SocketAttribute, SocketStream
-from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import rpc
-from orchestrator.config import NAME_PATTERN, TeamConfig
-from orchestrator.errors import TeamctlError, TeamFileError
+from orchestrator.config import NAME_PATTERN, TeamConfig, missing_workdirs
+from orchestrator.errors import (
+    InternalError,
+    RequestTooLarge,
+    TeamctlError,
+    TeamFileError,
+    UsageError,
+)
 from orchestrator.redaction import redact, redact_value
 
 if TYPE_CHECKING:
+    from orchestrator.connections import Connection
     from orchestrator.teams import Teams
 
 __all__ = ["ControlServer", "peer_uid"]
@@ -34,6 +39,10 @@ __all__ = ["ControlServer", "peer_uid"]
 log = structlog.get_logger("teamctl.api")
 
 Handler = Callable[[Any], Awaitable[Any]]
+
+
+MAX_WAIT_SECONDS = 30 * 24 * 3600.0
+MAX_ATTACHMENTS = 32
 
 
 class _Params(BaseModel):
@@ -44,7 +53,7 @@ class LaunchParams(_Params):
     config: dict[str, Any]
     file: str
     wait: bool = True
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False)
 
 
 class TeamParams(_Params):
@@ -57,10 +66,15 @@ class MemberParams(TeamParams):
 
 class SendParams(MemberParams):
     text: str
-    attachments: list[str] = Field(default=[], max_length=32)
+    attachments: list[str] = Field(default=[], max_length=MAX_ATTACHMENTS)
     wait: bool = False
     dry_run: bool = False
-    timeout: float = Field(default=600.0, gt=0)
+    timeout: float = Field(default=600.0, gt=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False)
+
+
+class HistoryParams(MemberParams):
+    limit: int = Field(default=50, ge=1, le=1000)
+    before: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
 
 class EmptyParams(_Params):
@@ -88,64 +102,64 @@ class ControlServer:
             "launch": (LaunchParams, self._launch),
             "status": (TeamParams, self._status),
             "send": (SendParams, self._send),
-            "history": (MemberParams, self._history),
+            "history": (HistoryParams, self._history),
             "restart": (MemberParams, self._restart),
             "stop": (TeamParams, self._stop),
         }
 
-    async def handle_connection(self, stream: SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(SocketAttribute.raw_socket)
-            uid = peer_uid(raw)
-            if uid != self._allowed_uid:
-                log.warning("control_peer_refused", peer_uid=uid)
+    async def handle_connection(self, connection: Connection) -> None:
+        """Serve one connection's requests in order until the client closes it."""
+        uid = peer_uid(connection.raw_socket)
+        if uid != self._allowed_uid:
+            log.warning("control_peer_refused", peer_uid=uid)
+            return
+        while True:
+            try:
+                line = await connection.receive_line()
+            except RequestTooLarge as exc:
+                log.warning("control_request_too_large", limit_bytes=rpc.REQUEST_LIMIT_BYTES)
+                await connection.send(_app_error(None, exc))
                 return
-            reader = BufferedByteReceiveStream(stream)
-            while True:
-                try:
-                    line = await reader.receive_until(b"\n", rpc.REQUEST_LIMIT_BYTES)
-                except anyio.DelimiterNotFound:
-                    await stream.send(rpc.error_response(
-                        None, rpc.INVALID_REQUEST,
-                        f"request larger than {rpc.REQUEST_LIMIT_BYTES} bytes"))
+            if line is None:
+                return
+            try:
+                if not await connection.send(await self.dispatch(line)):
                     return
-                except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError):
-                    return
-                try:
-                    await stream.send(await self.dispatch(line))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    return
-                finally:
-                    if self._stop_all_requested:
-                        self._on_stop_all()  # after the answer to 'stop' went out
+            finally:
+                if self._stop_all_requested:
+                    self._on_stop_all()  # after the answer to 'stop' went out
 
     async def dispatch(self, line: bytes) -> bytes:
+        """One request line → one answer line; never raises (a bug is an internal error)."""
         try:
-            message = json.loads(line)
-        except ValueError:
-            return rpc.error_response(None, rpc.PARSE_ERROR, "not JSON")
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return rpc.error_response(None, rpc.INVALID_REQUEST, "not a JSON-RPC 2.0 request")
+            message = rpc.decode(line)
+        except rpc.RequestRejected as exc:
+            return rpc.error_response(None, exc.code, exc.message,
+                                      UsageError(f"bad request: {exc.message}").to_wire())
         request_id, method = message.get("id"), message.get("method")
-        entry = self._methods.get(str(method))
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            return rpc.error_response(request_id, rpc.INVALID_REQUEST,
+                                      "not a JSON-RPC 2.0 request")
+        entry = self._methods.get(method)
         if entry is None:
-            return rpc.error_response(request_id, rpc.METHOD_NOT_FOUND, f"no method {method!r}")
+            return rpc.error_response(request_id, rpc.METHOD_NOT_FOUND,
+                                      f"no method {redact(method[:64])!r}")
         model, handler = entry
         try:
             params = model.model_validate(message.get("params") or {})
         except ValidationError as exc:
-            return rpc.error_response(request_id, rpc.INVALID_PARAMS, redact(str(exc)))
+            error = UsageError(f"invalid request: {_describe(exc)}")
+            return rpc.error_response(request_id, rpc.INVALID_PARAMS, error.message,
+                                      redact_value(error.to_wire()))
         try:
-            return rpc.result_response(request_id, await handler(params))
+            return rpc.result_response(request_id, redact_value(await handler(params)))
         except TeamctlError as exc:
             log.warning("control_request_failed", method=method, code=exc.code,
                         error=exc.message)
-            return rpc.error_response(request_id, rpc.APP_ERROR, redact(exc.message),
-                                      redact_value(exc.to_wire()))
-        except Exception:
+            return _app_error(request_id, exc)
+        except Exception as exc:
             log.exception("control_request_crashed", method=method)
-            return rpc.error_response(request_id, rpc.INTERNAL_ERROR,
-                                      "internal error in the daemon; see 'teamctl logs'")
+            return _app_error(request_id, InternalError(f"handling '{method}'", exc))
 
     async def _ping(self, _params: EmptyParams) -> dict[str, Any]:
         return {"pid": os.getpid()}
@@ -155,6 +169,9 @@ class ControlServer:
             config = TeamConfig.model_validate(params.config)
         except ValidationError as exc:
             raise TeamFileError(params.file, [redact(str(exc))]) from exc
+        problems = missing_workdirs(config)
+        if problems:
+            raise TeamFileError(params.file, problems)
         return await self._teams.launch(config, params.file, wait=params.wait,
                                         timeout=params.timeout)
 
@@ -166,8 +183,9 @@ class ControlServer:
                                       wait=params.wait, timeout=params.timeout,
                                       attachments=params.attachments, dry_run=params.dry_run)
 
-    async def _history(self, params: MemberParams) -> dict[str, Any]:
-        return await self._teams.history(params.team, params.member)
+    async def _history(self, params: HistoryParams) -> dict[str, Any]:
+        return await self._teams.history(params.team, params.member, limit=params.limit,
+                                         before=params.before)
 
     async def _restart(self, params: MemberParams) -> dict[str, Any]:
         return await self._teams.restart(params.team, params.member)
@@ -177,3 +195,17 @@ class ControlServer:
         if params.team is None:
             self._stop_all_requested = True
         return {"stopped": stopped, "daemon_stopping": params.team is None}
+
+
+def _app_error(request_id: Any, exc: TeamctlError) -> bytes:
+    return rpc.error_response(request_id, rpc.APP_ERROR, redact(exc.message),
+                              redact_value(exc.to_wire()))
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors in one line: ``field: problem`` (values never shown)."""
+    problems = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "params"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +25,45 @@ __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _CALL_MARGIN = 15.0
+_MAX_TIMEOUT = 30 * 24 * 3600.0  # the daemon's bound too (api.MAX_WAIT_SECONDS)
+_MAX_ATTACHMENTS = 32
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # config.NAME_PATTERN, without pydantic
+
+
+class Seconds(click.ParamType[float]):
+    """A finite number of seconds, above 0 and at most 30 days (no inf, nan or 1e308)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 < seconds <= _MAX_TIMEOUT:
+            self.fail(f"{value!r} is not between 0 and {_MAX_TIMEOUT:g} seconds", param, ctx)
+        return seconds
+
+
+def _name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A team or member name, checked before anything is sent (exit 2 with one line)."""
+    if value is None:
+        return None
+    if not _utf8(value) or not _NAME.match(value):
+        shown = value.encode("utf-8", "backslashreplace").decode()
+        raise click.BadParameter(
+            f"{shown!r} is not a name: use letters, digits, '_' and '-' (at most 64, starting "
+            "with a letter or digit)", ctx=ctx, param=param)
+    return value
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _home() -> Home:
@@ -83,7 +124,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("teamfile", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-wait", is_flag=True, help="Return once members are starting.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=Seconds(), default=None,
               help="Seconds to wait for every member to be ready.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @handles_errors
@@ -104,8 +145,13 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     failed = [m for m in team["members"] if m["launch"] in ("fatal", "backoff", "stopped")
               or (not no_wait and m["readiness"] == "not_ready")]
     if as_json:
-        _emit_json({"ok": not failed, "team": team["name"], "members": team["members"]})
+        _emit_json({"ok": not failed, "team": team["name"], "members": team["members"],
+                    "already_running": bool(team.get("already_running")),
+                    "resumed": bool(team.get("resumed"))})
     else:
+        if team.get("already_running"):
+            how = "resumed by the daemon" if team.get("resumed") else "already running"
+            click.echo(f"team {team['name']} {how}, from this same file (nothing to do)")
         click.echo(f"team {team['name']}")
         for line in _member_table(team["members"]):
             click.echo(line)
@@ -117,7 +163,7 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
 
 
 @cli.command()
-@click.argument("team", required=False)
+@click.argument("team", required=False, callback=_name)
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def status(team: str | None, as_json: bool) -> None:
@@ -135,13 +181,13 @@ def status(team: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None)
-@click.argument("member")
+@click.option("--team", default=None, callback=_name)
+@click.argument("member", callback=_name)
 @click.argument("text", required=False)
 @click.option("--attach", "attach", multiple=True, metavar="PATH",
-              type=click.Path(path_type=Path), help="An image to send (repeatable).")
+              type=click.Path(path_type=Path), help="An image to send (repeatable, at most 32).")
 @click.option("--wait", is_flag=True, help="Wait for the reply and print it.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
+@click.option("--timeout", type=Seconds(), default=600.0,
               show_default=True, help="Seconds to wait for the reply (with --wait).")
 @click.option("--dry-run", is_flag=True, help="Validate and plan the attachments; send nothing.")
 @click.option("--json", "as_json", is_flag=True)
@@ -152,6 +198,9 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
 
     Attachments are validated and planned before anything is sent: on any failure the whole
     message is refused (exit 3), one line per failure."""
+    if len(attach) > _MAX_ATTACHMENTS:
+        raise click.UsageError(f"at most {_MAX_ATTACHMENTS} attachments per message "
+                               f"({len(attach)} given); send them in several messages")
     text = _message_text(text, has_attachments=bool(attach))
     params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
               "timeout": timeout, "dry_run": dry_run,
@@ -173,7 +222,14 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
 
 def _message_text(text: str | None, *, has_attachments: bool) -> str:
     if text == "-" or (text is None and not sys.stdin.isatty() and not has_attachments):
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.UsageError(f"the message on stdin is not valid UTF-8 (byte "
+                                   f"{exc.start}); send text, or attach the file") from None
+    elif text is not None and not _utf8(text):
+        raise click.UsageError("TEXT is not valid UTF-8; pass the message as UTF-8 text, or "
+                               "with '-' on stdin")
     text = text or ""
     if not text.strip() and not has_attachments:
         raise click.UsageError("the message is empty: give TEXT, '-' for stdin, or --attach")
@@ -216,16 +272,26 @@ def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None)
-@click.argument("member")
+@click.option("--team", default=None, callback=_name)
+@click.argument("member", callback=_name)
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="How many messages (the newest).")
+@click.option("--before", metavar="ID", default=None,
+              help="Only messages journaled before message ID (the next page).")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
-def history(team: str | None, member: str, as_json: bool) -> None:
-    """Show MEMBER's messages: state, attempts, replies and errors."""
-    doc = client.call(_home(), "history", {"team": team, "member": member})
+def history(team: str | None, member: str, limit: int, before: str | None,
+            as_json: bool) -> None:
+    """Show MEMBER's messages: state, attempts, replies and errors (newest 50 by default)."""
+    if before is not None and not re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", before):
+        raise click.BadParameter(f"{before!r} is not a message id", param_hint="--before")
+    doc = client.call(_home(), "history", {"team": team, "member": member, "limit": limit,
+                                           "before": before})
     if as_json:
         _emit_json(doc)
         return
+    if doc.get("before"):
+        click.echo(f"(older messages: teamctl history {member} --before {doc['before']})")
     for message in doc["messages"]:
         click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}")
         click.echo(f"  > {message['text']}")
@@ -237,8 +303,8 @@ def history(team: str | None, member: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None)
-@click.argument("member")
+@click.option("--team", default=None, callback=_name)
+@click.argument("member", callback=_name)
 @handles_errors
 def restart(team: str | None, member: str) -> None:
     """Restart MEMBER (also clears a fatal state)."""
@@ -248,7 +314,7 @@ def restart(team: str | None, member: str) -> None:
 
 
 @cli.command()
-@click.argument("team", required=False)
+@click.argument("team", required=False, callback=_name)
 @handles_errors
 def stop(team: str | None) -> None:
     """Stop TEAM's members; without TEAM, every team and then the daemon."""
@@ -316,4 +382,9 @@ def doctor(as_json: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="teamctl")
+    try:
+        cli(prog_name="teamctl")
+    except Exception as exc:  # a bug: one line, not a traceback (the daemon logs its side)
+        click.echo(f"teamctl: internal error: {type(exc).__name__}: {exc} (this is a bug in "
+                   "teamctl; please report it)", err=True)
+        sys.exit(1)

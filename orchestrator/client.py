@@ -5,6 +5,7 @@ Standard library only (plus ``orchestrator.errors``/``rpc``), so ``teamctl`` sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -13,7 +14,13 @@ import time
 from typing import Any
 
 from orchestrator import rpc
-from orchestrator.errors import DaemonUnavailable, TeamctlError, error_from_wire
+from orchestrator.errors import (
+    ConnectionLost,
+    DaemonUnavailable,
+    RequestTooLarge,
+    TeamctlError,
+    error_from_wire,
+)
 from orchestrator.paths import Home, ensure_private_dir
 
 __all__ = ["call", "ensure_daemon", "ping"]
@@ -25,6 +32,12 @@ _CONNECT_TIMEOUT = 5.0
 def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
     """Call ``method`` on the daemon; its result, or the daemon's error raised as TeamctlError."""
     path = str(home.socket)
+    try:
+        data = rpc.request(1, method, params)
+    except UnicodeEncodeError:
+        raise TeamctlError("the request holds text that is not valid UTF-8") from None
+    if len(data) > rpc.REQUEST_LIMIT_BYTES:
+        raise RequestTooLarge(rpc.REQUEST_LIMIT_BYTES, len(data))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(_CONNECT_TIMEOUT)
@@ -35,19 +48,20 @@ def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30
         except (TimeoutError, ConnectionRefusedError) as exc:
             raise DaemonUnavailable(path, type(exc).__name__) from None
         sock.settimeout(timeout)
+        # the daemon may have answered before it closed (request_too_large): read it anyway
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(data)
         try:
-            sock.sendall(rpc.request(1, method, params))
-            response = _read_line(sock, path, timeout)
+            response = _read_line(sock, path, method, timeout)
         except (ConnectionResetError, BrokenPipeError) as exc:
-            raise DaemonUnavailable(
-                path, f"the connection was lost during '{method}' ({exc.strerror}); if it was "
-                "a send, 'teamctl history' shows whether it was journaled") from None
+            raise ConnectionLost(path, method, exc.strerror or type(exc).__name__) from None
     finally:
         sock.close()
     return _unwrap(response)
 
 
-def _read_line(sock: socket.socket, path: str, timeout: float) -> dict[str, Any]:
+def _read_line(sock: socket.socket, path: str, method: str, timeout: float
+               ) -> dict[str, Any]:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -56,14 +70,17 @@ def _read_line(sock: socket.socket, path: str, timeout: float) -> dict[str, Any]
         except TimeoutError:
             raise TeamctlError(f"the daemon did not answer within {timeout:g}s") from None
         if not chunk:
-            raise DaemonUnavailable(path, "the daemon closed the connection")
+            raise ConnectionLost(path, method, "the connection was closed")
         chunks.append(chunk)
         size += len(chunk)
         if chunk.endswith(b"\n"):
             break
         if size > _RESPONSE_LIMIT_BYTES:
             raise TeamctlError("the daemon's answer is larger than the client accepts")
-    value = json.loads(b"".join(chunks))
+    try:
+        value = json.loads(b"".join(chunks))
+    except ValueError:
+        raise TeamctlError("the daemon answered something that is not JSON") from None
     if not isinstance(value, dict):
         raise TeamctlError("the daemon answered something that is not JSON-RPC")
     return value
@@ -98,8 +115,10 @@ def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
     ensure_private_dir(home.root)
     ensure_private_dir(home.logs)
     read_fd, write_fd = os.pipe()
-    out = os.open(home.logs / "daemon.out", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    env = dict(os.environ, TEAMCTL_HOME=str(home.root))
+    out_path = home.logs / "daemon.out"
+    out = os.open(out_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    start_offset = os.fstat(out).st_size
+    env = dict(os.environ, TEAMCTL_HOME=str(home.root))  # the operator's own daemon
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "daemon", "--notify-fd", str(write_fd)],
@@ -116,9 +135,25 @@ def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
         os.close(read_fd)
     code = process.poll()
     detail = f"it exited {code}" if code is not None else f"no ready signal in {timeout:g}s"
+    said = _daemon_said(out_path, start_offset)
     raise TeamctlError(
-        f"the daemon did not start ({detail}); see {home.logs / 'daemon.out'}"
+        f"the daemon did not start ({detail})" + (f": {said}" if said else "")
+        + f"; see {out_path}"
     )
+
+
+def _daemon_said(path: os.PathLike[str], offset: int) -> str:
+    """The daemon's own last words (what it wrote to daemon.out since ``offset``), redacted."""
+    from orchestrator.redaction import redact
+
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("teamctl daemon:")]
+    return redact(lines[-1].removeprefix("teamctl daemon:").strip()) if lines else ""
 
 
 def _wait_ready(fd: int, timeout: float) -> bool:

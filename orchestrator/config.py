@@ -14,7 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator.errors import TeamFileError
 
-__all__ = ["NAME_PATTERN", "MemberConfig", "TeamConfig", "TeamSection", "load_team_file"]
+__all__ = [
+    "NAME_PATTERN",
+    "MemberConfig",
+    "TeamConfig",
+    "TeamSection",
+    "load_team_file",
+    "missing_workdirs",
+]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -51,6 +58,7 @@ class MemberConfig(_Strict):
     command: str | None = None
     args: list[str] = []
     env: dict[str, str] = {}
+    pass_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = []
     config: dict[str, Any] = {}
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
@@ -58,6 +66,7 @@ class MemberConfig(_Strict):
     restart_window: Seconds = 300.0
     start_timeout: Seconds = 60.0
     turn_idle_timeout: Seconds = 600.0
+    liveness_interval: Seconds = 30.0
 
     @model_validator(mode="after")
     def _backoff_ordered(self) -> MemberConfig:
@@ -71,6 +80,15 @@ class TeamConfig(_Strict):
 
     team: TeamSection
     members: Annotated[list[MemberConfig], Field(min_length=1)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        """No string anywhere may hold a NUL: none can reach a command line or environment."""
+        where = _find_nul(data)
+        if where is not None:
+            raise ValueError(f"{where}: contains a NUL character (\\u0000); remove it")
+        return data
 
     @model_validator(mode="after")
     def _unique_members(self) -> TeamConfig:
@@ -93,6 +111,36 @@ class TeamConfig(_Strict):
         return (base / member.workdir).resolve() if member.workdir else base
 
 
+def _find_nul(value: Any, where: str = "") -> str | None:
+    """The dotted key of the first string holding a NUL, if any (iterative: no recursion)."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return at or "(top level)"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return f"{at}.{key!r}".lstrip(".")
+                stack.append((child, f"{at}.{key}".lstrip(".")))
+        elif isinstance(item, list):
+            stack.extend((child, f"{at}[{i}]") for i, child in enumerate(item))
+    return None
+
+
+def missing_workdirs(config: TeamConfig) -> list[str]:
+    """Problems with the team's and members' working directories (they must exist)."""
+    problems = []
+    if not Path(config.team.workdir).is_dir():
+        problems.append(f"team.workdir: {config.team.workdir} is not a directory (create it, "
+                        "or point workdir at an existing one)")
+    for index, member in enumerate(config.members):
+        if member.workdir and not config.member_workdir(member).is_dir():
+            problems.append(f"members[{index}].workdir: {config.member_workdir(member)} is not "
+                            "a directory (create it, or fix the path)")
+    return problems
+
+
 def load_team_file(path: Path) -> TeamConfig:
     """Read, parse and validate a team file; raise TeamFileError naming every problem."""
     shown = str(path)
@@ -106,9 +154,13 @@ def load_team_file(path: Path) -> TeamConfig:
         raise TeamFileError(shown, [f"not valid TOML: {exc}"]) from exc
     _absolutize_paths(raw, path.parent.resolve())
     try:
-        return TeamConfig.model_validate(raw)
+        config = TeamConfig.model_validate(raw)
     except ValidationError as exc:
         raise TeamFileError(shown, _describe(exc, text, shown)) from exc
+    problems = missing_workdirs(config)
+    if problems:
+        raise TeamFileError(shown, [f"{shown}: {p}" for p in problems])
+    return config
 
 
 def _absolutize_paths(raw: dict[str, Any], base: Path) -> None:

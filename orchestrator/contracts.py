@@ -20,6 +20,7 @@ from orchestrator.errors import (
     RuntimeStuck,
     TeamctlError,
     TurnFailed,
+    unwrap_group,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "TurnFailed",
     "TurnResult",
     "redact",
+    "unwrap_group",
 ]
 
 

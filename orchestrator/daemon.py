@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import signal
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from typing import TYPE_CHECKING, TextIO
 
 import anyio
@@ -25,8 +26,9 @@ from orchestrator.api import ControlServer
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.planner import Planner
+from orchestrator.connections import ControlSocket
 from orchestrator.diagnostics import configure
-from orchestrator.errors import DaemonAlreadyRunning, TeamctlError
+from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.mailbox import Mailbox
 from orchestrator.store import AsyncStore, Store
 from orchestrator.supervisor import Supervisor
@@ -34,6 +36,8 @@ from orchestrator.teams import Teams
 from runtimes.registry import default_runtimes
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
     from orchestrator.paths import Home
     from runtimes.base import Runtime
 
@@ -59,19 +63,49 @@ def _take_lock(home: Home) -> TextIO:
     return handle
 
 
+def _raise_fd_limit() -> None:
+    """File descriptors up to the hard limit: connections and member pipes share them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft < wanted:
+        with suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, 65536), hard))
+
+
+def check_journal(home: Home) -> None:
+    """Refuse a missing or empty ``state.db`` beside a home that was used before (member
+    state or artifacts exist): replacing it silently would forget every queued message."""
+    path = home.database
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    if size:
+        return
+    used = [d for d in (home.root / "members", home.artifacts)
+            if d.is_dir() and any(d.iterdir())]
+    if used:
+        raise JournalMissing(str(path), str(home.root), "missing" if size is None else "empty")
+
+
 class Daemon:
-    def __init__(self, home: Home, runtimes: dict[str, Runtime] | None = None) -> None:
+    def __init__(self, home: Home, runtimes: dict[str, Runtime] | None = None, *,
+                 max_connections: int = 256, idle_timeout: float = 30.0) -> None:
         self.home = home
         self._runtimes = runtimes or default_runtimes()
         self._shutdown = anyio.Event()
+        self._max_connections = max_connections
+        self._idle_timeout = idle_timeout
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
 
     async def run(self, *, notify_fd: int | None = None) -> None:
         self.home.prepare()
+        _raise_fd_limit()
         with ExitStack() as stack:
             stack.enter_context(_take_lock(self.home))
+            check_journal(self.home)
             stack.enter_context(configure(self.home.logs))
             reaped = orphans.reap_orphans(self.home.root / "members")
             if reaped:
@@ -98,14 +132,16 @@ class Daemon:
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             teams = Teams(store, supervisor, mailbox, planner, capabilities)
             server = ControlServer(teams, on_stop_all=self.request_shutdown)
-            listener = await self._listen()
+            control = ControlSocket(self.home.socket, server.handle_connection,
+                                    max_connections=self._max_connections,
+                                    idle_timeout=self._idle_timeout)
             serving = anyio.CancelScope()
 
-            async def serve() -> None:
+            async def serve(*, task_status: TaskStatus[None]) -> None:
                 with serving:
-                    await listener.serve(server.handle_connection)
+                    await control.run(task_status=task_status)
 
-            tg.start_soon(serve, name="control server")
+            await tg.start(serve, name="control server")
             tg.start_soon(self._watch_signals, name="signals")
             await teams.resume_desired()
             self._announce_ready(notify_fd)
@@ -116,17 +152,6 @@ class Daemon:
                 serving.cancel()
                 self.home.socket.unlink(missing_ok=True)
             tg.cancel_scope.cancel()
-
-    async def _listen(self) -> anyio.abc.SocketListener:
-        path = self.home.socket
-        path.unlink(missing_ok=True)  # stale: we hold the lock, so no daemon serves it
-        old_umask = os.umask(0o177)
-        try:
-            listener = await anyio.create_unix_listener(path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        return listener
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

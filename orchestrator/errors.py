@@ -7,37 +7,56 @@ user message (which says what to do). ``code`` is the stable machine-readable na
 
     TeamctlError
     ├── UsageError                  exit 2
-    │   └── TeamFileError           the team file is invalid (file, line, key, fix)
+    │   ├── TeamFileError           the team file is invalid (file, line, key, fix)
+    │   └── RequestTooLarge         a control request over the socket's size bound
     ├── DaemonUnavailable           exit 4: no daemon answers on the control socket
+    │   └── ConnectionLost          the daemon went away after the request was written
     ├── DaemonAlreadyRunning        a second daemon on the same TEAMCTL_HOME
+    ├── DaemonBusy                  every control connection slot is serving a request
     ├── ProtocolError               a peer spoke something that is not the protocol
     │   └── LineTooLong             a framed line went past its bound
     ├── NotFound                    unknown team or member (names those that exist)
-    ├── TeamAlreadyRunning
+    ├── TeamAlreadyRunning          a launch of a running team from a different definition
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
+    ├── MemberUnavailable           a --wait on a member that is fatal or stopped
     ├── MemberStartFailed           the runtime did not become ready
     │   └── ExecutableNotFound      the runtime's executable is missing
     ├── RuntimeExited               the member's process ended while a turn was in flight
     ├── RuntimeStuck                no output for turn_idle_timeout during a turn
     ├── TurnFailed                  the runtime ended the turn with an error (API errors)
+    ├── InternalError               a bug: it fails one delivery or request, never the daemon
     └── StoreError                  the journal could not be read or written
+        └── JournalMissing          state.db is missing or empty beside an existing home
+
+Errors raised inside a task group come out of it as an ExceptionGroup; ``unwrap_group``
+re-raises a lone error as itself, so callers catch the typed error rather than the group.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = [
     "AmbiguousTeam",
+    "ConnectionLost",
     "DaemonAlreadyRunning",
+    "DaemonBusy",
     "DaemonUnavailable",
     "ExecutableNotFound",
+    "InternalError",
+    "JournalMissing",
     "LineTooLong",
     "MemberStartFailed",
+    "MemberUnavailable",
     "NotFound",
     "ProtocolError",
     "ReplyTimeout",
+    "RequestTooLarge",
     "RuntimeExited",
     "RuntimeStuck",
     "StoreError",
@@ -47,6 +66,7 @@ __all__ = [
     "TurnFailed",
     "UsageError",
     "error_from_wire",
+    "unwrap_group",
 ]
 
 EXIT_FAILED = 1
@@ -103,6 +123,39 @@ class DaemonUnavailable(TeamctlError):
         )
 
 
+class RequestTooLarge(UsageError):
+    code = "request_too_large"
+
+    def __init__(self, limit_bytes: int, size_bytes: int | None = None) -> None:
+        size = f" is {size_bytes / 1048576:.1f} MiB," if size_bytes else ""
+        super().__init__(
+            f"the request{size} over the control socket's {limit_bytes // 1048576} MiB limit; "
+            "put long text in a file the member can read and send its path instead",
+            limit_bytes=limit_bytes,
+        )
+
+
+class ConnectionLost(DaemonUnavailable):
+    code = "daemon_connection_lost"
+
+    def __init__(self, socket_path: str, method: str, reason: str) -> None:
+        hint = ("; it may have been journaled: check 'teamctl history MEMBER'"
+                if method == "send" else "")
+        TeamctlError.__init__(
+            self, f"the daemon at {socket_path} went away before answering '{method}' "
+            f"({reason}){hint}", socket=socket_path, method=method)
+
+
+class DaemonBusy(TeamctlError):
+    code = "daemon_busy"
+    retryable = True
+
+    def __init__(self, max_connections: int) -> None:
+        super().__init__(
+            f"the daemon is serving {max_connections} requests at once (its limit); "
+            "try again in a moment", max_connections=max_connections)
+
+
 class DaemonAlreadyRunning(TeamctlError):
     code = "daemon_already_running"
 
@@ -138,11 +191,13 @@ class NotFound(TeamctlError):
 class TeamAlreadyRunning(TeamctlError):
     code = "team_already_running"
 
-    def __init__(self, team: str) -> None:
+    def __init__(self, team: str, differences: list[str] | None = None) -> None:
+        what = ("; the running team differs from this file: " + "; ".join(differences)
+                if differences else "")
         super().__init__(
-            f"team {team!r} is already running; see 'teamctl status {team}', "
-            f"or stop it first with 'teamctl stop {team}'",
-            team=team,
+            f"team {team!r} is already running{what}. To apply the file: 'teamctl stop {team}' "
+            f"then launch it again; to keep it: see 'teamctl status {team}'",
+            team=team, differences=differences or [],
         )
 
 
@@ -167,6 +222,19 @@ class ReplyTimeout(TeamctlError):
             message_id=message_id,
             state=state,
         )
+
+
+class MemberUnavailable(TeamctlError):
+    code = "member_unavailable"
+
+    def __init__(self, member: str, launch: str, reason: str | None,
+                 message_id: str | None = None) -> None:
+        why = f" ({reason})" if reason else ""
+        kept = (f"; the message {message_id} stays queued and is delivered once it runs again"
+                if message_id else "")
+        super().__init__(
+            f"member {member!r} is {launch}{why}{kept}; start it again with "
+            f"'teamctl restart {member}'", member=member, launch=launch, message_id=message_id)
 
 
 class MemberStartFailed(TeamctlError):
@@ -225,9 +293,29 @@ class TurnFailed(TeamctlError):
         self.retryable = retryable
 
 
+class InternalError(TeamctlError):
+    code = "internal_error"
+
+    def __init__(self, what: str, exc: BaseException) -> None:
+        super().__init__(f"internal error while {what}: {type(exc).__name__}; "
+                         "see 'teamctl logs' (this is a bug in teamctl)")
+
+
 class StoreError(TeamctlError):
     code = "store_error"
     retryable = True
+
+
+class JournalMissing(StoreError):
+    code = "journal_missing"
+    retryable = False
+
+    def __init__(self, path: str, home: str, state: str) -> None:
+        super().__init__(
+            f"the journal {path} is {state}, but {home} holds member state and artifacts of "
+            "earlier runs: teamctl will not start an empty journal over them (queued messages "
+            "and sessions would be forgotten). Restore state.db (with state.db-wal) from a "
+            f"backup, or move {home} aside to start afresh", path=path)
 
 
 class RemoteError(TeamctlError):
@@ -238,6 +326,21 @@ class RemoteError(TeamctlError):
         self.code = code
         self.retryable = retryable
         self.exit_code = exit_code
+
+
+@contextmanager
+def unwrap_group() -> Iterator[None]:
+    """Re-raise a task group's lone exception as itself (nested groups too), so callers catch
+    their typed errors (RuntimeStuck, MemberStartFailed, ...) rather than an ExceptionGroup."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        inner: BaseException = group
+        while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+            inner = inner.exceptions[0]
+        if inner is group:
+            raise
+        raise inner from group
 
 
 def error_from_wire(data: dict[str, Any]) -> TeamctlError:

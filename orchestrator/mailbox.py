@@ -6,11 +6,17 @@ supervisor, and walks the delivery through ``prepared → sent → answered | fa
 §4). A turn cut by the member's exit (or a stuck turn) goes back to ``queued`` until its
 attempts are used up; an error the runtime reports for the turn (an API error) ends ``failed``
 with that error. The mailbox never writes launch, liveness or readiness.
+
+The journal may become unwritable in the middle of a delivery (a full disk): the turn goes on,
+whoever waits on the message is told at once (``StoreError``), and the outcome is written as
+soon as the journal takes it again — the queue waits meanwhile, so no row is left behind in
+``prepared`` by a running daemon (and a daemon that dies meanwhile re-queues it on start).
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,22 +25,34 @@ import structlog
 
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.contracts import PreparedPart, TextPart, Turn
-from orchestrator.errors import ReplyTimeout, RuntimeExited, RuntimeStuck, TeamctlError
+from orchestrator.errors import (
+    InternalError,
+    ReplyTimeout,
+    RuntimeExited,
+    RuntimeStuck,
+    StoreError,
+    TeamctlError,
+    unwrap_group,
+)
 from orchestrator.ids import new_ulid
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from anyio.abc import TaskGroup
 
     from orchestrator.attachments.planner import PlannedAttachment, Planner
+    from orchestrator.contracts import TurnResult
     from orchestrator.store import AsyncStore, Delivery
     from orchestrator.supervisor import Supervisor
-    from runtimes.base import RuntimeProcess
+    from runtimes.base import OnSent, RuntimeProcess
 
 __all__ = ["Mailbox"]
 
 log = structlog.get_logger("teamctl.mailbox")
 
-_RETRY_DELAY = 1.0  # after an unexpected error in a queue loop
+_RETRY_DELAY, _RETRY_DELAY_MAX = 1.0, 30.0  # after an error in a queue loop (journal down)
+_WRITE_RETRY_FIRST, _WRITE_RETRY_MAX = 0.5, 5.0  # an outcome waiting for the journal
 
 
 @dataclass(eq=False)
@@ -61,7 +79,10 @@ class Mailbox:
         self._supervisor = supervisor
         self._tg = tg
         self._queues: dict[tuple[str, str], _Queue] = {}
-        self._waiters: dict[str, anyio.Event] = {}
+        # every --wait in progress, by message id (each removes its own event when it ends)
+        self._waiters: defaultdict[str, list[anyio.Event]] = defaultdict(list)
+        # journal writes that failed for a message in flight: its waiters are told at once
+        self._trouble: dict[str, StoreError] = {}
         # journal-write start time of messages sent through this daemon (for the latency figure
         # on delivery_sent: journal write → line on the member's stdin)
         self._journaled_at: dict[str, float] = {}
@@ -98,42 +119,71 @@ class Mailbox:
             queue.poke()
         return message_id
 
+    @property
+    def waiting(self) -> int:
+        """How many ``wait_outcome`` calls are in progress (for leak checks)."""
+        return sum(len(events) for events in self._waiters.values())
+
     async def wait_outcome(self, message_id: str, member: str, timeout: float, *,
                            just_sent: bool = False) -> Delivery:
-        """Wait until the delivery is answered or failed; ReplyTimeout after ``timeout``.
+        """Wait until the delivery is answered or failed; ReplyTimeout after ``timeout``;
+        StoreError at once if the journal could not record the delivery's progress.
         ``just_sent``: the caller journaled it a moment ago, so it cannot be settled yet (one
         journal read fewer on the hot path)."""
-        event = self._waiters.setdefault(message_id, anyio.Event())
-        with anyio.move_on_after(timeout):
-            while True:
-                if not just_sent:
-                    delivery = await self._store.call(self._store.sync.delivery, message_id,
-                                                      member)
-                    if delivery is None or delivery.terminal:
-                        break
-                just_sent = False
-                await event.wait()
-                event = self._waiters.setdefault(message_id, anyio.Event())
+        event = anyio.Event()
+        events = self._waiters[message_id]
+        events.append(event)
+        try:
+            with anyio.move_on_after(timeout):
+                while True:
+                    self._raise_trouble(message_id)
+                    if not just_sent:
+                        delivery = await self._store.call(self._store.sync.delivery,
+                                                          message_id, member)
+                        if delivery is None or delivery.terminal:
+                            break
+                    just_sent = False
+                    await event.wait()
+                    events.remove(event)
+                    event = anyio.Event()
+                    events.append(event)
+        finally:
+            events.remove(event)
+            if not events:
+                self._waiters.pop(message_id, None)
+        self._raise_trouble(message_id)
         delivery = await self._store.call(self._store.sync.delivery, message_id, member)
         assert delivery is not None
         if not delivery.terminal:
             raise ReplyTimeout(message_id, delivery.state, timeout)
         return delivery
 
+    def _raise_trouble(self, message_id: str) -> None:
+        trouble = self._trouble.get(message_id)
+        if trouble is not None:
+            raise StoreError(
+                f"the journal could not record the delivery of {message_id} ({trouble.message});"
+                " the delivery goes on and its outcome is written once the journal is writable "
+                "again: follow it with 'teamctl history'")
+
     # -- delivery ---------------------------------------------------------------------------
 
     async def _run_queue(self, team: str, member: str, queue: _Queue) -> None:
         """Deliver the member's queue, oldest first, one turn at a time: borrow the member's
         ready process, claim the next delivery, run its turn; idle when the queue is empty."""
+        delay = _RETRY_DELAY
         try:
             with queue.scope:
                 while True:
                     try:
                         claimed = await self._next_turn(team, member)
                     except Exception:  # e.g. the journal is unwritable: retry, never die
-                        log.exception("mailbox_error", team=team, member=member)
-                        await anyio.sleep(_RETRY_DELAY)
+                        log.exception("mailbox_error", team=team, member=member,
+                                      retry_in=delay)
+                        await anyio.sleep(delay)
+                        delay = min(delay * 2, _RETRY_DELAY_MAX)
                         continue
+                    delay = _RETRY_DELAY
                     if not claimed:
                         await queue.idle()
         finally:
@@ -158,53 +208,82 @@ class Mailbox:
         except Exception as exc:
             log.exception("delivery_crashed", team=delivery.team, member=delivery.member,
                           message_id=delivery.message_id)
-            error = TeamctlError(f"internal error while delivering: {type(exc).__name__}; "
-                                 "see 'teamctl logs'")
-            error.code = "internal_error"
             with anyio.CancelScope(shield=True):
-                try:
-                    await self._fail(delivery, error, requeue=False)
-                except Exception:
-                    log.exception("delivery_crash_unrecorded", message_id=delivery.message_id)
+                await self._record_failure(delivery, InternalError("delivering", exc),
+                                           requeue=False)
 
     async def _deliver(self, process: RuntimeProcess, delivery: Delivery,
                        planned: list[PlannedAttachment]) -> None:
         """Walk one claimed (``prepared``) delivery through its turn on ``process``."""
         team, member, message_id = delivery.team, delivery.member, delivery.message_id
-        store, db = self._store, self._store.sync
         self._supervisor.mark_turn(team, member, message_id)
         try:
             turn = await self._prepare(delivery, planned)
         except AttachmentError as exc:
-            await self._fail(delivery, exc, requeue=exc.retryable)
+            await self._record_failure(delivery, exc, requeue=exc.retryable)
             return
+        try:
+            result = await _run_turn(process, turn, self._on_sent(delivery))
+        except (RuntimeExited, RuntimeStuck) as exc:
+            await self._record_failure(delivery, exc, requeue=True)
+        except TeamctlError as exc:
+            await self._record_failure(delivery, exc, requeue=False)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._store.call(self._store.sync.mark_failed, message_id, member,
+                                       code="member_stopped",
+                                       message="the member was stopped during this delivery",
+                                       retryable=True, requeue=True)
+            raise
+        else:
+            await self._persist(delivery, lambda: self._store.call(
+                self._store.sync.mark_answered, message_id, member, result.reply))
+            log.info("delivery_answered", team=team, member=member, message_id=message_id,
+                     reply_chars=len(result.reply))
+            self._settle(message_id)
+
+    def _on_sent(self, delivery: Delivery) -> OnSent:
+        """The runtime's "the transport took it" callback: ``prepared → sent``. A journal that
+        cannot record it does not stop the turn (the outcome is written later)."""
+        message_id, member = delivery.message_id, delivery.member
 
         async def on_sent() -> None:
             started = self._journaled_at.pop(message_id, None)
             latency = None if started is None else (time.perf_counter() - started) * 1000
-            await store.call(db.mark_sent, message_id, member)
-            log.info("delivery_sent", team=team, member=member, message_id=message_id,
+            try:
+                await self._store.call(self._store.sync.mark_sent, message_id, member)
+            except StoreError as exc:
+                self._journal_trouble(delivery, exc)
+            log.info("delivery_sent", team=delivery.team, member=member, message_id=message_id,
                      attempt=delivery.attempts + 1,
                      journal_to_stdin_ms=None if latency is None else round(latency, 3))
 
-        try:
-            result = await process.run_turn(turn, on_sent=on_sent)
-        except (RuntimeExited, RuntimeStuck) as exc:
-            await self._fail(delivery, exc, requeue=True)
-        except TeamctlError as exc:
-            await self._fail(delivery, exc, requeue=False)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await store.call(db.mark_failed, message_id, member,
-                                 code="member_stopped",
-                                 message="the member was stopped during this delivery",
-                                 retryable=True, requeue=True)
-            raise
-        else:
-            await store.call(db.mark_answered, message_id, member, result.reply)
-            log.info("delivery_answered", team=team, member=member, message_id=message_id,
-                     reply_chars=len(result.reply))
-            self._settle(message_id)
+        return on_sent
+
+    async def _persist(self, delivery: Delivery, write: Callable[[], Awaitable[object]]) -> None:
+        """Write a delivery's outcome, waiting for the journal as long as it takes (its waiters
+        are told at once); shielded: an outcome once known is never dropped by a stop."""
+        delay = _WRITE_RETRY_FIRST
+        with anyio.CancelScope(shield=True):
+            while True:
+                try:
+                    await write()
+                    break
+                except StoreError as exc:
+                    self._journal_trouble(delivery, exc)
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, _WRITE_RETRY_MAX)
+        if self._trouble.pop(delivery.message_id, None) is not None:
+            log.info("delivery_recorded_late", team=delivery.team, member=delivery.member,
+                     message_id=delivery.message_id)
+
+    def _journal_trouble(self, delivery: Delivery, exc: StoreError) -> None:
+        first = delivery.message_id not in self._trouble
+        self._trouble[delivery.message_id] = exc
+        if first:
+            log.error("delivery_unrecorded", team=delivery.team, member=delivery.member,
+                      message_id=delivery.message_id, code=exc.code, error=exc.message)
+            self._wake(delivery.message_id)
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
@@ -213,11 +292,17 @@ class Mailbox:
         parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
         return Turn(delivery.message_id, (*parts, *images))
 
-    async def _fail(self, delivery: Delivery, exc: TeamctlError, *, requeue: bool) -> None:
-        state = await self._store.call(
-            self._store.sync.mark_failed, delivery.message_id, delivery.member,
-            code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue,
-        )
+    async def _record_failure(self, delivery: Delivery, exc: TeamctlError, *,
+                              requeue: bool) -> None:
+        state = "missing"
+
+        async def write() -> None:
+            nonlocal state
+            state = await self._store.call(
+                self._store.sync.mark_failed, delivery.message_id, delivery.member,
+                code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue)
+
+        await self._persist(delivery, write)
         log.warning("delivery_failed", team=delivery.team, member=delivery.member,
                     message_id=delivery.message_id, code=exc.code, error=exc.message,
                     retryable=exc.retryable, state=state, attempt=delivery.attempts + 1)
@@ -225,6 +310,15 @@ class Mailbox:
             self._settle(delivery.message_id)
 
     def _settle(self, message_id: str) -> None:
-        event = self._waiters.pop(message_id, None)
-        if event is not None:
+        self._journaled_at.pop(message_id, None)
+        self._wake(message_id)
+
+    def _wake(self, message_id: str) -> None:
+        for event in self._waiters.get(message_id, ()):
             event.set()
+
+
+async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> TurnResult:
+    """``run_turn``, with an error from inside the runtime's task groups as itself."""
+    with unwrap_group():
+        return await process.run_turn(turn, on_sent=on_sent)

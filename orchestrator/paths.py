@@ -20,8 +20,12 @@ def resolve_home() -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and force it to mode 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` and force it to mode 0700; every parent it had to create is 0700 too
+    (``mkdir(parents=True)`` would give those the umask's mode)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
     os.chmod(path, 0o700)
     return path
 

@@ -1,18 +1,24 @@
 """The one redactor: every log event and every error shown passes through it.
 
 It removes what must never reach a log or a terminal: image data (data URLs, long base64
-runs) and secrets (Anthropic, OpenRouter, OpenAI-style keys, bearer tokens, Authorization
-header values, ``*_API_KEY=`` assignments, GitHub tokens). It is deliberately greedy: a false
-positive costs a few characters of a diagnostic, a false negative leaks a key.
+runs) and secrets of every shape it knows — Anthropic (``sk-ant-``, OAuth ``sk-ant-oat``),
+OpenRouter, OpenAI-style ``sk-`` keys, bearer and basic credentials, Authorization and
+``x-api-key`` header values, ``*_API_KEY=`` / ``*_TOKEN=`` / ``*_SECRET=`` / ``*_PASSWORD=``
+assignments, GitHub, GitLab, Slack, npm, Hugging Face and Google API tokens, AWS access key
+ids, JWTs, PEM private keys and the password in ``scheme://user:password@host`` URLs — and
+every literal value registered with ``add_secrets`` (the values of members' credential
+variables), whatever its shape. In a mapping, the value of a key named like a credential is
+replaced whole. It is deliberately greedy: a false positive costs a few characters of a
+diagnostic, a false negative leaks a key.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "redact", "redact_value"]
+__all__ = ["REDACTED", "add_secrets", "redact", "redact_value", "secret_name"]
 
 REDACTED = "[REDACTED]"
 
@@ -23,31 +29,68 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
                 r"(?:(?:bearer|basic|token)\s+)?[^\s\"',}]+"),
      r"\1\2" + REDACTED),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
-    (re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD))(\"?\s*[:=]\s*\"?)[^\s\"',}]+"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+                re.DOTALL), "[PRIVATE KEY REDACTED]"),
+    (re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?))"
+                r"(\"?\s*[:=]\s*\"?)[^\s\"',}]+"),
      r"\1\2" + REDACTED),
+    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:" + REDACTED + "@"),
     (re.compile(r"(?i)\b(x-api-key)(\"?\s*[:=]\s*\"?)[^\s\"',}]+"), r"\1\2" + REDACTED),
     (re.compile(r"sk-ant-[A-Za-z0-9_-]{4,}"), "sk-ant-" + REDACTED),
     (re.compile(r"sk-or-v1-[A-Za-z0-9_-]{4,}"), "sk-or-v1-" + REDACTED),
     (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), "sk-" + REDACTED),
-    (re.compile(r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_-]{12,}"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_|github_pat_|glpat-|npm_|hf_)[A-Za-z0-9_-]{12,}"), REDACTED),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
     # Long base64 runs (image bytes). 80+ characters keeps sha256 hex digests (64) readable.
     (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "[BASE64 REDACTED]"),
 )
 
 
+_SECRET_NAME_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
+                      "COOKIE")
+_MIN_SECRET_CHARS = 6
+_literals: set[str] = set()
+_literal_pattern: re.Pattern[str] | None = None
+
+
+def secret_name(name: str) -> bool:
+    """True for a variable or field name that says it holds a credential."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_NAME_WORDS)
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Register literal secrets (e.g. a member's credential variables): redacted from now on,
+    whatever their shape. Values shorter than 6 characters are ignored (too common)."""
+    global _literal_pattern
+    fresh = {v for v in values if len(v) >= _MIN_SECRET_CHARS} - _literals
+    if not fresh:
+        return
+    _literals.update(fresh)
+    ordered = sorted(_literals, key=len, reverse=True)  # longest first: no partial leftovers
+    _literal_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+
+
 def redact(text: str) -> str:
     """Return ``text`` with every secret and every run of image data replaced."""
+    if _literal_pattern is not None:
+        text = _literal_pattern.sub(REDACTED, text)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
 
 
 def redact_value(value: Any) -> Any:
-    """Redact strings anywhere inside a JSON-like value (dicts, lists, tuples)."""
+    """Redact strings anywhere inside a JSON-like value (dicts, lists, tuples); in a mapping,
+    a string under a credential-like key is replaced whole."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
-        return {k: redact_value(v) for k, v in value.items()}
+        return {k: REDACTED if isinstance(v, str) and v and isinstance(k, str)
+                and secret_name(k) else redact_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_value(v) for v in value]
     return value

@@ -13,6 +13,7 @@ them one at a time in a worker thread, so the event loop never waits on an fsync
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -211,6 +212,12 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         try:
+            # Created 0600 before SQLite opens it: the -wal and -shm files take its mode.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            path.chmod(0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open the journal {path}: {exc.strerror}") from exc
+        try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -220,7 +227,6 @@ class Store:
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the journal {path}: {exc}") from exc
-        path.chmod(0o600)
 
     def close(self) -> None:
         self._db.close()
@@ -387,13 +393,38 @@ class Store:
         row = self._db.execute(sql, args).fetchone()
         return None if row is None else _delivery(row)
 
-    def history(self, team: str, member: str) -> list[Delivery]:
-        rows = self._db.execute(
-            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id"
-            " WHERE d.team = ? AND d.member = ? ORDER BY m.seq",
-            (team, member),
-        ).fetchall()
-        return [_delivery(r) for r in rows]
+    def history(self, team: str, member: str, *, limit: int | None = None,
+                before: str | None = None) -> tuple[list[Delivery], bool]:
+        """A member's deliveries, oldest first: the newest ``limit`` (all when None) of those
+        journaled before message ``before``; and whether older ones remain."""
+        sql = (f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m "
+               "ON m.id = d.message_id WHERE d.team = ? AND d.member = ?")
+        args: list[Any] = [team, member]
+        if before is not None:
+            sql += " AND m.seq < COALESCE((SELECT seq FROM messages WHERE id = ?), -1)"
+            args.append(before)
+        sql += " ORDER BY m.seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit + 1)
+        rows = self._db.execute(sql, args).fetchall()
+        more = limit is not None and len(rows) > limit
+        return [_delivery(r) for r in reversed(rows[:limit])], more
+
+    def attachments_of(self, message_ids: list[str], member: str
+                       ) -> dict[str, list[PlannedAttachment]]:
+        """The attachments of several messages to one member, in one query."""
+        found: dict[str, list[PlannedAttachment]] = {m: [] for m in message_ids}
+        for start in range(0, len(message_ids), 500):
+            chunk = message_ids[start:start + 500]
+            rows = self._db.execute(
+                f"SELECT {_ATTACHMENT_COLUMNS} FROM message_attachments WHERE member = ? AND "
+                f"message_id IN ({','.join('?' * len(chunk))}) ORDER BY position",
+                (member, *chunk),
+            ).fetchall()
+            for row in rows:
+                found[row["message_id"]].append(_planned(row))
+        return found
 
     def queued_counts(self, team: str) -> dict[str, int]:
         rows = self._db.execute(

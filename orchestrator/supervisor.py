@@ -8,6 +8,7 @@ state. The mailbox borrows a ready process through ``turn_slot``, which is what 
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -66,6 +67,7 @@ class MemberState:
     error: str | None = None
     note: str | None = None
     turn: str | None = None  # the message id of the turn in flight (for incident reports)
+    turns_started: int = 0
     process: RuntimeProcess | None = None
     started_at: float = 0.0
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -205,6 +207,7 @@ class Supervisor:
             await changed.wait()
         process = state.process
         state.busy, state.turn = True, turn
+        state.turns_started += 1
         state.notify()
         try:
             yield process
@@ -295,7 +298,7 @@ class Supervisor:
             async with runtime.open(spec) as process:
                 opened = process
                 await self._on_ready(state, process, spec.session_id)
-                exit_code = await process.wait()
+                exit_code = await self._watch(state, process)
                 stderr_tail, cut_turn = process.stderr_tail(), state.turn
         except anyio.get_cancelled_exc_class():
             if opened is not None:
@@ -318,17 +321,48 @@ class Supervisor:
                     signal=_signal_name(exit_code), turn=cut_turn, stderr_tail=stderr_tail)
         return exit_code
 
+    async def _watch(self, state: MemberState, process: RuntimeProcess) -> int | None:
+        """Until the process exits: probe it while idle, every ``liveness_interval``; one that
+        does not answer (frozen, SIGSTOPped, deadlocked) is killed, so the restart policy
+        brings it back. A busy member is not probed: its turn's idle watchdog covers it."""
+        interval = state.config.liveness_interval
+        async with anyio.create_task_group() as tg:
+            async def probe_loop() -> None:
+                while True:
+                    await anyio.sleep(interval)
+                    turns = state.turns_started
+                    if state.busy or not process.usable:
+                        continue
+                    answered = await process.probe(max(5.0, interval))
+                    if answered or state.busy or state.turns_started != turns:
+                        continue
+                    state.liveness = "dead"
+                    state.notify()
+                    log.warning("member_unresponsive", team=state.team, member=state.name,
+                                pid=process.pid, probe_timeout=max(5.0, interval))
+                    process.kill()
+                    return
+
+            tg.start_soon(probe_loop)
+            exit_code = await process.wait()
+            tg.cancel_scope.cancel()
+        return exit_code
+
     async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
         config = state.config
         executable = resolve_executable(
             state.name, config.command, env_var=runtime.env_var,
             default=runtime.default_executable,
         )
+        if not await anyio.Path(state.workdir).is_dir():
+            raise MemberStartFailed(state.name, f"its workdir {state.workdir} is not a "
+                                    "directory (create it, or fix workdir in the team file)")
         state_dir = ensure_private_dir(self._home.member_dir(state.team, state.name))
+        inherited = {k: os.environ[k] for k in config.pass_env if k in os.environ}
         return LaunchSpec(
             team=state.team, member=state.name, executable=executable, model=config.model,
             prompt=config.prompt, workdir=Path(state.workdir),
-            state_dir=state_dir, args=tuple(config.args), env=dict(config.env),
+            state_dir=state_dir, args=tuple(config.args), env={**inherited, **config.env},
             config=dict(config.config),
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,

@@ -10,19 +10,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.attachments.planner import PlannedAttachment, Planner, Target
 from orchestrator.config import TeamConfig
-from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
+from orchestrator.errors import (
+    AmbiguousTeam,
+    MemberUnavailable,
+    NotFound,
+    TeamAlreadyRunning,
+    unwrap_group,
+)
+from orchestrator.redaction import add_secrets, secret_name
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from orchestrator.contracts import Capabilities
     from orchestrator.mailbox import Mailbox
-    from orchestrator.store import AsyncStore
+    from orchestrator.store import AsyncStore, Delivery
     from orchestrator.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
@@ -41,6 +49,7 @@ class Teams:
         self._planner = planner
         self._capabilities = capabilities
         self._running: dict[str, TeamConfig] = {}
+        self._resumed: set[str] = set()  # teams this daemon resumed from the journal
 
     # -- resolution ---------------------------------------------------------------------------
 
@@ -75,8 +84,20 @@ class Teams:
 
     async def launch(self, config: TeamConfig, file: str, *, wait: bool,
                      timeout: float | None) -> dict[str, Any]:
-        if config.name in self._running:
-            raise TeamAlreadyRunning(config.name)
+        """Journal the team and start its members. A team that already runs from the same
+        definition (e.g. resumed by a restarted daemon) is reported, not refused; one that
+        runs from a different definition is refused with the differences."""
+        running = self._running.get(config.name)
+        if running is not None:
+            differences = _differences(running, config)
+            if differences:
+                raise TeamAlreadyRunning(config.name, differences)
+            if wait:
+                await self._settle(config, timeout)
+            status = await self._team_status(config.name)
+            status["already_running"] = True
+            status["resumed"] = config.name in self._resumed
+            return status
         await self._store.call(
             self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
             [(m.name, m.runtime) for m in config.members],
@@ -84,11 +105,16 @@ class Teams:
         self._start(config)
         log.info("team_launched", team=config.name, members=len(config.members), file=file)
         if wait:
-            limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
-            await self._supervisor.wait_settled(config.name, limit)
+            await self._settle(config, timeout)
         return await self._team_status(config.name)
 
+    async def _settle(self, config: TeamConfig, timeout: float | None) -> None:
+        limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
+        await self._supervisor.wait_settled(config.name, limit)
+
     def _start(self, config: TeamConfig) -> None:
+        for member in config.members:  # never shown anywhere, whatever their shape
+            add_secrets(value for key, value in member.env.items() if secret_name(key))
         self._running[config.name] = config
         self._supervisor.start_team(config)
         for member in config.members:
@@ -100,6 +126,7 @@ class Teams:
         for record in await self._store.call(self._store.sync.teams, desired="running"):
             config = TeamConfig.model_validate(record.config)
             self._start(config)
+            self._resumed.add(config.name)
             names.append(config.name)
             log.info("team_resumed", team=config.name)
         return names
@@ -124,6 +151,7 @@ class Teams:
         await self._mailbox.close_team(name)
         await self._supervisor.stop_team(name)
         self._running.pop(name, None)
+        self._resumed.discard(name)
 
     async def status(self, team: str | None) -> dict[str, Any]:
         names = [self.resolve(team).name] if team else list(self._running)
@@ -152,11 +180,36 @@ class Teams:
         result: dict[str, Any] = {"ok": True, "id": message_id, "team": config.name,
                                   "member": member}
         if wait:
-            delivery = await self._mailbox.wait_outcome(message_id, member, timeout,
-                                                        just_sent=True)
-            result.update(delivery.to_json())
+            delivery = await self._wait_reply(config.name, member, message_id, timeout)
+            result.update(delivery.to_json(planned))
             result["ok"] = delivery.state == "answered"
         return result
+
+    async def _wait_reply(self, team: str, member: str, message_id: str,
+                          timeout: float) -> Delivery:
+        """The delivery's outcome — or MemberUnavailable as soon as the member is ``fatal`` or
+        ``stopped`` (the message stays queued: it is delivered after a restart)."""
+        outcome: list[Delivery] = []
+        with unwrap_group():
+            async with anyio.create_task_group() as tg:
+                async def wait() -> None:
+                    outcome.append(await self._mailbox.wait_outcome(
+                        message_id, member, timeout, just_sent=True))
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(wait)
+                await self._until_unavailable(team, member, message_id)
+                tg.cancel_scope.cancel()
+        return outcome[0]
+
+    async def _until_unavailable(self, team: str, member: str, message_id: str) -> None:
+        """Return never while the member can still deliver; raise once it cannot."""
+        while True:
+            state = self._supervisor.member(team, member)
+            changed = state.changed()
+            if state.launch in ("fatal", "stopped"):
+                raise MemberUnavailable(member, state.launch, state.error, message_id)
+            await changed.wait()
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
                     paths: Sequence[str]) -> list[PlannedAttachment]:
@@ -182,17 +235,20 @@ class Teams:
                             "sha256": p.variant.sha256} for p in planned])
         return planned
 
-    async def history(self, team: str | None, member: str) -> dict[str, Any]:
+    async def history(self, team: str | None, member: str, *, limit: int = 50,
+                      before: str | None = None) -> dict[str, Any]:
+        """One page of a member's messages: the newest ``limit`` before ``before``, oldest
+        first; ``before`` in the answer names the page before this one (None: no more)."""
         name = await self._resolve_any(team)
-        rows = await self._store.call(self._store.sync.history, name, member)
+        rows, more = await self._store.call(self._store.sync.history, name, member,
+                                            limit=limit, before=before)
         if not rows and name in self._running and self._running[name].member(member) is None:
             raise NotFound("member", member, [m.name for m in self._running[name].members])
-        messages = []
-        for delivery in rows:
-            planned = await self._store.call(self._store.sync.attachments,
-                                             delivery.message_id, member)
-            messages.append(delivery.to_json(planned))
-        return {"team": name, "member": member, "messages": messages}
+        attachments = await self._store.call(self._store.sync.attachments_of,
+                                             [d.message_id for d in rows], member)
+        messages = [d.to_json(attachments[d.message_id]) for d in rows]
+        return {"team": name, "member": member, "messages": messages,
+                "before": rows[0].message_id if more and rows else None}
 
     async def restart(self, team: str | None, member: str) -> dict[str, Any]:
         config, member = self.resolve_member(team, member)
@@ -201,3 +257,28 @@ class Teams:
         await self._supervisor.wait_settled_member(state, state.config.start_timeout
                                                    + _SETTLE_MARGIN)
         return await self._team_status(config.name)
+
+
+def _differences(running: TeamConfig, wanted: TeamConfig) -> list[str]:
+    """What differs between the running team and a file launched again (member names and
+    keys only: values may be secrets)."""
+    if running == wanted:
+        return []
+    old = {m.name: m for m in running.members}
+    new = {m.name: m for m in wanted.members}
+    found = []
+    if added := [n for n in new if n not in old]:
+        found.append("members added: " + ", ".join(added))
+    if removed := [n for n in old if n not in new]:
+        found.append("members removed: " + ", ".join(removed))
+    for name in (n for n in new if n in old):
+        a, b = old[name].model_dump(), new[name].model_dump()
+        if keys := [k for k in b if a.get(k) != b[k]]:
+            found.append(f"{name}: {', '.join(keys)} changed")
+    if running.team != wanted.team:
+        keys = [k for k, v in wanted.team.model_dump().items()
+                if running.team.model_dump().get(k) != v]
+        found.append(f"[team] {', '.join(keys)} changed")
+    if [m.name for m in running.members] != [m.name for m in wanted.members] and not found:
+        found.append("the members' order changed")
+    return found

@@ -12,8 +12,9 @@ import shutil
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
@@ -25,14 +26,14 @@ from orchestrator.contracts import (
     Turn,
     TurnResult,
     redact,
+    unwrap_group,
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from anyio.abc import Process, TaskGroup
 
 __all__ = [
+    "BASE_ENV_NAMES",
     "OnSent",
     "Runtime",
     "RuntimeProcess",
@@ -40,11 +41,14 @@ __all__ = [
     "StderrRing",
     "drain_stderr",
     "kill_group",
+    "member_environ",
     "owned_process",
+    "private_file",
+    "process_stopped",
     "resolve_executable",
     "spawn_process",
     "stop_process",
-    "unwrapped_errors",
+    "unwrap_group",
 ]
 
 OnSent = Callable[[], Awaitable[None]]
@@ -90,6 +94,15 @@ class RuntimeProcess(Protocol):
         """Wait until the process has exited; its exit status (negative: killed by signal)."""
         ...
 
+    async def probe(self, timeout: float) -> bool:
+        """Liveness of an idle member: True if the runtime answered within ``timeout``."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL the member's process group now (an unresponsive member); the supervisor
+        sees it exit and restarts it by policy."""
+        ...
+
 
 class Runtime(Protocol):
     name: str
@@ -117,6 +130,41 @@ async def spawn_process(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str
         env=dict(env),
         start_new_session=True,
     )
+
+
+# What a member inherits from the daemon's environment: enough for a CLI to run (find its
+# interpreter, speak the user's language, reach a proxy) and nothing else — no credentials, no
+# TEAMCTL_HOME, no variable some other shell exported. Its ``env`` and ``pass_env`` add to it.
+BASE_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "COLORTERM",
+    "NO_COLOR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy",
+    "https_proxy", "no_proxy", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+})
+
+
+def member_environ(own: Mapping[str, str], member_env: Mapping[str, str],
+                   *, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A member's whole environment: the minimal inherited set (BASE_ENV_NAMES and ``LC_*``
+    from ``source``, default the daemon's), then the runtime's ``own`` variables, then the
+    member's ``env`` (which includes what its ``pass_env`` named)."""
+    source = os.environ if source is None else source
+    env = {k: v for k, v in source.items() if k in BASE_ENV_NAMES or k.startswith("LC_")}
+    env.update(own)
+    env.update(member_env)
+    return env
+
+
+def private_file(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` with mode 0600 (replaced atomically), for settings and
+    prompts that must not go on a command line."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
 
 
 def resolve_executable(
@@ -162,7 +210,7 @@ async def owned_process(start: Callable[[TaskGroup], Awaitable[C]]) -> AsyncIter
     """The life of a long-lived member process: ``start`` spawns it and waits for readiness,
     with a task group for its readers; leaving closes it (the stop ladder) and stops the
     readers. Errors come out as themselves, not wrapped in an ExceptionGroup."""
-    with unwrapped_errors():
+    with unwrap_group():
         async with anyio.create_task_group() as tg:
             process = await start(tg)
             try:
@@ -172,19 +220,15 @@ async def owned_process(start: Callable[[TaskGroup], Awaitable[C]]) -> AsyncIter
                 tg.cancel_scope.cancel()
 
 
-@contextmanager
-def unwrapped_errors() -> Iterator[None]:
-    """Re-raise a task group's lone exception as itself, so callers catch their typed errors
-    (MemberStartFailed, ...) rather than an ExceptionGroup around them."""
+def process_stopped(pid: int | None) -> bool:
+    """True if the process is stopped (SIGSTOP, a debugger): it cannot answer anything."""
+    if pid is None:
+        return False
     try:
-        yield
-    except BaseExceptionGroup as group:
-        inner: BaseException = group
-        while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
-            inner = inner.exceptions[0]
-        if inner is group:
-            raise
-        raise inner from group
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(") ")[2][:1] in ("T", "t")
 
 
 def kill_group(process: Process) -> None:

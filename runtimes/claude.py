@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager, suppress
@@ -46,7 +45,10 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
+    member_environ,
     owned_process,
+    private_file,
+    process_stopped,
     spawn_process,
     stop_process,
 )
@@ -111,7 +113,7 @@ class ClaudeRuntime:
     async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
         dirs = _private_dirs(spec.state_dir)
         resume = _transcript_exists(dirs["config"], session_id)
-        argv = build_argv(spec, session_id, resume=resume)
+        argv = build_argv(spec, session_id, resume=resume, files=_write_files(spec))
         env = build_env(spec, dirs)
         try:
             raw = await self._spawner(argv, cwd=spec.workdir, env=env)
@@ -131,31 +133,42 @@ class ClaudeRuntime:
         return process
 
 
-def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool) -> list[str]:
-    """The command line: member args first, then the stream-json protocol flags."""
+def _write_files(spec: LaunchSpec) -> dict[str, Path]:
+    """The role prompt and the member's settings as 0600 files in its private dir: never on
+    the command line (visible to every local user in ``ps``; a long prompt fails E2BIG)."""
+    files: dict[str, Path] = {}
+    if spec.prompt:
+        files["prompt"] = private_file(spec.state_dir / "system-prompt.md", spec.prompt)
+    if spec.config:
+        files["settings"] = private_file(spec.state_dir / "settings.json",
+                                         json.dumps(dict(spec.config), indent=2))
+    return files
+
+
+def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
+               files: Mapping[str, Path]) -> list[str]:
+    """The command line: member args first, then the stream-json protocol flags; the prompt
+    and settings by file path only."""
     argv = [spec.executable, *spec.args, "-p", "--input-format", "stream-json",
             "--output-format", "stream-json", "--verbose"]
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]
     if spec.model:
         argv += ["--model", spec.model]
-    if spec.prompt:
-        argv += ["--append-system-prompt", spec.prompt]
-    if spec.config:
-        argv += ["--settings", json.dumps(dict(spec.config), separators=(",", ":"))]
+    if "prompt" in files:
+        argv += ["--append-system-prompt-file", str(files["prompt"])]
+    if "settings" in files:
+        argv += ["--settings", str(files["settings"])]
     return argv
 
 
 def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
-    """The daemon's environment, the member's private dirs, then the member's own env."""
-    env = dict(os.environ)
-    env.update(
-        CLAUDE_CONFIG_DIR=str(dirs["config"]),
-        TMPDIR=str(dirs["tmp"]),
-        CLAUDE_CODE_TMPDIR=str(dirs["tmp"]),
-        XDG_RUNTIME_DIR=str(dirs["xdg"]),
-    )
-    env.update(spec.env)
-    return env
+    """The minimal environment, the member's private dirs, then the member's own env."""
+    return member_environ({
+        "CLAUDE_CONFIG_DIR": str(dirs["config"]),
+        "TMPDIR": str(dirs["tmp"]),
+        "CLAUDE_CODE_TMPDIR": str(dirs["tmp"]),
+        "XDG_RUNTIME_DIR": str(dirs["xdg"]),
+    }, spec.env)
 
 
 def _private_dirs(state_dir: Path) -> dict[str, Path]:
@@ -390,6 +403,26 @@ class ClaudeProcess:
     def _kill(self) -> None:
         self._doomed = True
         kill_group(self._process)
+
+    def kill(self) -> None:
+        self._kill()
+
+    async def probe(self, timeout: float) -> bool:
+        """A harmless control request (``mcp_status``) answered within ``timeout``."""
+        if process_stopped(self._process.pid):
+            return False
+        request_id = self._next_request_id("probe")
+        waiter = self._control[request_id] = anyio.Event()
+        try:
+            with anyio.move_on_after(timeout):
+                await self._write({"type": "control_request", "request_id": request_id,
+                                   "request": {"subtype": "mcp_status"}})
+                await waiter.wait()
+        except RuntimeExited:
+            return False
+        finally:
+            self._control.pop(request_id, None)
+        return waiter.is_set()
 
     def _next_request_id(self, kind: str) -> str:
         self._request_seq += 1

@@ -2,7 +2,7 @@
 
 A Codex member is a Codex *thread*. There is no long-lived process: each turn runs
 
-    codex [member args] exec --json --skip-git-repo-check -C WORKDIR [-m MODEL] [-c k=v]...
+    codex [member args] exec --json --skip-git-repo-check -C WORKDIR [-m MODEL]
           [resume] [--image=PATH]... [THREAD_ID] -
 
 with the prompt written on stdin and stdin then closed (an open stdin blocks codex forever).
@@ -15,6 +15,10 @@ A turn ends at ``turn.completed`` (answered; the last ``agent_message`` is the r
 not terminal. A process that exits without a terminal event is ``runtime_exited``. ``usage`` is
 cumulative per thread; each turn's difference is logged.
 
+The member's ``config`` table is written (0600) as ``config.toml`` in the member's private
+``CODEX_HOME``, which codex reads at every start: nothing of it goes on the command line, where
+every local user could read it in ``ps``.
+
 Readiness: the executable answers ``--version`` within ``start_timeout``. Liveness: the turn's
 process while one runs. Stop: the stop ladder on the running turn.
 """
@@ -22,7 +26,6 @@ process while one runs. Stop: the stop ladder on the running turn.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -52,8 +55,11 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
+    member_environ,
+    private_file,
     spawn_process,
     stop_process,
+    unwrap_group,
 )
 from runtimes.framing import decode_line, iter_lines
 
@@ -62,7 +68,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-__all__ = ["CodexMember", "CodexRuntime", "build_exec_argv", "config_args"]
+__all__ = ["CodexMember", "CodexRuntime", "build_exec_argv", "config_args", "config_toml"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -121,12 +127,34 @@ class CodexRuntime:
 
 
 def build_env(spec: LaunchSpec) -> dict[str, str]:
+    """The minimal environment, the member's private CODEX_HOME (with its config.toml), then
+    the member's own env."""
     home = spec.state_dir / "codex-home"
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    env = dict(os.environ)
-    env["CODEX_HOME"] = str(home)
-    env.update(spec.env)
-    return env
+    private_file(home / "config.toml", config_toml(spec.config))
+    return member_environ({"CODEX_HOME": str(home)}, spec.env)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def config_toml(config: Mapping[str, Any]) -> str:
+    """The member's ``config`` table as a TOML document: one dotted key per leaf, exactly what
+    ``-c key=value`` would have set."""
+    lines = ["# written by teamctl from the member's [members.config]; rewritten at each start"]
+    lines += [f"{key} = {value}" for key, value in _leaves(config)]
+    return "\n".join(lines) + "\n"
+
+
+def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for key, value in config.items():
+        part = key if _BARE_KEY.match(key) else json.dumps(key)
+        if isinstance(value, Mapping):
+            found += _leaves(value, f"{prefix}{part}.")
+        else:
+            found.append((f"{prefix}{part}", _toml(value)))
+    return found
 
 
 def config_args(config: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -160,7 +188,6 @@ def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
             "-C", str(spec.workdir)]
     if spec.model:
         argv += ["-m", spec.model]
-    argv += config_args(spec.config)
     if thread_id:
         argv.append("resume")
     argv += [f"--image={path}" for path in images]
@@ -226,6 +253,14 @@ class CodexMember:
         await self._closed.wait()
         return self._exit_code
 
+    async def probe(self, timeout: float) -> bool:
+        """No process lives between turns: nothing can be frozen."""
+        return self.usable
+
+    def kill(self) -> None:
+        if self._process is not None:
+            kill_group(self._process)
+
     async def close(self) -> None:
         self._closed.set()
         if self._process is not None:
@@ -281,18 +316,24 @@ class CodexMember:
         self._process, self._ring = process, StderrRing()
         state = _Turn()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain_stderr, process, self._ring)
-                await self._send_prompt(process, prompt)
-                await on_sent()
-                await self._read_events(process, state)
-                tg.cancel_scope.cancel()
+            with unwrap_group():
+                await self._converse(process, prompt, on_sent, state)
         finally:
             if process.returncode is None:
                 await stop_process(process, eof_timeout=1.0)
             self._exit_code = process.returncode
             self._process = None
         return self._outcome(state, process.returncode)
+
+    async def _converse(self, process: Process, prompt: str, on_sent: OnSent,
+                        state: _Turn) -> None:
+        """Write the prompt, then read the turn's events to its end (stderr drained aside)."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain_stderr, process, self._ring)
+            await self._send_prompt(process, prompt)
+            await on_sent()
+            await self._read_events(process, state)
+            tg.cancel_scope.cancel()
 
     async def _send_prompt(self, process: Process, prompt: str) -> None:
         assert process.stdin is not None

@@ -62,9 +62,12 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
+    member_environ,
     owned_process,
+    process_stopped,
     spawn_process,
     stop_process,
+    unwrap_group,
 )
 from runtimes.framing import iter_lines
 
@@ -143,23 +146,23 @@ def _free_port() -> int:
 
 
 def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
-    """Private HOME/XDG dirs, the server password, offline-friendly switches, the config."""
-    env = dict(os.environ)
+    """The minimal environment; private HOME/XDG dirs, the server password, offline-friendly
+    switches, the config (in the environment, never on the command line); the member's env."""
+    own: dict[str, str] = {}
     dirs = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
             "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state"}
     for var, relative in dirs.items():
         path = spec.state_dir / relative
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env[var] = str(path)
-    env.update(
+        own[var] = str(path)
+    own.update(
         PWD=str(spec.workdir),
         OPENCODE_SERVER_PASSWORD=password,
         OPENCODE_DISABLE_MODELS_FETCH="1",
         OPENCODE_DISABLE_AUTOUPDATE="1",
         OPENCODE_CONFIG_CONTENT=json.dumps(build_config(spec)),
     )
-    env.update(spec.env)
-    return env
+    return member_environ(own, spec.env)
 
 
 def build_config(spec: LaunchSpec) -> dict[str, Any]:
@@ -371,6 +374,13 @@ class OpenCodeServer:
         self._doomed = True
         kill_group(self._process)
 
+    def kill(self) -> None:
+        self._kill()
+
+    async def probe(self, timeout: float) -> bool:
+        """The event stream's heartbeats are the probe (a stopped server sends none)."""
+        return self.healthy and not process_stopped(self._process.pid)
+
     # -- turns --------------------------------------------------------------------------------
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
@@ -381,11 +391,12 @@ class OpenCodeServer:
         body = self._body(turn)
         state = self._turn = _Turn()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._post_message, body, state)
-                await self._await(state, state.accepted)
-                await on_sent()
-                await self._await(state, state.done)
+            with unwrap_group():
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._post_message, body, state)
+                    await self._await(state, state.accepted)
+                    await on_sent()
+                    await self._await(state, state.done)
             return self._result(state)
         finally:
             self._turn = None
@@ -415,7 +426,12 @@ class OpenCodeServer:
             state.response = await self._http.post(
                 f"/session/{self._session_id}/message", json=body, timeout=None)
         except httpx.HTTPError as exc:
+            # our own server on loopback dropped the call: it is broken (or dying). Kill it
+            # now, so no next turn is tried on it before the supervisor sees it exit.
             state.failure = exc
+            log.warning("runtime_unhealthy", team=self._spec.team, member=self._spec.member,
+                        reason=f"message call failed: {type(exc).__name__}")
+            self._kill()
         finally:
             state.accepted.set()
             state.done.set()

@@ -65,6 +65,24 @@ def wait_pid_exit(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
+def wait_for_path(path: Path, timeout: float) -> bool:
+    """True once ``path`` exists (inotify through watchfiles: an event, not a poll loop)."""
+    import time
+
+    import watchfiles
+
+    if path.exists():
+        return True
+    deadline = time.monotonic() + timeout
+    for _changes in watchfiles.watch(path.parent, yield_on_timeout=True, rust_timeout=500,
+                                     debounce=10, step=10):
+        if path.exists():
+            return True
+        if time.monotonic() > deadline:
+            return False
+    return path.exists()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -34,6 +34,9 @@ class Original:
 def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Original:
     """The file's bytes, or an AttachmentError saying what is wrong with it."""
     name = path.name
+    special = _special_tree(path)
+    if special:
+        raise _not_regular(name, f"a special file (under {special})")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -69,6 +72,20 @@ def _bounded_read(fd: int, name: str, limit_bytes: int) -> bytes:
             "crop it or export a smaller screenshot",
         )
     return b"".join(chunks)
+
+
+_SPECIAL_TREES = ("/proc", "/sys", "/dev")
+
+
+def _special_tree(path: Path) -> str | None:
+    """``/proc``, ``/sys`` or ``/dev`` if the path resolves there: such files claim to be
+    regular but are views of processes and devices (``/proc/self/mem`` is the daemon's)."""
+    try:
+        resolved = os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+    return next((t for t in _SPECIAL_TREES if resolved == t or resolved.startswith(t + "/")),
+                None)
 
 
 def _kind(mode: int) -> str:

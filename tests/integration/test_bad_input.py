@@ -69,12 +69,22 @@ def test_two_teams_require_team(teamctl: Teamctl) -> None:
     assert done.returncode == 0
 
 
-def test_second_launch_of_a_running_team_is_refused(teamctl: Teamctl) -> None:
+def test_second_launch_of_a_running_team_says_so_or_names_the_differences(
+        teamctl: Teamctl) -> None:
+    """The same file again: exit 0, "already running". A changed file: exit 1, with what
+    differs and how to apply it — never a silent restart."""
     path = teamctl.write_team("web", [fake_member("lead")])
     assert teamctl.run("launch", str(path)).returncode == 0
     done = teamctl.run("launch", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "team web already running, from this same file" in done.stdout
+    changed = teamctl.write_team("web", [fake_member("lead", model="claude-opus-4-1"),
+                                         fake_member("rev")])
+    done = teamctl.run("launch", str(changed))
     assert done.returncode == 1
     assert "team 'web' is already running" in done.stderr
+    assert "members added: rev" in done.stderr and "lead: model changed" in done.stderr
+    assert "teamctl stop web" in done.stderr
 
 
 def test_missing_executable_fails_that_member_only(teamctl: Teamctl) -> None:
@@ -157,7 +167,7 @@ def test_control_socket_bounds_requests_and_rejects_garbage(teamctl: Teamctl) ->
     assert extra["error"]["code"] == -32602  # type: ignore[index]
     huge = exchange(b'{"jsonrpc":"2.0","id":3,"method":"send","params":{"text":"'
                     + b"a" * (2 * 1024 * 1024) + b'"}}\n')
-    assert huge["error"]["code"] == -32600  # type: ignore[index]
+    assert huge["error"]["data"]["code"] == "request_too_large"  # type: ignore[index]
     assert teamctl.run("status").returncode == 0, "the daemon is fine"
 
 

@@ -1,18 +1,20 @@
-"""Runtime plumbing: the stderr ring, executable resolution, Claude's argv and environment."""
+"""Runtime plumbing: the stderr ring, executable resolution, argv, files and environments."""
 
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING
+import json
+import os
+import tomllib
+from pathlib import Path
 
 import pytest
 
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
-from runtimes.base import StderrRing, resolve_executable
-from runtimes.claude import build_argv, build_env, user_line
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from runtimes.base import BASE_ENV_NAMES, StderrRing, resolve_executable
+from runtimes.claude import _write_files, build_argv, build_env, user_line
+from runtimes.codex import build_env as codex_env
+from runtimes.codex import build_exec_argv
 
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:
@@ -52,24 +54,70 @@ def _spec(tmp_path: Path) -> LaunchSpec:
 
 
 def test_claude_argv_member_args_first_then_protocol(tmp_path: Path) -> None:
-    argv = build_argv(_spec(tmp_path), "sid", resume=False)
+    files = {"prompt": tmp_path / "p.md", "settings": tmp_path / "s.json"}
+    argv = build_argv(_spec(tmp_path), "sid", resume=False, files=files)
     assert argv[:3] == ["/bin/claude", "--permission-mode", "acceptEdits"]
     assert argv[3:9] == ["-p", "--input-format", "stream-json", "--output-format",
                          "stream-json", "--verbose"]
     assert argv[9:11] == ["--session-id", "sid"]
     assert argv[11:13] == ["--model", "claude-x"]
-    assert argv[-4:] == ["--append-system-prompt", "be brief", "--settings",
-                         '{"theme":"dark"}']
-    assert build_argv(_spec(tmp_path), "sid", resume=True)[9:11] == ["--resume", "sid"]
+    assert argv[-4:] == ["--append-system-prompt-file", str(tmp_path / "p.md"), "--settings",
+                         str(tmp_path / "s.json")]
+    assert build_argv(_spec(tmp_path), "sid", resume=True, files={})[9:11] == ["--resume",
+                                                                              "sid"]
 
 
-def test_claude_env_is_private_and_member_env_wins(tmp_path: Path) -> None:
+def test_prompt_and_settings_never_reach_the_command_line(tmp_path: Path) -> None:
+    """A role prompt of any size and the member's settings go to 0600 files (``ps`` shows
+    every argv to every local user; a 200 KB argument fails with E2BIG)."""
+    big = "be thorough. " * 20_000
+    spec = LaunchSpec(team="t", member="lead", executable="/bin/claude", model=None,
+                      prompt=big, workdir=tmp_path, state_dir=tmp_path,
+                      config={"apiKeyHelper": "/secret/helper"})
+    files = _write_files(spec)
+    argv = build_argv(spec, "sid", resume=False, files=files)
+    assert big not in " ".join(argv) and "/secret/helper" not in " ".join(argv)
+    assert files["prompt"].read_text() == big
+    assert json.loads(files["settings"].read_text()) == {"apiKeyHelper": "/secret/helper"}
+    for path in files.values():
+        assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_codex_config_goes_to_its_home_not_argv(tmp_path: Path) -> None:
+    spec = LaunchSpec(team="t", member="rev", executable="/bin/codex", model="gpt-5.4-mini",
+                      prompt=None, workdir=tmp_path, state_dir=tmp_path,
+                      config={"model_provider": "fake", "model_providers": {"fake": {
+                          "base_url": "http://127.0.0.1:1/v1", "env_key": "K"}},
+                          "odd key": [1, True]})
+    env = codex_env(spec)
+    argv = build_exec_argv(spec, thread_id=None, images=[])
+    assert "-c" not in argv and "fake" not in " ".join(argv)
+    written = Path(env["CODEX_HOME"]) / "config.toml"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert tomllib.loads(written.read_text()) == spec.config
+
+
+def test_claude_env_is_private_minimal_and_member_env_wins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member inherits PATH, HOME, the locale and proxies — not the daemon's credentials,
+    TEAMCTL_HOME, or whatever else the daemon's shell exported."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-daemon-shell")
+    monkeypatch.setenv("TEAMCTL_HOME", "/operators/home")
+    monkeypatch.setenv("SOME_TEAMMATE_VAR", "x")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
     dirs = {"config": tmp_path / "c", "tmp": tmp_path / "t", "xdg": tmp_path / "x"}
     env = build_env(_spec(tmp_path), dirs)
     assert env["CLAUDE_CONFIG_DIR"] == str(tmp_path / "c")
     assert env["TMPDIR"] == env["CLAUDE_CODE_TMPDIR"] == str(tmp_path / "t")
     assert env["XDG_RUNTIME_DIR"] == str(tmp_path / "x")
     assert env["K"] == "v"
+    assert env["LC_ALL"] == "C.UTF-8" and env["HTTPS_PROXY"] == "http://proxy:3128"
+    assert env["PATH"] == os.environ["PATH"]
+    for name in ("ANTHROPIC_API_KEY", "TEAMCTL_HOME", "SOME_TEAMMATE_VAR"):
+        assert name not in env
+    assert set(env) <= BASE_ENV_NAMES | {"LC_ALL", "K", "CLAUDE_CONFIG_DIR", "TMPDIR",
+                                         "CLAUDE_CODE_TMPDIR", "XDG_RUNTIME_DIR"}
 
 
 def test_user_line_shape() -> None:

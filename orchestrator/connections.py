@@ -1,0 +1,227 @@
+"""The control socket's connections: accepted, capped, bounded in time, and a socket that stays.
+
+Nothing a local client does can take the daemon down or lock the operator out:
+
+- at most ``max_connections`` are open at once; at the cap the connection that has waited
+  longest for a request is closed to make room (so thousands of idle connections cannot keep
+  ``teamctl status`` out), and only when every slot is serving a request is a new one refused
+  with a typed ``daemon_busy`` answer;
+- each request line must arrive whole within ``idle_timeout`` (a slow or half-written request
+  is closed), and is at most ``rpc.REQUEST_LIMIT_BYTES`` (a longer one is read to its end,
+  discarded, and answered with a typed ``request_too_large``);
+- an ``accept`` that fails (EMFILE: out of file descriptors) is logged and retried with a short
+  backoff, never fatal;
+- a handler that raises is logged and only that connection ends;
+- the socket file is watched: deleted or replaced, it is bound again (the daemon holds the home's
+  lock, so nobody else may serve it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from orchestrator import rpc
+from orchestrator.errors import DaemonBusy, RequestTooLarge
+
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
+
+__all__ = ["Connection", "ControlSocket"]
+
+log = structlog.get_logger("teamctl.connections")
+
+_DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
+_DISCARD_TIMEOUT = 10.0
+_ACCEPT_RETRY_FIRST, _ACCEPT_RETRY_MAX = 0.05, 1.0
+
+
+@dataclass(eq=False)
+class Connection:
+    """One accepted client connection, as the handler sees it."""
+
+    stream: SocketStream
+    idle_timeout: float
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    idle_since: float | None = None  # waiting for a request since (monotonic); None: serving
+    _reader: BufferedByteReceiveStream = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._reader = BufferedByteReceiveStream(self.stream)
+
+    @property
+    def raw_socket(self) -> socket.socket:
+        return self.stream.extra(SocketAttribute.raw_socket)
+
+    async def receive_line(self) -> bytes | None:
+        """The next request line, or None once the client is gone or took too long.
+        Raises RequestTooLarge (after discarding the rest of that line)."""
+        self.idle_since = time.monotonic()
+        try:
+            with anyio.move_on_after(self.idle_timeout):
+                return await self._reader.receive_until(b"\n", rpc.REQUEST_LIMIT_BYTES)
+            log.info("control_connection_timed_out", idle_timeout=self.idle_timeout)
+            return None
+        except anyio.DelimiterNotFound:
+            await self._discard_line()
+            raise RequestTooLarge(rpc.REQUEST_LIMIT_BYTES) from None
+        except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError,
+                anyio.ClosedResourceError):
+            return None
+        finally:
+            self.idle_since = None
+
+    async def send(self, data: bytes) -> bool:
+        """Send an answer; False if the client is gone."""
+        try:
+            with anyio.fail_after(self.idle_timeout):
+                await self.stream.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, TimeoutError, OSError):
+            return False
+        return True
+
+    async def _discard_line(self) -> None:
+        """Read and drop the rest of an oversized line, so the client finishes writing it and
+        can read the answer (bounded in bytes and time)."""
+        total = 0
+        with anyio.move_on_after(_DISCARD_TIMEOUT), contextlib.suppress(
+                anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            while total < _DISCARD_LIMIT_BYTES:
+                chunk = await self._reader.receive(1 << 16)
+                total += len(chunk)
+                if b"\n" in chunk:
+                    return
+
+
+class ControlSocket:
+    """Serves ``handler`` on the Unix socket at ``path`` until cancelled."""
+
+    def __init__(self, path: Path, handler: Callable[[Connection], Awaitable[None]], *,
+                 max_connections: int = 256, idle_timeout: float = 30.0,
+                 watch_interval: float = 2.0) -> None:
+        self.path = path
+        self._handler = handler
+        self.max_connections = max_connections
+        self._idle_timeout = idle_timeout
+        self._watch_interval = watch_interval
+        self._open: set[Connection] = set()
+        self.accept_failures = 0
+        self.evicted = 0
+        self.refused = 0
+        self.binds = 0
+        self._bound = anyio.Event()
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    async def wait_bound(self, count: int) -> None:
+        """Wait until the socket has been bound ``count`` times (1: the first bind)."""
+        while self.binds < count:
+            await self._bound.wait()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Bind, serve, and bind again whenever the socket file is deleted or replaced.
+        ``task_status.started()`` once the socket first accepts connections."""
+        started = False
+        async with anyio.create_task_group() as connections:
+            while True:
+                listener, identity = await self._bind()
+                if not started:
+                    task_status.started()
+                    started = True
+                async with listener, anyio.create_task_group() as tg:
+                    tg.start_soon(self._accept_loop, listener, connections)
+                    await self._until_replaced(identity)
+                    tg.cancel_scope.cancel()
+                log.warning("control_socket_recreated", socket=str(self.path))
+
+    async def _bind(self) -> tuple[SocketListener, tuple[int, int]]:
+        self.path.unlink(missing_ok=True)  # stale, or not ours: we hold the home's lock
+        old_umask = os.umask(0o177)
+        try:
+            listener = await anyio.create_unix_listener(self.path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        info = os.stat(self.path)
+        self.binds += 1
+        self._bound.set()
+        self._bound = anyio.Event()
+        return listener, (info.st_dev, info.st_ino)
+
+    async def _until_replaced(self, identity: tuple[int, int]) -> None:
+        while True:
+            await anyio.sleep(self._watch_interval)
+            try:
+                info = os.stat(self.path)
+            except OSError:
+                log.warning("control_socket_missing", socket=str(self.path))
+                return
+            if (info.st_dev, info.st_ino) != identity:
+                log.warning("control_socket_replaced", socket=str(self.path))
+                return
+
+    async def _accept_loop(self, listener: SocketListener, connections: TaskGroup) -> None:
+        delay = _ACCEPT_RETRY_FIRST
+        while True:
+            try:
+                stream = await listener.accept()
+            except anyio.BrokenResourceError as exc:
+                cause = exc.__cause__
+                self.accept_failures += 1
+                log.warning("control_accept_failed", error=str(cause or exc),
+                            errno=getattr(cause, "errno", None), retry_in=delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _ACCEPT_RETRY_MAX)
+                continue
+            delay = _ACCEPT_RETRY_FIRST
+            connections.start_soon(self._serve, stream)
+
+    async def _serve(self, stream: SocketStream) -> None:
+        connection = Connection(stream, self._idle_timeout)
+        try:
+            if self._make_room():
+                self._open.add(connection)
+                with connection.scope:
+                    await self._handler(connection)
+            else:
+                self.refused += 1
+                busy = DaemonBusy(self.max_connections)
+                log.warning("control_connection_refused", open=len(self._open))
+                await connection.send(rpc.error_response(None, rpc.APP_ERROR, busy.message,
+                                                         busy.to_wire()))
+        except Exception:  # the last line of defence: one connection ends, the daemon stays
+            log.exception("control_connection_crashed")
+        finally:
+            self._open.discard(connection)
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await stream.aclose()
+
+    def _make_room(self) -> bool:
+        """True if a new connection may be served: below the cap, or once the longest-idle
+        connection has been closed to make room."""
+        if len(self._open) < self.max_connections:
+            return True
+        idle = [c for c in self._open if c.idle_since is not None]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.idle_since or 0.0)
+        self._open.discard(oldest)
+        oldest.scope.cancel()
+        self.evicted += 1
+        log.info("control_connection_evicted", open=len(self._open))
+        return True

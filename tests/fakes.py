@@ -1,0 +1,213 @@
+"""An in-process fake runtime and the daemon's core wired around it, for fast unit tests.
+
+``FakeRuntime`` implements the Runtime protocol without any process: each turn follows the next
+step of its script (answer, exit, hang, stuck, fail, raise, or any coroutine function), so the
+mailbox, the supervisor and the teams operations can be proven in milliseconds. ``core()``
+builds them exactly as the daemon's composition root does, over a real SQLite journal.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.attachments.artifacts import ArtifactStore
+from orchestrator.attachments.catalog import load_catalog
+from orchestrator.attachments.planner import Planner
+from orchestrator.config import TeamConfig
+from orchestrator.contracts import (
+    Capabilities,
+    LaunchSpec,
+    RuntimeExited,
+    RuntimeStuck,
+    TextPart,
+    Turn,
+    TurnFailed,
+    TurnResult,
+)
+from orchestrator.mailbox import Mailbox
+from orchestrator.paths import Home
+from orchestrator.store import AsyncStore, Store
+from orchestrator.supervisor import Supervisor
+from orchestrator.teams import Teams
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from runtimes.base import OnSent
+
+__all__ = ["Core", "FakeProcess", "FakeRuntime", "core", "team_config"]
+
+Step = str | Callable[["FakeProcess", Turn], Awaitable[TurnResult]] | BaseException
+_pids = itertools.count(1)
+
+
+class FakeProcess:
+    """One "process" of the fake runtime (the RuntimeProcess protocol)."""
+
+    def __init__(self, runtime: FakeRuntime, spec: LaunchSpec) -> None:
+        self._runtime = runtime
+        self.spec = spec
+        self.number = next(_pids)
+        self._session_id = spec.session_id or f"fake-session-{self.number}"
+        self._exit_code: int | None = None
+        self._exited = anyio.Event()
+        self.responsive = True
+        self.turns: list[Turn] = []
+
+    pid = None  # nothing to record for orphan reaping
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._exit_code
+
+    @property
+    def usable(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        return self.usable
+
+    @property
+    def activity(self) -> str | None:
+        return None
+
+    def stderr_tail(self) -> list[str]:
+        return []
+
+    def exit(self, code: int | None) -> None:
+        if not self._exited.is_set():
+            self._exit_code = code
+            self._exited.set()
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self._exit_code
+
+    async def probe(self, timeout: float) -> bool:
+        self._runtime.probes += 1
+        return self.responsive
+
+    def kill(self) -> None:
+        self.exit(-9)
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        if not self.usable:
+            raise RuntimeExited(self.spec.member, self._exit_code, [])
+        self.turns.append(turn)
+        self._runtime.turns.append(turn)
+        await on_sent()
+        step = self._runtime.next_step()
+        if isinstance(step, BaseException):
+            raise step
+        if callable(step):
+            return await step(self, turn)
+        return await self._follow(step, turn)
+
+    async def _follow(self, step: str, turn: Turn) -> TurnResult:
+        member = self.spec.member
+        if step == "answer":
+            text = " ".join(p.text for p in turn.parts if isinstance(p, TextPart))
+            return TurnResult(reply=f"echo: {text}", session_id=self._session_id)
+        if step == "exit":
+            self.exit(1)
+            raise RuntimeExited(member, 1, [])
+        if step == "stuck":
+            raise RuntimeStuck(member, 1.0)
+        if step == "fail":
+            raise TurnFailed(member, "API Error: 401 fake", api_status=401, retryable=False)
+        if step == "hang":
+            await anyio.sleep_forever()
+        raise AssertionError(f"unknown fake step {step!r}")
+
+
+class FakeRuntime:
+    """The Runtime protocol, in process. ``script``: the steps of the coming turns (then
+    "answer"); ``start_error``: raised by every start (e.g. MemberStartFailed)."""
+
+    name = "claude"
+    default_executable = "true"
+    env_var = "TEAMCTL_FAKE_BIN"
+    capabilities = Capabilities(image_input=False)
+
+    def __init__(self, script: list[Step] | None = None) -> None:
+        self.script: list[Step] = list(script or [])
+        self.start_error: BaseException | None = None
+        self.opened: list[FakeProcess] = []
+        self.turns: list[Turn] = []
+        self.probes = 0
+        self.started = anyio.Event()
+
+    def next_step(self) -> Step:
+        return self.script.pop(0) if self.script else "answer"
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[FakeProcess]:
+        if self.start_error is not None:
+            raise self.start_error
+        process = FakeProcess(self, spec)
+        self.opened.append(process)
+        self.started.set()
+        self.started = anyio.Event()
+        try:
+            yield process
+        finally:
+            process.exit(0 if process.exit_code is None else process.exit_code)
+
+
+@dataclass
+class Core:
+    """The daemon's pieces around one fake runtime (as orchestrator.daemon wires them)."""
+
+    home: Home
+    store: AsyncStore
+    supervisor: Supervisor
+    mailbox: Mailbox
+    teams: Teams
+    runtime: FakeRuntime
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def team_config(tmp_path: Path, *members: dict[str, Any], name: str = "web") -> TeamConfig:
+    """A validated team of fake members (``members``: MemberConfig fields beyond the name)."""
+    rows = [{"runtime": "claude", "start_timeout": 5.0, **m} for m in members]
+    return TeamConfig.model_validate(
+        {"team": {"name": name, "workdir": str(tmp_path)}, "members": rows})
+
+
+@asynccontextmanager
+async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
+               store: Store | None = None) -> AsyncIterator[Core]:
+    """The mailbox, supervisor and teams over a real journal and a fake runtime; everything
+    is stopped when the block ends."""
+    home = Home(tmp_path / "home")
+    home.prepare()
+    runtime = runtime or FakeRuntime()
+    journal = store or Store(home.database)
+    db = AsyncStore(journal)
+    try:
+        async with anyio.create_task_group() as tg:
+            supervisor = Supervisor(
+                home, {"claude": runtime}, tg,
+                load_session=lambda t, m: db.call(db.sync.session_id, t, m),
+                save_session=lambda t, m, s: db.call(db.sync.set_session_id, t, m, s))
+            planner = Planner(ArtifactStore(home.artifacts), load_catalog(), db)
+            mailbox = Mailbox(db, supervisor, planner, tg)
+            teams = Teams(db, supervisor, mailbox, planner,
+                          {"claude": runtime.capabilities})
+            yield Core(home, db, supervisor, mailbox, teams, runtime)
+            with anyio.CancelScope(shield=True), anyio.fail_after(20):
+                await teams.shutdown()
+            tg.cancel_scope.cancel()
+    finally:
+        journal.close()

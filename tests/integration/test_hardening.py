@@ -1,0 +1,205 @@
+"""Secrets, environments, command lines and recovery, with the real daemon and fake CLIs.
+
+Each test is named after a failure the hardening issue found; its docstring is the promise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from pathlib import Path
+
+from tests.conftest import Teamctl, fake_member, wait_for_path, wait_pid_exit
+from tests.integration.test_codex_member import codex_member
+
+SECRETS = {
+    "anthropic": "sk-ant-api03-PLANTEDanthropic0001",
+    "openai": "sk-proj-PLANTEDopenai000000002",
+    "openrouter": "sk-or-v1-PLANTEDopenrouter003",
+    "github": "ghp_PLANTEDgithub0000000000004",
+    "slack": "xoxb-PLANTED-slack-0000000005",
+    "aws": "AKIAPLANTEDAWS000006",
+    "google": "AIzaPLANTEDgoogle00000000000000000007",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.PLANTEDsignature0008",
+    "bearer": "PLANTEDbearer0000000009",
+    "url": "PLANTEDurlpass000010",
+    "shapeless": "hunter2-PLANTED-shapeless-11",
+}
+
+
+def _planted(text: str) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in text]
+
+
+def _shaped(s: dict[str, str]) -> str:
+    """Every planted secret in the shape it has in the wild."""
+    return (f"{s['anthropic']} {s['openai']} {s['openrouter']} {s['github']} {s['slack']} "
+            f"{s['aws']} {s['google']} {s['jwt']} Authorization: Bearer {s['bearer']} "
+            f"https://bob:{s['url']}@git.example {s['shapeless']}")
+
+
+def test_no_planted_secret_reaches_any_output(teamctl: Teamctl) -> None:
+    """Secrets planted in a member's env, its stderr, its argv and the message text appear in
+    none of: status, history, send --wait, launch output, logs, daemon.out."""
+    s = SECRETS
+    stderr_line = f"fatal: {_shaped(s)}"
+    failing = fake_member("broken", max_restarts=0, env={
+        "FAKE_CLAUDE_EXIT_AT_START": "3", "FAKE_CLAUDE_STDERR": stderr_line,
+        "SERVICE_TOKEN": s["shapeless"], "ANTHROPIC_API_KEY": s["anthropic"]})
+    working = fake_member("lead", args=[f"--fake-flag={s['openai']}"], env={
+        "OPENROUTER_API_KEY": s["openrouter"], "SERVICE_TOKEN": s["shapeless"]})
+    team = teamctl.write_team("web", [working, failing])
+    launched = teamctl.run("launch", str(team), "--timeout", "20")
+    text = _shaped(s)
+    sent = teamctl.run("send", "lead", f"please keep these: {text}", "--wait")
+    assert sent.returncode == 0, sent.stderr
+    outputs = {
+        "launch": launched.stdout + launched.stderr,
+        "send": sent.stdout + sent.stderr,
+        "send --json": teamctl.run("send", "lead", text, "--wait", "--json").stdout,
+        "status": teamctl.run("status", "--json").stdout + teamctl.run("status").stdout,
+        "history": teamctl.run("history", "lead", "--json").stdout
+        + teamctl.run("history", "lead").stdout,
+        "logs": teamctl.run("logs", "--json").stdout,
+    }
+    for path in (teamctl.home / "logs").iterdir():
+        outputs[path.name] = path.read_text(errors="replace")
+    assert "fatal" in outputs["status"], "the failing member's stderr is reported"
+    assert "[REDACTED]" in outputs["status"] + outputs["teamctl.jsonl"]
+    leaks = {where: _planted(out) for where, out in outputs.items() if _planted(out)}
+    assert leaks == {}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(): v.decode() for k, v in pairs}
+
+
+def test_members_get_a_minimal_environment_of_their_own(teamctl: Teamctl) -> None:
+    """A daemon started from a shell full of keys hands none of them to members; no member
+    sees another's env; TEAMCTL_HOME and the socket are not handed down; pass_env passes."""
+    team = teamctl.write_team("web", [
+        fake_member("one", env={"ONE_ONLY": "for-one"}),
+        fake_member("two", env={"TWO_ONLY": "for-two"}, pass_env=["PASSED_ON"]),
+    ])
+    shell = {"ANTHROPIC_API_KEY": SECRETS["anthropic"], "TEAMMATE_SHELL_SECRET": "x" * 12,
+             "PASSED_ON": "yes", "LC_ALL": "C.UTF-8"}
+    assert teamctl.run("launch", str(team), extra_env=shell).returncode == 0
+    rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    one, two = _environ(rows["one"]["pid"]), _environ(rows["two"]["pid"])
+    assert one["ONE_ONLY"] == "for-one" and "TWO_ONLY" not in one
+    assert two["TWO_ONLY"] == "for-two" and "ONE_ONLY" not in two
+    assert two["PASSED_ON"] == "yes" and "PASSED_ON" not in one
+    for env in (one, two):
+        assert env["LC_ALL"] == "C.UTF-8" and env["PATH"]
+        for name in ("ANTHROPIC_API_KEY", "TEAMMATE_SHELL_SECRET", "TEAMCTL_HOME"):
+            assert name not in env
+        assert str(teamctl.home / "teamctl.sock") not in json.dumps(env)
+
+
+def test_a_200kb_role_prompt_works_and_is_never_on_the_command_line(teamctl: Teamctl) -> None:
+    """The prompt went on argv: visible in ps, and 200 KB failed with E2BIG into a backoff
+    loop. Now it reaches the runtime through a 0600 file, whatever its size."""
+    prompt = "You review code carefully. " * 8000
+    member = fake_member("lead", prompt=prompt, config={"theme": "dark"},
+                         env={"FAKE_CLAUDE_ECHO_PROMPT": "1"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    done = teamctl.run("send", "lead", "hello", "--wait")
+    assert done.returncode == 0, done.stderr
+    digest = hashlib.sha256(prompt.encode()).hexdigest()
+    assert f"prompt: chars={len(prompt)} sha256={digest}" in done.stdout
+    [pid] = teamctl.member_pids()
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+    assert "You review code" not in argv and "dark" not in argv
+    member_dir = teamctl.home / "members" / "web" / "lead"
+    for name in ("system-prompt.md", "settings.json"):
+        assert (member_dir / name).stat().st_mode & 0o777 == 0o600
+
+
+def test_codex_member_config_reaches_codex_through_its_home_not_argv(
+        teamctl: Teamctl) -> None:
+    member = codex_member("rev", config={"model_reasoning_effort": "low",
+                                         "features": {"plugins": False}},
+                          env={"FAKE_CODEX_ECHO_CONFIG": "1"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    done = teamctl.run("send", "rev", "hello", "--wait")
+    assert done.returncode == 0, done.stderr
+    config_line = next(ln for ln in done.stdout.splitlines() if ln.startswith("config: "))
+    assert json.loads(config_line.removeprefix("config: ")) == {
+        "features": {"plugins": False}, "model_reasoning_effort": "low"}
+
+
+def test_journal_and_member_dirs_are_private(teamctl: Teamctl) -> None:
+    """The journal's -wal/-shm were 0644 and a team's members dir took the umask: every
+    directory teamctl creates is 0700 and every file it writes 0600 (what a runtime creates
+    inside its 0700 member dir is out of other users' reach whatever its mode)."""
+    member = fake_member("lead", prompt="be brief", config={"theme": "dark"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    assert teamctl.run("send", "lead", "hello", "--wait").returncode == 0
+    for name in ("state.db", "state.db-wal", "state.db-shm", "daemon.pid",
+                 "logs/teamctl.jsonl", "members/web/lead/settings.json",
+                 "members/web/lead/system-prompt.md"):
+        assert (teamctl.home / name).stat().st_mode & 0o777 == 0o600, name
+    for name in ("", "logs", "artifacts", "members", "members/web", "members/web/lead",
+                 "members/web/lead/config", "members/web/lead/tmp"):
+        assert (teamctl.home / name).stat().st_mode & 0o777 == 0o700, name
+
+
+def test_launch_after_a_daemon_crash_exits_0_and_says_resumed(teamctl: Teamctl) -> None:
+    """The documented recovery exited 1 in 20 of 20 tries and advised stopping the team it
+    had just resumed."""
+    team = teamctl.write_team("web", [fake_member("lead")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 0, done.stderr
+    assert "team web resumed by the daemon, from this same file" in done.stdout
+    doc = teamctl.json("launch", str(team))
+    assert doc["ok"] and doc["resumed"] and doc["already_running"]
+    assert teamctl.run("send", "lead", "still there?", "--wait").returncode == 0
+
+
+def test_an_empty_or_missing_journal_beside_a_used_home_is_refused(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert teamctl.run("send", "lead", "remember me", "--wait").returncode == 0
+    assert teamctl.run("stop").returncode == 0
+    for name in ("state.db-wal", "state.db-shm"):
+        (teamctl.home / name).unlink(missing_ok=True)
+    (teamctl.home / "state.db").write_bytes(b"")
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1
+    assert "state.db is empty, but" in done.stderr and "will not start an empty" in done.stderr
+    (teamctl.home / "state.db").unlink()
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1 and "state.db is missing, but" in done.stderr
+    assert not (teamctl.home / "state.db").exists(), "nothing was created over it"
+
+
+def test_a_deleted_socket_is_recreated_by_the_running_daemon(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    socket_path = teamctl.home / "teamctl.sock"
+    socket_path.unlink()
+    assert wait_for_path(socket_path, 20)
+    assert teamctl.run("send", "lead", "hello again", "--wait").returncode == 0
+    assert any(e["event"] == "control_socket_recreated" for e in teamctl.log_events())
+
+
+def test_history_is_paged(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    ids = [teamctl.run("send", "lead", f"m{i}").stdout.strip() for i in range(4)]
+    page = teamctl.json("history", "lead", "--limit", "2")
+    assert [m["id"] for m in page["messages"]] == ids[2:]
+    assert page["before"] == ids[2]
+    older = teamctl.json("history", "lead", "--limit", "2", "--before", page["before"])
+    assert [m["id"] for m in older["messages"]] == ids[:2] and older["before"] is None
+    text = teamctl.run("history", "lead", "--limit", "2").stdout
+    assert f"teamctl history lead --before {ids[2]}" in text
