@@ -185,7 +185,7 @@ def _describe(exc: ValidationError, text: str, shown: str) -> list[str]:
         line = _locate(text, loc)
         where = f"{shown}:{line}" if line else shown
         fix = _FIXES.get(error["type"], "")
-        message = error["msg"]
+        message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         problems.append(f"{where}: {key}: {message}" + (f" ({fix})" if fix else ""))

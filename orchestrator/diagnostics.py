@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.redaction import redact_value
@@ -44,7 +45,8 @@ class RotatingWriter:
 
     def __init__(self, path: Path, *, max_bytes: int = 64 << 20, backups: int = 3) -> None:
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
-        self.dropped = 0
+        self.dropped = 0  # lines lost since the last write that worked
+        self.reported_drops = 0
         self._stream = self._open()
 
     def _open(self) -> TextIO:
@@ -54,9 +56,19 @@ class RotatingWriter:
     def msg(self, message: str) -> None:
         """Write one event; a full or broken disk drops the line (counted in ``dropped``)
         rather than failing whatever was being logged — diagnostics never take a delivery or
-        the daemon down."""
+        the daemon down. The first write that works again is preceded by a
+        ``log_lines_dropped`` event with the count."""
         try:
+            if self.dropped:
+                self._stream.write(json.dumps({
+                    "ts": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                    "level": "warning", "event": "log_lines_dropped",
+                    "count": self.dropped}) + "\n")
+                self._stream.flush()
+                self.reported_drops += self.dropped
+                self.dropped = 0
             self._stream.write(message + "\n")
+            self._stream.flush()
             if self._stream.tell() > self.max_bytes:
                 self._rotate()
         except (OSError, ValueError):

@@ -34,9 +34,6 @@ class Original:
 def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Original:
     """The file's bytes, or an AttachmentError saying what is wrong with it."""
     name = path.name
-    special = _special_tree(path)
-    if special:
-        raise _not_regular(name, f"a special file (under {special})")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -52,6 +49,9 @@ def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Ori
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise _not_regular(name, _kind(mode))
+        special = _special_tree(path)
+        if special:  # "regular" to fstat, but a view of a process or the kernel
+            raise _not_regular(name, f"a special file (under {special})")
         return Original(name, str(path), _bounded_read(fd, name, limit_bytes))
     finally:
         os.close(fd)

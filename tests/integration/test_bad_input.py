@@ -185,3 +185,82 @@ def test_doctor_reports_runtimes_catalog_and_daemon(teamctl: Teamctl) -> None:
     assert report["daemon_running"] is False and report["home"] == str(teamctl.home)
     text = teamctl.run("doctor", extra_env=env).stdout
     assert "not found (install it, or set TEAMCTL_OPENCODE_BIN)" in text
+
+
+def test_every_bad_input_is_one_line_with_its_exit_code_and_loses_nothing(
+        teamctl: Teamctl) -> None:
+    """Invalid UTF-8, absurd timeouts, too many or special attachments, bad names: each is
+    refused with one line and exit 2 (or 3), no traceback, and nothing is journaled."""
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    image = REPO / "fixtures" / "images" / "screenshot-1920x1080.png"
+    attach33 = [arg for _ in range(33) for arg in ("--attach", str(image))]
+    cases: list[tuple[list[str], int, str]] = [
+        (["send", "lead", "x", "--wait", "--timeout", "inf"], 2, "not between 0 and"),
+        (["send", "lead", "x", "--wait", "--timeout", "nan"], 2, "not between 0 and"),
+        (["send", "lead", "x", "--wait", "--timeout", "1e308"], 2, "not between 0 and"),
+        (["send", "lead", "x", "--timeout", "-1"], 2, "not between 0 and"),
+        (["launch", "nope.toml", "--timeout", "0"], 2, "not between 0 and"),
+        (["send", "lead", "x", *attach33], 2, "at most 32 attachments"),
+        (["send", "bad name!", "x"], 2, "is not a name"),
+        (["send", "--team", "../etc", "lead", "x"], 2, "is not a name"),
+        (["history", "lead", "--before", "not-an-id"], 2, "is not a message id"),
+        (["history", "lead", "--limit", "0"], 2, "0"),
+        (["send", "--attach", "/proc/self/mem", "lead", "x"], 3,
+         "attachment_not_a_regular_file"),
+        (["send", "--attach", "/dev/zero", "lead", "x"], 3, "attachment_not_a_regular_file"),
+    ]
+    for args, code, says in cases:
+        done = teamctl.run(*args)
+        assert done.returncode == code, (args, done.stderr)
+        assert says in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr + done.stdout, args
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert len(lines) <= 3, (args, lines)  # click's usage line + hint + the error
+    invalid = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "send", "lead", b"caf\xe9 \xff"],
+        capture_output=True, env=teamctl.env, cwd=teamctl.workdir, timeout=60, check=False)
+    assert invalid.returncode == 2 and b"not valid UTF-8" in invalid.stderr
+    assert b"Traceback" not in invalid.stderr
+    from_stdin = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "send", "lead", "-"], input=b"\xff\xfe\x00bad",
+        capture_output=True, env=teamctl.env, cwd=teamctl.workdir, timeout=60, check=False)
+    assert from_stdin.returncode == 2 and b"stdin is not valid UTF-8" in from_stdin.stderr
+    huge = teamctl.run("send", "lead", "-", input="x" * (2 * 1024 * 1024))
+    assert huge.returncode == 2, "a >1 MiB send was misreported as no daemon (exit 4)"
+    assert "over the control socket's 1 MiB limit" in huge.stderr
+    assert teamctl.json("history", "lead")["messages"] == [], "nothing was journaled"
+    assert teamctl.run("send", "lead", "still fine", "--wait").returncode == 0
+
+
+def test_team_file_with_nul_or_a_missing_workdir_exits_2_naming_the_key(
+        teamctl: Teamctl) -> None:
+    nul = teamctl.workdir / "nul.toml"
+    nul.write_text('[team]\nname = "web"\n\n[[members]]\nname = "lead"\nruntime = "claude"\n'
+                   'prompt = "be \\u0000 brief"\n')
+    done = teamctl.run("launch", str(nul))
+    assert done.returncode == 2 and "members[0].prompt: contains a NUL" in done.stderr
+    raw = teamctl.workdir / "raw-nul.toml"
+    raw.write_bytes(b'[team]\nname = "w\x00eb"\n')
+    done = teamctl.run("launch", str(raw))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    gone = teamctl.write_team("web", [fake_member("lead")], workdir="does/not/exist")
+    done = teamctl.run("launch", str(gone))
+    assert done.returncode == 2 and "team.workdir:" in done.stderr
+    assert "is not a directory" in done.stderr
+    member_gone = teamctl.write_team("web", [fake_member("lead", workdir="missing-sub")])
+    done = teamctl.run("launch", str(member_gone))
+    assert done.returncode == 2 and "members[0].workdir:" in done.stderr
+    assert not (teamctl.home / "teamctl.sock").exists(), "no daemon for an invalid file"
+
+
+def test_send_wait_to_a_fatal_member_says_so_and_keeps_the_message(teamctl: Teamctl) -> None:
+    member = fake_member("lead", max_restarts=0, env={"FAKE_CLAUDE_EXIT_AT_START": "1"})
+    teamctl.run("launch", str(teamctl.write_team("web", [member])), "--timeout", "10")
+    done = teamctl.run("send", "lead", "anyone there?", "--wait", "--timeout", "3600",
+                       timeout=60)
+    assert done.returncode == 1
+    assert "member 'lead' is fatal" in done.stderr and "stays queued" in done.stderr
+    assert "teamctl restart lead" in done.stderr
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert message["state"] == "queued"

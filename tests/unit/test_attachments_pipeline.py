@@ -220,3 +220,13 @@ def test_variants_are_deterministic_within_a_process(tmp_path: Path) -> None:
     second, _ = _variant(path)
     assert first.data == second.data
     assert first.variant_id("a" * 64) == second.variant_id("a" * 64)
+
+
+def test_proc_files_that_claim_to_be_regular_are_refused() -> None:
+    """``/proc/self/mem`` is a "regular" file of size 0 whose read fails (or, for
+    ``/proc/self/environ``, shows the daemon's environment): refused before any read."""
+    for path in (Path("/proc/self/mem"), Path("/proc/self/environ")):
+        with pytest.raises(AttachmentError) as info:
+            read_original(path)
+        assert _code(info) == "attachment_not_a_regular_file"
+        assert "under /proc" in info.value.message

@@ -50,3 +50,46 @@ def test_a_failing_log_write_drops_the_line_instead_of_raising(tmp_path: Path) -
     writer.close()  # every later write fails, as on a full or vanished disk
     writer.msg('{"event": "lost"}')
     assert writer.dropped == 1
+
+
+class _FlakyStream:
+    """A log file on a disk that is full until ``full`` is cleared."""
+
+    def __init__(self) -> None:
+        self.full = True
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> int:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        self.lines.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+
+    def tell(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+def test_dropped_log_lines_are_counted_and_reported_once_writing_works(tmp_path: Path) -> None:
+    writer = RotatingWriter(tmp_path / "teamctl.jsonl")
+    writer.close()
+    flaky = _FlakyStream()
+    writer._stream = flaky  # type: ignore[assignment]
+    for n in range(5):
+        writer.msg(json.dumps({"event": "lost", "n": n}))
+    assert writer.dropped == 5 and not flaky.lines
+    flaky.full = False
+    writer.msg(json.dumps({"event": "kept"}))
+    first, second = (json.loads(line) for line in flaky.lines)
+    assert first["event"] == "log_lines_dropped" and first["count"] == 5
+    assert first["level"] == "warning" and first["ts"].endswith("Z")
+    assert second == {"event": "kept"}
+    assert writer.dropped == 0 and writer.reported_drops == 5
+    writer.msg(json.dumps({"event": "again"}))
+    assert len(flaky.lines) == 3, "reported once"

@@ -1,0 +1,64 @@
+"""The CLI's side of the socket: what the user is told when the daemon goes away mid-request,
+and requests too large to send."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from orchestrator import client, rpc
+from orchestrator.errors import ConnectionLost, RequestTooLarge
+from orchestrator.paths import Home
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _server_that_hangs_up(path: Path) -> threading.Thread:
+    """Accepts one connection, reads the request line, closes without answering."""
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    data += conn.recv(65536)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_send_cut_after_its_request_was_written_says_check_history(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    thread = _server_that_hangs_up(home.socket)
+    with pytest.raises(ConnectionLost) as caught:
+        client.call(home, "send", {"member": "lead", "text": "hi"}, timeout=10)
+    thread.join(10)
+    assert "it may have been journaled: check 'teamctl history MEMBER'" in caught.value.message
+    assert caught.value.exit_code == 4
+
+
+def test_a_status_cut_does_not_mention_history(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    thread = _server_that_hangs_up(home.socket)
+    with pytest.raises(ConnectionLost) as caught:
+        client.call(home, "status", {}, timeout=10)
+    thread.join(10)
+    assert "went away before answering 'status'" in caught.value.message
+    assert "journaled" not in caught.value.message
+
+
+def test_a_request_over_the_limit_is_refused_before_connecting(tmp_path: Path) -> None:
+    """A >1 MiB send was reported as "no daemon reachable" (exit 4): now a usage error."""
+    with pytest.raises(RequestTooLarge) as caught:
+        client.call(Home(tmp_path), "send",
+                    {"member": "lead", "text": "x" * rpc.REQUEST_LIMIT_BYTES})
+    assert caught.value.exit_code == 2 and "1 MiB limit" in caught.value.message
