@@ -22,31 +22,44 @@ __all__ = ["REDACTED", "add_secrets", "redact", "redact_value", "secret_name"]
 
 REDACTED = "[REDACTED]"
 
-# Order matters: the most specific patterns run first so their label survives.
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"data:[\w.+-]+/[\w.+-]+(?:;[\w=.+-]+)*,[A-Za-z0-9+/=%_-]*"), "data:[REDACTED]"),
+# (pattern, replacement, guards). A pattern runs only if the lowercased text holds one of its
+# guards (None: always) — most strings hold no secret, and the scan is then a few substring
+# tests. Order matters: the most specific patterns run first so their label survives.
+_NAME_ENDS = "|".join(f"(?<={word})" for word in (
+    "_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"))
+_PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...] | None], ...] = (
+    (re.compile(r"data:[\w.+-]+/[\w.+-]+(?:;[\w=.+-]+)*,[A-Za-z0-9+/=%_-]*"), "data:[REDACTED]",
+     ("data:",)),
     (re.compile(r"(?i)\b(authorization|proxy-authorization)(\"?\s*[:=]\s*\"?)"
                 r"(?:(?:bearer|basic|token)\s+)?[^\s\"',}]+"),
-     r"\1\2" + REDACTED),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
+     r"\1\2" + REDACTED, ("authorization",)),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED,
+     ("bearer", "basic")),
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-                re.DOTALL), "[PRIVATE KEY REDACTED]"),
-    (re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?))"
-                r"(\"?\s*[:=]\s*\"?)[^\s\"',}]+"),
-     r"\1\2" + REDACTED),
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:" + REDACTED + "@"),
-    (re.compile(r"(?i)\b(x-api-key)(\"?\s*[:=]\s*\"?)[^\s\"',}]+"), r"\1\2" + REDACTED),
-    (re.compile(r"sk-ant-[A-Za-z0-9_-]{4,}"), "sk-ant-" + REDACTED),
-    (re.compile(r"sk-or-v1-[A-Za-z0-9_-]{4,}"), "sk-or-v1-" + REDACTED),
-    (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), "sk-" + REDACTED),
-    (re.compile(r"\b(?:gh[pousr]_|github_pat_|glpat-|npm_|hf_)[A-Za-z0-9_-]{12,}"), REDACTED),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
+                re.DOTALL), "[PRIVATE KEY REDACTED]", ("private key",)),
+    # a name ending like a credential (matched possessively: no quadratic backtracking on long
+    # runs of name characters), then = or :, then the value
+    (re.compile(rf"(?i)\b([A-Z0-9_]*+(?:{_NAME_ENDS}))(\"?\s*[:=]\s*\"?)[^\s\"',}}]+"),
+     r"\1\2" + REDACTED, ("key", "token", "secret", "passw", "credential")),
+    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:" + REDACTED + "@",
+     ("://",)),
+    (re.compile(r"(?i)\b(x-api-key)(\"?\s*[:=]\s*\"?)[^\s\"',}]+"), r"\1\2" + REDACTED,
+     ("x-api-key",)),
+    (re.compile(r"sk-ant-[A-Za-z0-9_-]{4,}"), "sk-ant-" + REDACTED, ("sk-ant-",)),
+    (re.compile(r"sk-or-v1-[A-Za-z0-9_-]{4,}"), "sk-or-v1-" + REDACTED, ("sk-or-v1-",)),
+    (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), "sk-" + REDACTED, ("sk-",)),
+    (re.compile(r"\b(?:gh[pousr]_|github_pat_|glpat-|npm_|hf_)[A-Za-z0-9_-]{12,}"), REDACTED,
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "npm_", "hf_")),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED, ("xox",)),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED, ("aiza",)),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED, ("akia", "asia")),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED,
+     ("eyj",)),
     # Long base64 runs (image bytes). 80+ characters keeps sha256 hex digests (64) readable.
-    (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "[BASE64 REDACTED]"),
+    (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "[BASE64 REDACTED]", None),
 )
+_BASE64_MIN_CHARS = 80
+_GUARDS = tuple({g for _, _, guards in _PATTERNS for g in guards or ()})
 
 
 _SECRET_NAME_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
@@ -78,7 +91,14 @@ def redact(text: str) -> str:
     """Return ``text`` with every secret and every run of image data replaced."""
     if _literal_pattern is not None:
         text = _literal_pattern.sub(REDACTED, text)
-    for pattern, replacement in _PATTERNS:
+    lowered = text.lower()
+    present = {guard for guard in _GUARDS if guard in lowered}
+    for pattern, replacement, guards in _PATTERNS:
+        if guards is None:
+            if len(text) < _BASE64_MIN_CHARS:
+                continue
+        elif present.isdisjoint(guards):
+            continue
         text = pattern.sub(replacement, text)
     return text
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.diagnostics import redact_event
-from orchestrator.redaction import redact, redact_value
+from orchestrator.redaction import add_secrets, redact, redact_value
 
 _TOKEN = st.text(string.ascii_letters + string.digits + "_-", min_size=16, max_size=64)
 _NOISE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
@@ -63,3 +63,34 @@ def test_redact_value_walks_nested_events() -> None:
     assert "sk-ant-abcdefgh" not in str(out) and "abcdefghijklmnop" not in str(out)
     assert out["count"] == 3
     assert redact_event(None, "info", event) == out
+
+
+@given(token=_TOKEN, shape=st.sampled_from([
+    "AKIA{T16}", "AIza{t}{t}", "xoxb-{t}", "glpat-{t}", "npm_{t}", "hf_{t}",
+    "eyJ{t}.{t}.{t}", "https://user:{t}@example.com/repo.git", "PRIVATE_KEY={t}",
+    "db_password: {t}", "CREDENTIALS={t}", "-----BEGIN RSA PRIVATE KEY-----\n{t}\n",
+]))
+def test_every_known_secret_shape_is_redacted(token: str, shape: str) -> None:
+    upper16 = (token.upper().replace("-", "A").replace("_", "B") + "X" * 16)[:16]
+    text = shape.format(t=token, T16=upper16)
+    secret = upper16 if "{T16}" in shape else token
+    assert secret not in redact(f"before {text} after")
+
+
+def test_registered_literal_secrets_are_redacted_whatever_their_shape() -> None:
+    add_secrets(["plain-looking-value-42", "abc"])  # too short values are ignored
+    out = redact("the value plain-looking-value-42 and abc stay apart")
+    assert "plain-looking-value-42" not in out and " abc " in out
+
+
+def test_a_credential_named_field_is_replaced_whole() -> None:
+    out = redact_value({"SERVICE_TOKEN": "no shape at all", "name": "lead", "tokens": 12})
+    assert out == {"SERVICE_TOKEN": "[REDACTED]", "name": "lead", "tokens": 12}
+
+
+def test_long_runs_of_name_characters_are_scanned_once() -> None:
+    """The assignment pattern backtracked quadratically over long runs of name characters
+    (minutes for this text; the per-test timeout catches a return of it)."""
+    text = "key " + "x_" * 200_000 + "=value"
+    assert redact(text).endswith("=value")
+    assert redact(text + " API_KEY=hunter22").endswith("API_KEY=[REDACTED]")
