@@ -50,7 +50,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...] | None], ...] = (
     (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), "sk-" + REDACTED, ("sk-",)),
     (re.compile(r"\b(?:gh[pousr]_|github_pat_|glpat-|npm_|hf_)[A-Za-z0-9_-]{12,}"), REDACTED,
      ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "npm_", "hf_")),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED, ("xox",)),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9_-]{10,}"), REDACTED, ("xox",)),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED, ("aiza",)),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED, ("akia", "asia")),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED,

@@ -1,4 +1,4 @@
-"""The runtime adapters by name (imported only by the composition root, orchestrator.daemon)."""
+"""The runtime adapters by name (imported only by the composition root, daemon.main)."""
 
 from __future__ import annotations
 

@@ -30,11 +30,11 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
 )
-from orchestrator.mailbox import Mailbox
+from orchestrator.daemon.mailbox import Mailbox
+from orchestrator.daemon.store import AsyncStore, Store
+from orchestrator.daemon.supervisor import Supervisor
+from orchestrator.daemon.teams import Teams
 from orchestrator.paths import Home
-from orchestrator.store import AsyncStore, Store
-from orchestrator.supervisor import Supervisor
-from orchestrator.teams import Teams
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -167,7 +167,7 @@ class FakeRuntime:
 
 @dataclass
 class Core:
-    """The daemon's pieces around one fake runtime (as orchestrator.daemon wires them)."""
+    """The daemon's pieces around one fake runtime (as orchestrator.daemon.main wires them)."""
 
     home: Home
     store: AsyncStore

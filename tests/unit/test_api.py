@@ -17,8 +17,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator import rpc
-from orchestrator.api import ControlServer, peer_uid
-from orchestrator.connections import ControlSocket
+from orchestrator.daemon.api import ControlServer, peer_uid
+from orchestrator.daemon.connections import ControlSocket
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -12,13 +12,13 @@ import anyio
 import pytest
 
 from orchestrator.contracts import RuntimeStuck, Turn, TurnResult
+from orchestrator.daemon.store import Store
 from orchestrator.errors import (
     MemberStartFailed,
     MemberUnavailable,
     ReplyTimeout,
     StoreError,
 )
-from orchestrator.store import Store
 from tests.fakes import FakeProcess, FakeRuntime, core, team_config
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from orchestrator.daemon.store import MAX_ATTEMPTS, SCHEMA_VERSION, Store
 from orchestrator.errors import StoreError
-from orchestrator.store import MAX_ATTEMPTS, SCHEMA_VERSION, Store
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -5,7 +5,7 @@ one line of at most REQUEST_LIMIT_BYTES nesting at most MAX_DEPTH levels (``rpc.
 method's params are validated by a pydantic model (unknown keys refused). Application errors
 travel as ``error.data`` (code, message, retryable, exit code); every answer — results and
 errors alike — passes through the redactor before it leaves the daemon. Connection limits and
-deadlines live in ``orchestrator.connections``.
+deadlines live in ``orchestrator.daemon.connections``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from orchestrator.errors import (
 from orchestrator.redaction import redact, redact_value
 
 if TYPE_CHECKING:
-    from orchestrator.connections import Connection
-    from orchestrator.teams import Teams
+    from orchestrator.daemon.connections import Connection
+    from orchestrator.daemon.teams import Teams
 
 __all__ = ["ControlServer", "peer_uid"]
 

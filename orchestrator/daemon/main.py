@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 import structlog
 
-from orchestrator import orphans
-from orchestrator.api import ControlServer
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.planner import Planner
-from orchestrator.connections import ControlSocket
+from orchestrator.daemon import orphans
+from orchestrator.daemon.api import ControlServer
+from orchestrator.daemon.connections import ControlSocket
+from orchestrator.daemon.mailbox import Mailbox
+from orchestrator.daemon.store import AsyncStore, Store
+from orchestrator.daemon.supervisor import Supervisor
+from orchestrator.daemon.teams import Teams
 from orchestrator.diagnostics import configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
-from orchestrator.mailbox import Mailbox
-from orchestrator.store import AsyncStore, Store
-from orchestrator.supervisor import Supervisor
-from orchestrator.teams import Teams
 from runtimes.registry import default_runtimes
 
 if TYPE_CHECKING:

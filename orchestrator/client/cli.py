@@ -357,7 +357,7 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
 @click.option("--notify-fd", type=int, default=None, hidden=True)
 def daemon(notify_fd: int | None) -> None:
     """Run the daemon in the foreground."""
-    from orchestrator.daemon import main as daemon_main
+    from orchestrator.daemon.main import main as daemon_main
 
     sys.exit(daemon_main(_home(), notify_fd=notify_fd))
 
@@ -366,7 +366,7 @@ def daemon(notify_fd: int | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def doctor(as_json: bool) -> None:
     """Which runtimes are installed and their versions."""
-    from orchestrator.doctor import inspect_runtimes
+    from orchestrator.client.doctor import inspect_runtimes
 
     report = inspect_runtimes()
     if as_json:

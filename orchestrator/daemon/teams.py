@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from orchestrator.contracts import Capabilities
-    from orchestrator.mailbox import Mailbox
-    from orchestrator.store import AsyncStore, Delivery
-    from orchestrator.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.mailbox import Mailbox
+    from orchestrator.daemon.store import AsyncStore, Delivery
+    from orchestrator.daemon.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
 

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
     from orchestrator.attachments.planner import PlannedAttachment, Planner
     from orchestrator.contracts import TurnResult
-    from orchestrator.store import AsyncStore, Delivery
-    from orchestrator.supervisor import Supervisor
+    from orchestrator.daemon.store import AsyncStore, Delivery
+    from orchestrator.daemon.supervisor import Supervisor
     from runtimes.base import OnSent, RuntimeProcess
 
 __all__ = ["Mailbox"]

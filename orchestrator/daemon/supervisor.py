@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from orchestrator import orphans
 from orchestrator.contracts import LaunchSpec
+from orchestrator.daemon import orphans
+from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
-from orchestrator.restart_policy import RestartPolicy
 from runtimes.base import Runtime, RuntimeProcess, resolve_executable
 
 if TYPE_CHECKING:
