@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from orchestrator import wire
 from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.attachments.failures import AttachmentError, AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.intake import Original, read_original
@@ -60,9 +61,9 @@ class PlannedVariant:
     bytes: int
     limits: Limits
 
-    def to_json(self) -> dict[str, Any]:
-        return {"purpose": self.purpose, "mime": self.mime, "width": self.width,
-                "height": self.height, "bytes": self.bytes, "sha256": self.sha256}
+    def to_wire(self) -> wire.VariantDoc:
+        return wire.VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
+                          height=self.height, bytes=self.bytes, sha256=self.sha256)
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,17 @@ class PlannedAttachment:
     variant: PlannedVariant
     warnings: tuple[str, ...] = field(default=())
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "original": {"sha256": self.original_sha256,
-                                                 "mime": self.original_mime,
-                                                 "bytes": self.original_bytes},
-                "variants": [self.variant.to_json()], "warnings": list(self.warnings)}
+    def to_wire(self) -> wire.PlannedDoc:
+        """The dry-run plan of this attachment."""
+        return wire.PlannedDoc(name=self.name, original=wire.Original(
+            sha256=self.original_sha256, mime=self.original_mime, bytes=self.original_bytes),
+            variants=[self.variant.to_wire()], warnings=list(self.warnings))
+
+    def to_ref(self) -> wire.AttachmentRef:
+        """The attachment as journaled with its message (history, send --wait)."""
+        v = self.variant
+        return wire.AttachmentRef(name=self.name, sha256=v.sha256, mime=v.mime, width=v.width,
+                             height=v.height, original_sha256=self.original_sha256)
 
 
 class VariantCache(Protocol):

@@ -209,10 +209,9 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
         result = client.call(_home(), "send", params,
                              timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * len(attach))
     except TeamctlError as exc:
-        failures = exc.details.get("failures")
-        if not failures:
+        if exc.code != "attachment_refused":
             raise
-        _refused(failures, as_json, exc.exit_code)
+        _refused(exc.details.get("failures") or [], as_json, exc.exit_code)
         return
     if dry_run:
         _print_plan(result, as_json)
@@ -351,6 +350,22 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
                 show(batch)
         except KeyboardInterrupt:
             pass
+
+
+@cli.command()
+@click.argument("name", required=False)
+def schema(name: str | None) -> None:
+    """Print the JSON Schema of the --json document NAME (every document without NAME)."""
+    from orchestrator.wire import DOCUMENTS
+
+    if name is None:
+        _emit_json({key: model.model_json_schema() for key, model in DOCUMENTS.items()})
+        return
+    model = DOCUMENTS.get(name)
+    if model is None:
+        raise click.BadParameter(f"no document {name!r}; documents: {', '.join(DOCUMENTS)}",
+                                 param_hint="NAME")
+    _emit_json(model.model_json_schema())
 
 
 @cli.command()

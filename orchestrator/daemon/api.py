@@ -29,6 +29,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.redaction import redact, redact_value
+from orchestrator.wire import Ping, StopResult
 
 if TYPE_CHECKING:
     from orchestrator.daemon.connections import Connection
@@ -152,7 +153,7 @@ class ControlServer:
             return rpc.error_response(request_id, rpc.INVALID_PARAMS, error.message,
                                       redact_value(error.to_wire()))
         try:
-            return rpc.result_response(request_id, redact_value(await handler(params)))
+            return rpc.result_response(request_id, redact_value(_document(await handler(params))))
         except TeamctlError as exc:
             log.warning("control_request_failed", method=method, code=exc.code,
                         error=exc.message)
@@ -161,10 +162,10 @@ class ControlServer:
             log.exception("control_request_crashed", method=method)
             return _app_error(request_id, InternalError(f"handling '{method}'", exc))
 
-    async def _ping(self, _params: EmptyParams) -> dict[str, Any]:
-        return {"pid": os.getpid()}
+    async def _ping(self, _params: EmptyParams) -> Ping:
+        return Ping(pid=os.getpid())
 
-    async def _launch(self, params: LaunchParams) -> dict[str, Any]:
+    async def _launch(self, params: LaunchParams) -> BaseModel:
         try:
             config = TeamConfig.model_validate(params.config)
         except ValidationError as exc:
@@ -175,26 +176,32 @@ class ControlServer:
         return await self._teams.launch(config, params.file, wait=params.wait,
                                         timeout=params.timeout)
 
-    async def _status(self, params: TeamParams) -> dict[str, Any]:
+    async def _status(self, params: TeamParams) -> BaseModel:
         return await self._teams.status(params.team)
 
-    async def _send(self, params: SendParams) -> dict[str, Any]:
+    async def _send(self, params: SendParams) -> BaseModel:
         return await self._teams.send(params.team, params.member, params.text,
                                       wait=params.wait, timeout=params.timeout,
                                       attachments=params.attachments, dry_run=params.dry_run)
 
-    async def _history(self, params: HistoryParams) -> dict[str, Any]:
+    async def _history(self, params: HistoryParams) -> BaseModel:
         return await self._teams.history(params.team, params.member, limit=params.limit,
                                          before=params.before)
 
-    async def _restart(self, params: MemberParams) -> dict[str, Any]:
+    async def _restart(self, params: MemberParams) -> BaseModel:
         return await self._teams.restart(params.team, params.member)
 
-    async def _stop(self, params: TeamParams) -> dict[str, Any]:
+    async def _stop(self, params: TeamParams) -> BaseModel:
         stopped = await self._teams.stop(params.team)
         if params.team is None:
             self._stop_all_requested = True
-        return {"stopped": stopped, "daemon_stopping": params.team is None}
+        return StopResult(stopped=stopped, daemon_stopping=params.team is None)
+
+
+def _document(result: Any) -> Any:
+    """A wire model as its JSON form (every answer is one; the stub teams of tests may
+    answer plain dicts)."""
+    return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
 
 
 def _app_error(request_id: Any, exc: TeamctlError) -> bytes:

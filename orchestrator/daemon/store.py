@@ -25,6 +25,7 @@ import anyio
 from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.planner import PlannedAttachment, PlannedVariant
 from orchestrator.errors import StoreError
+from orchestrator.wire import DeliveryError, MessageDoc
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -151,19 +152,15 @@ class Delivery:
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
-    def to_json(self, attachments: list[PlannedAttachment] | None = None) -> dict[str, Any]:
+    def to_wire(self, attachments: list[PlannedAttachment] | None = None) -> MessageDoc:
         error = None
         if self.error_code:
-            error = {"code": self.error_code, "message": self.error_message,
-                     "retryable": bool(self.retryable)}
-        return {"id": self.message_id, "text": self.text, "state": self.state,
-                "reply": self.reply, "attempts": self.attempts,
-                "attachments": [{"name": a.name, "sha256": a.variant.sha256,
-                                 "mime": a.variant.mime, "width": a.variant.width,
-                                 "height": a.variant.height,
-                                 "original_sha256": a.original_sha256}
-                                for a in attachments or []],
-                "error": error}
+            error = DeliveryError(code=self.error_code, message=self.error_message,
+                                  retryable=bool(self.retryable))
+        return MessageDoc(
+            id=self.message_id, text=self.text, state=self.state,  # type: ignore[arg-type]
+            reply=self.reply, attempts=self.attempts, error=error,
+            attachments=[a.to_ref() for a in attachments or []])
 
 
 _DELIVERY_COLUMNS = (

@@ -25,6 +25,7 @@ from orchestrator.daemon import orphans
 from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
+from orchestrator.wire import LastExit, Launch, Liveness, MemberStatus, Readiness
 from runtimes.base import Runtime, RuntimeProcess, resolve_executable
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ class MemberState:
     team: str
     config: MemberConfig
     workdir: str
-    launch: str = "pending"
-    liveness: str = "unknown"
+    launch: Launch = "pending"
+    liveness: Liveness = "unknown"
     busy: bool = False
     pid: int | None = None
     restarts: int = 0
@@ -80,7 +81,7 @@ class MemberState:
         return self.config.name
 
     @property
-    def readiness(self) -> str:
+    def readiness(self) -> Readiness:
         if self.process is None or not self.process.usable:
             return "not_ready"
         return "busy" if self.busy else "ready"
@@ -93,23 +94,22 @@ class MemberState:
         self._changed = anyio.Event()
 
     @property
-    def live(self) -> str:
+    def live(self) -> Liveness:
         """Liveness now: the process's own evidence (its pid, or e.g. heartbeats) decides."""
         if self.process is not None and not self.process.healthy:
             return "dead"
         return self.liveness
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, queued: int = 0) -> MemberStatus:
         process = self.process
-        return {
-            "name": self.name, "runtime": self.config.runtime, "model": self.config.model,
-            "pid": process.pid if process is not None else self.pid, "launch": self.launch,
-            "liveness": self.live,
-            "activity": process.activity if process is not None else None,
-            "readiness": self.readiness, "restarts": self.restarts,
-            "session_id": self.session_id, "last_exit": self.last_exit, "error": self.error,
-            "note": self.note,
-        }
+        last = self.last_exit
+        return MemberStatus(
+            name=self.name, runtime=self.config.runtime, model=self.config.model,
+            pid=process.pid if process is not None else self.pid, launch=self.launch,
+            liveness=self.live, activity=process.activity if process is not None else None,
+            readiness=self.readiness, restarts=self.restarts, session_id=self.session_id,
+            last_exit=None if last is None else LastExit(code=last["code"], at=last["at"]),
+            error=self.error, note=self.note, queued=queued)
 
 
 class Supervisor:

@@ -8,7 +8,7 @@ reverse start order).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -24,6 +24,7 @@ from orchestrator.errors import (
     unwrap_group,
 )
 from orchestrator.redaction import add_secrets, secret_name
+from orchestrator.wire import DryRunPlan, HistoryDoc, SendResult, StatusDoc, TeamStatus
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -83,7 +84,7 @@ class Teams:
     # -- operations ---------------------------------------------------------------------------
 
     async def launch(self, config: TeamConfig, file: str, *, wait: bool,
-                     timeout: float | None) -> dict[str, Any]:
+                     timeout: float | None) -> TeamStatus:
         """Journal the team and start its members. A team that already runs from the same
         definition (e.g. resumed by a restarted daemon) is reported, not refused; one that
         runs from a different definition is refused with the differences."""
@@ -95,9 +96,8 @@ class Teams:
             if wait:
                 await self._settle(config, timeout)
             status = await self._team_status(config.name)
-            status["already_running"] = True
-            status["resumed"] = config.name in self._resumed
-            return status
+            return status.model_copy(update={"already_running": True,
+                                             "resumed": config.name in self._resumed})
         await self._store.call(
             self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
             [(m.name, m.runtime) for m in config.members],
@@ -153,37 +153,34 @@ class Teams:
         self._running.pop(name, None)
         self._resumed.discard(name)
 
-    async def status(self, team: str | None) -> dict[str, Any]:
+    async def status(self, team: str | None) -> StatusDoc:
         names = [self.resolve(team).name] if team else list(self._running)
-        return {"teams": [await self._team_status(name) for name in names]}
+        return StatusDoc(teams=[await self._team_status(name) for name in names])
 
-    async def _team_status(self, team: str) -> dict[str, Any]:
+    async def _team_status(self, team: str) -> TeamStatus:
         queued = await self._store.call(self._store.sync.queued_counts, team)
-        members = []
-        for state in self._supervisor.members(team):
-            row = state.snapshot()
-            row["queued"] = queued.get(state.name, 0)
-            members.append(row)
-        return {"name": team, "members": members}
+        members = [state.snapshot(queued.get(state.name, 0))
+                   for state in self._supervisor.members(team)]
+        return TeamStatus(name=team, members=members)
 
     async def send(self, team: str | None, member: str, text: str, *, wait: bool,
                    timeout: float, attachments: Sequence[str] = (),
-                   dry_run: bool = False) -> dict[str, Any]:
+                   dry_run: bool = False) -> SendResult | DryRunPlan:
         """Plan the attachments (refusing the whole message on any failure), then journal it;
         with ``dry_run``, only plan."""
         config, member = self.resolve_member(team, member)
         planned = await self._plan(config, member, text, attachments)
         if dry_run:
-            return {"ok": True, "team": config.name, "member": member,
-                    "attachments": [p.to_json() for p in planned]}
+            return DryRunPlan(team=config.name, member=member,
+                              attachments=[p.to_wire() for p in planned])
         message_id = await self._mailbox.send(config.name, member, text, planned)
-        result: dict[str, Any] = {"ok": True, "id": message_id, "team": config.name,
-                                  "member": member}
-        if wait:
-            delivery = await self._wait_reply(config.name, member, message_id, timeout)
-            result.update(delivery.to_json(planned))
-            result["ok"] = delivery.state == "answered"
-        return result
+        if not wait:
+            return SendResult(ok=True, id=message_id, team=config.name, member=member)
+        delivery = await self._wait_reply(config.name, member, message_id, timeout)
+        message = delivery.to_wire(planned)
+        return SendResult(ok=delivery.state == "answered", team=config.name, member=member,
+                          **message.model_dump(exclude={"attachments", "error"}),
+                          attachments=message.attachments, error=message.error)
 
     async def _wait_reply(self, team: str, member: str, message_id: str,
                           timeout: float) -> Delivery:
@@ -236,7 +233,7 @@ class Teams:
         return planned
 
     async def history(self, team: str | None, member: str, *, limit: int = 50,
-                      before: str | None = None) -> dict[str, Any]:
+                      before: str | None = None) -> HistoryDoc:
         """One page of a member's messages: the newest ``limit`` before ``before``, oldest
         first; ``before`` in the answer names the page before this one (None: no more)."""
         name = await self._resolve_any(team)
@@ -246,11 +243,11 @@ class Teams:
             raise NotFound("member", member, [m.name for m in self._running[name].members])
         attachments = await self._store.call(self._store.sync.attachments_of,
                                              [d.message_id for d in rows], member)
-        messages = [d.to_json(attachments[d.message_id]) for d in rows]
-        return {"team": name, "member": member, "messages": messages,
-                "before": rows[0].message_id if more and rows else None}
+        return HistoryDoc(team=name, member=member,
+                          messages=[d.to_wire(attachments[d.message_id]) for d in rows],
+                          before=rows[0].message_id if more and rows else None)
 
-    async def restart(self, team: str | None, member: str) -> dict[str, Any]:
+    async def restart(self, team: str | None, member: str) -> TeamStatus:
         config, member = self.resolve_member(team, member)
         state: MemberState = await self._supervisor.restart_member(config.name, member)
         log.info("member_restart_requested", team=config.name, member=member)

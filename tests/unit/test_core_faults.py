@@ -62,8 +62,8 @@ async def test_error_group_from_a_stuck_turn_goes_back_to_the_queue(tmp_path: Pa
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path)
         result = await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
-        assert result["state"] == "answered" and result["reply"] == "echo: hello"
-        assert result["attempts"] == 2
+        assert result.state == "answered" and result.reply == "echo: hello"
+        assert result.attempts == 2
 
 
 async def test_an_unexpected_bug_fails_only_that_delivery(tmp_path: Path) -> None:
@@ -71,11 +71,11 @@ async def test_an_unexpected_bug_fails_only_that_delivery(tmp_path: Path) -> Non
     async with core(tmp_path, FakeRuntime([ValueError("boom")])) as c:
         await _launch(c, tmp_path)
         first = await c.teams.send(None, "lead", "one", wait=True, timeout=10)
-        assert first["state"] == "failed"
-        assert first["error"]["code"] == "internal_error"
-        assert "ValueError" in first["error"]["message"]
+        assert first.state == "failed"
+        assert first.error.code == "internal_error"
+        assert "ValueError" in first.error.message
         second = await c.teams.send(None, "lead", "two", wait=True, timeout=10)
-        assert second["state"] == "answered"
+        assert second.state == "answered"
 
 
 async def test_waiters_do_not_leak_after_1000_sends(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ async def test_send_wait_to_a_fatal_member_says_so_instead_of_waiting(tmp_path: 
             await c.teams.send(None, "lead", "anyone?", wait=True, timeout=3600)
         assert "fatal" in caught.value.message and "restart" in caught.value.message
         history = await c.teams.history(None, "lead")
-        assert [m["state"] for m in history["messages"]] == ["queued"]
+        assert [m.state for m in history.messages] == ["queued"]
 
 
 async def test_a_frozen_idle_member_is_noticed_and_restarted(tmp_path: Path) -> None:
@@ -152,8 +152,8 @@ async def test_an_idle_member_is_ready_not_busy(tmp_path: Path) -> None:
         await _launch(c, tmp_path)
         await c.teams.send(None, "lead", "one", wait=True, timeout=10)
         status = await c.teams.status(None)
-        [member] = status["teams"][0]["members"]
-        assert member["readiness"] == "ready" and member["queued"] == 0
+        [member] = status.teams[0].members
+        assert member.readiness == "ready" and member.queued == 0
 
 
 async def test_history_pages_newest_first_and_bounded(tmp_path: Path) -> None:
@@ -161,13 +161,13 @@ async def test_history_pages_newest_first_and_bounded(tmp_path: Path) -> None:
     back from; never an unbounded document."""
     async with core(tmp_path) as c:
         await _launch(c, tmp_path)
-        ids = [(await c.teams.send(None, "lead", f"m{i}", wait=True, timeout=10))["id"]
+        ids = [(await c.teams.send(None, "lead", f"m{i}", wait=True, timeout=10)).id
                for i in range(7)]
         page = await c.teams.history(None, "lead", limit=3)
-        assert [m["id"] for m in page["messages"]] == ids[4:]
-        assert page["before"] == ids[4]
-        older = await c.teams.history(None, "lead", limit=3, before=page["before"])
-        assert [m["id"] for m in older["messages"]] == ids[1:4]
-        last = await c.teams.history(None, "lead", limit=3, before=older["before"])
-        assert [m["id"] for m in last["messages"]] == ids[:1] and last["before"] is None
-        assert len((await c.teams.history(None, "lead"))["messages"]) == 7
+        assert [m.id for m in page.messages] == ids[4:]
+        assert page.before == ids[4]
+        older = await c.teams.history(None, "lead", limit=3, before=page.before)
+        assert [m.id for m in older.messages] == ids[1:4]
+        last = await c.teams.history(None, "lead", limit=3, before=older.before)
+        assert [m.id for m in last.messages] == ids[:1] and last.before is None
+        assert len((await c.teams.history(None, "lead")).messages) == 7

@@ -1,0 +1,302 @@
+"""Every JSON document that crosses the control socket or is printed by ``--json``.
+
+One pydantic model per document; the daemon builds its answers from them, ``teamctl schema``
+prints their JSON Schema, ``docs/json.md`` shows an example of each, and the contract tests
+validate what the CLI prints against them. Unknown keys are refused (``extra="forbid"``): a
+document that changes shape fails a test before it reaches a script.
+
+The CLI does not import this module on its hot path (pydantic costs about 200 ms of start-up,
+three times click): it prints the daemon's documents as they came, and builds the few it makes
+itself (an error, a refusal, a launch result) with the same keys — the contract tests hold
+both sides to these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DOCUMENTS",
+    "AttachmentRef",
+    "DeliveryError",
+    "DeliveryState",
+    "DoctorReport",
+    "DryRunPlan",
+    "ErrorDoc",
+    "ErrorReply",
+    "Failure",
+    "HistoryDoc",
+    "LastExit",
+    "Launch",
+    "LaunchResult",
+    "Liveness",
+    "LogEvent",
+    "MemberStatus",
+    "MessageDoc",
+    "Original",
+    "Ping",
+    "PlannedDoc",
+    "Readiness",
+    "Refusal",
+    "RestartResult",
+    "RuntimeRow",
+    "SendResult",
+    "StatusDoc",
+    "StopResult",
+    "TeamStatus",
+    "VariantDoc",
+    "VisionCatalogInfo",
+    "WireError",
+]
+
+Launch = Literal["pending", "starting", "running", "backoff", "stopping", "stopped", "fatal"]
+Liveness = Literal["alive", "dead", "unknown"]
+Readiness = Literal["ready", "busy", "not_ready"]
+DeliveryState = Literal["queued", "prepared", "sent", "answered", "failed", "blocked"]
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+class WireError(_Doc):
+    """``error.data`` of a JSON-RPC error answer: a TeamctlError as the daemon raised it."""
+
+    code: str
+    message: str
+    retryable: bool
+    exit_code: int
+    details: dict[str, Any] = {}
+
+
+class ErrorDoc(_Doc):
+    code: str
+    message: str
+    retryable: bool
+
+
+class ErrorReply(_Doc):
+    """What ``--json`` prints when a command fails (other than a refusal)."""
+
+    ok: Literal[False] = False
+    error: ErrorDoc
+
+
+class Failure(_Doc):
+    """One reason an attachment (or the whole message) was refused before send."""
+
+    code: str
+    message: str
+    retryable: bool
+    attachment: str | None = None
+    member: str | None = None
+
+
+class Refusal(_Doc):
+    """``send --json`` when the message is refused before anything is sent (exit 3)."""
+
+    ok: Literal[False] = False
+    failures: list[Failure]
+
+
+# -- status -----------------------------------------------------------------------------------
+
+class LastExit(_Doc):
+    code: int | None
+    at: float
+
+
+class MemberStatus(_Doc):
+    """One member on the four axes (delivery is per message: see ``history``)."""
+
+    name: str
+    runtime: str
+    model: str | None
+    pid: int | None
+    launch: Launch
+    liveness: Liveness
+    readiness: Readiness
+    activity: str | None = None
+    restarts: int
+    session_id: str | None
+    last_exit: LastExit | None
+    error: str | None = None
+    note: str | None = None
+    queued: int = 0
+
+
+class TeamStatus(_Doc):
+    name: str
+    members: list[MemberStatus]
+    already_running: bool = False
+    resumed: bool = False
+
+
+class StatusDoc(_Doc):
+    """``teamctl status --json``."""
+
+    teams: list[TeamStatus]
+
+
+class LaunchResult(_Doc):
+    """``teamctl launch --json``."""
+
+    ok: bool
+    team: str
+    members: list[MemberStatus]
+    already_running: bool = False
+    resumed: bool = False
+
+
+class RestartResult(TeamStatus):
+    """``restart``: the member's team after the restart."""
+
+
+class StopResult(_Doc):
+    stopped: list[str]
+    daemon_stopping: bool
+
+
+class Ping(_Doc):
+    pid: int
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+class AttachmentRef(_Doc):
+    """An attachment as journaled with a message: the variant that is (or was) sent."""
+
+    name: str
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    original_sha256: str
+
+
+class DeliveryError(_Doc):
+    code: str
+    message: str | None
+    retryable: bool
+
+
+class MessageDoc(_Doc):
+    """One message to one member, with its delivery state."""
+
+    id: str
+    text: str
+    state: DeliveryState
+    reply: str | None
+    attempts: int
+    attachments: list[AttachmentRef] = []
+    error: DeliveryError | None
+
+
+class HistoryDoc(_Doc):
+    """``teamctl history --json``: one page, oldest first; ``before`` names the page before."""
+
+    team: str
+    member: str
+    messages: list[MessageDoc]
+    before: str | None = None
+
+
+class SendResult(_Doc):
+    """``teamctl send --json``: the message id; with ``--wait`` also its outcome and the
+    attachments that were sent."""
+
+    ok: bool
+    id: str
+    team: str
+    member: str
+    text: str | None = None
+    state: DeliveryState | None = None
+    reply: str | None = None
+    attempts: int | None = None
+    attachments: list[AttachmentRef] = []
+    error: DeliveryError | None = None
+
+
+class VariantDoc(_Doc):
+    purpose: str
+    mime: str
+    width: int
+    height: int
+    bytes: int
+    sha256: str = Field(description="sha256 of the exact bytes that would be sent")
+
+
+class Original(_Doc):
+    sha256: str
+    mime: str
+    bytes: int
+
+
+class PlannedDoc(_Doc):
+    name: str
+    original: Original
+    variants: list[VariantDoc]
+    warnings: list[str] = []
+
+
+class DryRunPlan(_Doc):
+    """``teamctl send --dry-run --json``: what would be sent."""
+
+    ok: Literal[True] = True
+    team: str | None = None
+    member: str | None = None
+    attachments: list[PlannedDoc]
+
+
+# -- diagnostics and doctor -------------------------------------------------------------------
+
+class LogEvent(BaseModel):
+    """One line of ``teamctl logs --json``: these keys always, then the event's own fields
+    (ids, counts, codes, sizes — redacted)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ts: str
+    level: str
+    event: str
+
+
+class RuntimeRow(_Doc):
+    runtime: str
+    env_var: str
+    path: str | None
+    version: str | None
+
+
+class VisionCatalogInfo(_Doc):
+    checked: str
+    entries: int
+
+
+class DoctorReport(_Doc):
+    """``teamctl doctor --json``."""
+
+    runtimes: list[RuntimeRow]
+    vision_catalog: VisionCatalogInfo
+    home: str
+    daemon_running: bool
+
+
+DOCUMENTS: dict[str, type[BaseModel]] = {
+    "status": StatusDoc,
+    "launch": LaunchResult,
+    "history": HistoryDoc,
+    "send": SendResult,
+    "dry-run": DryRunPlan,
+    "refusal": Refusal,
+    "error": ErrorReply,
+    "rpc-error": WireError,
+    "logs": LogEvent,
+    "doctor": DoctorReport,
+    "stop": StopResult,
+    "restart": RestartResult,
+}

@@ -1,0 +1,40 @@
+"""What the CLI prints with --json is exactly the documents of orchestrator/wire.py (the CLI
+does not import them: these tests hold it to them)."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator import wire
+from tests import images
+from tests.conftest import REPO, Teamctl, fake_member
+
+
+def test_every_json_output_is_its_wire_document(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    wire.LaunchResult.model_validate(teamctl.json("launch", str(team)))
+    wire.StatusDoc.model_validate(teamctl.json("status"))
+    shot = images.save(images.screenshot(800, 600), teamctl.workdir / "shot.png", "PNG")
+    plan = wire.DryRunPlan.model_validate(
+        teamctl.json("send", "--dry-run", "--attach", str(shot), "lead", "look"))
+    sent = wire.SendResult.model_validate(
+        teamctl.json("send", "--attach", str(shot), "lead", "look", "--wait"))
+    assert sent.state == "answered"
+    assert [a.sha256 for a in sent.attachments] == [plan.attachments[0].variants[0].sha256], \
+        "send --wait --json reports the attachments it sent"
+    queued = wire.SendResult.model_validate(teamctl.json("send", "rev", "no wait"))
+    assert queued.state is None and queued.id
+    history = wire.HistoryDoc.model_validate(teamctl.json("history", "lead"))
+    assert history.messages[0].attachments == sent.attachments
+    bad = teamctl.workdir / "notes.png"
+    bad.write_text("not an image")
+    refusal = wire.Refusal.model_validate(teamctl.json("send", "--attach", str(bad), "lead",
+                                                       "x"))
+    assert refusal.failures[0].code == "attachment_unsupported_mime"
+    error = wire.ErrorReply.model_validate(teamctl.json("send", "nobody", "x"))
+    assert error.error.code == "not_found"
+    done = teamctl.run("logs", "--json")
+    for line in done.stdout.splitlines():
+        wire.LogEvent.model_validate(json.loads(line))
+    env = {"TEAMCTL_CLAUDE_BIN": str(REPO / "fixtures" / "bin" / "claude")}
+    wire.DoctorReport.model_validate(teamctl.json("doctor", extra_env=env))
