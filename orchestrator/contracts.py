@@ -11,15 +11,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import (
-    EXIT_REFUSED,
     ExecutableNotFound,
     LineTooLong,
     MemberStartFailed,
+    PayloadTooLarge,
     ProtocolError,
     RuntimeExited,
     RuntimeStuck,
-    TeamctlError,
+    SessionLost,
     TurnFailed,
+    map_exceptions,
     unwrap_group,
 )
 
@@ -39,10 +40,12 @@ __all__ = [
     "ProtocolError",
     "RuntimeExited",
     "RuntimeStuck",
+    "SessionLost",
     "TextPart",
     "Turn",
     "TurnFailed",
     "TurnResult",
+    "map_exceptions",
     "redact",
     "unwrap_group",
 ]
@@ -103,20 +106,6 @@ class ImagePart:
 
 
 PreparedPart = TextPart | ImagePart
-
-
-class PayloadTooLarge(TeamctlError):
-    """The serialized message would exceed what the runtime's transport takes at once."""
-
-    code = "attachment_serialized_payload_too_large"
-    exit_code = EXIT_REFUSED
-
-    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
-        super().__init__(
-            f"the message would be {size_bytes // 1024} KiB once serialized, over the "
-            f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
-            size_bytes=size_bytes, limit_bytes=limit_bytes,
-        )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── UsageError                  exit 2
     │   ├── TeamFileError           the team file is invalid (file, line, key, fix)
     │   └── RequestTooLarge         a control request over the socket's size bound
+    ├── RemoteError                 a daemon-side error rebuilt by the CLI (its code, exit code)
     ├── DaemonUnavailable           exit 4: no daemon answers on the control socket
     │   └── ConnectionLost          the daemon went away after the request was written
     ├── DaemonAlreadyRunning        a second daemon on the same TEAMCTL_HOME
@@ -22,12 +23,28 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── MemberUnavailable           a --wait on a member that is fatal or stopped
     ├── MemberStartFailed           the runtime did not become ready
     │   └── ExecutableNotFound      the runtime's executable is missing
+    ├── SessionLost                 the runtime no longer knows the member's session (Claude
+    │                               --resume, Codex "no rollout"): replaced once, never looped
     ├── RuntimeExited               the member's process ended while a turn was in flight
     ├── RuntimeStuck                no output for turn_idle_timeout during a turn
     ├── TurnFailed                  the runtime ended the turn with an error (API errors)
+    ├── PayloadTooLarge             exit 3: the serialized turn exceeds what the transport takes
+    ├── AttachmentError             exit 3: one attachment failure with its typed code
+    │   │                           (in attachments.failures, beside the failure codes)
+    │   └── ArtifactMissing         a stored variant is gone and cannot be rebuilt
+    │                               (attachments.artifacts)
+    ├── AttachmentRefused           exit 3: the whole message, with every failure
+    │                               (attachments.failures)
     ├── InternalError               a bug: it fails one delivery or request, never the daemon
     └── StoreError                  the journal could not be read or written
         └── JournalMissing          state.db is missing or empty beside an existing home
+
+    rpc.RequestRejected (a ValueError, standard library only) is the parse failure of one
+    request line; the server answers it as a usage error.
+
+Foreign errors never leave the layer that met them: ``map_exceptions`` translates them at the
+boundary (``sqlite3.Error`` in the journal, ``httpx.HTTPError`` during OpenCode's start-up,
+``TimeoutError`` and ``OSError`` around processes) into the errors above.
 
 Errors raised inside a task group come out of it as an ExceptionGroup; ``unwrap_group``
 re-raises a lone error as itself, so callers catch the typed error rather than the group.
@@ -39,7 +56,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
 __all__ = [
     "AmbiguousTeam",
@@ -54,11 +71,14 @@ __all__ = [
     "MemberStartFailed",
     "MemberUnavailable",
     "NotFound",
+    "PayloadTooLarge",
     "ProtocolError",
+    "RemoteError",
     "ReplyTimeout",
     "RequestTooLarge",
     "RuntimeExited",
     "RuntimeStuck",
+    "SessionLost",
     "StoreError",
     "TeamAlreadyRunning",
     "TeamFileError",
@@ -66,6 +86,7 @@ __all__ = [
     "TurnFailed",
     "UsageError",
     "error_from_wire",
+    "map_exceptions",
     "unwrap_group",
 ]
 
@@ -259,6 +280,32 @@ class ExecutableNotFound(MemberStartFailed):
         super().__init__(member, reason)
 
 
+class SessionLost(TeamctlError):
+    code = "runtime_session_lost"
+    retryable = True
+
+    def __init__(self, member: str, session_id: str | None, reason: str) -> None:
+        super().__init__(f"member {member!r}: the runtime no longer knows session "
+                         f"{session_id} ({reason}); a new one is started",
+                         member=member, session_id=session_id)
+        self.member = member
+        self.session_id = session_id
+
+
+class PayloadTooLarge(TeamctlError):
+    """The serialized message would exceed what the runtime's transport takes at once."""
+
+    code = "attachment_serialized_payload_too_large"
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(
+            f"the message would be {size_bytes // 1024} KiB once serialized, over the "
+            f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
+            size_bytes=size_bytes, limit_bytes=limit_bytes,
+        )
+
+
 class RuntimeExited(TeamctlError):
     code = "runtime_exited"
     retryable = True
@@ -326,6 +373,20 @@ class RemoteError(TeamctlError):
         self.code = code
         self.retryable = retryable
         self.exit_code = exit_code
+
+
+@contextmanager
+def map_exceptions(mapping: Mapping[type[BaseException], Callable[[BaseException], TeamctlError]]
+                   ) -> Iterator[None]:
+    """Translate foreign errors at a boundary (httpcore's ``map_exceptions``): an exception of
+    a mapped type is raised again as the TeamctlError its builder makes, chained to it."""
+    try:
+        yield
+    except Exception as exc:
+        for source, build in mapping.items():
+            if isinstance(exc, source):
+                raise build(exc) from exc
+        raise
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from orchestrator.contracts import (
     ProtocolError,
     RuntimeExited,
     RuntimeStuck,
+    SessionLost,
     TextPart,
     Turn,
     TurnFailed,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["ClaudeProcess", "ClaudeRuntime", "SessionNotFound", "user_line"]
+__all__ = ["ClaudeProcess", "ClaudeRuntime", "user_line"]
 
 log = structlog.get_logger("teamctl.runtime.claude")
 
@@ -69,12 +70,9 @@ log = structlog.get_logger("teamctl.runtime.claude")
 MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
 
 INTERRUPT_GRACE = 10.0
+WRITE_TIMEOUT = 60.0  # one stdin line (at most 20 MiB) into a CLI that reads it
 
 _RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-
-
-class SessionNotFound(MemberStartFailed):
-    code = "runtime_session_not_found"
 
 
 class ClaudeRuntime:
@@ -102,7 +100,7 @@ class ClaudeRuntime:
         session_id = spec.session_id or str(uuid.uuid4())
         try:
             return await self._spawn(spec, session_id, tg)
-        except SessionNotFound:
+        except SessionLost:
             fresh = str(uuid.uuid4())
             log.warning(
                 "session_lost", team=spec.team, member=spec.member, lost_session=session_id,
@@ -308,7 +306,7 @@ class ClaudeProcess:
         early = self._early_result or {}
         errors = " ".join(str(e) for e in early.get("errors") or [])
         if "No conversation found" in errors:
-            raise SessionNotFound(self._spec.member, errors, self.stderr_tail())
+            raise SessionLost(self._spec.member, self._session_id, errors)
         if timed_out:
             reason = f"no answer to initialize within {self._spec.start_timeout:g}s"
         else:
@@ -390,11 +388,19 @@ class ClaudeProcess:
         await self._write_raw(encode_line(obj))
 
     async def _write_raw(self, line: bytes) -> None:
+        """Write one line, within WRITE_TIMEOUT: a CLI that stops reading its stdin (the pipe
+        stays full) is stuck — killed, so the turn goes back to the queue."""
         stdin = self._process.stdin
         assert stdin is not None
         try:
-            async with self._write_lock:
-                await stdin.send(line)
+            with anyio.fail_after(WRITE_TIMEOUT):
+                async with self._write_lock:
+                    await stdin.send(line)
+        except TimeoutError:
+            log.warning("runtime_write_stuck", team=self._spec.team, member=self._spec.member,
+                        bytes=len(line), write_timeout=WRITE_TIMEOUT)
+            self._kill()
+            raise RuntimeStuck(self._spec.member, WRITE_TIMEOUT) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise RuntimeExited(
                 self._spec.member, self._process.returncode, self.stderr_tail()
@@ -418,7 +424,7 @@ class ClaudeProcess:
                 await self._write({"type": "control_request", "request_id": request_id,
                                    "request": {"subtype": "mcp_status"}})
                 await waiter.wait()
-        except RuntimeExited:
+        except (RuntimeExited, RuntimeStuck):
             return False
         finally:
             self._control.pop(request_id, None)

@@ -44,10 +44,12 @@ from orchestrator.contracts import (
     ProtocolError,
     RuntimeExited,
     RuntimeStuck,
+    SessionLost,
     TextPart,
     Turn,
     TurnFailed,
     TurnResult,
+    map_exceptions,
 )
 from runtimes.base import (
     OnSent,
@@ -75,6 +77,7 @@ log = structlog.get_logger("teamctl.runtime.codex")
 _STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
 _RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _UNKNOWN_THREAD = "no rollout found for thread id"
+_EXIT_GRACE = 30.0
 
 
 class CodexRuntime:
@@ -278,7 +281,7 @@ class CodexMember:
 
         try:
             return await self._run(self._prompt(text), images, once)
-        except _UnknownThread:
+        except SessionLost:
             lost, self._thread_id = self._thread_id, None
             log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                         lost_session=lost, reason="codex has no rollout for this thread")
@@ -365,7 +368,13 @@ class CodexMember:
                 kill_group(process)
                 raise RuntimeStuck(self._spec.member, idle)
             self._handle(line, state)
-        with anyio.fail_after(30):
+
+        def no_exit(_exc: BaseException) -> RuntimeExited:
+            kill_group(process)
+            return RuntimeExited(self._spec.member, None, [
+                f"codex closed its output but did not exit within {_EXIT_GRACE:g}s"])
+
+        with map_exceptions({TimeoutError: no_exit}), anyio.fail_after(_EXIT_GRACE):
             await process.wait()
 
     def _handle(self, line: bytes, state: _Turn) -> None:
@@ -399,7 +408,8 @@ class CodexMember:
         if terminal is None:
             tail = self._ring.tail()
             if exit_code == 1 and any(_UNKNOWN_THREAD in line for line in tail):
-                raise _UnknownThread()
+                raise SessionLost(self._spec.member, self._thread_id,
+                                  "codex has no rollout for this thread")
             raise RuntimeExited(self._spec.member, exit_code, tail)
         if terminal["type"] == "turn.failed":
             message = str((terminal.get("error") or {}).get("message") or "the turn failed")
@@ -417,10 +427,6 @@ class CodexMember:
         log.info("turn_usage", team=self._spec.team, member=self._spec.member,
                  thread_tokens=total,
                  turn_tokens=None if previous is None else max(total - previous, 0))
-
-
-class _UnknownThread(Exception):
-    """``exec resume`` found no rollout for the thread id (stderr, exit 1, no JSONL)."""
 
 
 def _status(message: str) -> int | None:

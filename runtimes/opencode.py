@@ -55,6 +55,7 @@ from orchestrator.contracts import (
     Turn,
     TurnFailed,
     TurnResult,
+    map_exceptions,
 )
 from runtimes.base import (
     OnSent,
@@ -120,8 +121,14 @@ class OpenCodeRuntime:
             raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") \
                 from exc
         server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace)
+
+        def http_failed(exc: BaseException) -> MemberStartFailed:
+            return MemberStartFailed(spec.member, f"its server failed a start-up request "
+                                     f"({type(exc).__name__}: {exc})", server.stderr_tail())
+
         try:
-            with anyio.fail_after(spec.start_timeout):
+            with anyio.fail_after(spec.start_timeout), map_exceptions(
+                    {httpx.HTTPError: http_failed}):
                 await server.wait_listening(tg)
                 await server.check_health()
                 await server.open_session()

@@ -24,7 +24,7 @@ import anyio
 
 from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.planner import PlannedAttachment, PlannedVariant
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, map_exceptions
 from orchestrator.wire import DeliveryError, MessageDoc
 
 if TYPE_CHECKING:
@@ -540,7 +540,14 @@ class AsyncStore:
                         warnings, optimizer)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run one journal call in the writer thread; a raw ``sqlite3.Error`` (a read that
+        failed: writes already raise StoreError) comes out as StoreError."""
         def run() -> T:
-            return fn(*args, **kwargs)
+            with map_exceptions({sqlite3.Error: _read_failed}):
+                return fn(*args, **kwargs)
 
         return await anyio.to_thread.run_sync(run, limiter=self._limiter)
+
+
+def _read_failed(exc: BaseException) -> StoreError:
+    return StoreError(f"the journal could not be read: {exc}")

@@ -357,7 +357,11 @@ class Supervisor:
         if not await anyio.Path(state.workdir).is_dir():
             raise MemberStartFailed(state.name, f"its workdir {state.workdir} is not a "
                                     "directory (create it, or fix workdir in the team file)")
-        state_dir = ensure_private_dir(self._home.member_dir(state.team, state.name))
+        try:
+            state_dir = ensure_private_dir(self._home.member_dir(state.team, state.name))
+        except OSError as exc:
+            raise MemberStartFailed(state.name, f"cannot create its private directory: "
+                                    f"{exc.strerror}") from exc
         inherited = {k: os.environ[k] for k in config.pass_env if k in os.environ}
         return LaunchSpec(
             team=state.team, member=state.name, executable=executable, model=config.model,

@@ -135,7 +135,7 @@ def test_plan_stores_original_and_variant(tmp_path: Path) -> None:
     assert store.get(planned.original_sha256) == shot.read_bytes()
     assert hashlib.sha256(store.get(planned.variant.sha256)).hexdigest() == planned.variant.sha256
     assert planned.variant.purpose == "claude-inline-image"
-    doc = planned.to_json()
+    doc = planned.to_wire().model_dump()
     assert doc["variants"][0].keys() == {"purpose", "mime", "width", "height", "bytes", "sha256"}
 
 

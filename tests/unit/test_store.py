@@ -117,3 +117,19 @@ def test_desired_state(store: Store) -> None:
     assert [t.name for t in store.teams(desired="running")] == ["web"]
     store.set_team_desired("web", "stopped")
     assert store.teams(desired="running") == []
+
+
+def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
+    """Reads raised raw sqlite3 errors past the journal: now StoreError, as writes do."""
+    import anyio
+
+    from orchestrator.daemon.store import AsyncStore
+
+    store = Store(tmp_path / "state.db")
+    store.close()
+
+    async def read() -> None:
+        await AsyncStore(store).call(store.teams)
+
+    with pytest.raises(StoreError, match="could not be read"):
+        anyio.run(read)
