@@ -11,7 +11,10 @@ CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
 OPENCODE_VERSION := 1.18.33
 OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
 
-.PHONY: demo test unit e2e lint bench soak venv clean
+.PHONY: help demo test unit e2e lint coverage bench soak venv clean
+
+help:  ## this list
+	@grep -E '^[a-z0-9]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 venv: $(STAMP)
 
@@ -21,13 +24,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP)  ## a 3-member team of simulated teammates, launched, messaged, answered (offline)
 	$(PY) fixtures/demo/run_demo.py
 
-test: $(STAMP) lint
-	$(PY) -m pytest -m "not e2e" -q
+# The suite runs on every core (pytest-xdist): each test has its own TEAMCTL_HOME and daemon.
+test: $(STAMP) lint  ## lint, then the unit, integration and fault tests, in parallel
+	$(PY) -m pytest -m "not e2e" -q -n auto
 
-e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)
+unit: $(STAMP)  ## the in-process unit tests only (seconds)
+	$(PY) -m pytest tests/unit -q -n auto
+
+e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)  ## the real CLIs (pinned npm) against fake APIs
 	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
 		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) $(PY) -m pytest -m e2e tests/e2e -q
 
@@ -53,15 +60,20 @@ $(OPENCODE_BIN):
 		npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
 	HOME=$(abspath $(E2E_DIR)/opencode/home) $(OPENCODE_BIN) --version
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench
 	$(PY) -m mypy
+	$(PY) -m vulture orchestrator runtimes lint/vulture_whitelist.py --min-confidence 60
 
-bench: $(STAMP)
+coverage: $(STAMP)  ## line coverage of the core from the unit tests alone
+	$(PY) -m pytest tests/unit -q --cov=orchestrator.daemon.mailbox \
+		--cov=orchestrator.daemon.supervisor --cov=orchestrator.daemon.teams --cov-report=term-missing
+
+bench: $(STAMP)  ## every benchmark, with its figures
 	$(PY) bench/run_all.py
 
-soak: $(STAMP)
+soak: $(STAMP)  ## 1000 messages to 5 members while members and the daemon are killed
 	cd bench && ../$(PY) soak.py
 
-clean:
+clean:  ## remove .venv, .cache and the demo's home
 	rm -rf $(VENV) .cache .demo-home

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import TeamFileError
+from orchestrator.runtime_table import RuntimeName  # noqa: TC001 (pydantic reads it at run time)
 
 __all__ = [
     "NAME_PATTERN",
@@ -26,7 +27,6 @@ __all__ = [
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Seconds = Annotated[float, Field(gt=0)]
-RuntimeName = Literal["claude", "codex", "opencode"]
 
 _FIXES = {
     "extra_forbidden": "remove it or check its spelling",

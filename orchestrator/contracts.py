@@ -23,6 +23,7 @@ from orchestrator.errors import (
     map_exceptions,
     unwrap_group,
 )
+from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "PreparedPart",
     "ProtocolError",
     "RuntimeExited",
+    "RuntimeInfo",
     "RuntimeStuck",
     "SessionLost",
     "TextPart",
@@ -47,6 +49,7 @@ __all__ = [
     "TurnResult",
     "map_exceptions",
     "redact",
+    "runtime_info",
     "unwrap_group",
 ]
 

@@ -39,6 +39,7 @@ from orchestrator.contracts import (
     Turn,
     TurnFailed,
     TurnResult,
+    runtime_info,
 )
 from runtimes.base import (
     OnSent,
@@ -78,9 +79,10 @@ _RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 class ClaudeRuntime:
     """The ``claude`` runtime adapter."""
 
-    name = "claude"
-    default_executable = "claude"
-    env_var = "TEAMCTL_CLAUDE_BIN"
+    info = runtime_info("claude")
+    name: str = info.name
+    default_executable: str = info.default_executable
+    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
@@ -231,7 +233,6 @@ class ClaudeProcess:
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
         self._last_output = time.monotonic()
-        self._protocol_error: ProtocolError | None = None
         self._request_seq = 0
         self._doomed = False
         self._activity: str | None = None
@@ -441,7 +442,6 @@ class ClaudeProcess:
                 self._last_output = time.monotonic()
                 await self._handle_line(line)
         except LineTooLong as exc:
-            self._protocol_error = exc
             log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
                       code=exc.code, error=exc.message)
             self._kill()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, assert_never
@@ -50,6 +49,7 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     map_exceptions,
+    runtime_info,
 )
 from runtimes.base import (
     OnSent,
@@ -83,9 +83,10 @@ _EXIT_GRACE = 30.0
 class CodexRuntime:
     """The ``codex`` runtime adapter."""
 
-    name = "codex"
-    default_executable = "codex"
-    env_var = "TEAMCTL_CODEX_BIN"
+    info = runtime_info("codex")
+    name: str = info.name
+    default_executable: str = info.default_executable
+    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         # Codex passes PNG, JPEG and WebP through unchanged; it re-encodes GIF (so an animated
@@ -205,7 +206,6 @@ class _Turn:
         self.replies: list[str] = []
         self.terminal: dict[str, Any] | None = None
         self.thread_id: str | None = None
-        self.last_output = time.monotonic()
 
 
 class CodexMember:

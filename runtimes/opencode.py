@@ -56,6 +56,7 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     map_exceptions,
+    runtime_info,
 )
 from runtimes.base import (
     OnSent,
@@ -90,9 +91,10 @@ _MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 class OpenCodeRuntime:
     """The ``opencode`` runtime adapter."""
 
-    name = "opencode"
-    default_executable = "opencode"
-    env_var = "TEAMCTL_OPENCODE_BIN"
+    info = runtime_info("opencode")
+    name: str = info.name
+    default_executable: str = info.default_executable
+    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),

@@ -15,4 +15,5 @@ __all__ = ["default_runtimes"]
 
 
 def default_runtimes() -> dict[str, Runtime]:
+    """One adapter per row of ``orchestrator.runtime_table.RUNTIMES`` (checked by a test)."""
     return {"claude": ClaudeRuntime(), "codex": CodexRuntime(), "opencode": OpenCodeRuntime()}

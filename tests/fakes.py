@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
+from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import (
@@ -34,6 +36,7 @@ from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
+from orchestrator.daemon.variant_cache import JournalVariantCache
 from orchestrator.paths import Home
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 
     from runtimes.base import OnSent
 
-__all__ = ["Core", "FakeProcess", "FakeRuntime", "core", "team_config"]
+__all__ = ["Core", "FakeProcess", "FakeRuntime", "ManualClock", "core", "team_config"]
 
 Step = str | Callable[["FakeProcess", Turn], Awaitable[TurnResult]] | BaseException
 _pids = itertools.count(1)
@@ -165,6 +168,26 @@ class FakeRuntime:
             process.exit(0 if process.exit_code is None else process.exit_code)
 
 
+class ManualClock:
+    """Time that moves only when the code under test sleeps (or a test advances it): the
+    supervisor's backoff and restart window, proven without waiting."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await anyio.lowlevel.checkpoint()
+
+
 @dataclass
 class Core:
     """The daemon's pieces around one fake runtime (as orchestrator.daemon.main wires them)."""
@@ -187,7 +210,8 @@ def team_config(tmp_path: Path, *members: dict[str, Any], name: str = "web") -> 
 
 @asynccontextmanager
 async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
-               store: Store | None = None) -> AsyncIterator[Core]:
+               store: Store | None = None, clock: ManualClock | None = None
+               ) -> AsyncIterator[Core]:
     """The mailbox, supervisor and teams over a real journal and a fake runtime; everything
     is stopped when the block ends."""
     home = Home(tmp_path / "home")
@@ -200,9 +224,11 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             supervisor = Supervisor(
                 home, {"claude": runtime}, tg,
                 load_session=lambda t, m: db.call(db.sync.session_id, t, m),
-                save_session=lambda t, m, s: db.call(db.sync.set_session_id, t, m, s))
-            planner = Planner(ArtifactStore(home.artifacts), load_catalog(), db)
-            mailbox = Mailbox(db, supervisor, planner, tg)
+                save_session=lambda t, m, s: db.call(db.sync.set_session_id, t, m, s),
+                **({"clock": clock, "sleep": clock.sleep} if clock else {}))
+            artifacts = ArtifactStore(home.artifacts)
+            planner = Planner(artifacts, load_catalog(), JournalVariantCache(db))
+            mailbox = Mailbox(db, supervisor, VariantLoader(artifacts), tg)
             teams = Teams(db, supervisor, mailbox, planner,
                           {"claude": runtime.capabilities})
             yield Core(home, db, supervisor, mailbox, teams, runtime)

@@ -64,10 +64,6 @@ class ArtifactStore:
             raise ArtifactMissing(sha256, "corrupted on disk (checksum mismatch)")
         return data
 
-    def has(self, sha256: str) -> bool:
-        """Present and intact (reads and hashes the file)."""
-        return self._intact(self.path(sha256), sha256)
-
     def present(self, sha256: str, size: int) -> bool:
         """Present with the expected size (cheap; the checksum is verified on read)."""
         return self._present(self.path(sha256), size)
@@ -75,12 +71,6 @@ class ArtifactStore:
     def _present(self, path: Path, size: int) -> bool:
         try:
             return path.stat().st_size == size
-        except OSError:
-            return False
-
-    def _intact(self, path: Path, digest: str) -> bool:
-        try:
-            return hashlib.sha256(path.read_bytes()).hexdigest() == digest
         except OSError:
             return False
 

@@ -5,7 +5,7 @@ anything is sent; every failure of the message is reported at once (``Attachment
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.errors import EXIT_REFUSED, TeamctlError
@@ -48,9 +48,6 @@ class AttachmentFailure:
     @property
     def retryable(self) -> bool:
         return self.code in _RETRYABLE
-
-    def for_member(self, member: str) -> AttachmentFailure:
-        return replace(self, member=member)
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": redact(self.message), "retryable": self.retryable,

@@ -94,11 +94,6 @@ class Decoded:
     warnings: list[str] = field(default_factory=list)
     full_size: tuple[int, int] = (0, 0)  # upright size before any draft-mode reduction
 
-    @property
-    def has_alpha(self) -> bool:
-        return self.image.mode in ("RGBA", "LA")
-
-
 def decode(data: bytes, source: Format, name: str, *, limits: Limits | None = None) -> Decoded:
     """Decode an accepted (or convertible) image safely; AttachmentError on any problem.
 

@@ -1,5 +1,8 @@
 """The gate and the planner: a message is sent whole, or refused before anything is sent.
 
+(Delivery-time loading of the planned variants lives in ``loader``; the planned types and the
+one function that derives a variant from an original, in ``variants``.)
+
 Two questions, two sources (DESIGN §5.6): can the member's runtime *transport* carry images (the
 adapter's Capabilities), and can the member's *model* see them (the vision catalog, or the
 operator's ``vision`` override). Then each attachment goes through intake → sniff → decode →
@@ -15,25 +18,25 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from orchestrator import wire
-from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.attachments.failures import AttachmentError, AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.intake import Original, read_original
-from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits, decode, make_variant
+from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits
 from orchestrator.attachments.sniff import SNIFF_BYTES, Format, sniff
-from orchestrator.contracts import Capabilities, ImagePart
+from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant, derive
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.attachments.artifacts import ArtifactStore
     from orchestrator.attachments.catalog import Catalog, VisionEntry
+    from orchestrator.contracts import Capabilities
 
-__all__ = ["PlannedAttachment", "PlannedVariant", "Planner", "Target", "VariantCache"]
+__all__ = ["Planner", "Target", "VariantCache"]
 
 _BLOCK_OVERHEAD_BYTES = 160  # the JSON around one base64 image block
 
@@ -48,45 +51,6 @@ class Target:
     model: str | None
     vision: bool | None
     capabilities: Capabilities
-
-
-@dataclass(frozen=True)
-class PlannedVariant:
-    variant_id: str
-    purpose: str
-    sha256: str
-    mime: str
-    width: int
-    height: int
-    bytes: int
-    limits: Limits
-
-    def to_wire(self) -> wire.VariantDoc:
-        return wire.VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
-                          height=self.height, bytes=self.bytes, sha256=self.sha256)
-
-
-@dataclass(frozen=True)
-class PlannedAttachment:
-    position: int
-    name: str
-    original_sha256: str
-    original_mime: str
-    original_bytes: int
-    variant: PlannedVariant
-    warnings: tuple[str, ...] = field(default=())
-
-    def to_wire(self) -> wire.PlannedDoc:
-        """The dry-run plan of this attachment."""
-        return wire.PlannedDoc(name=self.name, original=wire.Original(
-            sha256=self.original_sha256, mime=self.original_mime, bytes=self.original_bytes),
-            variants=[self.variant.to_wire()], warnings=list(self.warnings))
-
-    def to_ref(self) -> wire.AttachmentRef:
-        """The attachment as journaled with its message (history, send --wait)."""
-        v = self.variant
-        return wire.AttachmentRef(name=self.name, sha256=v.sha256, mime=v.mime, width=v.width,
-                             height=v.height, original_sha256=self.original_sha256)
 
 
 class VariantCache(Protocol):
@@ -208,44 +172,7 @@ class Planner:
     def _make(self, read: _Read, purpose: str,
               limits: Limits) -> tuple[PlannedVariant, tuple[str, ...]]:
         self._artifacts.put(read.original.data)
-        variant, warnings, data = _derive(read.original.data, read.format, read.original.name,
+        variant, warnings, data = derive(read.original.data, read.format, read.original.name,
                                           purpose, limits)
         self._artifacts.put(data)
         return variant, warnings
-
-    # -- delivery side ------------------------------------------------------------------------
-
-    async def load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
-        """The variant's verified bytes; rebuilt from the original if the artifact is missing
-        or corrupted (deterministic encoding gives the same bytes); ArtifactMissing if not."""
-        return await anyio.to_thread.run_sync(self._load, original_sha256, variant,
-                                              limiter=self._cpu)
-
-    def _load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
-        try:
-            data = self._artifacts.get(variant.sha256)
-        except ArtifactMissing:
-            data = self._rebuild(original_sha256, variant)
-        return ImagePart(variant.mime, variant.width, variant.height, variant.sha256, data,
-                         self._artifacts.path(variant.sha256))
-
-    def _rebuild(self, original_sha256: str, variant: PlannedVariant) -> bytes:
-        original = self._artifacts.get(original_sha256)  # ArtifactMissing if gone too
-        fmt = sniff(original[:SNIFF_BYTES])
-        rebuilt, _, data = _derive(original, fmt, original_sha256[:12], variant.purpose,
-                                   variant.limits)
-        if rebuilt.sha256 != variant.sha256:
-            raise ArtifactMissing(variant.sha256, "gone, and rebuilding it gave other bytes "
-                                  "(the optimizer changed)")
-        self._artifacts.put(data)
-        return data
-
-
-def _derive(data: bytes, fmt: Format, name: str, purpose: str,
-            limits: Limits) -> tuple[PlannedVariant, tuple[str, ...], bytes]:
-    decoded = decode(data, fmt, name, limits=limits)
-    made = make_variant(data, decoded, purpose, limits, name)
-    attachment_id = hashlib.sha256(data).hexdigest()
-    planned = PlannedVariant(made.variant_id(attachment_id), purpose, made.sha256, made.mime,
-                             made.width, made.height, len(made.data), limits)
-    return planned, tuple(decoded.warnings), made.data

@@ -353,6 +353,17 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
 
 
 @cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(teamctl completion bash)"."""
+    from click.shell_completion import get_completion_class
+
+    completer = get_completion_class(shell)
+    assert completer is not None
+    click.echo(completer(cli, {}, "teamctl", "_TEAMCTL_COMPLETE").source())
+
+
+@cli.command()
 @click.argument("name", required=False)
 def schema(name: str | None) -> None:
     """Print the JSON Schema of the --json document NAME (every document without NAME)."""

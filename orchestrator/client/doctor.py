@@ -7,16 +7,17 @@ import shutil
 import subprocess
 from typing import Any
 
+from orchestrator.runtime_table import RUNTIMES
+
 __all__ = ["inspect_runtimes"]
 
-_RUNTIMES = (("claude", "TEAMCTL_CLAUDE_BIN"), ("codex", "TEAMCTL_CODEX_BIN"),
-             ("opencode", "TEAMCTL_OPENCODE_BIN"))
 
 
 def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
     rows = []
-    for name, env_var in _RUNTIMES:
-        path = shutil.which(os.environ.get(env_var) or name)
+    for runtime in RUNTIMES:
+        name, env_var = runtime.name, runtime.env_var
+        path = shutil.which(os.environ.get(env_var) or runtime.default_executable)
         version = None
         if path:
             try:

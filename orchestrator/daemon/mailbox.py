@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from orchestrator.attachments.planner import PlannedAttachment, Planner
+    from orchestrator.attachments.loader import VariantLoader
+    from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import TurnResult
     from orchestrator.daemon.store import AsyncStore, Delivery
     from orchestrator.daemon.supervisor import Supervisor
@@ -72,10 +73,10 @@ class _Queue:
 class Mailbox:
     """Journaled per-member queues and the waiters for their outcomes."""
 
-    def __init__(self, store: AsyncStore, supervisor: Supervisor, planner: Planner,
+    def __init__(self, store: AsyncStore, supervisor: Supervisor, loader: VariantLoader,
                  tg: TaskGroup) -> None:
         self._store = store
-        self._planner = planner
+        self._loader = loader
         self._supervisor = supervisor
         self._tg = tg
         self._queues: dict[tuple[str, str], _Queue] = {}
@@ -192,11 +193,15 @@ class Mailbox:
     async def _next_turn(self, team: str, member: str) -> bool:
         """Borrow the member's ready process, claim its next delivery and run it; False when
         the queue was empty."""
-        async with self._supervisor.turn_slot(team, member) as process:
+        async def claim() -> tuple[str, tuple[Delivery, list[PlannedAttachment]]] | None:
             claimed = await self._store.call(self._store.sync.claim_next, team, member)
-            if claimed is None:
+            return None if claimed is None else (claimed[0].message_id, claimed)
+
+        async with self._supervisor.turn_slot(team, member, claim) as slot:
+            if slot is None:
                 return False
-            await self._deliver_safely(process, *claimed)
+            process, (delivery, planned) = slot
+            await self._deliver_safely(process, delivery, planned)
             return True
 
     async def _deliver_safely(self, process: RuntimeProcess, delivery: Delivery,
@@ -216,7 +221,6 @@ class Mailbox:
                        planned: list[PlannedAttachment]) -> None:
         """Walk one claimed (``prepared``) delivery through its turn on ``process``."""
         team, member, message_id = delivery.team, delivery.member, delivery.message_id
-        self._supervisor.mark_turn(team, member, message_id)
         try:
             turn = await self._prepare(delivery, planned)
         except AttachmentError as exc:
@@ -288,7 +292,7 @@ class Mailbox:
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
         rebuilt from the original if its artifact is gone)."""
-        images = [await self._planner.load(p.original_sha256, p.variant) for p in planned]
+        images = [await self._loader.load(p.original_sha256, p.variant) for p in planned]
         parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
         return Turn(delivery.message_id, (*parts, *images))
 

@@ -23,6 +23,7 @@ import structlog
 
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
+from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
 from orchestrator.daemon import orphans
 from orchestrator.daemon.api import ControlServer
@@ -31,6 +32,7 @@ from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
+from orchestrator.daemon.variant_cache import JournalVariantCache
 from orchestrator.diagnostics import configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from runtimes.registry import default_runtimes
@@ -127,8 +129,9 @@ class Daemon:
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
             )
-            planner = Planner(ArtifactStore(self.home.artifacts), load_catalog(), store)
-            mailbox = Mailbox(store, supervisor, planner, tg)
+            artifacts = ArtifactStore(self.home.artifacts)
+            planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
+            mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg)
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             teams = Teams(store, supervisor, mailbox, planner, capabilities)
             server = ControlServer(teams, on_stop_all=self.request_shutdown)

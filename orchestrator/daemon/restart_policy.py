@@ -40,11 +40,6 @@ class RestartPolicy:
     def __post_init__(self) -> None:
         self._next_delay = self.first_delay
 
-    def reset(self) -> None:
-        """Forget past restarts (``teamctl restart`` clears a fatal member)."""
-        self._next_delay = self.first_delay
-        self._recent.clear()
-
     def on_exit(self, *, now: float, exit_code: int | None, uptime: float) -> Decision:
         """Decide what follows an exit at ``now`` after ``uptime`` seconds of running."""
         clean = exit_code == 0

@@ -1,5 +1,7 @@
 """The journal: one SQLite file (WAL, ``synchronous=FULL``), one writer connection.
 
+(The variant cache keeps its table in the same file: ``variant_cache``.)
+
 Tables: ``teams`` (the launched config and whether it should run), ``members`` (per-member
 runtime session ids), ``messages`` and ``deliveries`` (one per message × member, with its state
 ``queued → prepared → sent → answered | failed``, attempts, reply and typed error). FIFO order is
@@ -16,14 +18,14 @@ import json
 import os
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 
 from orchestrator.attachments.normalize import Limits
-from orchestrator.attachments.planner import PlannedAttachment, PlannedVariant
+from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant
 from orchestrator.errors import StoreError, map_exceptions
 from orchestrator.wire import DeliveryError, MessageDoc
 
@@ -175,14 +177,14 @@ _ATTACHMENT_COLUMNS = (
 )
 
 
-def _limits_json(limits: Limits) -> str:
+def limits_json(limits: Limits) -> str:
     return json.dumps([limits.long_edge, limits.megapixels, limits.max_bytes])
 
 
 def _attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple[Any, ...]:
     v = p.variant
     return (message_id, member, p.position, p.name, p.original_sha256, p.original_mime,
-            p.original_bytes, v.variant_id, v.purpose, _limits_json(v.limits), v.sha256, v.mime,
+            p.original_bytes, v.variant_id, v.purpose, limits_json(v.limits), v.sha256, v.mime,
             v.width, v.height, v.bytes)
 
 
@@ -227,6 +229,15 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """For the modules that keep their own tables in the journal file (variant_cache)."""
+        return self._db
+
+    def transaction(self, *, durable: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (see ``_tx``), for those same modules."""
+        return self._tx(durable=durable)
 
     @contextmanager
     def _tx(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
@@ -346,31 +357,6 @@ class Store:
             "WHERE message_id = ? AND member = ? ORDER BY position", (message_id, member),
         ).fetchall()
         return [_planned(row) for row in rows]
-
-    def variant(self, original_sha256: str, purpose: str, limits: Limits,
-                optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
-        row = self._db.execute(
-            "SELECT variant_id, purpose, sha256, mime, width, height, bytes, warnings "
-            "FROM variants WHERE original_sha256 = ? AND purpose = ? AND limits = ? "
-            "AND optimizer = ?", (original_sha256, purpose, _limits_json(limits), optimizer),
-        ).fetchone()
-        if row is None:
-            return None
-        variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
-                                 row["width"], row["height"], row["bytes"], limits)
-        return variant, tuple(json.loads(row["warnings"]))
-
-    def save_variant(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
-                     warnings: tuple[str, ...], optimizer: str) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO variants (original_sha256, purpose, limits, optimizer, "
-                "original_mime, variant_id, sha256, mime, width, height, bytes, warnings) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (original_sha256, variant.purpose, _limits_json(variant.limits), optimizer,
-                 original_mime, variant.variant_id, variant.sha256, variant.mime,
-                 variant.width, variant.height, variant.bytes, json.dumps(list(warnings))),
-            )
 
     def next_queued(self, team: str, member: str) -> Delivery | None:
         """The oldest queued delivery of a member (FIFO by journal order)."""
@@ -528,16 +514,6 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
         self._limiter = anyio.CapacityLimiter(1)
-
-    async def get(self, original_sha256: str, purpose: str, limits: Limits,
-                  optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
-        """The planner's variant cache (attachments.planner.VariantCache)."""
-        return await self.call(self.sync.variant, original_sha256, purpose, limits, optimizer)
-
-    async def put(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
-                  warnings: tuple[str, ...], optimizer: str) -> None:
-        await self.call(self.sync.save_variant, original_sha256, original_mime, variant,
-                        warnings, optimizer)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one journal call in the writer thread; a raw ``sqlite3.Error`` (a read that

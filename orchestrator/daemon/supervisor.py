@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import structlog
@@ -49,6 +49,9 @@ log = structlog.get_logger("teamctl.supervisor")
 SessionStore = Callable[[str, str, str | None], Awaitable[None]]
 SessionLoad = Callable[[str, str], Awaitable[str | None]]
 VisionLookup = Callable[[str, str | None, bool | None], bool | None]
+Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
+Claim = Callable[[], Awaitable[tuple[str, T] | None]]
 
 
 @dataclass(eq=False)
@@ -125,7 +128,11 @@ class Supervisor:
         save_session: SessionStore,
         vision: VisionLookup = lambda runtime, model, override: override,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = anyio.sleep,
     ) -> None:
+        """``clock`` and ``sleep`` drive the restart policy's window and backoff (a test
+        passes a manual clock whose sleep advances it)."""
+        self._sleep = sleep
         self._vision = vision
         self._home = home
         self._runtimes = runtimes
@@ -136,9 +143,6 @@ class Supervisor:
         self._teams: dict[str, list[MemberState]] = {}
 
     # -- queries ------------------------------------------------------------------------------
-
-    def team_names(self) -> list[str]:
-        return list(self._teams)
 
     def members(self, team: str) -> list[MemberState]:
         return list(self._teams.get(team, []))
@@ -187,17 +191,17 @@ class Supervisor:
         self._spawn(fresh)
         return fresh
 
-    def mark_turn(self, team: str, name: str, turn: str) -> None:
-        """Label the turn in flight (for the incident report if the process dies in it)."""
-        self.member(team, name).turn = turn
-
     @asynccontextmanager
-    async def turn_slot(self, team: str, name: str,
-                        turn: str | None = None) -> AsyncIterator[RuntimeProcess]:
-        """Wait until the member is ready, mark it busy, lend its process for one turn.
+    async def turn_slot(self, team: str, name: str, claim: Claim[T]
+                        ) -> AsyncIterator[tuple[RuntimeProcess, T] | None]:
+        """Wait until the member is ready, ``claim`` its next turn (its label — the message id,
+        kept for the incident report if the process dies in it — and what to deliver), then
+        mark it busy and lend its process for that one turn; None when there was nothing to
+        claim. The member only reads ``busy`` once a turn was claimed: an idle member whose
+        queue looks for work (after every ready and every turn) stays ``ready``.
 
         Waits without a deadline (messages wait in the journal while a member is down);
-        cancelling the wait is safe.
+        cancelling the wait is safe. One caller per member (its mailbox queue).
         """
         while True:
             state = self.member(team, name)
@@ -206,11 +210,16 @@ class Supervisor:
                 break
             await changed.wait()
         process = state.process
-        state.busy, state.turn = True, turn
+        claimed = await claim()  # not busy yet: an idle member reads "ready" while it claims
+        if claimed is None:
+            yield None
+            return
+        state.turn, work = claimed
+        state.busy = True
         state.turns_started += 1
         state.notify()
         try:
-            yield process
+            yield process, work
         finally:
             state.busy = False
             if process.usable:  # a dead process keeps its cut turn for the incident report
@@ -274,7 +283,7 @@ class Supervisor:
                 return
             state.launch = "backoff"
             state.notify()
-            await anyio.sleep(decision.delay)
+            await self._sleep(decision.delay)
             state.restarts += 1
 
     async def _run_once(self, state: MemberState) -> int | None:

@@ -14,7 +14,7 @@ import anyio
 import structlog
 
 from orchestrator.attachments.failures import AttachmentRefused
-from orchestrator.attachments.planner import PlannedAttachment, Planner, Target
+from orchestrator.attachments.planner import Planner, Target
 from orchestrator.config import TeamConfig
 from orchestrator.errors import (
     AmbiguousTeam,
@@ -29,6 +29,7 @@ from orchestrator.wire import DryRunPlan, HistoryDoc, SendResult, StatusDoc, Tea
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import Capabilities
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.store import AsyncStore, Delivery

@@ -18,7 +18,8 @@ from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.failures import AttachmentError, AttachmentRefused
 from orchestrator.attachments.normalize import Limits
-from orchestrator.attachments.planner import PlannedVariant, Planner, Target
+from orchestrator.attachments.loader import VariantLoader
+from orchestrator.attachments.planner import Planner, Target
 from orchestrator.contracts import Capabilities
 from runtimes.claude import ClaudeRuntime
 from tests import images
@@ -26,6 +27,8 @@ from tests.conftest import REPO
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from orchestrator.attachments.variants import PlannedVariant
 
 CLAUDE_CAPS = ClaudeRuntime.capabilities
 
@@ -193,7 +196,7 @@ def test_the_same_file_again_is_served_from_the_store(tmp_path: Path,
     def no_decoding(*args: object) -> None:
         raise AssertionError("decoded again")
 
-    monkeypatch.setattr("orchestrator.attachments.planner.decode", no_decoding)
+    monkeypatch.setattr("orchestrator.attachments.variants.decode", no_decoding)
     [again] = _plan(planner, _target(), [shot])
     assert again == first
 
@@ -203,14 +206,15 @@ def test_a_missing_variant_is_rebuilt_from_the_original(tmp_path: Path) -> None:
     [planned] = _plan(planner, _target(), [images.save(images.screenshot(), tmp_path / "s.png",
                                                        "PNG")])
     store = ArtifactStore(tmp_path / "artifacts")
+    loader = VariantLoader(store)
     store.path(planned.variant.sha256).unlink()
-    part = anyio.run(planner.load, planned.original_sha256, planned.variant)
+    part = anyio.run(loader.load, planned.original_sha256, planned.variant)
     assert hashlib.sha256(part.data).hexdigest() == planned.variant.sha256
     assert store.get(planned.variant.sha256) == part.data
     store.path(planned.variant.sha256).write_bytes(b"corrupt")
     store.path(planned.original_sha256).unlink()
     with pytest.raises(ArtifactMissing):
-        anyio.run(planner.load, planned.original_sha256, planned.variant)
+        anyio.run(loader.load, planned.original_sha256, planned.variant)
 
 
 def test_variants_are_identical_across_processes(tmp_path: Path) -> None:

@@ -54,11 +54,3 @@ def test_jitter_stays_within_ten_percent() -> None:
     delays = [policy.on_exit(now=float(i), exit_code=1, uptime=1).delay for i in range(200)]
     assert all(9.0 <= d <= 11.0 for d in delays)
     assert len(set(delays)) > 100
-
-
-def test_reset_clears_a_fatal_history() -> None:
-    policy = _policy(max_restarts=1)
-    policy.on_exit(now=0.0, exit_code=1, uptime=1)
-    assert policy.on_exit(now=1.0, exit_code=1, uptime=1).action == "fatal"
-    policy.reset()
-    assert policy.on_exit(now=2.0, exit_code=1, uptime=1).action == "restart"

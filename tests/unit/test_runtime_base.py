@@ -135,3 +135,15 @@ def test_user_line_puts_image_blocks_after_the_text_as_base64() -> None:
         "type": "base64", "media_type": "image/png",
         "data": base64.b64encode(b"\x89PNG-bytes").decode()}}
     assert "PNG-bytes" not in content[0]["text"]
+
+
+def test_the_registry_has_one_adapter_per_row_of_the_runtime_table() -> None:
+    from orchestrator.runtime_table import RUNTIMES
+    from runtimes.registry import default_runtimes
+
+    adapters = default_runtimes()
+    assert list(adapters) == [r.name for r in RUNTIMES]
+    for row in RUNTIMES:
+        adapter = adapters[row.name]
+        assert (adapter.name, adapter.env_var, adapter.default_executable) == (
+            row.name, row.env_var, row.default_executable)

@@ -1,0 +1,38 @@
+"""Names vulture (make lint) cannot see used: pydantic fields and validators, click commands,
+structlog method aliases, counters read by tests and benches. A name that is really dead is
+removed from the code, not added here."""
+
+# ruff: noqa
+_.MAX_IMAGE_PIXELS
+_._backoff_ordered
+_._no_nul
+_._unique_members
+_.accept_failures
+_.evicted
+_.open_connections
+_.refused
+_.reported_drops
+_.row_factory
+_.schema_version
+_.sources
+_.wait_bound
+_.waiting
+already_running
+cost_usd
+critical
+daemon
+daemon_running
+daemon_stopping
+debug
+doctor
+fatal
+id
+messages
+model_config
+ok
+schema
+variants
+vision_catalog
+warn
+completion
+info

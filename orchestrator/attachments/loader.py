@@ -1,0 +1,53 @@
+"""Delivery-time loading of planned variants: the bytes from the artifact store, verified
+against their sha256, rebuilt from the original when the artifact is missing or corrupted."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
+from orchestrator.attachments.sniff import SNIFF_BYTES, sniff
+from orchestrator.attachments.variants import derive
+from orchestrator.contracts import ImagePart
+
+if TYPE_CHECKING:
+    from orchestrator.attachments.variants import PlannedVariant
+
+__all__ = ["VariantLoader"]
+
+
+class VariantLoader:
+    """Loads the variants a claimed delivery carries (CPU and disk in worker threads)."""
+
+    def __init__(self, artifacts: ArtifactStore, *, workers: int = 2) -> None:
+        self._artifacts = artifacts
+        self._cpu = anyio.CapacityLimiter(workers)
+
+    async def load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
+        """The variant's verified bytes; rebuilt from the original if the artifact is missing
+        or corrupted (deterministic encoding gives the same bytes); ArtifactMissing if not."""
+        return await anyio.to_thread.run_sync(self._load, original_sha256, variant,
+                                              limiter=self._cpu)
+
+    def _load(self, original_sha256: str, variant: PlannedVariant) -> ImagePart:
+        try:
+            data = self._artifacts.get(variant.sha256)
+        except ArtifactMissing:
+            data = self._rebuild(original_sha256, variant)
+        return ImagePart(variant.mime, variant.width, variant.height, variant.sha256, data,
+                         self._artifacts.path(variant.sha256))
+
+    def _rebuild(self, original_sha256: str, variant: PlannedVariant) -> bytes:
+        original = self._artifacts.get(original_sha256)  # ArtifactMissing if gone too
+        fmt = sniff(original[:SNIFF_BYTES])
+        rebuilt, _, data = derive(original, fmt, original_sha256[:12], variant.purpose,
+                                   variant.limits)
+        if rebuilt.sha256 != variant.sha256:
+            raise ArtifactMissing(variant.sha256, "gone, and rebuilding it gave other bytes "
+                                  "(the optimizer changed)")
+        self._artifacts.put(data)
+        return data
+
+

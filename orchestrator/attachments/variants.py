@@ -1,0 +1,66 @@
+"""A planned attachment and its variant (what the journal records and the runtimes receive),
+and ``derive``: the one function that makes a variant from an original — at planning time, and
+again at delivery time when an artifact must be rebuilt (the encoding is deterministic)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from orchestrator import wire
+from orchestrator.attachments.normalize import Limits, decode, make_variant
+
+if TYPE_CHECKING:
+    from orchestrator.attachments.sniff import Format
+
+__all__ = ["PlannedAttachment", "PlannedVariant", "derive"]
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    variant_id: str
+    purpose: str
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    bytes: int
+    limits: Limits
+
+    def to_wire(self) -> wire.VariantDoc:
+        return wire.VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
+                          height=self.height, bytes=self.bytes, sha256=self.sha256)
+
+
+@dataclass(frozen=True)
+class PlannedAttachment:
+    position: int
+    name: str
+    original_sha256: str
+    original_mime: str
+    original_bytes: int
+    variant: PlannedVariant
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_wire(self) -> wire.PlannedDoc:
+        """The dry-run plan of this attachment."""
+        return wire.PlannedDoc(name=self.name, original=wire.Original(
+            sha256=self.original_sha256, mime=self.original_mime, bytes=self.original_bytes),
+            variants=[self.variant.to_wire()], warnings=list(self.warnings))
+
+    def to_ref(self) -> wire.AttachmentRef:
+        """The attachment as journaled with its message (history, send --wait)."""
+        v = self.variant
+        return wire.AttachmentRef(name=self.name, sha256=v.sha256, mime=v.mime, width=v.width,
+                             height=v.height, original_sha256=self.original_sha256)
+
+
+def derive(data: bytes, fmt: Format, name: str, purpose: str,
+            limits: Limits) -> tuple[PlannedVariant, tuple[str, ...], bytes]:
+    decoded = decode(data, fmt, name, limits=limits)
+    made = make_variant(data, decoded, purpose, limits, name)
+    attachment_id = hashlib.sha256(data).hexdigest()
+    planned = PlannedVariant(made.variant_id(attachment_id), purpose, made.sha256, made.mime,
+                             made.width, made.height, len(made.data), limits)
+    return planned, tuple(decoded.warnings), made.data

@@ -1,0 +1,62 @@
+"""The planner's variant cache, kept in the journal's file (table ``variants``): a variant
+already made for the same original bytes, purpose, limits and optimizer version is not made
+again. It is a cache: losing a row only costs one normalization."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from orchestrator.attachments.variants import PlannedVariant
+from orchestrator.daemon.store import limits_json
+
+if TYPE_CHECKING:
+    from orchestrator.attachments.normalize import Limits
+    from orchestrator.daemon.store import AsyncStore, Store
+
+__all__ = ["JournalVariantCache"]
+
+
+class JournalVariantCache:
+    """The ``VariantCache`` the planner uses, over the journal's connection (its calls run in
+    the journal's one writer thread)."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self._store = store
+
+    async def get(self, original_sha256: str, purpose: str, limits: Limits,
+                  optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
+        return await self._store.call(_get, self._store.sync, original_sha256, purpose, limits,
+                                      optimizer)
+
+    async def put(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
+                  warnings: tuple[str, ...], optimizer: str) -> None:
+        await self._store.call(_put, self._store.sync, original_sha256, original_mime, variant,
+                               warnings, optimizer)
+
+
+def _get(store: Store, original_sha256: str, purpose: str, limits: Limits,
+         optimizer: str) -> tuple[PlannedVariant, tuple[str, ...]] | None:
+    row = store.connection.execute(
+        "SELECT variant_id, purpose, sha256, mime, width, height, bytes, warnings "
+        "FROM variants WHERE original_sha256 = ? AND purpose = ? AND limits = ? "
+        "AND optimizer = ?", (original_sha256, purpose, limits_json(limits), optimizer),
+    ).fetchone()
+    if row is None:
+        return None
+    variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
+                             row["width"], row["height"], row["bytes"], limits)
+    return variant, tuple(json.loads(row["warnings"]))
+
+
+def _put(store: Store, original_sha256: str, original_mime: str, variant: PlannedVariant,
+         warnings: tuple[str, ...], optimizer: str) -> None:
+    with store.transaction() as db:
+        db.execute(
+            "INSERT OR REPLACE INTO variants (original_sha256, purpose, limits, optimizer, "
+            "original_mime, variant_id, sha256, mime, width, height, bytes, warnings) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (original_sha256, variant.purpose, limits_json(variant.limits), optimizer,
+             original_mime, variant.variant_id, variant.sha256, variant.mime,
+             variant.width, variant.height, variant.bytes, json.dumps(list(warnings))),
+        )

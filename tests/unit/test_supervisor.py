@@ -1,0 +1,144 @@
+"""The supervisor, in process: readiness, restarts by policy against a manual clock, fatal,
+restart clearing it, stop order. What the subprocess tests prove in seconds, in milliseconds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from orchestrator.errors import MemberStartFailed, NotFound
+from tests.fakes import FakeRuntime, ManualClock, core, team_config
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.fakes import Core
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _launch(c: Core, tmp_path: Path, *members: dict[str, object]) -> None:
+    config = team_config(tmp_path, *(members or ({"name": "lead"},)))
+    await c.teams.launch(config, "team.toml", wait=True, timeout=10)
+
+
+async def _until(c: Core, member: str, predicate: object) -> None:
+    """Wait (on the member's change events, with a deadline) until ``predicate(state)``."""
+    with anyio.fail_after(10):
+        while True:
+            state = c.supervisor.member("web", member)
+            changed = state.changed()
+            if predicate(state):  # type: ignore[operator]
+                return
+            await changed.wait()
+
+
+async def test_a_member_is_ready_after_its_runtime_opened(tmp_path: Path) -> None:
+    async with core(tmp_path) as c:
+        await _launch(c, tmp_path)
+        [state] = c.supervisor.members("web")
+        assert (state.launch, state.live, state.readiness) == ("running", "alive", "ready")
+        assert state.session_id == "fake-session-" + str(c.runtime.opened[0].number)
+
+
+async def test_a_crash_loop_backs_off_by_the_policy_then_goes_fatal(tmp_path: Path) -> None:
+    """Each exit restarts after the policy's delay (×2, ±10 %); more than max_restarts in the
+    window is fatal — and then nothing starts again."""
+    clock = ManualClock()
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime, clock=clock) as c:
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [1.0, 60.0], "max_restarts": 3})
+        for expected in range(1, 5):
+            runtime.opened[-1].exit(1)
+            if expected <= 3:
+                await _until(c, "lead", lambda s, n=expected: s.restarts == n
+                             and s.launch == "running")
+        await _until(c, "lead", lambda s: s.launch == "fatal")
+        assert len(runtime.opened) == 4, "one start and exactly three restarts"
+        for delay, nominal in zip(clock.sleeps, (1.0, 2.0, 4.0), strict=True):
+            assert nominal * 0.9 <= delay <= nominal * 1.1
+        state = c.supervisor.member("web", "lead")
+        assert "more than 3 restarts" in (state.error or "")
+        await anyio.wait_all_tasks_blocked()
+        assert len(runtime.opened) == 4, "fatal: no fifth start"
+
+
+async def test_restarts_spread_over_more_than_the_window_never_go_fatal(tmp_path: Path) -> None:
+    clock = ManualClock()
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime, clock=clock) as c:
+        await _launch(c, tmp_path, {"name": "lead", "max_restarts": 1,
+                                    "restart_window": 300.0})
+        for n in range(1, 4):
+            clock.advance(700)  # up for more than the window (and the 600 s reset)
+            runtime.opened[-1].exit(1)
+            await _until(c, "lead", lambda s, n=n: s.restarts == n and s.launch == "running")
+        assert all(0.9 <= d <= 1.1 for d in clock.sleeps), "the backoff was reset each time"
+
+
+async def test_a_clean_exit_stops_an_on_failure_member(tmp_path: Path) -> None:
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        runtime.opened[-1].exit(0)
+        await _until(c, "lead", lambda s: s.launch == "stopped")
+        assert len(runtime.opened) == 1
+
+
+async def test_a_start_failure_is_fatal_with_its_reason(tmp_path: Path) -> None:
+    runtime = FakeRuntime()
+    runtime.start_error = MemberStartFailed("lead", "no answer to initialize within 5s")
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "max_restarts": 0})
+        state = c.supervisor.member("web", "lead")
+        assert state.launch == "fatal" and state.readiness == "not_ready"
+        assert "no answer to initialize" in (state.error or "")
+
+
+async def test_restart_clears_fatal_and_starts_again(tmp_path: Path) -> None:
+    runtime = FakeRuntime()
+    runtime.start_error = MemberStartFailed("lead", "broken")
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "max_restarts": 0})
+        runtime.start_error = None
+        status = await c.teams.restart(None, "lead")
+        [member] = status.members
+        assert (member.launch, member.readiness, member.restarts) == ("running", "ready", 1)
+
+
+async def test_stop_stops_members_in_reverse_start_order(tmp_path: Path) -> None:
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "a"}, {"name": "b"}, {"name": "c"})
+        order: list[str] = []
+        for process in runtime.opened:
+            original = process.exit
+
+            def exit_and_note(code: int | None, process=process, original=original) -> None:
+                if process.exit_code is None:
+                    order.append(process.spec.member)
+                original(code)
+
+            process.exit = exit_and_note  # type: ignore[method-assign]
+        assert await c.teams.stop("web") == ["web"]
+        assert order == ["c", "b", "a"]
+        with pytest.raises(NotFound):
+            c.supervisor.member("web", "a")
+
+
+async def test_the_session_reported_by_the_runtime_is_recorded(tmp_path: Path) -> None:
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        first = c.runtime.opened[0].session_id
+        assert c.store.sync.session_id("web", "lead") == first
+        runtime.opened[-1].exit(1)
+        await _until(c, "lead", lambda s: s.restarts == 1 and s.launch == "running")
+        assert runtime.opened[-1].spec.session_id == first, "restarted on the same session"
