@@ -17,8 +17,8 @@ from orchestrator.attachments import normalize
 from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.failures import AttachmentError, AttachmentRefused
-from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.loader import VariantLoader
+from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.contracts import Capabilities
 from runtimes.claude import ClaudeRuntime
