@@ -33,13 +33,22 @@ def team_file(directory: Path, name: str, members: int) -> Path:
 
 @contextmanager
 def home() -> Iterator[dict[str, str]]:
+    from tests.conftest import operator_home
+
     with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
+        # a throwaway operator HOME (with a fake Claude login) for the daemon and for daemons
+        # this process starts itself: fake members never touch the real ~/.claude
+        fake_home = str(operator_home(Path(tmp) / "operator"))
+        real_home = os.environ.get("HOME")
+        os.environ["HOME"] = fake_home
         env = dict(os.environ, TEAMCTL_HOME=str(Path(tmp) / "home"), PYTHONPATH=str(REPO))
         env["TEAMCTL_BENCH_DIR"] = tmp
         try:
             yield env
         finally:
             teamctl(env, "stop", check=False)
+            if real_home is not None:
+                os.environ["HOME"] = real_home
 
 
 def teamctl(env: dict[str, str], *args: str, check: bool = True) -> str:

@@ -36,3 +36,4 @@ vision_catalog
 warn
 completion
 info
+_._no_ask_yet

@@ -41,9 +41,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+Login = Literal["operator", "isolated"]
+Permissions = Literal["read", "edit", "full", "ask"]
+
+
 class TeamSection(_Strict):
     name: Name
     workdir: str = "."
+    # defaults for every member (a member's own key wins)
+    login: Login = "operator"
+    permissions: Permissions = "edit"
 
 
 class MemberConfig(_Strict):
@@ -60,6 +67,8 @@ class MemberConfig(_Strict):
     env: dict[str, str] = {}
     pass_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = []
     config: dict[str, Any] = {}
+    login: Login | None = None
+    permissions: Permissions | None = None
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5
@@ -91,6 +100,17 @@ class TeamConfig(_Strict):
         return data
 
     @model_validator(mode="after")
+    def _no_ask_yet(self) -> TeamConfig:
+        """``ask`` needs the operator's approvals queue, which does not exist yet."""
+        for index, member in enumerate(self.members):
+            if self.member_permissions(member) == "ask":
+                where = f"members[{index}].permissions" if member.permissions else \
+                    "team.permissions"
+                raise ValueError(f"{where}: \"ask\" is not supported yet (it needs the "
+                                 "approvals queue); use \"read\", \"edit\" or \"full\"")
+        return self
+
+    @model_validator(mode="after")
     def _unique_members(self) -> TeamConfig:
         seen: set[str] = set()
         for member in self.members:
@@ -105,6 +125,12 @@ class TeamConfig(_Strict):
 
     def member(self, name: str) -> MemberConfig | None:
         return next((m for m in self.members if m.name == name), None)
+
+    def member_login(self, member: MemberConfig) -> Login:
+        return member.login or self.team.login
+
+    def member_permissions(self, member: MemberConfig) -> Permissions:
+        return member.permissions or self.team.permissions
 
     def member_workdir(self, member: MemberConfig) -> Path:
         base = Path(self.team.workdir)

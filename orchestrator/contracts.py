@@ -8,7 +8,7 @@ capabilities an adapter declares, and the errors a runtime may raise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.errors import (
     ExecutableNotFound,
@@ -17,6 +17,7 @@ from orchestrator.errors import (
     PayloadTooLarge,
     ProtocolError,
     RuntimeExited,
+    RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
     TurnFailed,
@@ -41,6 +42,7 @@ __all__ = [
     "ProtocolError",
     "RuntimeExited",
     "RuntimeInfo",
+    "RuntimeNotLoggedIn",
     "RuntimeStuck",
     "SessionLost",
     "TextPart",
@@ -89,6 +91,11 @@ class LaunchSpec:
     # What the vision catalog (or the operator's ``vision``) says of the member's model:
     # runtimes that gate images themselves (OpenCode) are configured to agree with it.
     image_input: bool | None = None
+    # "operator": the CLI's own login and user-level settings, as the operator's own CLI would
+    # use them; "isolated": private state, credentials only from ``env`` (docs/logins.md)
+    login: Literal["operator", "isolated"] = "isolated"
+    # what the member may do (docs/permissions.md); "ask" is refused before a launch spec
+    permissions: Literal["read", "edit", "full"] = "edit"
 
 
 @dataclass(frozen=True)

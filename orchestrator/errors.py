@@ -22,7 +22,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── ReplyTimeout                a --wait deadline passed
     ├── MemberUnavailable           a --wait on a member that is fatal or stopped
     ├── MemberStartFailed           the runtime did not become ready
-    │   └── ExecutableNotFound      the runtime's executable is missing
+    │   ├── ExecutableNotFound      the runtime's executable is missing
+    │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
     ├── SessionLost                 the runtime no longer knows the member's session (Claude
     │                               --resume, Codex "no rollout"): replaced once, never looped
     ├── RuntimeExited               the member's process ended while a turn was in flight
@@ -77,6 +78,7 @@ __all__ = [
     "ReplyTimeout",
     "RequestTooLarge",
     "RuntimeExited",
+    "RuntimeNotLoggedIn",
     "RuntimeStuck",
     "SessionLost",
     "StoreError",
@@ -304,6 +306,14 @@ class PayloadTooLarge(TeamctlError):
             f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
             size_bytes=size_bytes, limit_bytes=limit_bytes,
         )
+
+
+class RuntimeNotLoggedIn(MemberStartFailed):
+    code = "runtime_not_logged_in"
+    retryable = False
+
+    def __init__(self, member: str, runtime: str, fix: str) -> None:
+        super().__init__(member, f"{runtime} is not logged in for this member: {fix}")
 
 
 class RuntimeExited(TeamctlError):

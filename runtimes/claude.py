@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager, suppress
@@ -33,6 +34,7 @@ from orchestrator.contracts import (
     PayloadTooLarge,
     ProtocolError,
     RuntimeExited,
+    RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
     TextPart,
@@ -55,6 +57,7 @@ from runtimes.base import (
     stop_process,
 )
 from runtimes.framing import decode_line, encode_line, iter_lines
+from runtimes.logins import claude_config_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -111,7 +114,7 @@ class ClaudeRuntime:
             return await self._spawn(spec, fresh, tg)
 
     async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
-        dirs = _private_dirs(spec.state_dir)
+        dirs = _private_dirs(spec.state_dir, spec.login)
         resume = _transcript_exists(dirs["config"], session_id)
         argv = build_argv(spec, session_id, resume=resume, files=_write_files(spec))
         env = build_env(spec, dirs)
@@ -158,23 +161,41 @@ def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
         argv += ["--append-system-prompt-file", str(files["prompt"])]
     if "settings" in files:
         argv += ["--settings", str(files["settings"])]
-    return argv
+    return argv + PERMISSION_FLAGS[spec.permissions]
+
+
+# What each permission profile passes (protocols/teammates.md §1.6; docs/permissions.md).
+# Headless Claude never prompts: ``dontAsk`` refuses whatever the allowlist does not name, and
+# every refusal shows as a ``permission_denied`` event.
+READ_TOOLS = "Read,Glob,Grep,LS,NotebookRead,TodoWrite"
+EDIT_TOOLS = f"{READ_TOOLS},Write,Edit,MultiEdit,NotebookEdit,Bash"
+PERMISSION_FLAGS: dict[str, list[str]] = {
+    "read": ["--permission-mode", "dontAsk", "--allowedTools", READ_TOOLS],
+    "edit": ["--permission-mode", "dontAsk", "--allowedTools", EDIT_TOOLS],
+    "full": ["--permission-mode", "bypassPermissions"],
+}
 
 
 def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
-    """The minimal environment, the member's private dirs, then the member's own env."""
-    return member_environ({
-        "CLAUDE_CONFIG_DIR": str(dirs["config"]),
-        "TMPDIR": str(dirs["tmp"]),
-        "CLAUDE_CODE_TMPDIR": str(dirs["tmp"]),
-        "XDG_RUNTIME_DIR": str(dirs["xdg"]),
-    }, spec.env)
+    """The minimal environment, the member's private dirs (its config dir only when its login
+    is isolated: an operator login uses the operator's own), then the member's own env."""
+    own = {"TMPDIR": str(dirs["tmp"]), "CLAUDE_CODE_TMPDIR": str(dirs["tmp"]),
+           "XDG_RUNTIME_DIR": str(dirs["xdg"])}
+    # the operator's own dir is given only as the operator gives it: CLAUDE_CONFIG_DIR=~/.claude
+    # would move .claude.json (user-scope MCP servers) from ~ into that dir
+    if spec.login == "isolated" or os.environ.get("CLAUDE_CONFIG_DIR"):
+        own["CLAUDE_CONFIG_DIR"] = str(dirs["config"])
+    if spec.permissions == "full" and os.geteuid() == 0:
+        own["IS_SANDBOX"] = "1"  # bypass mode refuses root without it (docs/permissions.md)
+    return member_environ(own, spec.env)
 
 
-def _private_dirs(state_dir: Path) -> dict[str, Path]:
+def _private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
     dirs = {"config": state_dir / "config", "tmp": state_dir / "tmp", "xdg": state_dir / "xdg"}
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if login == "operator":
+        dirs["config"] = claude_config_dir()
     return dirs
 
 
@@ -230,6 +251,7 @@ class ClaudeProcess:
         self._write_lock = anyio.Lock()
         self._exited = anyio.Event()
         self._control: dict[str, anyio.Event] = {}
+        self._answers: dict[str, dict[str, Any]] = {}  # control answers someone waits to read
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
         self._last_output = time.monotonic()
@@ -300,8 +322,22 @@ class ClaudeProcess:
                 await waiter.wait()
                 tg.cancel_scope.cancel()
         if waiter.is_set():
+            self._check_login(self._answers.pop(request_id, {}))
             return
         self._raise_start_failure(timed_out=scope.cancelled_caught)
+
+    def _check_login(self, answer: dict[str, Any]) -> None:
+        """The preflight: ``initialize`` reports the credential the CLI found (``account``); a
+        member with none fails to start now, not with a failed first message."""
+        account = answer.get("account") or {}
+        if not isinstance(account, dict) or account.get("subscriptionType") or \
+                account.get("tokenSource") not in (None, "none") or account.get("apiKeySource"):
+            return
+        where = ("log in with 'claude /login' (or 'claude setup-token')"
+                 if self._spec.login == "operator" else
+                 "this member's login is isolated: set ANTHROPIC_API_KEY or "
+                 "CLAUDE_CODE_OAUTH_TOKEN (from 'claude setup-token') in its env")
+        raise RuntimeNotLoggedIn(self._spec.member, "claude", where)
 
     def _raise_start_failure(self, *, timed_out: bool) -> None:
         early = self._early_result or {}
@@ -429,6 +465,7 @@ class ClaudeProcess:
             return False
         finally:
             self._control.pop(request_id, None)
+            self._answers.pop(request_id, None)
         return waiter.is_set()
 
     def _next_request_id(self, kind: str) -> str:
@@ -478,8 +515,11 @@ class ClaudeProcess:
 
     def _on_control_response(self, event: dict[str, Any]) -> None:
         response = event.get("response") or {}
-        waiter = self._control.pop(str(response.get("request_id")), None)
+        request_id = str(response.get("request_id"))
+        waiter = self._control.pop(request_id, None)
         if waiter is not None:
+            body = response.get("response")
+            self._answers[request_id] = body if isinstance(body, dict) else {}
             waiter.set()
 
     async def _deny_control_request(self, event: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, assert_never
@@ -42,6 +43,7 @@ from orchestrator.contracts import (
     MemberStartFailed,
     ProtocolError,
     RuntimeExited,
+    RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
     TextPart,
@@ -64,6 +66,7 @@ from runtimes.base import (
     unwrap_group,
 )
 from runtimes.framing import decode_line, iter_lines
+from runtimes.logins import codex_home, link
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -100,8 +103,10 @@ class CodexRuntime:
 
     @asynccontextmanager
     async def open(self, spec: LaunchSpec) -> AsyncIterator[CodexMember]:
-        """Check the executable (``--version``); yield the member; stop its turn on exit."""
+        """Check the executable (``--version``) and the login; yield the member; stop its
+        turn on exit."""
         version = await self._version(spec)
+        check_login(spec, codex_member_home(spec))
         member = CodexMember(spec, self._spawner, version)
         log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
                  session_id=spec.session_id, resumed=spec.session_id is not None)
@@ -130,13 +135,97 @@ class CodexRuntime:
         return out.splitlines()[0]
 
 
+_SANDBOX = {"read": "read-only", "edit": "workspace-write"}  # "full": no sandbox (argv)
+_OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
+_NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
+
+
 def build_env(spec: LaunchSpec) -> dict[str, str]:
-    """The minimal environment, the member's private CODEX_HOME (with its config.toml), then
-    the member's own env."""
+    """The minimal environment, the member's private CODEX_HOME (its config.toml, and with an
+    operator login links to the operator's auth.json and instructions), the member's env."""
+    home = codex_member_home(spec)
+    private_file(home / "config.toml", config_toml(effective_config(spec)))
+    return member_environ({"CODEX_HOME": str(home)}, spec.env)
+
+
+def codex_member_home(spec: LaunchSpec) -> Path:
     home = spec.state_dir / "codex-home"
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    private_file(home / "config.toml", config_toml(spec.config))
-    return member_environ({"CODEX_HOME": str(home)}, spec.env)
+    for name in _OPERATOR_LINKS:
+        target = codex_home() / name
+        if spec.login == "operator":
+            try:
+                link(target, home / name)
+            except FileExistsError as exc:
+                raise MemberStartFailed(spec.member, f"{exc}; move it away to use the "
+                                        "operator's login, or set login = \"isolated\"") from None
+        elif (home / name).is_symlink():
+            (home / name).unlink()  # an isolated member keeps nothing of the operator's
+    return home
+
+
+def operator_config(spec: LaunchSpec) -> dict[str, Any]:
+    """The operator's own config.toml (operator login), without the keys never passed on."""
+    if spec.login != "operator":
+        return {}
+    path = codex_home() / "config.toml"
+    try:
+        config = tomllib.loads(path.read_text()) if path.exists() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MemberStartFailed(spec.member, f"cannot read the operator's {path}: {exc}") \
+            from None
+    for key in _NEVER_PASSED:
+        config.pop(key, None)
+    return config
+
+
+def effective_config(spec: LaunchSpec) -> dict[str, Any]:
+    """What codex runs with: the operator's config (operator login), the member's ``config``
+    over it, and the permission profile's sandbox over both."""
+    config = _merged(operator_config(spec), dict(spec.config))
+    if spec.permissions in _SANDBOX:
+        config["sandbox_mode"] = _SANDBOX[spec.permissions]
+        config["approval_policy"] = "never"
+    return config
+
+
+def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def check_login(spec: LaunchSpec, home: Path) -> None:
+    """The preflight: the credential the configured provider needs must be there — a member
+    that is not logged in fails to start with the fix, not with a 401 on its first turn."""
+    config = effective_config(spec)
+    provider_id = str(config.get("model_provider") or "openai")
+    provider = (config.get("model_providers") or {}).get(provider_id) or {}
+    env_key = provider.get("env_key") if isinstance(provider, dict) else None
+    if env_key:
+        if env_key not in spec.env:
+            raise RuntimeNotLoggedIn(spec.member, "codex", f"its provider {provider_id!r} reads "
+                                     f"{env_key}: set it in the member's env (or pass_env)")
+        return
+    needs_openai = provider_id == "openai" or (isinstance(provider, dict)
+                                               and provider.get("requires_openai_auth"))
+    if not needs_openai or "CODEX_API_KEY" in spec.env or (home / "auth.json").exists():
+        return
+    store = operator_config(spec).get("cli_auth_credentials_store")
+    if spec.login == "operator" and store in ("keyring", "auto"):
+        fix = (f"the operator's login is kept in the OS keyring (cli_auth_credentials_store = "
+               f"{store!r}), so there is no file to share; set CODEX_API_KEY in the member's "
+               "env, or log in with cli_auth_credentials_store = \"file\"")
+    elif spec.login == "operator":
+        fix = (f"no {codex_home() / 'auth.json'}: run 'codex login' (or 'codex login "
+               "--with-api-key'), or set CODEX_API_KEY in the member's env")
+    else:
+        fix = "this member's login is isolated: set CODEX_API_KEY in its env"
+    raise RuntimeNotLoggedIn(spec.member, "codex", fix)
 
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -182,6 +271,10 @@ def _toml(value: Any) -> str:
         return json.dumps(value)  # a TOML basic string
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # inside an array (an array of tables): an inline table
+        pairs = (f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_toml(v)}"
+                 for k, v in value.items())
+        return "{ " + ", ".join(pairs) + " }"
     raise TypeError(f"cannot pass {type(value).__name__} to codex -c")
 
 
@@ -192,6 +285,8 @@ def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
             "-C", str(spec.workdir)]
     if spec.model:
         argv += ["-m", spec.model]
+    if spec.permissions == "full":
+        argv.append("--dangerously-bypass-approvals-and-sandbox")
     if thread_id:
         argv.append("resume")
     argv += [f"--image={path}" for path in images]

@@ -50,6 +50,7 @@ from orchestrator.contracts import (
     LaunchSpec,
     MemberStartFailed,
     RuntimeExited,
+    RuntimeNotLoggedIn,
     RuntimeStuck,
     TextPart,
     Turn,
@@ -72,9 +73,11 @@ from runtimes.base import (
     unwrap_group,
 )
 from runtimes.framing import iter_lines
+from runtimes.logins import link, opencode_config_dir, opencode_data_dir
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from anyio.abc import Process, TaskGroup
 
@@ -115,10 +118,12 @@ class OpenCodeRuntime:
 
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> OpenCodeServer:
         port, password = _free_port(), secrets.token_urlsafe(24)
+        env = build_env(spec, password)
+        check_login(spec)
         argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
                 "--port", str(port)]
         try:
-            raw = await self._spawner(argv, cwd=spec.workdir, env=build_env(spec, password))
+            raw = await self._spawner(argv, cwd=spec.workdir, env=env)
         except OSError as exc:
             raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") \
                 from exc
@@ -171,7 +176,71 @@ def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
         OPENCODE_DISABLE_AUTOUPDATE="1",
         OPENCODE_CONFIG_CONTENT=json.dumps(build_config(spec)),
     )
+    auth = member_auth_file(spec)
+    if spec.login == "operator":
+        try:
+            link(opencode_data_dir() / "auth.json", auth)
+        except FileExistsError as exc:
+            raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
+                                    "login, or set login = \"isolated\"") from None
+        if opencode_config_dir().is_dir():  # the operator's providers, AGENTS.md, agents
+            own["OPENCODE_CONFIG_DIR"] = str(opencode_config_dir())
+    elif auth.is_symlink():
+        auth.unlink()  # an isolated member keeps nothing of the operator's
     return member_environ(own, spec.env)
+
+
+def member_auth_file(spec: LaunchSpec) -> Path:
+    return spec.state_dir / "xdg" / "data" / "opencode" / "auth.json"
+
+
+# The variable each catalog provider reads when no auth.json entry is there (the preflight
+# only judges these: a provider of the member's own config may need no key at all).
+PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+                "openrouter": "OPENROUTER_API_KEY", "google": "GOOGLE_GENERATIVE_AI_API_KEY",
+                "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY",
+                "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY"}
+
+
+def check_login(spec: LaunchSpec) -> None:
+    """The preflight: the member's model's provider has a credential (an auth.json entry —
+    the operator's, linked —, ``OPENCODE_AUTH_CONTENT``, an ``apiKey`` in the config, or the
+    provider's variable in the member's env); else it fails to start with the fix."""
+    provider, _model = _split_model(spec.model)
+    if provider is None or provider not in PROVIDER_ENV:
+        return
+    options = ((spec.config.get("provider") or {}).get(provider) or {}).get("options") or {}
+    if options.get("apiKey") or PROVIDER_ENV[provider] in spec.env:
+        return
+    for text in (spec.env.get("OPENCODE_AUTH_CONTENT"), _read(member_auth_file(spec))):
+        try:
+            entries = json.loads(text) if text else {}
+        except ValueError:
+            entries = {}
+        if isinstance(entries, dict) and provider in entries:
+            return
+    fix = (f"no {provider!r} entry in {opencode_data_dir() / 'auth.json'}: run 'opencode auth "
+           f"login', or set {PROVIDER_ENV[provider]} in the member's env"
+           if spec.login == "operator" else
+           f"this member's login is isolated: set {PROVIDER_ENV[provider]} in its env")
+    raise RuntimeNotLoggedIn(spec.member, "opencode", fix)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        text: str = path.read_text()
+    except OSError:
+        return None
+    return text
+
+
+_PERMISSIONS: dict[str, dict[str, str]] = {
+    # "deny" removes the tool from what the model is offered (protocols/teammates.md §3.5)
+    "read": {"edit": "deny", "bash": "deny", "external_directory": "deny"},
+    # in the project: everything; outside it: refused, never a question nobody answers
+    "edit": {"external_directory": "deny"},
+    "full": {"external_directory": "allow"},
+}
 
 
 def build_config(spec: LaunchSpec) -> dict[str, Any]:
@@ -179,6 +248,9 @@ def build_config(spec: LaunchSpec) -> dict[str, Any]:
     config: dict[str, Any] = copy.deepcopy(dict(spec.config))
     if spec.model:
         config.setdefault("model", spec.model)
+    permission = config.get("permission")
+    config["permission"] = {**(permission if isinstance(permission, dict) else {}),
+                            **_PERMISSIONS[spec.permissions]}
     image = config.setdefault("attachment", {}).setdefault("image", {})
     image.setdefault("auto_resize", False)
     provider, model = _split_model(spec.model)

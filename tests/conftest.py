@@ -45,6 +45,41 @@ def team_toml(name: str, members: list[dict[str, Any]], **team: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                   "CODEX_API_KEY", "OPENAI_API_KEY", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+                   "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
+def operator_home(path: Path, *, logins: bool = True) -> Path:
+    """A throwaway operator HOME: the daemon's HOME in tests, so a member with the default
+    ``login = "operator"`` uses it, never the real one. It holds logins of the captured shapes
+    (protocols/logins.md), fake tokens: a Claude subscription, a Codex API-key login (what
+    ``codex login --with-api-key`` writes), OpenCode api entries."""
+    path.mkdir(parents=True, exist_ok=True)
+    if logins:
+        codex = path / ".codex"
+        codex.mkdir(exist_ok=True)
+        (codex / "auth.json").write_text(json.dumps(
+            {"auth_mode": "apikey", "OPENAI_API_KEY": "sk-proj-FAKE-OPERATOR-CODEX-KEY"}))
+        (codex / "auth.json").chmod(0o600)
+        opencode = path / ".local" / "share" / "opencode"
+        opencode.mkdir(parents=True, exist_ok=True)
+        (opencode / "auth.json").write_text(json.dumps({
+            provider: {"type": "api", "key": f"sk-FAKE-OPERATOR-{provider.upper()}"}
+            for provider in ("openrouter", "openai", "anthropic")}))
+        (opencode / "auth.json").chmod(0o600)
+        claude = path / ".claude"
+        claude.mkdir(exist_ok=True)
+        credentials = claude / ".credentials.json"
+        credentials.write_text(json.dumps({"claudeAiOauth": {
+            "accessToken": "sk-ant-oat01-FAKE-OPERATOR-ACCESS",
+            "refreshToken": "sk-ant-ort01-FAKE-OPERATOR-REFRESH",
+            "expiresAt": 4102444800000, "scopes": ["user:inference", "user:profile"],
+            "subscriptionType": "max", "rateLimitTier": "default_claude_max_20x"}}))
+        credentials.chmod(0o600)
+    return path
+
+
 def fake_member(name: str, **extra: Any) -> dict[str, Any]:
     member = {"name": name, "runtime": "claude", "model": "claude-sonnet-4-5",
               "command": str(FAKE_CLAUDE), "start_timeout": 20.0}
@@ -163,9 +198,11 @@ def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEAMCTL_", "FAKE_CLAUDE_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEAMCTL_", "FAKE_CLAUDE_"))
+           and k not in CREDENTIAL_VARS}
     env["TEAMCTL_HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
+    env["HOME"] = str(operator_home(tmp_path / "operator"))
     ctl = Teamctl(home, work, env)
     yield ctl
     ctl.shutdown()

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import structlog
@@ -31,7 +31,7 @@ from runtimes.base import Runtime, RuntimeProcess, resolve_executable
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from orchestrator.config import MemberConfig, TeamConfig
+    from orchestrator.config import Login, MemberConfig, Permissions, TeamConfig
 
 __all__ = ["MemberState", "Supervisor"]
 
@@ -61,6 +61,8 @@ class MemberState:
     team: str
     config: MemberConfig
     workdir: str
+    login: Login = "operator"
+    permissions: Permissions = "edit"
     launch: Launch = "pending"
     liveness: Liveness = "unknown"
     busy: bool = False
@@ -115,6 +117,12 @@ class MemberState:
             error=self.error, note=self.note, queued=queued)
 
 
+def _granted(permissions: Permissions) -> Literal["read", "edit", "full"]:
+    if permissions == "ask":  # refused by the team file's validation; never reaches a runtime
+        raise MemberStartFailed("?", "permissions = \"ask\" is not supported yet")
+    return permissions
+
+
 class Supervisor:
     """Starts, watches, restarts and stops the members of every running team."""
 
@@ -157,7 +165,10 @@ class Supervisor:
 
     def start_team(self, team: TeamConfig) -> list[MemberState]:
         """Start every member (in file order); returns at once."""
-        states = [MemberState(team.name, m, str(team.member_workdir(m))) for m in team.members]
+        states = [MemberState(team.name, m, str(team.member_workdir(m)),
+                              login=team.member_login(m),
+                              permissions=team.member_permissions(m))
+                  for m in team.members]
         self._teams[team.name] = states
         for state in states:
             self._spawn(state)
@@ -183,7 +194,8 @@ class Supervisor:
         """Stop the member if it runs, clear its restart history (and ``fatal``), start it."""
         old = self.member(team, name)
         await self._stop_member(old)
-        fresh = MemberState(team, old.config, old.workdir, restarts=old.restarts + 1,
+        fresh = MemberState(team, old.config, old.workdir, old.login, old.permissions,
+                            restarts=old.restarts + 1,
                             last_exit=old.last_exit)
         members = self._teams[team]
         members[members.index(old)] = fresh
@@ -315,6 +327,8 @@ class Supervisor:
             raise
         except MemberStartFailed as exc:
             state.error = exc.message
+            if not exc.retryable:  # e.g. not logged in: a restart cannot fix it
+                state.launch = "fatal"
             log.error("member_start_failed", team=state.team, member=state.name,
                       code=exc.code, error=exc.message, stderr_tail=exc.stderr_tail)
             state.settled.set()
@@ -380,6 +394,7 @@ class Supervisor:
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             image_input=self._vision(config.runtime, config.model, config.vision),
+            login=state.login, permissions=_granted(state.permissions),
         )
 
     async def _record_session(self, state: MemberState, session_id: str | None) -> None:

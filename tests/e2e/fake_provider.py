@@ -12,6 +12,13 @@ from typing import Any
 _SECRET_HEADERS = ("authorization", "x-api-key")
 
 
+def fingerprint(value: str) -> str:
+    """What the fakes record of a credential header: enough to tell which one arrived."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
 def sse(frames: list[tuple[str | None, Any]]) -> bytes:
     """``event:``/``data:`` frames; an event name of None writes a bare ``data:`` frame and a
     payload that is a str is written as is (``[DONE]``)."""
@@ -88,6 +95,9 @@ class FakeProvider:
                 body = json.loads(raw or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()
                            if k.lower() not in _SECRET_HEADERS}
+                for name in _SECRET_HEADERS:  # which credential came, never the secret itself
+                    if self.headers.get(name):
+                        headers[name] = fingerprint(self.headers[name])
                 with fake.lock:
                     fake.requests.append({"path": self.path, "headers": headers, "body": body})
                 with fake.lock:

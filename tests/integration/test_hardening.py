@@ -129,7 +129,8 @@ def test_codex_member_config_reaches_codex_through_its_home_not_argv(
     assert done.returncode == 0, done.stderr
     config_line = next(ln for ln in done.stdout.splitlines() if ln.startswith("config: "))
     assert json.loads(config_line.removeprefix("config: ")) == {
-        "features": {"plugins": False}, "model_reasoning_effort": "low"}
+        "features": {"plugins": False}, "model_reasoning_effort": "low",
+        "sandbox_mode": "workspace-write", "approval_policy": "never"}  # the "edit" profile
 
 
 def test_journal_and_member_dirs_are_private(teamctl: Teamctl) -> None:

@@ -61,8 +61,11 @@ def test_claude_argv_member_args_first_then_protocol(tmp_path: Path) -> None:
                          "stream-json", "--verbose"]
     assert argv[9:11] == ["--session-id", "sid"]
     assert argv[11:13] == ["--model", "claude-x"]
-    assert argv[-4:] == ["--append-system-prompt-file", str(tmp_path / "p.md"), "--settings",
-                         str(tmp_path / "s.json")]
+    assert argv[13:17] == ["--append-system-prompt-file", str(tmp_path / "p.md"), "--settings",
+                           str(tmp_path / "s.json")]
+    assert argv[17:] == ["--permission-mode", "dontAsk", "--allowedTools",
+                         "Read,Glob,Grep,LS,NotebookRead,TodoWrite,Write,Edit,MultiEdit,"
+                         "NotebookEdit,Bash"], "the default profile: edit"
     assert build_argv(_spec(tmp_path), "sid", resume=True, files={})[9:11] == ["--resume",
                                                                               "sid"]
 
@@ -94,7 +97,8 @@ def test_codex_config_goes_to_its_home_not_argv(tmp_path: Path) -> None:
     assert "-c" not in argv and "fake" not in " ".join(argv)
     written = Path(env["CODEX_HOME"]) / "config.toml"
     assert written.stat().st_mode & 0o777 == 0o600
-    assert tomllib.loads(written.read_text()) == spec.config
+    assert tomllib.loads(written.read_text()) == {
+        **spec.config, "sandbox_mode": "workspace-write", "approval_policy": "never"}
 
 
 def test_claude_env_is_private_minimal_and_member_env_wins(

@@ -1,0 +1,67 @@
+"""Logins with the real daemon and the fake CLIs: the operator's own login by default, an
+isolated member with its env credentials, and a member that is not logged in failing at launch
+with the fix — never a failed first message, never a restart loop, never a copied token."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tests.conftest import Teamctl, fake_member
+from tests.integration.test_codex_member import codex_member
+from tests.integration.test_opencode_member import opencode_member
+
+OPERATOR_TOKENS = ["sk-ant-oat01-FAKE-OPERATOR-ACCESS", "sk-ant-ort01-FAKE-OPERATOR-REFRESH",
+                   "sk-proj-FAKE-OPERATOR-CODEX-KEY", "sk-FAKE-OPERATOR-OPENROUTER"]
+
+
+def test_every_runtime_uses_the_operators_login_without_a_copy(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("lead"), codex_member("rev"),
+        opencode_member("des", model="openrouter/z-ai/glm-4.5v")])
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for member in ("lead", "rev", "des"):
+        assert teamctl.run("send", member, "hello", "--wait").returncode == 0, member
+    for directory, _dirs, files in os.walk(teamctl.home):
+        for name in files:
+            path = Path(directory) / name
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                assert not [t for t in OPERATOR_TOKENS if t.encode() in data], path
+
+
+def test_a_member_that_is_not_logged_in_fails_at_launch_with_the_fix(teamctl: Teamctl) -> None:
+    shutil.rmtree(Path(teamctl.env["HOME"]) / ".claude")
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member(
+        "solo", login="isolated", env={"ANTHROPIC_API_KEY": "sk-ant-api03-solo-member-key"})])
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1
+    assert "lead: member 'lead' did not start: claude is not logged in for this member: " \
+           "log in with 'claude /login'" in done.stdout
+    rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    assert rows["lead"]["launch"] == "fatal" and rows["lead"]["restarts"] == 0
+    assert rows["solo"]["readiness"] == "ready", "an isolated member with its own key runs"
+    failed = [e for e in teamctl.log_events() if e["event"] == "member_start_failed"]
+    assert [e["code"] for e in failed] == ["runtime_not_logged_in"]
+
+
+def test_an_isolated_member_without_credentials_is_told_what_to_set(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("lead", login="isolated"), codex_member("rev", login="isolated"),
+        opencode_member("des", model="openrouter/z-ai/glm-4.5v", login="isolated")])
+    done = teamctl.run("launch", str(team), "--timeout", "30")
+    assert done.returncode == 1
+    assert "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN" in done.stdout
+    assert "set CODEX_API_KEY in its env" in done.stdout
+    assert "set OPENROUTER_API_KEY in its env" in done.stdout
+
+
+def test_a_codex_login_in_the_os_keyring_is_explained(teamctl: Teamctl) -> None:
+    codex_dir = Path(teamctl.env["HOME"]) / ".codex"
+    (codex_dir / "auth.json").unlink()
+    (codex_dir / "config.toml").write_text('cli_auth_credentials_store = "keyring"\n')
+    done = teamctl.run("launch", str(teamctl.write_team("web", [codex_member("rev")])))
+    assert done.returncode == 1
+    assert "kept in the OS keyring" in done.stdout and "CODEX_API_KEY" in done.stdout

@@ -1,0 +1,201 @@
+"""Logins and permission profiles as each runtime is started with them: the operator's own
+login reached without a copy, an isolated member kept apart, each profile's flags or config,
+and the preflight's typed errors with the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import TeamConfig
+from orchestrator.contracts import LaunchSpec, RuntimeNotLoggedIn
+from runtimes import claude, codex, opencode
+from tests.conftest import operator_home
+
+
+@pytest.fixture
+def operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = operator_home(tmp_path / "operator")
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _spec(tmp_path: Path, **overrides: object) -> LaunchSpec:
+    fields: dict[str, object] = {
+        "team": "t", "member": "m", "executable": "/bin/x", "model": None, "prompt": None,
+        "workdir": tmp_path, "state_dir": tmp_path / "state"}
+    fields.update(overrides)
+    (tmp_path / "state").mkdir(exist_ok=True)
+    return LaunchSpec(**fields)  # type: ignore[arg-type]
+
+
+# -- claude ------------------------------------------------------------------------------------
+
+def test_claude_operator_login_uses_the_operators_config_dir(tmp_path: Path,
+                                                              operator: Path) -> None:
+    """No private CLAUDE_CONFIG_DIR (the CLI's own lock serializes refreshes; ~/.claude.json
+    with user MCP servers stays where it is); nothing copied or linked."""
+    spec = _spec(tmp_path, login="operator")
+    dirs = claude._private_dirs(spec.state_dir, "operator")
+    env = claude.build_env(spec, dirs)
+    assert "CLAUDE_CONFIG_DIR" not in env
+    assert dirs["config"] == operator / ".claude"
+    assert not any(p.name == ".credentials.json" for p in spec.state_dir.rglob("*"))
+
+
+def test_claude_isolated_login_keeps_a_private_config_dir(tmp_path: Path,
+                                                           operator: Path) -> None:
+    spec = _spec(tmp_path, login="isolated")
+    env = claude.build_env(spec, claude._private_dirs(spec.state_dir, "isolated"))
+    assert env["CLAUDE_CONFIG_DIR"] == str(spec.state_dir / "config")
+
+
+@pytest.mark.parametrize(("profile", "expected"), [
+    ("read", ["--permission-mode", "dontAsk", "--allowedTools", claude.READ_TOOLS]),
+    ("edit", ["--permission-mode", "dontAsk", "--allowedTools", claude.EDIT_TOOLS]),
+    ("full", ["--permission-mode", "bypassPermissions"]),
+])
+def test_claude_permission_profiles(tmp_path: Path, profile: str, expected: list[str]) -> None:
+    spec = _spec(tmp_path, permissions=profile)
+    argv = claude.build_argv(spec, "sid", resume=False, files={})
+    assert argv[-len(expected):] == expected
+    assert not {"Write", "Edit", "Bash"} & set(claude.READ_TOOLS.split(","))
+    env = claude.build_env(spec, claude._private_dirs(spec.state_dir, "isolated"))
+    assert ("IS_SANDBOX" in env) == (profile == "full" and os.geteuid() == 0)
+
+
+# -- codex -------------------------------------------------------------------------------------
+
+def test_codex_operator_login_links_the_operators_auth_json(tmp_path: Path,
+                                                             operator: Path) -> None:
+    (operator / ".codex" / "AGENTS.md").write_text("operator's instructions")
+    (operator / ".codex" / "config.toml").write_text(
+        'model_reasoning_effort = "high"\nforced_login_method = "api"\n[tui]\ntheme = "x"\n')
+    spec = _spec(tmp_path, login="operator", config={"tui": {"animations": False}})
+    env = codex.build_env(spec)
+    home = Path(env["CODEX_HOME"])
+    auth = home / "auth.json"
+    assert auth.is_symlink() and Path(os.readlink(auth)) == operator / ".codex" / "auth.json"
+    assert (home / "AGENTS.md").is_symlink()
+    written = tomllib.loads((home / "config.toml").read_text())
+    assert written["model_reasoning_effort"] == "high"
+    assert written["tui"] == {"theme": "x", "animations": False}
+    assert "forced_login_method" not in written, "it would delete the operator's login"
+    codex.check_login(spec, home)  # logged in through the link
+
+
+def test_codex_isolated_member_gets_nothing_of_the_operators(tmp_path: Path,
+                                                             operator: Path) -> None:
+    codex.build_env(_spec(tmp_path, login="operator"))
+    spec = _spec(tmp_path, login="isolated")
+    home = Path(codex.build_env(spec)["CODEX_HOME"])
+    assert not (home / "auth.json").exists() and not (home / "auth.json").is_symlink()
+    with pytest.raises(RuntimeNotLoggedIn, match="set CODEX_API_KEY in its env"):
+        codex.check_login(spec, home)
+    codex.check_login(_spec(tmp_path, login="isolated", env={"CODEX_API_KEY": "k"}), home)
+
+
+def test_codex_not_logged_in_says_how(tmp_path: Path, operator: Path) -> None:
+    (operator / ".codex" / "auth.json").unlink()
+    spec = _spec(tmp_path, login="operator")
+    home = codex.codex_member_home(spec)
+    with pytest.raises(RuntimeNotLoggedIn, match="run 'codex login'"):
+        codex.check_login(spec, home)
+    (operator / ".codex" / "config.toml").write_text('cli_auth_credentials_store = "keyring"\n')
+    with pytest.raises(RuntimeNotLoggedIn, match="OS keyring"):
+        codex.check_login(spec, home)
+
+
+def test_codex_custom_provider_needs_its_env_key(tmp_path: Path, operator: Path) -> None:
+    config = {"model_provider": "fake", "model_providers": {"fake": {"env_key": "FAKE_KEY"}}}
+    spec = _spec(tmp_path, config=config)
+    with pytest.raises(RuntimeNotLoggedIn, match="reads FAKE_KEY"):
+        codex.check_login(spec, codex.codex_member_home(spec))
+    keyless = _spec(tmp_path, config={"model_provider": "local",
+                                      "model_providers": {"local": {"base_url": "http://x"}}})
+    codex.check_login(keyless, codex.codex_member_home(keyless))
+
+
+@pytest.mark.parametrize(("profile", "sandbox", "flag"), [
+    ("read", "read-only", False), ("edit", "workspace-write", False), ("full", None, True)])
+def test_codex_permission_profiles(tmp_path: Path, profile: str, sandbox: str | None,
+                                   flag: bool) -> None:
+    spec = _spec(tmp_path, permissions=profile, config={"sandbox_mode": "danger-full-access"})
+    config = codex.effective_config(spec)
+    if sandbox:
+        assert config["sandbox_mode"] == sandbox, "the profile wins over the member's config"
+    argv = codex.build_exec_argv(spec, thread_id="th", images=[])
+    assert ("--dangerously-bypass-approvals-and-sandbox" in argv) == flag
+    assert argv.index("exec") < argv.index("resume")
+
+
+# -- opencode ----------------------------------------------------------------------------------
+
+def test_opencode_operator_login_links_auth_and_config_dir(tmp_path: Path,
+                                                           operator: Path) -> None:
+    (operator / ".config" / "opencode").mkdir(parents=True)
+    spec = _spec(tmp_path, login="operator", model="openrouter/moonshotai/kimi-k2.6")
+    env = opencode.build_env(spec, "pw")
+    auth = opencode.member_auth_file(spec)
+    assert auth.is_symlink()
+    assert Path(os.readlink(auth)) == operator / ".local/share/opencode/auth.json"
+    assert env["OPENCODE_CONFIG_DIR"] == str(operator / ".config" / "opencode")
+    opencode.check_login(spec)
+
+
+def test_opencode_preflight_names_the_providers_variable(tmp_path: Path,
+                                                          operator: Path) -> None:
+    spec = _spec(tmp_path, login="isolated", model="openrouter/moonshotai/kimi-k2.6")
+    opencode.build_env(spec, "pw")
+    with pytest.raises(RuntimeNotLoggedIn, match="set OPENROUTER_API_KEY in its env"):
+        opencode.check_login(spec)
+    opencode.check_login(_spec(tmp_path, login="isolated", model="openrouter/x",
+                               env={"OPENROUTER_API_KEY": "k"}))
+    opencode.check_login(_spec(tmp_path, login="isolated", model="fake/vision-model"))
+
+
+@pytest.mark.parametrize(("profile", "expected"), [
+    ("read", {"edit": "deny", "bash": "deny", "external_directory": "deny"}),
+    ("edit", {"external_directory": "deny"}),
+    ("full", {"external_directory": "allow"}),
+])
+def test_opencode_permission_profiles(tmp_path: Path, profile: str,
+                                      expected: dict[str, str]) -> None:
+    spec = _spec(tmp_path, permissions=profile,
+                 config={"permission": {"webfetch": "deny", "external_directory": "ask"}})
+    config = opencode.build_config(spec)
+    assert config["permission"] == {"webfetch": "deny", **expected}
+    assert json.loads(opencode.build_env(spec, "pw")["OPENCODE_CONFIG_CONTENT"]) == config
+
+
+# -- the team file -----------------------------------------------------------------------------
+
+def _team(tmp_path: Path, team: dict[str, object], member: dict[str, object]) -> TeamConfig:
+    return TeamConfig.model_validate({"team": {"name": "t", "workdir": str(tmp_path), **team},
+                                      "members": [{"name": "m", "runtime": "claude",
+                                                   **member}]})
+
+
+def test_profiles_and_logins_default_from_the_team(tmp_path: Path) -> None:
+    config = _team(tmp_path, {"permissions": "read", "login": "isolated"}, {})
+    [member] = config.members
+    assert config.member_permissions(member) == "read"
+    assert config.member_login(member) == "isolated"
+    config = _team(tmp_path, {"permissions": "read"}, {"permissions": "full"})
+    assert config.member_permissions(config.members[0]) == "full"
+    default = _team(tmp_path, {}, {})
+    assert (default.member_permissions(default.members[0]),
+            default.member_login(default.members[0])) == ("edit", "operator")
+
+
+def test_ask_is_refused_until_approvals_exist(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match='"ask" is not supported yet'):
+        _team(tmp_path, {}, {"permissions": "ask"})
+    with pytest.raises(ValueError, match=r"Input should be"):
+        _team(tmp_path, {}, {"permissions": "root"})
