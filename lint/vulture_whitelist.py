@@ -37,3 +37,5 @@ warn
 completion
 info
 _._no_ask_yet
+worktrees
+diff

@@ -51,6 +51,8 @@ class TeamSection(_Strict):
     # defaults for every member (a member's own key wins)
     login: Login = "operator"
     permissions: Permissions = "edit"
+    worktree: bool = False  # each member in its own git worktree (docs/worktrees.md)
+    base: str | None = None  # the ref worktrees are made from (default: the workdir's HEAD)
 
 
 class MemberConfig(_Strict):
@@ -69,6 +71,8 @@ class MemberConfig(_Strict):
     config: dict[str, Any] = {}
     login: Login | None = None
     permissions: Permissions | None = None
+    worktree: bool | None = None
+    base: str | None = None
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5
@@ -132,6 +136,12 @@ class TeamConfig(_Strict):
     def member_permissions(self, member: MemberConfig) -> Permissions:
         return member.permissions or self.team.permissions
 
+    def member_worktree(self, member: MemberConfig) -> bool:
+        return self.team.worktree if member.worktree is None else member.worktree
+
+    def member_base(self, member: MemberConfig) -> str | None:
+        return member.base or self.team.base
+
     def member_workdir(self, member: MemberConfig) -> Path:
         base = Path(self.team.workdir)
         return (base / member.workdir).resolve() if member.workdir else base
@@ -164,7 +174,23 @@ def missing_workdirs(config: TeamConfig) -> list[str]:
         if member.workdir and not config.member_workdir(member).is_dir():
             problems.append(f"members[{index}].workdir: {config.member_workdir(member)} is not "
                             "a directory (create it, or fix the path)")
+        elif config.member_worktree(member) and not _in_git_repo(config.member_workdir(member)):
+            key = f"members[{index}].worktree" if member.worktree else "team.worktree"
+            problems.append(f"{key}: {config.member_workdir(member)} is not in a git "
+                            "repository (set worktree = false, or run 'git init' there)")
     return problems
+
+
+def _in_git_repo(path: Path) -> bool:
+    """``git rev-parse`` from ``path`` (git itself decides; a bounded subprocess)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"],
+                              capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def load_team_file(path: Path) -> TeamConfig:

@@ -60,6 +60,11 @@ class Home:
     def artifacts(self) -> Path:
         return self.root / "artifacts"
 
+    @property
+    def worktrees(self) -> Path:
+        """Members' git worktrees (``worktree = true``), outside every repository."""
+        return self.root / "worktrees"
+
     def member_dir(self, team: str, member: str) -> Path:
         """The private directory of one member's runtime state."""
         return self.root / "members" / team / member

@@ -22,12 +22,14 @@ __all__ = [
     "AttachmentRef",
     "DeliveryError",
     "DeliveryState",
+    "DiffDoc",
     "DoctorReport",
     "DryRunPlan",
     "ErrorDoc",
     "ErrorReply",
     "Failure",
     "HistoryDoc",
+    "KeptWorktree",
     "LastExit",
     "Launch",
     "LaunchResult",
@@ -49,6 +51,8 @@ __all__ = [
     "VariantDoc",
     "VisionCatalogInfo",
     "WireError",
+    "WorktreeInfo",
+    "WorktreesDoc",
 ]
 
 Launch = Literal["pending", "starting", "running", "backoff", "stopping", "stopped", "fatal"]
@@ -286,6 +290,44 @@ class DoctorReport(_Doc):
     daemon_running: bool
 
 
+class WorktreeInfo(_Doc):
+    team: str
+    member: str
+    path: str
+    branch: str
+    base: str
+    missing: bool
+    ahead: int = Field(description="commits on the branch that are not in the base")
+    dirty: int = Field(description="tracked files changed and not committed")
+    untracked: int
+    diffstat: str = Field(description="git diff --shortstat against the base")
+    running: bool
+
+
+class KeptWorktree(_Doc):
+    team: str
+    member: str
+    reason: str
+
+
+class WorktreesDoc(_Doc):
+    """``teamctl worktrees --json [--prune]``."""
+
+    worktrees: list[WorktreeInfo]
+    pruned: list[str] = Field(default=[], description="team/member of each removed worktree")
+    kept: list[KeptWorktree] = []
+
+
+class DiffDoc(_Doc):
+    """``teamctl diff MEMBER --json``: the member's changes against its base."""
+
+    team: str
+    member: str
+    base: str
+    stat: bool
+    text: str
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -299,4 +341,6 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "doctor": DoctorReport,
     "stop": StopResult,
     "restart": RestartResult,
+    "worktrees": WorktreesDoc,
+    "diff": DiffDoc,
 }

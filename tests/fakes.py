@@ -230,7 +230,7 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(db))
             mailbox = Mailbox(db, supervisor, VariantLoader(artifacts), tg)
             teams = Teams(db, supervisor, mailbox, planner,
-                          {"claude": runtime.capabilities})
+                          {"claude": runtime.capabilities}, worktree_root=home.worktrees)
             yield Core(home, db, supervisor, mailbox, teams, runtime)
             with anyio.CancelScope(shield=True), anyio.fail_after(20):
                 await teams.shutdown()

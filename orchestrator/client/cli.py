@@ -325,6 +325,49 @@ def stop(team: str | None) -> None:
 
 
 @cli.command()
+@click.option("--team", default=None, callback=_name)
+@click.option("--prune", is_flag=True,
+              help="Remove worktrees that lose nothing: clean, merged or pushed, not running.")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
+    """Each member's git worktree: path, branch, base, commits ahead, changes."""
+    doc = client.call(_home(), "worktrees", {"team": team, "prune": prune}, timeout=300.0)
+    if as_json:
+        _emit_json(doc)
+        return
+    if not doc["worktrees"] and not doc["pruned"]:
+        click.echo("no worktrees (worktree = true in a team file makes one per member)")
+    for tree in doc["worktrees"]:
+        state = "missing" if tree["missing"] else (
+            f"{tree['ahead']} ahead, {tree['dirty']} changed, {tree['untracked']} untracked")
+        click.echo(f"{tree['team']}/{tree['member']}  {tree['branch']} (from {tree['base']})  "
+                   f"{state}  {tree['path']}")
+        if tree["diffstat"]:
+            click.echo(f"  {tree['diffstat']}")
+    for name in doc["pruned"]:
+        click.echo(f"pruned {name}")
+    for kept in doc["kept"]:
+        click.echo(f"kept {kept['team']}/{kept['member']}: {kept['reason']}")
+
+
+@cli.command()
+@click.option("--team", default=None, callback=_name)
+@click.argument("member", callback=_name)
+@click.option("--stat", is_flag=True, help="Only the summary of changed files.")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def diff(team: str | None, member: str, stat: bool, as_json: bool) -> None:
+    """MEMBER's changes against its worktree's base (commits, edits and new files)."""
+    doc = client.call(_home(), "diff", {"team": team, "member": member, "stat": stat},
+                      timeout=300.0)
+    if as_json:
+        _emit_json(doc)
+    else:
+        click.echo(doc["text"], nl=False)
+
+
+@cli.command()
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they come.")
 @click.option("--team", default=None)
 @click.option("--member", default=None)

@@ -78,6 +78,14 @@ class HistoryParams(MemberParams):
     before: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
 
+class WorktreesParams(TeamParams):
+    prune: bool = False
+
+
+class DiffParams(MemberParams):
+    stat: bool = False
+
+
 class EmptyParams(_Params):
     pass
 
@@ -106,6 +114,8 @@ class ControlServer:
             "history": (HistoryParams, self._history),
             "restart": (MemberParams, self._restart),
             "stop": (TeamParams, self._stop),
+            "worktrees": (WorktreesParams, self._worktrees),
+            "diff": (DiffParams, self._diff),
         }
 
     async def handle_connection(self, connection: Connection) -> None:
@@ -190,6 +200,12 @@ class ControlServer:
 
     async def _restart(self, params: MemberParams) -> BaseModel:
         return await self._teams.restart(params.team, params.member)
+
+    async def _worktrees(self, params: WorktreesParams) -> BaseModel:
+        return await self._teams.worktrees(params.team, prune=params.prune)
+
+    async def _diff(self, params: DiffParams) -> BaseModel:
+        return await self._teams.diff(params.team, params.member, stat=params.stat)
 
     async def _stop(self, params: TeamParams) -> BaseModel:
         stopped = await self._teams.stop(params.team)

@@ -133,7 +133,8 @@ class Daemon:
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
             mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg)
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
-            teams = Teams(store, supervisor, mailbox, planner, capabilities)
+            teams = Teams(store, supervisor, mailbox, planner, capabilities,
+                          worktree_root=self.home.worktrees)
             server = ControlServer(teams, on_stop_all=self.request_shutdown)
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,

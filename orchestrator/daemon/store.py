@@ -20,18 +20,19 @@ import sqlite3
 import time
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 
 from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant
+from orchestrator.daemon.worktrees import Worktree
 from orchestrator.errors import StoreError, map_exceptions
 from orchestrator.wire import DeliveryError, MessageDoc
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -123,6 +124,22 @@ _MIGRATIONS: tuple[str, ...] = (
         height INTEGER NOT NULL,
         bytes INTEGER NOT NULL,
         PRIMARY KEY (message_id, member, position)
+    );
+    """,
+)
+_MIGRATIONS += (
+    # 3: members' git worktrees, reused on relaunch
+    """
+    CREATE TABLE worktrees (
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        path TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        base TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (team, member)
     );
     """,
 )
@@ -328,6 +345,27 @@ class Store:
         with self._tx() as db:
             db.execute("UPDATE members SET session_id = ? WHERE team = ? AND name = ?",
                        (session_id, team, member))
+
+    # -- worktrees ----------------------------------------------------------------------------
+
+    def save_worktree(self, tree: Worktree) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO worktrees (team, member, path, branch, base, "
+                "base_commit, repo, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (tree.team, tree.member, str(tree.path), tree.branch, tree.base,
+                 tree.base_commit, str(tree.repo), time.time()))
+
+    def worktrees(self, team: str | None = None) -> list[Worktree]:
+        sql = "SELECT team, member, path, branch, base, base_commit, repo FROM worktrees"
+        rows = self._db.execute(sql + (" WHERE team = ?" if team else "") + " ORDER BY team, "
+                                "created_at", (team,) if team else ()).fetchall()
+        return [Worktree(r["team"], r["member"], Path(r["path"]), r["branch"], r["base"],
+                         r["base_commit"], Path(r["repo"])) for r in rows]
+
+    def forget_worktree(self, team: str, member: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM worktrees WHERE team = ? AND member = ?", (team, member))
 
     # -- messages and deliveries --------------------------------------------------------------
 

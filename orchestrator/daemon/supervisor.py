@@ -163,9 +163,12 @@ class Supervisor:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start_team(self, team: TeamConfig) -> list[MemberState]:
-        """Start every member (in file order); returns at once."""
-        states = [MemberState(team.name, m, str(team.member_workdir(m)),
+    def start_team(self, team: TeamConfig, workdirs: Mapping[str, Path] | None = None
+                   ) -> list[MemberState]:
+        """Start every member (in file order) in its workdir (``workdirs``: those in a
+        worktree); returns at once."""
+        workdirs = workdirs or {}
+        states = [MemberState(team.name, m, str(workdirs.get(m.name) or team.member_workdir(m)),
                               login=team.member_login(m),
                               permissions=team.member_permissions(m))
                   for m in team.members]

@@ -7,6 +7,7 @@ reverse start order).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,15 +17,27 @@ import structlog
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.config import TeamConfig
+from orchestrator.daemon import worktrees
 from orchestrator.errors import (
     AmbiguousTeam,
     MemberUnavailable,
     NotFound,
     TeamAlreadyRunning,
+    TeamctlError,
     unwrap_group,
 )
 from orchestrator.redaction import add_secrets, secret_name
-from orchestrator.wire import DryRunPlan, HistoryDoc, SendResult, StatusDoc, TeamStatus
+from orchestrator.wire import (
+    DiffDoc,
+    DryRunPlan,
+    HistoryDoc,
+    KeptWorktree,
+    SendResult,
+    StatusDoc,
+    TeamStatus,
+    WorktreeInfo,
+    WorktreesDoc,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -44,7 +57,10 @@ _SETTLE_MARGIN = 5.0
 
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
-                 planner: Planner, capabilities: Mapping[str, Capabilities]) -> None:
+                 planner: Planner, capabilities: Mapping[str, Capabilities], *,
+                 worktree_root: Path) -> None:
+        self._worktree_root = worktree_root
+        self._prune_lock = anyio.Lock()
         self._store = store
         self._supervisor = supervisor
         self._mailbox = mailbox
@@ -99,11 +115,12 @@ class Teams:
             status = await self._team_status(config.name)
             return status.model_copy(update={"already_running": True,
                                              "resumed": config.name in self._resumed})
+        workdirs = await self._worktrees(config)  # before anything is journaled or started
         await self._store.call(
             self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
             [(m.name, m.runtime) for m in config.members],
         )
-        self._start(config)
+        self._start(config, workdirs)
         log.info("team_launched", team=config.name, members=len(config.members), file=file)
         if wait:
             await self._settle(config, timeout)
@@ -113,11 +130,32 @@ class Teams:
         limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
         await self._supervisor.wait_settled(config.name, limit)
 
-    def _start(self, config: TeamConfig) -> None:
+    async def _worktrees(self, config: TeamConfig) -> dict[str, Path]:
+        """Each ``worktree = true`` member's worktree (made, or reused from the journal), and
+        the member's workdir inside it."""
+        known = {w.member: w for w in await self._store.call(self._store.sync.worktrees,
+                                                              config.name)}
+        workdirs: dict[str, Path] = {}
+        for member in config.members:
+            if not config.member_worktree(member):
+                continue
+            workdir = config.member_workdir(member)
+            tree = await anyio.to_thread.run_sync(
+                worktrees.create, self._worktree_root, config.name, member.name, workdir,
+                config.member_base(member), known.get(member.name))
+            if tree is not known.get(member.name):
+                await self._store.call(self._store.sync.save_worktree, tree)
+                log.info("worktree_created", team=config.name, member=member.name,
+                         path=str(tree.path), branch=tree.branch, base=tree.base)
+            workdirs[member.name] = await anyio.to_thread.run_sync(worktrees.workdir_in, tree,
+                                                                   workdir)
+        return workdirs
+
+    def _start(self, config: TeamConfig, workdirs: Mapping[str, Path]) -> None:
         for member in config.members:  # never shown anywhere, whatever their shape
             add_secrets(value for key, value in member.env.items() if secret_name(key))
         self._running[config.name] = config
-        self._supervisor.start_team(config)
+        self._supervisor.start_team(config, workdirs)
         for member in config.members:
             self._mailbox.open_member(config.name, member.name)
 
@@ -126,7 +164,13 @@ class Teams:
         names = []
         for record in await self._store.call(self._store.sync.teams, desired="running"):
             config = TeamConfig.model_validate(record.config)
-            self._start(config)
+            try:
+                workdirs = await self._worktrees(config)
+            except TeamctlError as exc:
+                log.error("team_resume_failed", team=config.name, code=exc.code,
+                          error=exc.message)
+                continue
+            self._start(config, workdirs)
             self._resumed.add(config.name)
             names.append(config.name)
             log.info("team_resumed", team=config.name)
@@ -247,6 +291,45 @@ class Teams:
         return HistoryDoc(team=name, member=member,
                           messages=[d.to_wire(attachments[d.message_id]) for d in rows],
                           before=rows[0].message_id if more and rows else None)
+
+    # -- worktrees ----------------------------------------------------------------------------
+
+    async def worktrees(self, team: str | None, *, prune: bool) -> WorktreesDoc:
+        """Every member worktree the journal knows (of ``team``, or all); with ``prune``,
+        remove those that lose nothing (clean, merged or pushed, member not running) — under a
+        lock, saying why each other one is kept."""
+        async with self._prune_lock:
+            trees = await self._store.call(self._store.sync.worktrees, team)
+            pruned: list[str] = []
+            kept: list[KeptWorktree] = []
+            if prune:
+                for tree in trees:
+                    running = tree.team in self._running
+                    reason = await anyio.to_thread.run_sync(
+                        functools.partial(worktrees.prune_one, tree, running=running))
+                    if reason is None:
+                        await self._store.call(self._store.sync.forget_worktree, tree.team,
+                                               tree.member)
+                        pruned.append(f"{tree.team}/{tree.member}")
+                        log.info("worktree_pruned", team=tree.team, member=tree.member)
+                    else:
+                        kept.append(KeptWorktree(team=tree.team, member=tree.member,
+                                                 reason=reason))
+                trees = await self._store.call(self._store.sync.worktrees, team)
+            infos = [WorktreeInfo.model_validate({
+                **(await anyio.to_thread.run_sync(worktrees.inspect, t)),
+                "running": t.team in self._running}) for t in trees]
+        return WorktreesDoc(worktrees=infos, pruned=pruned, kept=kept)
+
+    async def diff(self, team: str | None, member: str, *, stat: bool) -> DiffDoc:
+        name = await self._resolve_any(team)
+        tree = next((t for t in await self._store.call(self._store.sync.worktrees, name)
+                     if t.member == member), None)
+        if tree is None:
+            raise NotFound("member worktree", member, [
+                t.member for t in await self._store.call(self._store.sync.worktrees, name)])
+        text = await anyio.to_thread.run_sync(functools.partial(worktrees.diff, tree, stat=stat))
+        return DiffDoc(team=name, member=member, base=tree.base, stat=stat, text=text)
 
     async def restart(self, team: str | None, member: str) -> TeamStatus:
         config, member = self.resolve_member(team, member)

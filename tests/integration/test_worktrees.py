@@ -1,0 +1,109 @@
+"""A git worktree per member: two teammates writing the same path each change only their own
+checkout, the operator's is untouched, `diff` shows each change, `--prune` keeps what has
+work in it (real git, real daemon, the fake claude writing files as its Write tool would)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.conftest import Teamctl, fake_member
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          check=True, timeout=60, env={"PATH": "/usr/bin:/bin",
+                          "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+                          "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+                          "HOME": str(cwd)}).stdout
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("the project\n")
+    (path / ".gitignore").write_text(".env\nnode_modules/\n")
+    (path / ".env").write_text("LOCAL=1\n")
+    (path / "node_modules").mkdir()
+    (path / "node_modules" / "big.js").write_text("x")
+    (path / ".worktreeinclude").write_text(".env\nnode_modules/**\n")
+    _git(path, "add", "README.md", ".gitignore", ".worktreeinclude")
+    _git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def test_two_members_edit_the_same_path_each_in_their_own_worktree(teamctl: Teamctl) -> None:
+    repo = _repo(teamctl.workdir / "repo")
+    team = teamctl.write_team("web", [fake_member("a"), fake_member("b"), fake_member("c")],
+                              workdir="repo", worktree=True)
+    assert teamctl.run("launch", str(team)).returncode == 0
+    for member in ("a", "b"):
+        done = teamctl.run("send", member, f"WRITE notes.txt written by {member}", "--wait")
+        assert done.returncode == 0, done.stderr
+    trees = teamctl.home / "worktrees" / "web"
+    assert (trees / "a" / "notes.txt").read_text() == "written by a\n"
+    assert (trees / "b" / "notes.txt").read_text() == "written by b\n"
+    assert not (repo / "notes.txt").exists(), "the operator's checkout is untouched"
+    assert (trees / "a" / ".env").read_text() == "LOCAL=1\n", ".worktreeinclude is copied"
+    assert not (trees / "a" / "node_modules").exists(), "never node_modules"
+    assert _git(trees / "a", "branch", "--show-current").strip() == "teamctl/web/a"
+
+    diff = teamctl.run("diff", "a")
+    assert diff.returncode == 0 and "+written by a" in diff.stdout
+    assert "written by b" not in diff.stdout
+    assert "notes.txt" in teamctl.run("diff", "b", "--stat").stdout
+    doc = teamctl.json("worktrees")
+    rows = {t["member"]: t for t in doc["worktrees"]}
+    assert rows["a"]["untracked"] == 1 and rows["c"]["untracked"] == 0
+    assert rows["a"]["base"] == "HEAD" and rows["a"]["running"] is True
+
+    kept = teamctl.json("worktrees", "--prune")
+    assert kept["pruned"] == [] and {k["reason"] for k in kept["kept"]} == {
+        "its member is running"}
+    assert teamctl.run("stop", "web").returncode == 0
+    pruned = teamctl.json("worktrees", "--prune")
+    assert pruned["pruned"] == ["web/c"], "only the clean one"
+    reasons = {k["member"]: k["reason"] for k in pruned["kept"]}
+    assert reasons == {"a": "it has 0 changed and 1 untracked files",
+                       "b": "it has 0 changed and 1 untracked files"}
+    assert (trees / "a" / "notes.txt").exists() and not (trees / "c").exists()
+
+
+def test_a_relaunch_reuses_the_worktree_and_its_work(teamctl: Teamctl) -> None:
+    _repo(teamctl.workdir / "repo")
+    team = teamctl.write_team("web", [fake_member("a", worktree=True)], workdir="repo")
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert teamctl.run("send", "a", "WRITE work.txt kept", "--wait").returncode == 0
+    assert teamctl.run("stop", "web").returncode == 0
+    assert teamctl.run("launch", str(team)).returncode == 0
+    tree = teamctl.home / "worktrees" / "web" / "a"
+    assert (tree / "work.txt").read_text() == "kept\n"
+    assert [e["member"] for e in teamctl.log_events()
+            if e["event"] == "worktree_created"] == ["a"], "made once, then reused"
+
+
+def test_worktree_outside_a_repository_is_an_invalid_team_file(teamctl: Teamctl) -> None:
+    (teamctl.workdir / "plain").mkdir()
+    team = teamctl.write_team("web", [fake_member("a")], workdir="plain", worktree=True)
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 2
+    assert "team.worktree:" in done.stderr and "not in a git repository" in done.stderr
+
+
+def test_a_branch_checked_out_elsewhere_is_a_typed_error_at_launch(teamctl: Teamctl) -> None:
+    repo = _repo(teamctl.workdir / "repo")
+    _git(repo, "checkout", "-q", "-b", "teamctl/web/a")
+    team = teamctl.write_team("web", [fake_member("a", worktree=True)], workdir="repo")
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1
+    assert "branch teamctl/web/a is already checked out elsewhere" in done.stderr
+    assert teamctl.run("status").returncode in (0, 1)
+    assert "no team is running" in teamctl.run("status").stdout, "nothing was started"
+
+
+def test_a_base_that_does_not_exist_is_a_typed_error(teamctl: Teamctl) -> None:
+    _repo(teamctl.workdir / "repo")
+    team = teamctl.write_team("web", [fake_member("a", worktree=True, base="nope")],
+                              workdir="repo")
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 1 and "base 'nope' is not a commit" in done.stderr
