@@ -39,3 +39,5 @@ info
 _._no_ask_yet
 worktrees
 diff
+dirty
+diffstat

@@ -5,9 +5,12 @@ work in it (real git, real daemon, the fake claude writing files as its Write to
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.conftest import Teamctl, fake_member
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _git(cwd: Path, *args: str) -> str:
