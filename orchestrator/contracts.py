@@ -133,6 +133,9 @@ class TurnResult:
     reply: str
     session_id: str | None = None
     cost_usd: float | None = None
+    # what the runtime refused during the turn ("permission denied: Write <path>: …"), for
+    # the message's history line — a refusal never hides inside a "success"
+    notes: tuple[str, ...] = ()
 
 
 def redact(text: str) -> str:

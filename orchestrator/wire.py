@@ -198,6 +198,7 @@ class MessageDoc(_Doc):
     attempts: int
     attachments: list[AttachmentRef] = []
     error: DeliveryError | None
+    notes: list[str] = Field(default=[], description="what the runtime refused in the turn")
 
 
 class HistoryDoc(_Doc):
@@ -223,6 +224,7 @@ class SendResult(_Doc):
     attempts: int | None = None
     attachments: list[AttachmentRef] = []
     error: DeliveryError | None = None
+    notes: list[str] = []
 
 
 class VariantDoc(_Doc):

@@ -231,6 +231,7 @@ class _TurnState:
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.texts: list[str] = []
+        self.denied: list[dict[str, Any]] = []  # system/permission_denied events
         self.result: dict[str, Any] | None = None
         self.error: Exception | None = None
 
@@ -419,7 +420,26 @@ class ClaudeProcess:
             )
         cost = result.get("total_cost_usd")
         return TurnResult(reply=reply, session_id=self._session_id,
-                          cost_usd=cost if isinstance(cost, int | float) else None)
+                          cost_usd=cost if isinstance(cost, int | float) else None,
+                          notes=self._denials(state, result))
+
+    def _denials(self, state: _TurnState, result: dict[str, Any]) -> tuple[str, ...]:
+        """Every refusal of the turn (``system/permission_denied``, with the target from the
+        result's ``permission_denials``), as history notes and ``permission_denied`` events."""
+        inputs = {d.get("tool_use_id"): d.get("tool_input") or {}
+                  for d in result.get("permission_denials") or [] if isinstance(d, dict)}
+        notes = []
+        for event in state.denied:
+            tool = str(event.get("tool_name") or "a tool")
+            given = inputs.get(event.get("tool_use_id")) or {}
+            target = str(given.get("file_path") or given.get("command") or given.get("path")
+                         or "") if isinstance(given, dict) else ""
+            message = str(event.get("message") or "")[:300]
+            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
+                        tool=tool, target=target[:300], message=message)
+            notes.append(f"permission denied: {tool}" + (f" {target[:200]}" if target else "")
+                         + (f": {message}" if message else ""))
+        return tuple(notes)
 
     async def _write(self, obj: dict[str, Any]) -> None:
         await self._write_raw(encode_line(obj))
@@ -507,6 +527,9 @@ class ClaudeProcess:
             await self._deny_control_request(event)
         elif kind == "assistant" and self._turn is not None:
             self._turn.texts.extend(_assistant_texts(event))
+        elif kind == "system" and event.get("subtype") == "permission_denied" and \
+                self._turn is not None:
+            self._turn.denied.append(event)
         elif kind == "result":
             if self._turn is not None:
                 self._turn.finish(result=event)

@@ -296,9 +296,14 @@ def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
     return argv
 
 
+_SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
+                     "blocked by read-only sandbox")
+
+
 class _Turn:
     def __init__(self) -> None:
         self.replies: list[str] = []
+        self.notes: list[str] = []
         self.terminal: dict[str, Any] | None = None
         self.thread_id: str | None = None
 
@@ -494,6 +499,15 @@ class CodexMember:
     def _on_item(self, item: dict[str, Any], state: _Turn) -> None:
         if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
             state.replies.append(item["text"])
+        elif item.get("type") == "command_execution" and item.get("exit_code") not in (0, None):
+            output = str(item.get("aggregated_output") or "")
+            if any(refusal in output for refusal in _SANDBOX_REFUSALS):
+                command = str(item.get("command") or "")[:200]
+                log.warning("permission_denied", team=self._spec.team,
+                            member=self._spec.member, tool="command", target=command,
+                            message="refused by the sandbox")
+                state.notes.append(f"permission denied: command {command}: refused by the "
+                                   f"{self._spec.permissions} profile's sandbox")
         elif item.get("type") == "error":
             log.info("runtime_warning", team=self._spec.team, member=self._spec.member,
                      message=str(item.get("message", ""))[:300])
@@ -514,7 +528,7 @@ class CodexMember:
                              retryable=retryable)
         self._log_usage(terminal.get("usage") or {})
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id)
+                          session_id=self._thread_id, notes=tuple(state.notes))
 
     def _log_usage(self, usage: dict[str, Any]) -> None:
         total = sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens"))

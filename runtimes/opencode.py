@@ -555,7 +555,26 @@ class OpenCodeServer:
                              retryable=bool(data.get("isRetryable")))
         texts = [p.get("text", "") for p in message.get("parts", [])
                  if p.get("type") == "text" and not p.get("synthetic")]
-        return TurnResult(reply="".join(texts), session_id=self._session_id)
+        return TurnResult(reply="".join(texts), session_id=self._session_id,
+                          notes=self._denials(message.get("parts", [])))
+
+    def _denials(self, parts: list[dict[str, Any]]) -> tuple[str, ...]:
+        """Tool calls the permission config refused: a ``deny`` removes the tool, so the call
+        becomes the ``invalid`` tool; an ``external_directory`` deny errors the call."""
+        notes = []
+        for part in parts:
+            state = part.get("state") or {}
+            if part.get("type") != "tool" or not isinstance(state, dict) or \
+                    state.get("status") != "error":
+                continue
+            error = str(state.get("error") or "")
+            if part.get("tool") != "invalid" and not any(
+                    word in error.lower() for word in ("permission", "rejected", "denied")):
+                continue
+            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
+                        tool=str(part.get("tool")), message=error[:300])
+            notes.append(f"permission denied: {part.get('tool')}: {error[:300]}")
+        return tuple(notes)
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -296,6 +296,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
         click.echo(f"  > {message['text']}")
         if message.get("reply"):
             click.echo("  < " + message["reply"].replace("\n", "\n    "))
+        for note in message.get("notes") or ():
+            click.echo(f"  ~ {note}")
         if message.get("error"):
             error = message["error"]
             click.echo(f"  ! {error['code']}: {error['message']}")

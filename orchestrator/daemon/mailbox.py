@@ -241,7 +241,8 @@ class Mailbox:
             raise
         else:
             await self._persist(delivery, lambda: self._store.call(
-                self._store.sync.mark_answered, message_id, member, result.reply))
+                self._store.sync.mark_answered, message_id, member, result.reply,
+                result.notes))
             log.info("delivery_answered", team=team, member=member, message_id=message_id,
                      reply_chars=len(result.reply))
             self._settle(message_id)

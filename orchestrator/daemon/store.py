@@ -143,6 +143,10 @@ _MIGRATIONS += (
     );
     """,
 )
+_MIGRATIONS += (
+    # 4: what the runtime refused during a delivery (permission denials), for history
+    "ALTER TABLE deliveries ADD COLUMN notes TEXT",
+)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -166,6 +170,7 @@ class Delivery:
     error_code: str | None
     error_message: str | None
     retryable: bool | None
+    notes: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -178,13 +183,13 @@ class Delivery:
                                   retryable=bool(self.retryable))
         return MessageDoc(
             id=self.message_id, text=self.text, state=self.state,  # type: ignore[arg-type]
-            reply=self.reply, attempts=self.attempts, error=error,
+            reply=self.reply, attempts=self.attempts, error=error, notes=list(self.notes),
             attachments=[a.to_ref() for a in attachments or []])
 
 
 _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
-    "d.error_message, d.retryable"
+    "d.error_message, d.retryable, d.notes"
 )
 
 
@@ -220,6 +225,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         row["message_id"], row["team"], row["member"], row["text"], row["state"],
         row["attempts"], row["reply"], row["error_code"], row["error_message"],
         None if retryable is None else bool(retryable),
+        tuple(json.loads(row["notes"])) if row["notes"] else (),
     )
 
 
@@ -480,13 +486,15 @@ class Store:
     def mark_sent(self, message_id: str, member: str) -> None:
         self._transition(message_id, member, "prepared", "sent", durable=False)
 
-    def mark_answered(self, message_id: str, member: str, reply: str) -> None:
+    def mark_answered(self, message_id: str, member: str, reply: str,
+                      notes: tuple[str, ...] = ()) -> None:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='answered', reply=?, error_code=NULL, "
-                "error_message=NULL, retryable=NULL, updated_at=? "
+                "error_message=NULL, retryable=NULL, notes=?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state IN ('prepared', 'sent')",
-                (reply, time.time(), message_id, member),
+                (reply, json.dumps(list(notes)) if notes else None, time.time(), message_id,
+                 member),
             )
             self._expect_one(cur, message_id, member, "answered")
 

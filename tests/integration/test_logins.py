@@ -65,3 +65,22 @@ def test_a_codex_login_in_the_os_keyring_is_explained(teamctl: Teamctl) -> None:
     done = teamctl.run("launch", str(teamctl.write_team("web", [codex_member("rev")])))
     assert done.returncode == 1
     assert "kept in the OS keyring" in done.stdout and "CODEX_API_KEY" in done.stdout
+
+
+def test_a_read_profile_refusal_shows_in_history_and_the_logs(teamctl: Teamctl) -> None:
+    """Headless Claude's refusals ended the turn "success" and vanished: now each is a
+    `permission_denied` event and a line in that message's history."""
+    team = teamctl.write_team("web", [fake_member("reader", permissions="read"),
+                                      fake_member("editor")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert teamctl.run("send", "reader", "WRITE notes.txt not allowed", "--wait").returncode == 0
+    assert teamctl.run("send", "editor", "WRITE notes.txt allowed", "--wait").returncode == 0
+    assert (teamctl.workdir / "notes.txt").read_text() == "allowed\n", "only the editor wrote"
+    [message] = teamctl.json("history", "reader")["messages"]
+    assert message["state"] == "answered"
+    [note] = message["notes"]
+    assert note.startswith(f"permission denied: Write {teamctl.workdir / 'notes.txt'}: ")
+    assert "~ permission denied: Write" in teamctl.run("history", "reader").stdout
+    [event] = [e for e in teamctl.log_events() if e["event"] == "permission_denied"]
+    assert (event["member"], event["tool"]) == ("reader", "Write")
+    assert teamctl.json("history", "editor")["messages"][0]["notes"] == []

@@ -42,10 +42,11 @@ class FlakyStore(Store):
         super().__init__(path)
         self.answered = threading.Event()
 
-    def mark_answered(self, message_id: str, member: str, reply: str) -> None:
+    def mark_answered(self, message_id: str, member: str, reply: str,
+                      notes: tuple[str, ...] = ()) -> None:
         if self.broken:
             raise StoreError("the journal could not be written: database or disk is full")
-        super().mark_answered(message_id, member, reply)
+        super().mark_answered(message_id, member, reply, notes)
         self.answered.set()
 
 

@@ -199,3 +199,33 @@ def test_ask_is_refused_until_approvals_exist(tmp_path: Path) -> None:
         _team(tmp_path, {}, {"permissions": "ask"})
     with pytest.raises(ValueError, match=r"Input should be"):
         _team(tmp_path, {}, {"permissions": "root"})
+
+
+def test_codex_sandbox_refusals_become_notes(tmp_path: Path) -> None:
+    member = codex.CodexMember(_spec(tmp_path, permissions="read"), None, "0.171.0")  # type: ignore[arg-type]
+    state = codex._Turn()
+    member._on_item({"type": "command_execution", "command": "/bin/bash -lc 'touch b.txt'",
+                     "aggregated_output": "touch: cannot touch 'b.txt': Read-only file system\n",
+                     "exit_code": 1, "status": "failed"}, state)
+    member._on_item({"type": "command_execution", "command": "false",
+                     "aggregated_output": "", "exit_code": 1}, state)
+    assert state.notes == ["permission denied: command /bin/bash -lc 'touch b.txt': refused "
+                           "by the read profile's sandbox"]
+
+
+def test_opencode_refused_tool_calls_become_notes(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    server = SimpleNamespace(_spec=_spec(tmp_path))
+    parts = [
+        {"type": "tool", "tool": "invalid", "state": {"status": "error", "error":
+         "Model tried to call unavailable tool 'write'."}},
+        {"type": "tool", "tool": "bash", "state": {"status": "error", "error":
+         "The user rejected permission to use this specific tool call."}},
+        {"type": "tool", "tool": "bash", "state": {"status": "error", "error": "exit 1"}},
+        {"type": "text", "text": "done"},
+    ]
+    notes = opencode.OpenCodeServer._denials(server, parts)  # type: ignore[arg-type]
+    assert notes == ("permission denied: invalid: Model tried to call unavailable tool "
+                     "'write'.", "permission denied: bash: The user rejected permission to "
+                     "use this specific tool call.")
