@@ -51,7 +51,7 @@ class TeamSection(_Strict):
     # defaults for every member (a member's own key wins)
     login: Login = "operator"
     permissions: Permissions = "edit"
-    worktree: bool = False  # each member in its own git worktree (docs/worktrees.md)
+    worktree: bool = False  # each member in its own git worktree (docs/permissions.md)
     base: str | None = None  # the ref worktrees are made from (default: the workdir's HEAD)
 
 

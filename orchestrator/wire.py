@@ -283,13 +283,23 @@ class VisionCatalogInfo(_Doc):
     entries: int
 
 
+class MemberLogin(_Doc):
+    member: str
+    runtime: str
+    login: str
+    permissions: str
+    credential: str = Field(description="its kind (API key, subscription login, …) or none")
+    source: str = Field(description="where it comes from; never the secret")
+
+
 class DoctorReport(_Doc):
-    """``teamctl doctor --json``."""
+    """``teamctl doctor [TEAMFILE] --json``."""
 
     runtimes: list[RuntimeRow]
     vision_catalog: VisionCatalogInfo
     home: str
     daemon_running: bool
+    members: list[MemberLogin] = []
 
 
 class WorktreeInfo(_Doc):

@@ -434,15 +434,24 @@ def daemon(notify_fd: int | None) -> None:
 
 
 @cli.command()
+@click.argument("teamfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def doctor(as_json: bool) -> None:
-    """Which runtimes are installed and their versions."""
-    from orchestrator.client.doctor import inspect_runtimes
+@handles_errors
+def doctor(teamfile: Path | None, as_json: bool) -> None:
+    """Which runtimes are installed; with TEAMFILE, which credential each member will use."""
+    from orchestrator.client.doctor import describe_logins, inspect_runtimes
 
     report = inspect_runtimes()
+    if teamfile is not None:
+        from orchestrator.config import load_team_file
+
+        report["members"] = describe_logins(load_team_file(teamfile))
     if as_json:
         _emit_json(report)
         return
+    for row in report.get("members", []):
+        click.echo(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
+                   f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")

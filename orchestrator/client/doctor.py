@@ -1,16 +1,25 @@
-"""``teamctl doctor``: which runtime executables are found, and their versions."""
+"""``teamctl doctor [TEAMFILE]``: which runtime executables are found, and their versions;
+with a team file, which credential each member will use (kind and source, never the secret).
+
+It reads the CLIs' own login locations through ``runtimes.logins`` (standard library only),
+the same place the members' preflight looks."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.runtime_table import RUNTIMES
+from runtimes import logins
 
-__all__ = ["inspect_runtimes"]
+if TYPE_CHECKING:
+    from pathlib import Path
 
+    from orchestrator.config import MemberConfig, TeamConfig
+
+__all__ = ["describe_logins", "inspect_runtimes"]
 
 
 def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
@@ -37,3 +46,81 @@ def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
     return {"runtimes": rows,
             "vision_catalog": {"checked": catalog.checked, "entries": catalog.entries()},
             "home": str(home.root), "daemon_running": client.ping(home)}
+
+
+def describe_logins(config: TeamConfig) -> list[dict[str, Any]]:
+    """Per member of a team file: which credential its CLI will use — its kind and where it
+    comes from, never the secret — found the way the member's preflight looks for it."""
+    rows = []
+    for member in config.members:
+        env = {k: os.environ[k] for k in member.pass_env if k in os.environ} | member.env
+        login = config.member_login(member)
+        kind, source = _credential(member, env, login)
+        rows.append({"member": member.name, "runtime": member.runtime, "login": login,
+                     "permissions": config.member_permissions(member),
+                     "credential": kind, "source": source})
+    return rows
+
+
+def _credential(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
+    if member.runtime == "claude":
+        return _claude(env, login)
+    if member.runtime == "codex":
+        return _codex(member, env, login)
+    return _opencode(member, env, login)
+
+
+def _claude(env: dict[str, str], login: str) -> tuple[str, str]:
+    for var, kind in (("ANTHROPIC_API_KEY", "API key"),
+                      ("CLAUDE_CODE_OAUTH_TOKEN", "OAuth token (claude setup-token)"),
+                      ("ANTHROPIC_AUTH_TOKEN", "bearer token")):
+        if env.get(var):
+            return kind, f"the member's env {var}"
+    if login == "operator":
+        path = logins.claude_config_dir() / ".credentials.json"
+        oauth = _json(path).get("claudeAiOauth") or {}
+        if oauth.get("accessToken"):
+            return f"subscription login ({oauth.get('subscriptionType') or 'claude.ai'})", \
+                str(path)
+    return "none", "not logged in: run 'claude /login', or set ANTHROPIC_API_KEY in env"
+
+
+def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
+    provider_id = str(member.config.get("model_provider") or "openai")
+    provider = (member.config.get("model_providers") or {}).get(provider_id) or {}
+    if isinstance(provider, dict) and provider.get("env_key"):
+        var = str(provider["env_key"])
+        return ("API key", f"the member's env {var} (provider {provider_id})") if var in env \
+            else ("none", f"provider {provider_id} reads {var}: not in the member's env")
+    if env.get("CODEX_API_KEY"):
+        return "API key", "the member's env CODEX_API_KEY"
+    path = logins.codex_home() / "auth.json"
+    if login == "operator" and path.exists():
+        mode = _json(path).get("auth_mode") or "unknown"
+        kind = "ChatGPT login" if mode == "chatgpt" else f"{mode} login"
+        return kind, f"{path} (linked, never copied)"
+    return "none", "not logged in: run 'codex login', or set CODEX_API_KEY in env"
+
+
+def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
+    provider = (member.model or "").partition("/")[0]
+    options = ((member.config.get("provider") or {}).get(provider) or {}).get("options") or {}
+    if options.get("apiKey"):
+        return "API key", f"the member's config (provider {provider})"
+    path = logins.opencode_data_dir() / "auth.json"
+    entry = _json(path).get(provider) if login == "operator" else None
+    if isinstance(entry, dict):
+        return f"{entry.get('type', 'unknown')} login ({provider})", f"{path} (linked)"
+    for var in (v for v in env if v.endswith("_API_KEY")):
+        return "API key", f"the member's env {var}"
+    return "none", f"no credential found for provider {provider!r} (it may need none)"
+
+
+def _json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -4,6 +4,7 @@ with the fix — never a failed first message, never a restart loop, never a cop
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -84,3 +85,26 @@ def test_a_read_profile_refusal_shows_in_history_and_the_logs(teamctl: Teamctl) 
     [event] = [e for e in teamctl.log_events() if e["event"] == "permission_denied"]
     assert (event["member"], event["tool"]) == ("reader", "Write")
     assert teamctl.json("history", "editor")["messages"][0]["notes"] == []
+
+
+def test_doctor_shows_which_credential_each_member_will_use(teamctl: Teamctl) -> None:
+    secret = "sk-ant-api03-DOCTOR-NEVER-SHOWS-THIS"
+    team = teamctl.write_team("web", [
+        fake_member("lead"), fake_member("solo", login="isolated",
+                                         env={"ANTHROPIC_API_KEY": secret}),
+        codex_member("rev"), opencode_member("des", model="openrouter/z-ai/glm-4.5v"),
+        codex_member("nobody", login="isolated")])
+    done = teamctl.run("doctor", str(team), "--json")
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stdout
+    rows = {r["member"]: r for r in json.loads(done.stdout)["members"]}
+    assert rows["lead"]["credential"] == "subscription login (max)"
+    assert rows["lead"]["source"].endswith(".claude/.credentials.json")
+    assert (rows["solo"]["credential"], rows["solo"]["source"]) == (
+        "API key", "the member's env ANTHROPIC_API_KEY")
+    assert rows["rev"]["credential"] == "apikey login"
+    assert "linked, never copied" in rows["rev"]["source"]
+    assert rows["des"]["credential"] == "api login (openrouter)"
+    assert rows["nobody"]["credential"] == "none"
+    text = teamctl.run("doctor", str(team)).stdout
+    assert "lead" in text and "subscription login (max)" in text
