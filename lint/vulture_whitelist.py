@@ -41,3 +41,4 @@ worktrees
 diff
 dirty
 diffstat
+credential
