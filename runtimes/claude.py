@@ -167,8 +167,10 @@ def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
 # What each permission profile passes (protocols/teammates.md §1.6; docs/permissions.md).
 # Headless Claude never prompts: ``dontAsk`` refuses whatever the allowlist does not name, and
 # every refusal shows as a ``permission_denied`` event.
+# "./**" rules confine file edits to the member's workdir (the e2e test writes outside it and
+# is refused); Claude has no such rule for Bash, which runs any command in the edit profile.
 READ_TOOLS = "Read,Glob,Grep,LS,NotebookRead,TodoWrite"
-EDIT_TOOLS = f"{READ_TOOLS},Write,Edit,MultiEdit,NotebookEdit,Bash"
+EDIT_TOOLS = f"{READ_TOOLS},Write(./**),Edit(./**),MultiEdit(./**),NotebookEdit(./**),Bash"
 PERMISSION_FLAGS: dict[str, list[str]] = {
     "read": ["--permission-mode", "dontAsk", "--allowedTools", READ_TOOLS],
     "edit": ["--permission-mode", "dontAsk", "--allowedTools", EDIT_TOOLS],

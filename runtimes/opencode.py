@@ -278,6 +278,7 @@ class _Turn:
         self.error: dict[str, Any] | None = None
         self.response: httpx.Response | None = None
         self.failure: Exception | None = None
+        self.tool_parts: dict[str, dict[str, Any]] = {}  # the turn's tool calls, latest state
 
 
 class OpenCodeServer:
@@ -434,10 +435,16 @@ class OpenCodeServer:
             return
         props = event.get("properties") or {}
         turn = self._turn
-        if turn is None or props.get("sessionID") != self._session_id:
+        session = props.get("sessionID") or (props.get("part") or {}).get("sessionID") or \
+            (props.get("info") or {}).get("sessionID")
+        if turn is None or session != self._session_id:
             return
         turn.last_activity = time.monotonic()
         kind = event.get("type")
+        if kind == "message.part.updated":
+            part = props.get("part") or {}
+            if isinstance(part, dict) and part.get("type") == "tool":
+                turn.tool_parts[str(part.get("callID") or part.get("id"))] = part
         if kind == "session.status":
             self._on_status(props.get("status") or {})
         elif kind == "session.error":
@@ -555,8 +562,11 @@ class OpenCodeServer:
                              retryable=bool(data.get("isRetryable")))
         texts = [p.get("text", "") for p in message.get("parts", [])
                  if p.get("type") == "text" and not p.get("synthetic")]
+        tool_parts = {str(p.get("callID") or p.get("id")): p
+                      for p in message.get("parts", []) if p.get("type") == "tool"}
         return TurnResult(reply="".join(texts), session_id=self._session_id,
-                          notes=self._denials(message.get("parts", [])))
+                          notes=self._denials([*state.tool_parts.values(), *(
+                              p for k, p in tool_parts.items() if k not in state.tool_parts)]))
 
     def _denials(self, parts: list[dict[str, Any]]) -> tuple[str, ...]:
         """Tool calls the permission config refused: a ``deny`` removes the tool, so the call
@@ -564,12 +574,12 @@ class OpenCodeServer:
         notes = []
         for part in parts:
             state = part.get("state") or {}
-            if part.get("type") != "tool" or not isinstance(state, dict) or \
-                    state.get("status") != "error":
+            if part.get("type") != "tool" or not isinstance(state, dict):
                 continue
-            error = str(state.get("error") or "")
-            if part.get("tool") != "invalid" and not any(
-                    word in error.lower() for word in ("permission", "rejected", "denied")):
+            error = str(state.get("error") or state.get("output") or "")
+            refused = state.get("status") == "error" and any(
+                word in error.lower() for word in ("permission", "rejected", "denied"))
+            if part.get("tool") != "invalid" and not refused:
                 continue
             log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
                         tool=str(part.get("tool")), message=error[:300])

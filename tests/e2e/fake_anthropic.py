@@ -3,6 +3,9 @@
 
 It records every request (headers with the key redacted, the JSON body) and answers
 ``pong: <newest user text>``, or, when ``error_status`` is set, an API error of that status.
+Scripted tools (as protocols/teammates.md's fakes): a user text ``DO_WRITE <path>`` is
+answered with a ``Write`` tool call, ``DO_BASH <command>`` with a ``Bash`` one; once the tool
+result comes back, the answer is ``done: <the tool result's text>``.
 Images in the newest user message are decoded and described (MIME, width, height, sha256) so a
 test can prove the bytes that reached the API.
 """
@@ -10,6 +13,7 @@ test can prove the bytes that reached the API.
 from __future__ import annotations
 
 import base64
+import json
 import sys
 import threading
 import uuid
@@ -38,6 +42,20 @@ def newest_user_text(body: dict[str, Any]) -> str:
                 return str(text)
         return ""
     return ""
+
+
+def newest_tool_result(body: dict[str, Any]) -> str | None:
+    """The text of a tool_result in the last user message, if that message carries one."""
+    messages = body.get("messages", [])
+    last = messages[-1] if messages else {}
+    content = last.get("content") if last.get("role") == "user" else None
+    for block in content if isinstance(content, list) else []:
+        if block.get("type") == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, list):
+                inner = " ".join(str(b.get("text", "")) for b in inner if isinstance(b, dict))
+            return str(inner or "")[:300]
+    return None
 
 
 def newest_user_images(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,7 +87,40 @@ class FakeAnthropic(FakeProvider):
                                            "message": f"fake {kind.replace('_', ' ')}"}}
 
     def stream(self, body: dict[str, Any]) -> bytes:
-        text, model = f"pong: {newest_user_text(body)}", body.get("model", "?")
+        model = body.get("model", "?")
+        result = newest_tool_result(body)
+        if result is not None:
+            return self._text(model, f"done: {result}")
+        text = newest_user_text(body)
+        if text.startswith(("DO_WRITE ", "DO_BASH ")):
+            verb, _, argument = text.partition(" ")
+            if verb == "DO_WRITE":
+                return self._tool(model, "Write", {"file_path": argument,
+                                                   "content": "written by fake model\n"})
+            return self._tool(model, "Bash", {"command": argument,
+                                              "description": "Run a test command"})
+        return self._text(model, f"pong: {text}")
+
+    def _tool(self, model: str, name: str, arguments: dict[str, Any]) -> bytes:
+        return sse([
+            ("message_start", {"type": "message_start", "message": {
+                "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",
+                "role": "assistant", "model": model, "content": [], "stop_reason": None,
+                "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "tool_use",
+                                                       "id": f"toolu_fake_{uuid.uuid4().hex[:12]}",
+                                                       "name": name, "input": {}}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(arguments)}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {
+                "stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 5}}),
+            ("message_stop", {"type": "message_stop"}),
+        ])
+
+    def _text(self, model: str, text: str) -> bytes:
         return sse([
             ("message_start", {"type": "message_start", "message": {
                 "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",

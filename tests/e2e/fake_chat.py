@@ -84,14 +84,38 @@ class FakeChat(FakeProvider):
                           "type": "invalid_request_error", "code": "invalid_api_key"}}
 
     def stream(self, body: dict[str, Any]) -> bytes:
-        text, model = f"pong: {newest_user_text(body)}", body.get("model", "?")
+        """``pong: <text>``; scripted tools: ``DO_WRITE <path>`` → a ``write`` call,
+        ``DO_BASH <command>`` → a ``bash`` call; after the tool's answer, ``done: <it>``."""
+        model = body.get("model", "?")
         cid, now = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        messages = body.get("messages", [])
+        last = messages[-1] if messages else {}
+        text = newest_user_text(body)
+        call = None
+        if last.get("role") == "tool":
+            text = f"done: {str(last.get('content'))[-300:]}"
+        elif text.startswith(("DO_WRITE ", "DO_BASH ")):
+            verb, _, argument = text.partition(" ")
+            call = ("write", {"filePath": argument, "content": "written by fake model\n"}) \
+                if verb == "DO_WRITE" else ("bash", {"command": argument,
+                                                      "description": "Run a test command"})
+        else:
+            text = f"pong: {text}"
 
         def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
             return {"id": cid, "object": "chat.completion.chunk", "created": now,
                     "model": model, "choices": [{"index": 0, "delta": delta,
                                                  "finish_reason": finish}]}
 
+        if call is not None:
+            name, arguments = call
+            return sse([
+                (None, chunk({"role": "assistant", "content": None, "tool_calls": [{
+                    "index": 0, "id": f"call_fake_{uuid.uuid4().hex[:8]}", "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)}}]}, None)),
+                (None, chunk({}, "tool_calls")),
+                (None, "[DONE]"),
+            ])
         return sse([
             (None, chunk({"role": "assistant", "content": text}, None)),
             (None, chunk({}, "stop")),

@@ -2,13 +2,16 @@
 ``POST /v1/responses`` answered with the SSE frames codex needs; an error status on demand.
 
 It records every request (headers without the key, the JSON body) and answers
-``pong: <newest user text>``. ``input_image`` data URLs are decoded and described (MIME, width,
+``pong: <newest user text>``. Scripted tools: ``DO_WRITE <path>`` and ``DO_BASH <command>``
+are answered with an ``exec_command`` function call (a write, or the command); once its output
+comes back the answer is ``done: <output>``. ``input_image`` data URLs are decoded and described (MIME, width,
 height, bytes, sha256) so a test can prove the bytes codex sent.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -61,10 +64,32 @@ class FakeResponses(FakeProvider):
                           "type": "invalid_request_error", "code": "invalid_api_key"}}
 
     def stream(self, body: dict[str, Any]) -> bytes:
-        text, model = f"pong: {newest_user_text(body)}", body.get("model", "?")
+        model = body.get("model", "?")
+        items = body.get("input", [])
+        last = items[-1] if items else {}
         rid, mid = f"resp_{uuid.uuid4().hex[:12]}", f"msg_{uuid.uuid4().hex[:12]}"
+        text = newest_user_text(body)
+        if last.get("type") == "function_call_output":
+            output = last.get("output")
+            if isinstance(output, list):
+                output = " ".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+            text = f"done: {str(output)[-300:]}"
+        elif text.startswith(("DO_WRITE ", "DO_BASH ")):
+            verb, _, argument = text.partition(" ")
+            command = (f"printf 'written by fake model\\n' > {argument}"
+                       if verb == "DO_WRITE" else argument)
+            call = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
+                    "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": "exec_command",
+                    "arguments": json.dumps({"cmd": command, "yield_time_ms": 2000}),
+                    "status": "completed"}
+            return self._frames(rid, model, call)
+        else:
+            text = f"pong: {text}"
         item = {"type": "message", "id": mid, "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        return self._frames(rid, model, item)
+
+    def _frames(self, rid: str, model: str, item: dict[str, Any]) -> bytes:
         return sse([
             ("response.created", {"type": "response.created", "response": {
                 "id": rid, "object": "response", "model": model, "status": "in_progress",

@@ -64,8 +64,8 @@ def test_claude_argv_member_args_first_then_protocol(tmp_path: Path) -> None:
     assert argv[13:17] == ["--append-system-prompt-file", str(tmp_path / "p.md"), "--settings",
                            str(tmp_path / "s.json")]
     assert argv[17:] == ["--permission-mode", "dontAsk", "--allowedTools",
-                         "Read,Glob,Grep,LS,NotebookRead,TodoWrite,Write,Edit,MultiEdit,"
-                         "NotebookEdit,Bash"], "the default profile: edit"
+                         "Read,Glob,Grep,LS,NotebookRead,TodoWrite,Write(./**),Edit(./**),"
+                         "MultiEdit(./**),NotebookEdit(./**),Bash"], "the default profile: edit"
     assert build_argv(_spec(tmp_path), "sid", resume=True, files={})[9:11] == ["--resume",
                                                                               "sid"]
 

@@ -1,0 +1,109 @@
+"""Permission profiles with the real CLIs, the fake APIs scripted to write a file and run a
+command (as protocols/teammates.md does): ``read`` writes nothing and the refusal shows in
+history; ``edit`` writes inside the workdir; ``full`` writes anywhere."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import claude_member, codex_member, opencode_member
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import Teamctl
+    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.e2e.fake_chat import FakeChat
+    from tests.e2e.fake_responses import FakeResponses
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory outside the workdir and outside /tmp (codex's workspace-write sandbox
+    keeps /tmp and $TMPDIR writable for builds)."""
+    path = Path(tempfile.mkdtemp(prefix="teamctl-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_real_claude_profiles_read_edit_full(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic, outside: Path) -> None:
+    members = [claude_member(name, claude_bin, anthropic, permissions=name)
+               for name in ("read", "edit", "full")]
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
+    results = {}
+    for name in ("read", "edit", "full"):
+        for where in ("inside", "outside"):
+            target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
+            done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
+            assert done.returncode == 0, done.stderr
+            results[(name, where)] = target.exists()
+        bash_target = teamctl.workdir / f"{name}-bash.txt"
+        done = teamctl.run("send", name, f"DO_BASH touch {bash_target}", "--wait",
+                           "--timeout", "120")
+        assert done.returncode == 0, done.stderr
+        results[(name, "bash")] = bash_target.exists()
+    assert results[("read", "inside")] is False and results[("read", "bash")] is False
+    assert results[("edit", "inside")] is True and results[("edit", "bash")] is True
+    assert results[("edit", "outside")] is False, "edit is confined to the workdir"
+    assert results[("full", "inside")] is True and results[("full", "outside")] is True
+    notes = [n for m in teamctl.json("history", "read")["messages"] for n in m["notes"]]
+    assert any(n.startswith("permission denied: Write") for n in notes), notes
+    assert any(n.startswith("permission denied: Bash") for n in notes), notes
+    edit_notes = [n for m in teamctl.json("history", "edit")["messages"] for n in m["notes"]]
+    assert edit_notes == [n for n in edit_notes if str(outside) in n] and edit_notes
+    assert teamctl.json("history", "full")["messages"][0]["notes"] == []
+
+
+def test_real_codex_profiles_read_edit_full(
+        teamctl: Teamctl, codex_bin: Path, responses: FakeResponses, outside: Path) -> None:
+    """The sandbox itself refuses: read-only writes nothing, workspace-write writes only in the
+    workdir, full writes anywhere. (codex exec prints no item for a command the sandbox
+    blocked: the refusal is what the model was told, here echoed in the reply.)"""
+    members = [codex_member(name, codex_bin, responses, permissions=name)
+               for name in ("read", "edit", "full")]
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
+    results, replies = {}, {}
+    for name in ("read", "edit", "full"):
+        for where in ("inside", "outside"):
+            target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
+            done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
+            assert done.returncode == 0, done.stderr
+            results[(name, where)], replies[(name, where)] = target.exists(), done.stdout
+    assert results == {("read", "inside"): False, ("read", "outside"): False,
+                       ("edit", "inside"): True, ("edit", "outside"): False,
+                       ("full", "inside"): True, ("full", "outside"): True}
+    assert "Read-only file system" in replies[("read", "inside")]
+
+
+def test_real_opencode_profiles_read_edit_full(
+        teamctl: Teamctl, opencode_bin: Path, chat: FakeChat, outside: Path) -> None:
+    """read: write is not offered (the call becomes the `invalid` tool) and a note says so;
+    edit: inside the project only (external_directory = deny, never an unanswered question);
+    full: anywhere."""
+    members = [opencode_member(name, opencode_bin, chat, model="fake/text-model",
+                               vision=False, permissions=name)
+               for name in ("read", "edit", "full")]
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
+    results = {}
+    for name in ("read", "edit", "full"):
+        for where in ("inside", "outside"):
+            target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
+            done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
+            assert done.returncode == 0, done.stderr
+            results[(name, where)] = target.exists()
+    assert results == {("read", "inside"): False, ("read", "outside"): False,
+                       ("edit", "inside"): True, ("edit", "outside"): False,
+                       ("full", "inside"): True, ("full", "outside"): True}
+    notes = [n for m in teamctl.json("history", "read")["messages"] for n in m["notes"]]
+    assert notes and all(n.startswith("permission denied: ") for n in notes), notes
+    edit_notes = [n for m in teamctl.json("history", "edit")["messages"] for n in m["notes"]]
+    assert len(edit_notes) == 1, edit_notes
