@@ -4,8 +4,8 @@
 It records every request (headers without the key, the JSON body) and answers
 ``pong: <newest user text>``. Scripted tools: ``DO_WRITE <path>`` and ``DO_BASH <command>``
 are answered with an ``exec_command`` function call (a write, or the command); once its output
-comes back the answer is ``done: <output>``. ``input_image`` data URLs are decoded and described (MIME, width,
-height, bytes, sha256) so a test can prove the bytes codex sent.
+comes back the answer is ``done: <output>``. ``input_image`` data URLs are decoded and
+described (MIME, width, height, bytes, sha256) so a test can prove the bytes codex sent.
 """
 
 from __future__ import annotations

@@ -4,11 +4,10 @@ history; ``edit`` writes inside the workdir; ``full`` writes anywhere."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
