@@ -189,6 +189,14 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
     return config
 
 
+def _usable_auth(path: Path) -> bool:
+    try:
+        auth = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(auth, dict) and bool(auth.get("OPENAI_API_KEY") or auth.get("tokens"))
+
+
 def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
@@ -213,8 +221,14 @@ def check_login(spec: LaunchSpec, home: Path) -> None:
         return
     needs_openai = provider_id == "openai" or (isinstance(provider, dict)
                                                and provider.get("requires_openai_auth"))
-    if not needs_openai or "CODEX_API_KEY" in spec.env or (home / "auth.json").exists():
+    if not needs_openai or "CODEX_API_KEY" in spec.env:
         return
+    if (home / "auth.json").exists():
+        if _usable_auth(home / "auth.json"):
+            return
+        raise RuntimeNotLoggedIn(spec.member, "codex", f"{(home / 'auth.json').resolve()} is "
+                                 "unreadable or holds no login: run 'codex login' again, or "
+                                 "set CODEX_API_KEY in the member's env")
     store = operator_config(spec).get("cli_auth_credentials_store")
     if spec.login == "operator" and store in ("keyring", "auto"):
         fix = (f"the operator's login is kept in the OS keyring (cli_auth_credentials_store = "

@@ -112,6 +112,13 @@ def test_codex_not_logged_in_says_how(tmp_path: Path, operator: Path) -> None:
         codex.check_login(spec, home)
 
 
+def test_an_unreadable_codex_login_is_not_a_login(tmp_path: Path, operator: Path) -> None:
+    (operator / ".codex" / "auth.json").write_text("{not json")
+    spec = _spec(tmp_path, login="operator")
+    with pytest.raises(RuntimeNotLoggedIn, match="unreadable or holds no login"):
+        codex.check_login(spec, codex.codex_member_home(spec))
+
+
 def test_codex_custom_provider_needs_its_env_key(tmp_path: Path, operator: Path) -> None:
     config = {"model_provider": "fake", "model_providers": {"fake": {"env_key": "FAKE_KEY"}}}
     spec = _spec(tmp_path, config=config)
