@@ -102,41 +102,31 @@ class FakeAnthropic(FakeProvider):
         return self._text(model, f"pong: {text}")
 
     def _tool(self, model: str, name: str, arguments: dict[str, Any]) -> bytes:
-        return sse([
-            ("message_start", {"type": "message_start", "message": {
-                "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",
-                "role": "assistant", "model": model, "content": [], "stop_reason": None,
-                "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "tool_use",
-                                                       "id": f"toolu_fake_{uuid.uuid4().hex[:12]}",
-                                                       "name": name, "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-                "type": "input_json_delta", "partial_json": json.dumps(arguments)}}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {
-                "stop_reason": "tool_use", "stop_sequence": None},
-                "usage": {"output_tokens": 5}}),
-            ("message_stop", {"type": "message_stop"}),
-        ])
+        block = {"type": "tool_use", "id": f"toolu_fake_{uuid.uuid4().hex[:12]}", "name": name,
+                 "input": {}}
+        return _message(model, block, {"type": "input_json_delta",
+                                       "partial_json": json.dumps(arguments)}, "tool_use")
 
     def _text(self, model: str, text: str) -> bytes:
-        return sse([
-            ("message_start", {"type": "message_start", "message": {
-                "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",
-                "role": "assistant", "model": model, "content": [], "stop_reason": None,
-                "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": text}}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {
-                "stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 5}}),
-            ("message_stop", {"type": "message_stop"}),
-        ])
+        return _message(model, {"type": "text", "text": ""},
+                        {"type": "text_delta", "text": text}, "end_turn")
 
+
+def _message(model: str, block: dict[str, Any], delta: dict[str, Any], stop: str) -> bytes:
+    """One streamed assistant message of one content block."""
+    return sse([
+        ("message_start", {"type": "message_start", "message": {
+            "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",
+            "role": "assistant", "model": model, "content": [], "stop_reason": None,
+            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": block}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {
+            "stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+        ("message_stop", {"type": "message_stop"}),
+    ])
 
 if __name__ == "__main__":
     with FakeAnthropic() as api:

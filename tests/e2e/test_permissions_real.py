@@ -33,33 +33,48 @@ def outside() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_real_claude_profiles_read_edit_full(
-        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic, outside: Path) -> None:
-    members = [claude_member(name, claude_bin, anthropic, permissions=name)
-               for name in ("read", "edit", "full")]
+PROFILES = ("read", "edit", "full")
+EXPECTED = {("read", "inside"): False, ("read", "outside"): False,
+            ("edit", "inside"): True, ("edit", "outside"): False,
+            ("full", "inside"): True, ("full", "outside"): True}
+
+
+def _write_everywhere(teamctl: Teamctl, members: list[dict[str, object]], outside: Path
+                      ) -> tuple[dict[tuple[str, str], bool], dict[tuple[str, str], str]]:
+    """Launch one member per profile; each is asked to write inside its workdir and outside
+    it. Which files exist afterwards, and each reply."""
     assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
-    results = {}
-    for name in ("read", "edit", "full"):
+    results, replies = {}, {}
+    for name in PROFILES:
         for where in ("inside", "outside"):
             target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
             done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
             assert done.returncode == 0, done.stderr
-            results[(name, where)] = target.exists()
+            results[(name, where)], replies[(name, where)] = target.exists(), done.stdout
+    return results, replies
+
+
+def _notes(teamctl: Teamctl, member: str) -> list[str]:
+    return [n for m in teamctl.json("history", member)["messages"] for n in m["notes"]]
+
+
+def test_real_claude_profiles_read_edit_full(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic, outside: Path) -> None:
+    members = [claude_member(name, claude_bin, anthropic, permissions=name) for name in PROFILES]
+    results, _replies = _write_everywhere(teamctl, members, outside)
+    assert results == EXPECTED, "edit is confined to the workdir"
+    for name in PROFILES:
         bash_target = teamctl.workdir / f"{name}-bash.txt"
         done = teamctl.run("send", name, f"DO_BASH touch {bash_target}", "--wait",
                            "--timeout", "120")
         assert done.returncode == 0, done.stderr
-        results[(name, "bash")] = bash_target.exists()
-    assert results[("read", "inside")] is False and results[("read", "bash")] is False
-    assert results[("edit", "inside")] is True and results[("edit", "bash")] is True
-    assert results[("edit", "outside")] is False, "edit is confined to the workdir"
-    assert results[("full", "inside")] is True and results[("full", "outside")] is True
-    notes = [n for m in teamctl.json("history", "read")["messages"] for n in m["notes"]]
+        assert bash_target.exists() == (name != "read"), name
+    notes = _notes(teamctl, "read")
     assert any(n.startswith("permission denied: Write") for n in notes), notes
     assert any(n.startswith("permission denied: Bash") for n in notes), notes
-    edit_notes = [n for m in teamctl.json("history", "edit")["messages"] for n in m["notes"]]
-    assert edit_notes == [n for n in edit_notes if str(outside) in n] and edit_notes
-    assert teamctl.json("history", "full")["messages"][0]["notes"] == []
+    edit_notes = _notes(teamctl, "edit")
+    assert edit_notes and all(str(outside) in n for n in edit_notes), edit_notes
+    assert _notes(teamctl, "full") == []
 
 
 def test_real_codex_profiles_read_edit_full(
@@ -67,19 +82,9 @@ def test_real_codex_profiles_read_edit_full(
     """The sandbox itself refuses: read-only writes nothing, workspace-write writes only in the
     workdir, full writes anywhere. (codex exec prints no item for a command the sandbox
     blocked: the refusal is what the model was told, here echoed in the reply.)"""
-    members = [codex_member(name, codex_bin, responses, permissions=name)
-               for name in ("read", "edit", "full")]
-    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
-    results, replies = {}, {}
-    for name in ("read", "edit", "full"):
-        for where in ("inside", "outside"):
-            target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
-            done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
-            assert done.returncode == 0, done.stderr
-            results[(name, where)], replies[(name, where)] = target.exists(), done.stdout
-    assert results == {("read", "inside"): False, ("read", "outside"): False,
-                       ("edit", "inside"): True, ("edit", "outside"): False,
-                       ("full", "inside"): True, ("full", "outside"): True}
+    members = [codex_member(name, codex_bin, responses, permissions=name) for name in PROFILES]
+    results, replies = _write_everywhere(teamctl, members, outside)
+    assert results == EXPECTED
     assert "Read-only file system" in replies[("read", "inside")]
 
 
@@ -89,20 +94,9 @@ def test_real_opencode_profiles_read_edit_full(
     edit: inside the project only (external_directory = deny, never an unanswered question);
     full: anywhere."""
     members = [opencode_member(name, opencode_bin, chat, model="fake/text-model",
-                               vision=False, permissions=name)
-               for name in ("read", "edit", "full")]
-    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
-    results = {}
-    for name in ("read", "edit", "full"):
-        for where in ("inside", "outside"):
-            target = (teamctl.workdir if where == "inside" else outside) / f"{name}.txt"
-            done = teamctl.run("send", name, f"DO_WRITE {target}", "--wait", "--timeout", "120")
-            assert done.returncode == 0, done.stderr
-            results[(name, where)] = target.exists()
-    assert results == {("read", "inside"): False, ("read", "outside"): False,
-                       ("edit", "inside"): True, ("edit", "outside"): False,
-                       ("full", "inside"): True, ("full", "outside"): True}
-    notes = [n for m in teamctl.json("history", "read")["messages"] for n in m["notes"]]
+                               vision=False, permissions=name) for name in PROFILES]
+    results, _replies = _write_everywhere(teamctl, members, outside)
+    assert results == EXPECTED
+    notes = _notes(teamctl, "read")
     assert notes and all(n.startswith("permission denied: ") for n in notes), notes
-    edit_notes = [n for m in teamctl.json("history", "edit")["messages"] for n in m["notes"]]
-    assert len(edit_notes) == 1, edit_notes
+    assert len(_notes(teamctl, "edit")) == 1
