@@ -42,3 +42,4 @@ diff
 dirty
 diffstat
 credential
+thread

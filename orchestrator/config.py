@@ -53,6 +53,10 @@ class TeamSection(_Strict):
     permissions: Permissions = "edit"
     worktree: bool = False  # each member in its own git worktree (docs/permissions.md)
     base: str | None = None  # the ref worktrees are made from (default: the workdir's HEAD)
+    # the router's guards for teammates' messages (docs/messaging.md)
+    max_chain_depth: Annotated[int, Field(ge=1, le=50)] = 5
+    max_messages_per_minute: Annotated[int, Field(ge=1, le=600)] = 10
+    pair_cooldown: Annotated[float, Field(ge=0, le=3600)] = 3.0
 
 
 class MemberConfig(_Strict):
@@ -73,6 +77,7 @@ class MemberConfig(_Strict):
     permissions: Permissions | None = None
     worktree: bool | None = None
     base: str | None = None
+    messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5

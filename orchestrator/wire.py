@@ -199,6 +199,12 @@ class MessageDoc(_Doc):
     attachments: list[AttachmentRef] = []
     error: DeliveryError | None
     notes: list[str] = Field(default=[], description="what the runtime refused in the turn")
+    sender: str = Field(default="operator", description="'operator' or the teammate who sent it")
+    to: str | None = Field(default=None, description="the member it is for")
+    kind: Literal["message", "reply"] = "message"
+    chain_id: str | None = None
+    depth: int = Field(default=0, description="teammate hops from the operator's message")
+    reply_to: str | None = None
 
 
 class HistoryDoc(_Doc):
@@ -225,6 +231,11 @@ class SendResult(_Doc):
     attachments: list[AttachmentRef] = []
     error: DeliveryError | None = None
     notes: list[str] = []
+    sender: str = "operator"
+    kind: Literal["message", "reply"] = "message"
+    chain_id: str | None = None
+    depth: int = 0
+    reply_to: str | None = None
 
 
 class VariantDoc(_Doc):
@@ -340,6 +351,49 @@ class DiffDoc(_Doc):
     text: str
 
 
+class Receipt(_Doc):
+    """``send_message``'s answer: queued, not delivered."""
+
+    id: str
+    to: str
+    depth: int
+    text: str
+
+
+class MemberCard(_Doc):
+    name: str
+    runtime: str
+    model: str | None
+    sees_images: bool | None
+    launch: Launch
+    readiness: Readiness
+    you: bool
+
+
+class TeamCard(_Doc):
+    """``list_team``'s answer."""
+
+    team: str
+    members: list[MemberCard]
+
+
+class MessageStatus(_Doc):
+    """``message_status``'s answer."""
+
+    id: str
+    to: str
+    state: DeliveryState
+    reply: str | None
+    error: str | None
+
+
+class ThreadDoc(_Doc):
+    """``teamctl thread ID --json``: the chain the message belongs to, in order."""
+
+    chain_id: str
+    messages: list[MessageDoc]
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -355,4 +409,5 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "restart": RestartResult,
     "worktrees": WorktreesDoc,
     "diff": DiffDoc,
+    "thread": ThreadDoc,
 }

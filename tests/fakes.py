@@ -33,6 +33,7 @@ from orchestrator.contracts import (
     TurnResult,
 )
 from orchestrator.daemon.mailbox import Mailbox
+from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
@@ -198,6 +199,7 @@ class Core:
     mailbox: Mailbox
     teams: Teams
     runtime: FakeRuntime
+    router: Router
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -231,7 +233,10 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             mailbox = Mailbox(db, supervisor, VariantLoader(artifacts), tg)
             teams = Teams(db, supervisor, mailbox, planner,
                           {"claude": runtime.capabilities}, worktree_root=home.worktrees)
-            yield Core(home, db, supervisor, mailbox, teams, runtime)
+            router = Router(teams, supervisor, db, vision=lambda rt, model, override: override,
+                            **({"clock": clock} if clock else {}))
+            mailbox.on_answered = router.on_answered
+            yield Core(home, db, supervisor, mailbox, teams, runtime, router)
             with anyio.CancelScope(shield=True), anyio.fail_after(20):
                 await teams.shutdown()
             tg.cancel_scope.cancel()

@@ -292,7 +292,9 @@ def history(team: str | None, member: str, limit: int, before: str | None,
     if doc.get("before"):
         click.echo(f"(older messages: teamctl history {member} --before {doc['before']})")
     for message in doc["messages"]:
-        click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}")
+        sender = message.get("sender") or "operator"
+        click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}  "
+                   f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else ""))
         click.echo(f"  > {message['text']}")
         if message.get("reply"):
             click.echo("  < " + message["reply"].replace("\n", "\n    "))
@@ -324,6 +326,29 @@ def stop(team: str | None) -> None:
         click.echo(f"stopped {name}")
     if doc.get("daemon_stopping"):
         click.echo("daemon stopping")
+
+
+@cli.command()
+@click.argument("message_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def thread(message_id: str, as_json: bool) -> None:
+    """The conversation between teammates that message ID belongs to: who -> whom, depth,
+    state, reply."""
+    if not re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", message_id):
+        raise click.BadParameter(f"{message_id!r} is not a message id", param_hint="ID")
+    doc = client.call(_home(), "thread", {"id": message_id})
+    if as_json:
+        _emit_json(doc)
+        return
+    for message in doc["messages"]:
+        indent = "  " * message["depth"]
+        kind = " (reply)" if message["kind"] == "reply" else ""
+        click.echo(f"{indent}{message['sender']} -> {message['to']}{kind}  {message['id']}  "
+                   f"depth {message['depth']}  {message['state']}")
+        click.echo(f"{indent}  > {message['text']}")
+        if message.get("reply"):
+            click.echo(f"{indent}  < " + message["reply"].replace("\n", " "))
 
 
 @cli.command()

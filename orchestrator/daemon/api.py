@@ -33,6 +33,7 @@ from orchestrator.wire import Ping, StopResult
 
 if TYPE_CHECKING:
     from orchestrator.daemon.connections import Connection
+    from orchestrator.daemon.router import Router
     from orchestrator.daemon.teams import Teams
 
 __all__ = ["ControlServer", "peer_uid"]
@@ -86,6 +87,24 @@ class DiffParams(MemberParams):
     stat: bool = False
 
 
+class TokenParams(_Params):
+    token: str = Field(min_length=16, max_length=128)
+
+
+class MemberSendParams(TokenParams):
+    to: str = Field(max_length=200)
+    text: str = Field(max_length=200_000)
+    attachments: list[str] = Field(default=[], max_length=MAX_ATTACHMENTS)
+
+
+class MemberStatusParams(TokenParams):
+    id: str = Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+
+
+class ThreadParams(_Params):
+    id: str = Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+
+
 class EmptyParams(_Params):
     pass
 
@@ -101,8 +120,9 @@ class ControlServer:
     """Serves the control API until cancelled; ``shutdown`` is called for ``stop`` (all)."""
 
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
-                 allowed_uid: int | None = None) -> None:
+                 allowed_uid: int | None = None, router: Router | None = None) -> None:
         self._teams = teams
+        self._router = router
         self._allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self._on_stop_all = on_stop_all
         self._stop_all_requested = False
@@ -115,6 +135,11 @@ class ControlServer:
             "restart": (MemberParams, self._restart),
             "stop": (TeamParams, self._stop),
             "worktrees": (WorktreesParams, self._worktrees),
+            "thread": (ThreadParams, self._thread),
+            # a member's MCP server (teamctl mcp): it acts as the member its token names
+            "member.send_message": (MemberSendParams, self._member_send),
+            "member.list_team": (TokenParams, self._member_team),
+            "member.message_status": (MemberStatusParams, self._member_status),
             "diff": (DiffParams, self._diff),
         }
 
@@ -200,6 +225,24 @@ class ControlServer:
 
     async def _restart(self, params: MemberParams) -> BaseModel:
         return await self._teams.restart(params.team, params.member)
+
+    async def _thread(self, params: ThreadParams) -> BaseModel:
+        return await self._teams.thread(params.id)
+
+    def _routing(self) -> Router:
+        if self._router is None:
+            raise UsageError("this daemon routes no teammates' messages")
+        return self._router
+
+    async def _member_send(self, params: MemberSendParams) -> BaseModel:
+        return await self._routing().send_message(params.token, params.to, params.text,
+                                                  params.attachments)
+
+    async def _member_team(self, params: TokenParams) -> BaseModel:
+        return await self._routing().list_team(params.token)
+
+    async def _member_status(self, params: MemberStatusParams) -> BaseModel:
+        return await self._routing().message_status(params.token, params.id)
 
     async def _worktrees(self, params: WorktreesParams) -> BaseModel:
         return await self._teams.worktrees(params.team, prune=params.prune)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.loader import VariantLoader
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import TurnResult
-    from orchestrator.daemon.store import AsyncStore, Delivery
+    from orchestrator.daemon.store import AsyncStore, Delivery, Origin
     from orchestrator.daemon.supervisor import Supervisor
     from runtimes.base import OnSent, RuntimeProcess
 
@@ -80,6 +80,8 @@ class Mailbox:
         self._supervisor = supervisor
         self._tg = tg
         self._queues: dict[tuple[str, str], _Queue] = {}
+        # called once a delivery is answered (the router routes teammates' replies back)
+        self.on_answered: Callable[[Delivery, str], Awaitable[None]] | None = None
         # every --wait in progress, by message id (each removes its own event when it ends)
         self._waiters: defaultdict[str, list[anyio.Event]] = defaultdict(list)
         # journal writes that failed for a message in flight: its waiters are told at once
@@ -104,13 +106,14 @@ class Mailbox:
             await queue.done.wait()
 
     async def send(self, team: str, member: str, text: str,
-                   attachments: list[PlannedAttachment] | None = None) -> str:
-        """Journal a message (with its planned attachments) for ``member``; return its id once
-        it is durable."""
+                   attachments: list[PlannedAttachment] | None = None,
+                   origin: Origin | None = None) -> str:
+        """Journal a message (with its planned attachments and, from a teammate, its origin)
+        for ``member``; return its id once it is durable."""
         message_id = new_ulid()
         started = time.perf_counter()
         await self._store.call(self._store.sync.add_message, message_id, team, text,
-                               [member], {member: attachments or []})
+                               [member], {member: attachments or []}, origin)
         self._journaled_at[message_id] = started
         log.info("message_queued", team=team, member=member, message_id=message_id,
                  text_chars=len(text), attachments=len(attachments or []),
@@ -246,6 +249,12 @@ class Mailbox:
             log.info("delivery_answered", team=team, member=member, message_id=message_id,
                      reply_chars=len(result.reply))
             self._settle(message_id)
+            if self.on_answered is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.on_answered(delivery, result.reply)
+                    except Exception:  # a routing bug must not fail a delivery that was answered
+                        log.exception("reply_routing_failed", message_id=message_id)
 
     def _on_sent(self, delivery: Delivery) -> OnSent:
         """The runtime's "the transport took it" callback: ``prepared → sent``. A journal that

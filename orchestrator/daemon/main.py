@@ -29,6 +29,7 @@ from orchestrator.daemon import orphans
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.mailbox import Mailbox
+from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
@@ -135,7 +136,10 @@ class Daemon:
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             teams = Teams(store, supervisor, mailbox, planner, capabilities,
                           worktree_root=self.home.worktrees)
-            server = ControlServer(teams, on_stop_all=self.request_shutdown)
+            router = Router(teams, supervisor, store, vision=lambda rt, model, override:
+                            load_catalog().lookup(rt, model, operator_vision=override).image_input)
+            mailbox.on_answered = router.on_answered
+            server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router)
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

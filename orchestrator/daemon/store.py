@@ -39,6 +39,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AsyncStore",
     "Delivery",
+    "Origin",
     "Store",
     "TeamRecord",
 ]
@@ -146,6 +147,26 @@ _MIGRATIONS += (
 _MIGRATIONS += (
     # 4: what the runtime refused during a delivery (permission denials), for history
     "ALTER TABLE deliveries ADD COLUMN notes TEXT",
+    # 5: teammates' messages: who sent it (NULL: the operator), whether it is a routed reply,
+    # the chain it belongs to and how deep in it; refusals of the router's guards
+    """
+    ALTER TABLE messages ADD COLUMN sender TEXT;
+    ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'message';
+    ALTER TABLE messages ADD COLUMN chain_id TEXT;
+    ALTER TABLE messages ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN reply_to TEXT;
+    CREATE INDEX messages_by_chain ON messages (chain_id);
+    CREATE TABLE refusals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        team TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        recipient TEXT,
+        code TEXT NOT NULL,
+        message TEXT NOT NULL,
+        chain_id TEXT,
+        created_at REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -156,6 +177,18 @@ class TeamRecord:
     file: str
     config: dict[str, Any]
     desired: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a message comes from: the operator (sender None, depth 0) or a teammate — a
+    message it sent, or the reply routed back to it — and the chain it belongs to."""
+
+    sender: str | None = None
+    kind: str = "message"  # "message" | "reply"
+    chain_id: str | None = None
+    depth: int = 0
+    reply_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +204,7 @@ class Delivery:
     error_message: str | None
     retryable: bool | None
     notes: tuple[str, ...] = ()
+    origin: Origin = Origin()
 
     @property
     def terminal(self) -> bool:
@@ -184,12 +218,16 @@ class Delivery:
         return MessageDoc(
             id=self.message_id, text=self.text, state=self.state,  # type: ignore[arg-type]
             reply=self.reply, attempts=self.attempts, error=error, notes=list(self.notes),
-            attachments=[a.to_ref() for a in attachments or []])
+            attachments=[a.to_ref() for a in attachments or []],
+            sender=self.origin.sender or "operator", to=self.member,
+            kind=self.origin.kind,  # type: ignore[arg-type]
+            chain_id=self.origin.chain_id, depth=self.origin.depth,
+            reply_to=self.origin.reply_to)
 
 
 _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
-    "d.error_message, d.retryable, d.notes"
+    "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to"
 )
 
 
@@ -226,6 +264,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         row["attempts"], row["reply"], row["error_code"], row["error_message"],
         None if retryable is None else bool(retryable),
         tuple(json.loads(row["notes"])) if row["notes"] else (),
+        Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"]),
     )
 
 
@@ -376,13 +415,17 @@ class Store:
     # -- messages and deliveries --------------------------------------------------------------
 
     def add_message(self, message_id: str, team: str, text: str, members: list[str],
-                    attachments: dict[str, list[PlannedAttachment]] | None = None) -> None:
+                    attachments: dict[str, list[PlannedAttachment]] | None = None,
+                    origin: Origin | None = None) -> None:
         """Journal a message, its deliveries (state ``queued``) and, per member, the attachment
         variants it carries, in one transaction."""
         now = time.time()
+        o = origin or Origin()
         with self._tx() as db:
-            db.execute("INSERT INTO messages (id, team, text, created_at) VALUES (?, ?, ?, ?)",
-                       (message_id, team, text, now))
+            db.execute("INSERT INTO messages (id, team, text, created_at, sender, kind, "
+                       "chain_id, depth, reply_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (message_id, team, text, now, o.sender, o.kind, o.chain_id or message_id,
+                        o.depth, o.reply_to))
             db.executemany(
                 "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",
@@ -394,6 +437,26 @@ class Store:
                     f"VALUES ({','.join('?' * 15)})",
                     [_attachment_row(message_id, member, p) for p in planned],
                 )
+
+    def chain(self, message_id: str) -> list[Delivery]:
+        """Every delivery of the chain ``message_id`` belongs to, in journal order."""
+        rows = self._db.execute(
+            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id"
+            " WHERE m.chain_id = (SELECT chain_id FROM messages WHERE id = ?) ORDER BY m.seq",
+            (message_id,)).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def add_refusal(self, team: str, sender: str, recipient: str | None, code: str,
+                    message: str, chain_id: str | None) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO refusals (team, sender, recipient, code, message, chain_id, "
+                       "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (team, sender, recipient, code, message, chain_id, time.time()))
+
+    def refusals(self, team: str) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT sender, recipient, code, message, chain_id FROM "
+                                "refusals WHERE team = ? ORDER BY seq", (team,)).fetchall()
+        return [dict(r) for r in rows]
 
     def attachments(self, message_id: str, member: str) -> list[PlannedAttachment]:
         rows = self._db.execute(

@@ -9,6 +9,7 @@ state. The mailbox borrows a ready process through ``turn_slot``, which is what 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -74,6 +75,7 @@ class MemberState:
     note: str | None = None
     turn: str | None = None  # the message id of the turn in flight (for incident reports)
     turns_started: int = 0
+    token: str | None = None  # this launch's MCP token: acts as this member only
     process: RuntimeProcess | None = None
     started_at: float = 0.0
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -151,6 +153,14 @@ class Supervisor:
         self._teams: dict[str, list[MemberState]] = {}
 
     # -- queries ------------------------------------------------------------------------------
+
+    def by_token(self, token: str) -> MemberState | None:
+        """The member whose current launch holds ``token`` (an old launch's token: None)."""
+        for states in self._teams.values():
+            for state in states:
+                if state.token is not None and secrets.compare_digest(state.token, token):
+                    return state
+        return None
 
     def members(self, team: str) -> list[MemberState]:
         return list(self._teams.get(team, []))
@@ -389,6 +399,7 @@ class Supervisor:
             raise MemberStartFailed(state.name, f"cannot create its private directory: "
                                     f"{exc.strerror}") from exc
         inherited = {k: os.environ[k] for k in config.pass_env if k in os.environ}
+        state.token = secrets.token_urlsafe(24)  # a new launch: earlier tokens stop working
         return LaunchSpec(
             team=state.team, member=state.name, executable=executable, model=config.model,
             prompt=config.prompt, workdir=Path(state.workdir),

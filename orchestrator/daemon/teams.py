@@ -35,6 +35,7 @@ from orchestrator.wire import (
     SendResult,
     StatusDoc,
     TeamStatus,
+    ThreadDoc,
     WorktreeInfo,
     WorktreesDoc,
 )
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import Capabilities
     from orchestrator.daemon.mailbox import Mailbox
-    from orchestrator.daemon.store import AsyncStore, Delivery
+    from orchestrator.daemon.store import AsyncStore, Delivery, Origin
     from orchestrator.daemon.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
@@ -210,21 +211,22 @@ class Teams:
 
     async def send(self, team: str | None, member: str, text: str, *, wait: bool,
                    timeout: float, attachments: Sequence[str] = (),
-                   dry_run: bool = False) -> SendResult | DryRunPlan:
+                   dry_run: bool = False, origin: Origin | None = None
+                   ) -> SendResult | DryRunPlan:
         """Plan the attachments (refusing the whole message on any failure), then journal it;
-        with ``dry_run``, only plan."""
+        with ``dry_run``, only plan. ``origin``: a teammate's message (the router's)."""
         config, member = self.resolve_member(team, member)
         planned = await self._plan(config, member, text, attachments)
         if dry_run:
             return DryRunPlan(team=config.name, member=member,
                               attachments=[p.to_wire() for p in planned])
-        message_id = await self._mailbox.send(config.name, member, text, planned)
+        message_id = await self._mailbox.send(config.name, member, text, planned, origin)
         if not wait:
             return SendResult(ok=True, id=message_id, team=config.name, member=member)
         delivery = await self._wait_reply(config.name, member, message_id, timeout)
         message = delivery.to_wire(planned)
         return SendResult(ok=delivery.state == "answered", team=config.name, member=member,
-                          **message.model_dump(exclude={"attachments", "error"}),
+                          **message.model_dump(exclude={"attachments", "error", "to"}),
                           attachments=message.attachments, error=message.error)
 
     async def _wait_reply(self, team: str, member: str, message_id: str,
@@ -330,6 +332,18 @@ class Teams:
                 t.member for t in await self._store.call(self._store.sync.worktrees, name)])
         text = await anyio.to_thread.run_sync(functools.partial(worktrees.diff, tree, stat=stat))
         return DiffDoc(team=name, member=member, base=tree.base, stat=stat, text=text)
+
+    async def thread(self, message_id: str) -> ThreadDoc:
+        """The chain ``message_id`` belongs to: who → whom, depth, state, reply, in order."""
+        rows = await self._store.call(self._store.sync.chain, message_id)
+        if not rows:
+            raise NotFound("message", message_id, [])
+        return ThreadDoc(chain_id=rows[0].origin.chain_id or message_id,
+                         messages=[d.to_wire() for d in rows])
+
+    def running(self, team: str) -> TeamConfig | None:
+        """The running team named ``team`` (None if it does not run)."""
+        return self._running.get(team)
 
     async def restart(self, team: str | None, member: str) -> TeamStatus:
         config, member = self.resolve_member(team, member)

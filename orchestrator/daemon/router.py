@@ -1,0 +1,196 @@
+"""The router: teammates' messages to each other, with their guards, and replies routed back.
+
+A member reaches the router only through its MCP server (``teamctl mcp``), which presents the
+member's per-launch token — never a name: a member cannot send as another, and a token of an
+earlier launch is refused. Its message is journaled like the operator's, with its sender, the
+chain it belongs to and its depth (hops from the operator's message). When the recipient
+answers, the answer goes back to the sender as a new message ("reply from reviewer to <id>:
+…"); a reply is never routed again, so no pair of prompts can ping-pong through replies.
+
+Guards live here, not in prompts (defaults, configurable in ``[team]``): a chain is at most
+``max_chain_depth`` hops deep, counted over every member it passed through (A→B→C→A counts);
+at most ``max_messages_per_minute`` per sender; ``pair_cooldown`` seconds between two messages
+from one member to the same other; never to oneself; an unknown recipient is answered with the
+names that exist. Every refusal is journaled, logged and returned to the sender as a typed tool
+error — nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from orchestrator.daemon.store import Origin
+from orchestrator.errors import TeamctlError
+from orchestrator.wire import MemberCard, MessageStatus, Receipt, SendResult, TeamCard
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from orchestrator.config import TeamConfig
+    from orchestrator.daemon.store import AsyncStore, Delivery
+    from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.teams import Teams
+
+__all__ = ["MessageRefused", "Router"]
+
+log = structlog.get_logger("teamctl.router")
+
+
+class MessageRefused(TeamctlError):
+    """A teammate's message the router's guards refused (returned as a tool error)."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+class Router:
+    def __init__(self, teams: Teams, supervisor: Supervisor, store: AsyncStore, *,
+                 vision: Callable[[str, str | None, bool | None], bool | None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._teams = teams
+        self._supervisor = supervisor
+        self._store = store
+        self._vision = vision
+        self._clock = clock
+        self._sent: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self._pairs: dict[tuple[str, str, str], float] = {}
+
+    # -- the tools ----------------------------------------------------------------------------
+
+    async def send_message(self, token: str, to: str, text: str,
+                           attachments: Sequence[str] = ()) -> Receipt:
+        sender = self._sender(token)
+        config = self._config(sender)
+        origin = await self._origin(sender)
+        try:
+            self._check(config, sender, to, origin)
+            result = await self._teams.send(config.name, to, text, wait=False, timeout=1.0,
+                                            attachments=[str(Path(a)) for a in attachments],
+                                            origin=origin)
+            assert isinstance(result, SendResult)
+        except TeamctlError as exc:
+            await self._refused(config.name, sender.name, to, exc, origin.chain_id)
+            raise
+        self._count(config.name, sender.name, to)
+        log.info("teammate_message", team=config.name, sender=sender.name, recipient=to,
+                 message_id=result.id, chain_id=origin.chain_id, depth=origin.depth)
+        return Receipt(id=result.id, to=to, depth=origin.depth,
+                       text=f"queued as {result.id} for {to}; their reply will come to you as "
+                            "a new message (queued, not yet delivered)")
+
+    async def list_team(self, token: str) -> TeamCard:
+        sender = self._sender(token)
+        config = self._config(sender)
+        cards = []
+        for state in self._supervisor.members(config.name):
+            spec = state.config
+            sees = self._vision(spec.runtime, spec.model, spec.vision)
+            cards.append(MemberCard(name=state.name, runtime=spec.runtime, model=spec.model,
+                                    sees_images=sees, launch=state.launch,
+                                    readiness=state.readiness, you=state is sender))
+        return TeamCard(team=config.name, members=cards)
+
+    async def message_status(self, token: str, message_id: str) -> MessageStatus:
+        sender = self._sender(token)
+        delivery = await self._store.call(self._store.sync.delivery, message_id)
+        if delivery is None or delivery.team != sender.team or sender.name not in (
+                delivery.origin.sender, delivery.member):
+            raise MessageRefused("messaging_unknown_message",
+                                 f"no message {message_id} sent by or to you")
+        return MessageStatus(id=message_id, to=delivery.member, state=delivery.state,  # type: ignore[arg-type]
+                             reply=delivery.reply, error=delivery.error_message)
+
+    # -- routed replies -----------------------------------------------------------------------
+
+    async def on_answered(self, delivery: Delivery, reply: str) -> None:
+        """A teammate's message was answered: the answer goes back to its sender, once."""
+        origin = delivery.origin
+        if origin.sender is None or origin.kind != "message":
+            return
+        if self._teams.running(delivery.team) is None:
+            log.warning("reply_not_routed", team=delivery.team, message_id=delivery.message_id,
+                        reason="the team is not running")
+            return
+        # a reply is a hop too: whatever its receiver sends next is one deeper in the chain
+        back = Origin(sender=delivery.member, kind="reply", chain_id=origin.chain_id,
+                      depth=origin.depth + 1, reply_to=delivery.message_id)
+        text = f"reply from {delivery.member} to {delivery.message_id}: {reply}"
+        result = await self._teams.send(delivery.team, origin.sender, text, wait=False,
+                                        timeout=1.0, origin=back)
+        assert isinstance(result, SendResult)
+        log.info("reply_routed", team=delivery.team, sender=delivery.member,
+                 recipient=origin.sender, message_id=result.id, reply_to=delivery.message_id)
+
+    # -- guards -------------------------------------------------------------------------------
+
+    def _sender(self, token: str) -> MemberState:
+        state = self._supervisor.by_token(token)
+        if state is None:
+            raise MessageRefused("messaging_token_unknown",
+                                 "this MCP session's member token is not current (the member "
+                                 "was restarted or stopped); nothing was sent", retryable=True)
+        return state
+
+    def _config(self, sender: MemberState) -> TeamConfig:
+        config = self._teams.running(sender.team)
+        if config is None:
+            raise MessageRefused("messaging_team_stopped", f"team {sender.team} is not running")
+        return config
+
+    async def _origin(self, sender: MemberState) -> Origin:
+        """The chain the sender is in: the message of its turn in flight (none: a new chain)."""
+        turn = sender.turn
+        current = await self._store.call(self._store.sync.delivery, turn, sender.name) \
+            if turn else None
+        if current is None:
+            return Origin(sender=sender.name, depth=1)
+        return Origin(sender=sender.name, chain_id=current.origin.chain_id,
+                      depth=current.origin.depth + 1)
+
+    def _check(self, config: TeamConfig, sender: MemberState, to: str, origin: Origin) -> None:
+        names = [m.name for m in config.members]
+        if to == sender.name:
+            raise MessageRefused("messaging_to_self", "you cannot send a message to yourself")
+        if to not in names:
+            others = ", ".join(n for n in names if n != sender.name) or "none"
+            raise MessageRefused("messaging_unknown_recipient",
+                                 f"no teammate named {to!r}; your teammates: {others}")
+        limits = config.team
+        if origin.depth > limits.max_chain_depth:
+            raise MessageRefused("messaging_chain_too_deep",
+                                 f"this conversation is already {origin.depth - 1} hops deep "
+                                 f"(the limit is {limits.max_chain_depth}); answer in your reply "
+                                 "instead of sending a new message")
+        now = self._clock()
+        recent = self._sent[(config.name, sender.name)]
+        while recent and now - recent[0] > 60.0:
+            recent.popleft()
+        if len(recent) >= limits.max_messages_per_minute:
+            raise MessageRefused("messaging_rate_limited",
+                                 f"at most {limits.max_messages_per_minute} messages a minute; "
+                                 "wait, or put it all in one message", retryable=True)
+        last = self._pairs.get((config.name, sender.name, to))
+        if last is not None and now - last < limits.pair_cooldown:
+            raise MessageRefused("messaging_pair_cooldown",
+                                 f"you messaged {to} {now - last:.1f}s ago (the minimum gap is "
+                                 f"{limits.pair_cooldown:g}s); wait for their reply",
+                                 retryable=True)
+
+    def _count(self, team: str, sender: str, to: str) -> None:
+        now = self._clock()
+        self._sent[(team, sender)].append(now)
+        self._pairs[(team, sender, to)] = now
+
+    async def _refused(self, team: str, sender: str, to: str, exc: TeamctlError,
+                       chain_id: str | None) -> None:
+        log.warning("teammate_message_refused", team=team, sender=sender, recipient=to,
+                    code=exc.code, error=exc.message)
+        await self._store.call(self._store.sync.add_refusal, team, sender, to, exc.code,
+                               exc.message, chain_id)

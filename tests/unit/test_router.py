@@ -1,0 +1,189 @@
+"""The router, in process: a teammate's message with its sender, the reply routed back once,
+and every guard (unknown recipient, oneself, chain depth, rate, pair cooldown, an old token)
+refusing with a typed error that is journaled — nothing dropped silently."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from orchestrator.contracts import TextPart, TurnResult
+from orchestrator.daemon.router import MessageRefused
+from tests.fakes import FakeRuntime, ManualClock, core, team_config
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from orchestrator.contracts import Turn
+    from tests.fakes import Core, FakeProcess
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _text(turn: Turn) -> str:
+    return " ".join(p.text for p in turn.parts if isinstance(p, TextPart))
+
+
+class Team:
+    """Members whose turns follow a rule: ``SEND <to> <text>`` in a message makes the member
+    call send_message during its turn, as a model calling the MCP tool would."""
+
+    def __init__(self) -> None:
+        self.c: Core | None = None
+        self.errors: list[str] = []
+        self.always_to: dict[str, str] = {}  # member → teammate it messages on every turn
+
+    async def turn(self, process: FakeProcess, turn: Turn) -> TurnResult:
+        assert self.c is not None
+        member = process.spec.member
+        token = self.c.supervisor.member("web", member).token
+        assert token is not None
+        text = _text(turn)
+        target = self.always_to.get(member)
+        if text.startswith("SEND "):
+            _, target, text = text.split(" ", 2)
+        if target:
+            try:
+                await self.c.router.send_message(token, target, f"{member} says: {text}")
+            except MessageRefused as exc:
+                self.errors.append(exc.code)
+        return TurnResult(reply=f"{member} done with: {text}")
+
+
+async def _team(tmp_path: Path, team: Team, *names: str, clock: ManualClock | None = None,
+                **limits: object):  # type: ignore[no-untyped-def]
+    runtime = FakeRuntime()
+    runtime.script = [team.turn] * 200
+    config = team_config(tmp_path, *({"name": n} for n in names))
+    config = config.model_copy(update={"team": config.team.model_copy(update=limits)})
+    return runtime, config
+
+
+async def _quiet(c: Core) -> None:
+    """Wait until every queue is delivered (events, bounded)."""
+    with anyio.fail_after(20):
+        while True:
+            await anyio.wait_all_tasks_blocked()
+            counts = await c.store.call(c.store.sync.queued_counts, "web")
+            if not any(counts.values()):
+                return
+            await anyio.lowlevel.checkpoint()
+
+
+async def test_a_message_carries_its_sender_and_the_reply_comes_back_once(
+        tmp_path: Path) -> None:
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev")
+    async with core(tmp_path, runtime) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        sent = await c.teams.send(None, "lead", "SEND rev check the diff", wait=True,
+                                  timeout=10)
+        assert sent.state == "answered"
+        await _quiet(c)
+        [to_rev] = (await c.teams.history(None, "rev")).messages
+        assert (to_rev.sender, to_rev.text, to_rev.depth) == ("lead", "lead says: check the diff",
+                                                              1)
+        assert to_rev.chain_id == sent.id
+        lead = (await c.teams.history(None, "lead")).messages
+        assert [m.kind for m in lead] == ["message", "reply"]
+        reply = lead[1]
+        assert reply.sender == "rev" and reply.reply_to == to_rev.id
+        assert reply.text.startswith(f"reply from rev to {to_rev.id}: rev done with:")
+        assert len((await c.teams.history(None, "rev")).messages) == 1, \
+            "lead's answer to the reply was not routed again"
+        thread = await c.teams.thread(to_rev.id)
+        assert [(m.sender, m.kind) for m in thread.messages] == [
+            ("operator", "message"), ("lead", "message"), ("rev", "reply")]
+
+
+async def test_unknown_recipients_and_oneself_are_refused_and_journaled(tmp_path: Path) -> None:
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev", "des")
+    async with core(tmp_path, runtime) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        with pytest.raises(MessageRefused, match="your teammates: rev, des") as caught:
+            await c.router.send_message(token, "nobody", "hi")
+        assert caught.value.code == "messaging_unknown_recipient"
+        with pytest.raises(MessageRefused) as caught:
+            await c.router.send_message(token, "lead", "hi")
+        assert caught.value.code == "messaging_to_self"
+        refusals = c.store.sync.refusals("web")
+        assert [r["code"] for r in refusals] == ["messaging_unknown_recipient",
+                                                 "messaging_to_self"]
+
+
+async def test_a_ping_pong_stops_at_the_chain_depth_limit(tmp_path: Path) -> None:
+    """Three members told to always message the next one (A→B→C→A): the chain ends at depth 5
+    — replies count as hops, so every branch of it ends there — the refusal is journaled, and
+    the number of messages is bounded (each message can cause at most one message and one
+    reply, one hop deeper: fewer than 2^6 in all)."""
+    team = Team()
+    team.always_to = {"a": "b", "b": "c", "c": "a"}  # A→B→C→A counts too
+    runtime, config = await _team(tmp_path, team, "a", "b", "c", pair_cooldown=0.0)
+    async with core(tmp_path, runtime) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        await c.teams.send(None, "a", "start", wait=True, timeout=10)
+        await _quiet(c)
+        assert "messaging_chain_too_deep" in team.errors
+        messages = []
+        for name in "abc":
+            messages += (await c.teams.history(None, name)).messages
+        assert max(m.depth for m in messages if m.kind == "message") == 5
+        assert max(m.depth for m in messages) == 6, "the last replies still come back"
+        assert len(messages) < 2 ** 6
+        assert any(r["code"] == "messaging_chain_too_deep" for r in c.store.sync.refusals("web"))
+
+
+async def test_rate_and_pair_cooldown_guards_use_the_clock(tmp_path: Path) -> None:
+    clock = ManualClock()
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev", "des",
+                                  max_messages_per_minute=3, pair_cooldown=3.0)
+    async with core(tmp_path, runtime, clock=clock) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        await c.router.send_message(token, "rev", "one")
+        with pytest.raises(MessageRefused) as caught:
+            await c.router.send_message(token, "rev", "again at once")
+        assert caught.value.code == "messaging_pair_cooldown" and caught.value.retryable
+        await c.router.send_message(token, "des", "another pair is fine")
+        clock.advance(3.5)
+        await c.router.send_message(token, "rev", "after the cooldown")
+        clock.advance(3.5)
+        with pytest.raises(MessageRefused) as caught:
+            await c.router.send_message(token, "des", "a fourth within the minute")
+        assert caught.value.code == "messaging_rate_limited"
+        clock.advance(61)
+        await c.router.send_message(token, "des", "a new minute")
+
+
+async def test_a_token_of_an_earlier_launch_is_refused(tmp_path: Path) -> None:
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev")
+    async with core(tmp_path, runtime) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        old = c.supervisor.member("web", "lead").token
+        assert old is not None
+        await c.teams.restart(None, "lead")
+        with pytest.raises(MessageRefused) as caught:
+            await c.router.send_message(old, "rev", "from the past")
+        assert caught.value.code == "messaging_token_unknown"
+        fresh = c.supervisor.member("web", "lead").token
+        assert fresh and fresh != old
+        card = await c.router.list_team(fresh)
+        assert [(m.name, m.you) for m in card.members] == [("lead", True), ("rev", False)]
