@@ -43,3 +43,9 @@ dirty
 diffstat
 credential
 thread
+mcp
+TOOLS
+refusals
+messaging
+sees_images
+you

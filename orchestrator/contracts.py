@@ -8,7 +8,7 @@ capabilities an adapter declares, and the errors a runtime may raise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from orchestrator.errors import (
     ExecutableNotFound,
@@ -36,6 +36,7 @@ __all__ = [
     "ImagePart",
     "LaunchSpec",
     "LineTooLong",
+    "McpServer",
     "MemberStartFailed",
     "PayloadTooLarge",
     "PreparedPart",
@@ -72,6 +73,17 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """teamctl's own MCP server for one member (``teamctl mcp``): its command line and the
+    environment it must get — the member's per-launch token among it (never an argument)."""
+
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+
+    TOOLS: ClassVar[tuple[str, ...]] = ("send_message", "list_team", "message_status")
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     """Everything a runtime needs to start one member's process."""
 
@@ -96,6 +108,8 @@ class LaunchSpec:
     login: Literal["operator", "isolated"] = "isolated"
     # what the member may do (docs/permissions.md); "ask" is refused before a launch spec
     permissions: Literal["read", "edit", "full"] = "edit"
+    # teamctl's MCP tools for this member (None: ``messaging = false``)
+    mcp: McpServer | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from orchestrator.contracts import (
     ImagePart,
     LaunchSpec,
     LineTooLong,
+    McpServer,
     MemberStartFailed,
     PayloadTooLarge,
     ProtocolError,
@@ -145,6 +146,11 @@ def _write_files(spec: LaunchSpec) -> dict[str, Path]:
     if spec.config:
         files["settings"] = private_file(spec.state_dir / "settings.json",
                                          json.dumps(dict(spec.config), indent=2))
+    if spec.mcp is not None:  # the token is in it: 0600, never on argv
+        files["mcp"] = private_file(spec.state_dir / "mcp.json", json.dumps({"mcpServers": {
+            "teamctl": {"type": "stdio", "command": spec.mcp.command[0],
+                        "args": list(spec.mcp.command[1:]), "env": dict(spec.mcp.env)}}},
+            indent=2))
     return files
 
 
@@ -161,7 +167,16 @@ def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
         argv += ["--append-system-prompt-file", str(files["prompt"])]
     if "settings" in files:
         argv += ["--settings", str(files["settings"])]
-    return argv + PERMISSION_FLAGS[spec.permissions]
+    if "mcp" in files:
+        # only teamctl's server (a .mcp.json in the workdir would load silently in -p mode),
+        # and no built-in SendMessage beside it: teammates talk through the router alone
+        argv += ["--mcp-config", str(files["mcp"]), "--strict-mcp-config",
+                 "--disallowedTools", "SendMessage"]
+    flags = list(PERMISSION_FLAGS[spec.permissions])
+    if "mcp" in files and "--allowedTools" in flags:
+        index = flags.index("--allowedTools") + 1
+        flags[index] += "," + ",".join(f"mcp__teamctl__{t}" for t in McpServer.TOOLS)
+    return argv + flags
 
 
 # What each permission profile passes (protocols/teammates.md §1.6; docs/permissions.md).
@@ -189,6 +204,8 @@ def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
         own["CLAUDE_CONFIG_DIR"] = str(dirs["config"])
     if spec.permissions == "full" and os.geteuid() == 0:
         own["IS_SANDBOX"] = "1"  # bypass mode refuses root without it (docs/permissions.md)
+    if spec.mcp is not None:
+        own["ENABLE_TOOL_SEARCH"] = "false"  # teamctl's tools offered at once, not deferred
     return member_environ(own, spec.env)
 
 

@@ -183,6 +183,11 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
     """What codex runs with: the operator's config (operator login), the member's ``config``
     over it, and the permission profile's sandbox over both."""
     config = _merged(operator_config(spec), dict(spec.config))
+    if spec.mcp is not None:  # on every exec, resume included; it must be up before the turn
+        servers = config.setdefault("mcp_servers", {})
+        servers["teamctl"] = {"command": spec.mcp.command[0], "args": list(spec.mcp.command[1:]),
+                              "env": dict(spec.mcp.env), "required": True,
+                              "default_tools_approval_mode": "approve"}
     if spec.permissions in _SANDBOX:
         config["sandbox_mode"] = _SANDBOX[spec.permissions]
         config["approval_policy"] = "never"

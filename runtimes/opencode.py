@@ -251,6 +251,10 @@ def build_config(spec: LaunchSpec) -> dict[str, Any]:
     permission = config.get("permission")
     config["permission"] = {**(permission if isinstance(permission, dict) else {}),
                             **_PERMISSIONS[spec.permissions]}
+    if spec.mcp is not None:
+        config.setdefault("mcp", {})["teamctl"] = {
+            "type": "local", "command": list(spec.mcp.command),
+            "environment": dict(spec.mcp.env), "enabled": True}
     image = config.setdefault("attachment", {}).setdefault("image", {})
     image.setdefault("auto_resize", False)
     provider, model = _split_model(spec.model)

@@ -423,6 +423,15 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
 
 
 @cli.command()
+def mcp() -> None:
+    """The stdio MCP server a member's runtime starts (not for people): send_message,
+    list_team, message_status, acting as the member whose token is in its environment."""
+    from orchestrator.client.mcp_server import serve
+
+    sys.exit(serve())
+
+
+@cli.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(teamctl completion bash)"."""

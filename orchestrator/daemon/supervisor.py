@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 import structlog
 
-from orchestrator.contracts import LaunchSpec
+from orchestrator.contracts import LaunchSpec, McpServer
 from orchestrator.daemon import orphans
 from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed, NotFound
@@ -409,7 +410,16 @@ class Supervisor:
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             image_input=self._vision(config.runtime, config.model, config.vision),
             login=state.login, permissions=_granted(state.permissions),
+            mcp=self._mcp(state) if config.messaging else None,
         )
+
+    def _mcp(self, state: MemberState) -> McpServer:
+        """``teamctl mcp`` with this launch's token (it acts as this member only)."""
+        assert state.token is not None
+        env = {"TEAMCTL_MEMBER_TOKEN": state.token, "TEAMCTL_MCP_HOME": str(self._home.root)}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return McpServer((sys.executable, "-m", "orchestrator", "mcp"), env)
 
     async def _record_session(self, state: MemberState, session_id: str | None) -> None:
         state.session_id = session_id

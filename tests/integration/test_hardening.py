@@ -128,9 +128,14 @@ def test_codex_member_config_reaches_codex_through_its_home_not_argv(
     done = teamctl.run("send", "rev", "hello", "--wait")
     assert done.returncode == 0, done.stderr
     config_line = next(ln for ln in done.stdout.splitlines() if ln.startswith("config: "))
-    assert json.loads(config_line.removeprefix("config: ")) == {
+    config = json.loads(config_line.removeprefix("config: "))
+    teamctl_server = config.pop("mcp_servers")["teamctl"]  # messaging, on by default
+    assert config == {
         "features": {"plugins": False}, "model_reasoning_effort": "low",
         "sandbox_mode": "workspace-write", "approval_policy": "never"}  # the "edit" profile
+    assert teamctl_server["required"] is True
+    assert teamctl_server["args"] == ["-m", "orchestrator", "mcp"]
+    assert "TEAMCTL_MEMBER_TOKEN" in teamctl_server["env"]
 
 
 def test_journal_and_member_dirs_are_private(teamctl: Teamctl) -> None:

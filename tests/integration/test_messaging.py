@@ -1,0 +1,80 @@
+"""Teammates talk through teamctl's MCP server (`teamctl mcp`, started by the member's CLI
+from its --mcp-config, as the real one does): a receipt that says "queued", the message in the
+recipient's history with its sender, the reply routed back, typed tool errors for refusals, and
+`teamctl thread`. Real daemon, fake claude members calling the tools."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Teamctl, fake_member
+
+
+def _wait_answered(teamctl: Teamctl, member: str, count: int) -> list[dict[str, object]]:
+    """``member``'s messages once ``count`` are answered (each --wait is an event, bounded)."""
+    messages = teamctl.json("history", member)["messages"]
+    for message in messages:
+        if message["state"] not in ("answered", "failed"):
+            done = teamctl.run("send", "--json", member, "noop", "--wait", "--timeout", "60")
+            assert done.returncode == 0, done.stderr
+    return [m for m in teamctl.json("history", member)["messages"] if m["text"] != "noop"][:count]
+
+
+def test_a_teammate_message_its_receipt_and_the_routed_reply(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    args = json.dumps({"to": "rev", "text": "please review the login form"})
+    done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
+    assert done.returncode == 0, done.stderr
+    receipt = next(ln for ln in done.stdout.splitlines() if ln.startswith("mcp: "))
+    assert "queued as " in receipt and "for rev; their reply will come to you" in receipt
+    message_id = receipt.split("queued as ")[1].split()[0]
+    [to_rev] = _wait_answered(teamctl, "rev", 1)
+    assert (to_rev["id"], to_rev["sender"], to_rev["depth"]) == (message_id, "lead", 1)
+    assert to_rev["text"] == "please review the login form"
+    lead = teamctl.json("history", "lead")["messages"]
+    replies = [m for m in lead if m["kind"] == "reply"]
+    assert len(replies) == 1 and replies[0]["sender"] == "rev"
+    assert replies[0]["text"].startswith(f"reply from rev to {message_id}: fake-claude")
+    thread = teamctl.json("thread", message_id)
+    assert [(m["sender"], m["to"], m["kind"]) for m in thread["messages"]][:3] == [
+        ("operator", "lead", "message"), ("lead", "rev", "message"), ("rev", "lead", "reply")]
+    text = teamctl.run("thread", message_id).stdout
+    assert "lead -> rev" in text and "rev -> lead (reply)" in text
+    assert "from lead" in teamctl.run("history", "rev").stdout
+
+
+def test_refusals_are_typed_tool_errors_and_the_turn_goes_on(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    cases = {"nobody": "messaging_unknown_recipient: no teammate named 'nobody'; your "
+                       "teammates: rev",
+             "lead": "messaging_to_self"}
+    for to, expected in cases.items():
+        args = json.dumps({"to": to, "text": "hi"})
+        done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
+        assert done.returncode == 0, "the sender's turn goes on"
+        assert f"mcp error: {expected}" in done.stdout, done.stdout
+    bad = json.dumps({"to": "rev", "text": "look", "attachments": ["/etc/hostname"]})
+    done = teamctl.run("send", "lead", f"MCP send_message {bad}", "--wait")
+    assert "mcp error: attachment_refused" in done.stdout
+    listed = teamctl.run("send", "lead", "MCP list_team {}", "--wait").stdout
+    assert "- lead (you): claude claude-sonnet-4-5" in listed and "- rev: claude" in listed
+    codes = [e["code"] for e in teamctl.log_events() if e["event"] == "teammate_message_refused"]
+    assert codes[:2] == ["messaging_unknown_recipient", "messaging_to_self"]
+    assert teamctl.json("history", "rev")["messages"] == [], "nothing was sent"
+
+
+def test_an_old_token_is_refused_after_a_restart(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    config = teamctl.home / "members" / "web" / "lead" / "mcp.json"
+    old = json.loads(config.read_text())["mcpServers"]["teamctl"]
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert teamctl.run("restart", "lead").returncode == 0
+    from fixtures.mcp_client import call_tool
+
+    text, is_error = call_tool([old["command"], *old["args"]], old["env"], "send_message",
+                               {"to": "rev", "text": "from the past"}, base_env=teamctl.env)
+    assert is_error and text.startswith("messaging_token_unknown")
+    assert teamctl.json("history", "rev")["messages"] == []
