@@ -92,6 +92,13 @@ class FakeAnthropic(FakeProvider):
         if result is not None:
             return self._text(model, f"done: {result}")
         text = newest_user_text(body)
+        if text.startswith("DO_SEND "):  # teamctl's MCP tool, as the model would call it
+            _, to, message = text.split(" ", 2)
+            return self._tool(model, "mcp__teamctl__send_message", {"to": to, "text": message})
+        if text.startswith("DO_SEND_IMAGE "):  # DO_SEND_IMAGE <to> <path> <text>
+            _, to, path, message = text.split(" ", 3)
+            return self._tool(model, "mcp__teamctl__send_message",
+                              {"to": to, "text": message, "attachments": [path]})
         if text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             if verb == "DO_WRITE":

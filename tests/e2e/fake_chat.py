@@ -94,6 +94,9 @@ class FakeChat(FakeProvider):
         call = None
         if last.get("role") == "tool":
             text = f"done: {str(last.get('content'))[-300:]}"
+        elif text.startswith("DO_SEND "):  # teamctl's MCP tool, as OpenCode names it
+            _, to, message = text.split(" ", 2)
+            call = ("teamctl_send_message", {"to": to, "text": message})
         elif text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             call = ("write", {"filePath": argument, "content": "written by fake model\n"}) \

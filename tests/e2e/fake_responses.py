@@ -74,6 +74,13 @@ class FakeResponses(FakeProvider):
             if isinstance(output, list):
                 output = " ".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
             text = f"done: {str(output)[-300:]}"
+        elif text.startswith("DO_SEND "):  # an MCP tool: namespace + name (teammates.md §2.7)
+            _, to, message = text.split(" ", 2)
+            call = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
+                    "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": "send_message",
+                    "namespace": "mcp__teamctl",
+                    "arguments": json.dumps({"to": to, "text": message}), "status": "completed"}
+            return self._frames(rid, model, call)
         elif text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             command = (f"printf 'written by fake model\\n' > {argument}"
