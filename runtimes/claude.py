@@ -76,6 +76,8 @@ MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
 
 INTERRUPT_GRACE = 10.0
 WRITE_TIMEOUT = 60.0  # one stdin line (at most 20 MiB) into a CLI that reads it
+_MCP_POLL_INTERVAL = 0.1  # while the CLI reports teamctl's MCP server "pending" at start-up
+_MCP_WAIT_MARGIN = 1.0
 
 _RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
@@ -343,8 +345,32 @@ class ClaudeProcess:
                 tg.cancel_scope.cancel()
         if waiter.is_set():
             self._check_login(self._answers.pop(request_id, {}))
+            if self._spec.mcp is not None:
+                with anyio.move_on_after(max(timeout - _MCP_WAIT_MARGIN, 1.0)):
+                    await self._wait_mcp_connected()
             return
         self._raise_start_failure(timed_out=scope.cancelled_caught)
+
+    async def _wait_mcp_connected(self) -> None:
+        """Readiness includes teamctl's MCP server: ``mcp_status`` until the CLI reports it
+        connected (it starts it ~0.3–1.5 s after spawn, protocols/teammates.md §1.1); a server
+        the CLI reports failed fails the start. Bounded by the start timeout."""
+        while True:
+            request_id = self._next_request_id("mcp")
+            waiter = self._control[request_id] = anyio.Event()
+            await self._write({"type": "control_request", "request_id": request_id,
+                               "request": {"subtype": "mcp_status"}})
+            await waiter.wait()
+            answer = self._answers.pop(request_id, {})
+            servers = answer.get("mcpServers")
+            ours = next((s for s in servers or [] if isinstance(s, dict)
+                         and s.get("name") == "teamctl"), None)
+            if ours is None or ours.get("status") == "connected":
+                return  # connected, or not reported by this CLI
+            if ours.get("status") == "failed":
+                raise MemberStartFailed(self._spec.member, "teamctl's MCP server did not start "
+                                        "(the CLI reports it failed)", self.stderr_tail())
+            await anyio.sleep(_MCP_POLL_INTERVAL)
 
     def _check_login(self, answer: dict[str, Any]) -> None:
         """The preflight: ``initialize`` reports the credential the CLI found (``account``); a
