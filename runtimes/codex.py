@@ -188,6 +188,10 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
         servers["teamctl"] = {"command": spec.mcp.command[0], "args": list(spec.mcp.command[1:]),
                               "env": dict(spec.mcp.env), "required": True,
                               "default_tools_approval_mode": "approve"}
+        # codex's own sub-agents would bypass the router (unless the member's config asks)
+        features = config.setdefault("features", {})
+        if isinstance(features, dict):
+            features.setdefault("multi_agent", False)
     if spec.permissions in _SANDBOX:
         config["sandbox_mode"] = _SANDBOX[spec.permissions]
         config["approval_policy"] = "never"

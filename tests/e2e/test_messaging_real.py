@@ -53,6 +53,9 @@ def test_real_claude_lead_messages_a_real_codex_reviewer_and_gets_the_reply(
     _settle(teamctl, "rev", "lead")
     assert "please review the login form" in _texts(responses.response_requests(),
                                                     responses_text)
+    codex_tools = [t.get("name") or t.get("type")
+                   for t in responses.response_requests()[0]["body"].get("tools", [])]
+    assert "multi_agent_v1" not in codex_tools, "codex's own sub-agents bypass the router"
     lead_texts = _texts(anthropic.message_requests(), claude_text)
     routed = [t for t in lead_texts if t.startswith("reply from rev to ")]
     assert routed and "pong: please review the login form" in routed[0]

@@ -131,7 +131,7 @@ def test_codex_member_config_reaches_codex_through_its_home_not_argv(
     config = json.loads(config_line.removeprefix("config: "))
     teamctl_server = config.pop("mcp_servers")["teamctl"]  # messaging, on by default
     assert config == {
-        "features": {"plugins": False}, "model_reasoning_effort": "low",
+        "features": {"plugins": False, "multi_agent": False}, "model_reasoning_effort": "low",
         "sandbox_mode": "workspace-write", "approval_policy": "never"}  # the "edit" profile
     assert teamctl_server["required"] is True
     assert teamctl_server["args"] == ["-m", "orchestrator", "mcp"]
