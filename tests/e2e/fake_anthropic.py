@@ -95,6 +95,10 @@ class FakeAnthropic(FakeProvider):
         if text.startswith("DO_SEND "):  # teamctl's MCP tool, as the model would call it
             _, to, message = text.split(" ", 2)
             return self._tool(model, "mcp__teamctl__send_message", {"to": to, "text": message})
+        if text.startswith("DO_PINGPONG "):  # DO_PINGPONG <me> <other>: pass it back, forever
+            _, me, other = text.split(" ", 2)
+            return self._tool(model, "mcp__teamctl__send_message",
+                              {"to": other, "text": f"DO_PINGPONG {other} {me}"})
         if text.startswith("DO_SEND_IMAGE "):  # DO_SEND_IMAGE <to> <path> <text>
             _, to, path, message = text.split(" ", 3)
             return self._tool(model, "mcp__teamctl__send_message",

@@ -120,3 +120,24 @@ def test_an_image_sent_by_a_teammate_reaches_the_recipients_api_as_planned(
     [received] = newest_user_images(request["body"])
     assert (received["sha256"], int(received["width"]), int(received["height"])) == (
         variant["sha256"], variant["width"], variant["height"])
+
+
+def test_a_scripted_ping_pong_between_real_claudes_stops_at_the_depth_limit(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic) -> None:
+    """Two models scripted to always pass the message back: the router stops the chain at
+    depth 5, journals the refusal, and the number of messages stays bounded."""
+    team = teamctl.write_team("e2e", [claude_member("a", claude_bin, anthropic),
+                                      claude_member("b", claude_bin, anthropic)],
+                              pair_cooldown=0.0)
+    assert teamctl.run("launch", str(team)).returncode == 0
+    done = teamctl.run("send", "a", "DO_PINGPONG a b", "--wait", "--timeout", "180",
+                       timeout=240)
+    assert done.returncode == 0, done.stderr
+    for _ in range(4):  # every hop and reply delivered (each round settles both queues)
+        _settle(teamctl, "b", "a")
+    refused = [e for e in teamctl.log_events() if e["event"] == "teammate_message_refused"]
+    assert refused and refused[0]["code"] == "messaging_chain_too_deep"
+    messages = [m for member in ("a", "b") for m in teamctl.json("history", member)["messages"]
+                if m["text"] != "settle"]
+    assert max(m["depth"] for m in messages if m["kind"] == "message") == 5
+    assert len(messages) < 2 ** 6
