@@ -78,3 +78,19 @@ def test_an_old_token_is_refused_after_a_restart(teamctl: Teamctl) -> None:
                                {"to": "rev", "text": "from the past"}, base_env=teamctl.env)
     assert is_error and text.startswith("messaging_token_unknown")
     assert teamctl.json("history", "rev")["messages"] == []
+
+
+def test_attachments_a_recipient_cannot_take_are_typed_tool_errors(teamctl: Teamctl) -> None:
+    from tests import images
+
+    team = teamctl.write_team("web", [fake_member("lead"),
+                                      fake_member("blind", model="glm-5.1-text-only")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    shot = images.save(images.screenshot(400, 300), teamctl.workdir / "shot.png", "PNG")
+    for path, code in ((str(teamctl.workdir), "attachment_not_a_regular_file"),
+                       (str(shot), "attachment_model_vision_unknown")):
+        args = json.dumps({"to": "blind", "text": "look", "attachments": [path]})
+        done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
+        assert done.returncode == 0 and "mcp error: attachment_refused" in done.stdout
+        assert code in done.stdout, done.stdout
+    assert teamctl.json("history", "blind")["messages"] == []
