@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-
-import pytest
+from typing import TYPE_CHECKING
 
 from orchestrator.client import mcp_server
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def _serve(lines: list[bytes], monkeypatch: pytest.MonkeyPatch,
