@@ -89,6 +89,7 @@ _LISTENING = b"opencode server listening on"
 _HEALTH_TIMEOUT = 5.0
 _REQUEST_TIMEOUT = 30.0
 _MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
+_IDLE_GRACE = 2.0
 
 
 class OpenCodeRuntime:
@@ -283,6 +284,7 @@ class _Turn:
         self.response: httpx.Response | None = None
         self.failure: Exception | None = None
         self.tool_parts: dict[str, dict[str, Any]] = {}  # the turn's tool calls, latest state
+        self.idle = anyio.Event()  # OpenCode said the session is idle: every event of it is in
 
 
 class OpenCodeServer:
@@ -449,6 +451,9 @@ class OpenCodeServer:
             part = props.get("part") or {}
             if isinstance(part, dict) and part.get("type") == "tool":
                 turn.tool_parts[str(part.get("callID") or part.get("id"))] = part
+        if kind == "session.idle" or (kind == "session.status" and (
+                props.get("status") or {}).get("type") == "idle"):
+            turn.idle.set()
         if kind == "session.status":
             self._on_status(props.get("status") or {})
         elif kind == "session.error":
@@ -489,6 +494,10 @@ class OpenCodeServer:
                     await self._await(state, state.accepted)
                     await on_sent()
                     await self._await(state, state.done)
+            # the turn's tool-part events may trail the call's answer; the session's idle event
+            # comes after all of them (bounded: a server that sends none costs IDLE_GRACE)
+            with anyio.move_on_after(_IDLE_GRACE):
+                await state.idle.wait()
             return self._result(state)
         finally:
             self._turn = None
