@@ -41,6 +41,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# a branch, tag or commit; never starting with "-" (git would read it as an option)
+GitRef = Annotated[str, Field(pattern=r"^[^-\s][^\s]{0,254}$")]
 Login = Literal["operator", "isolated"]
 Permissions = Literal["read", "edit", "full", "ask"]
 
@@ -52,7 +54,7 @@ class TeamSection(_Strict):
     login: Login = "operator"
     permissions: Permissions = "edit"
     worktree: bool = False  # each member in its own git worktree (docs/permissions.md)
-    base: str | None = None  # the ref worktrees are made from (default: the workdir's HEAD)
+    base: GitRef | None = None  # the ref worktrees are made from (default: the workdir's HEAD)
     # the router's guards for teammates' messages (docs/messaging.md)
     max_chain_depth: Annotated[int, Field(ge=1, le=50)] = 5
     max_messages_per_minute: Annotated[int, Field(ge=1, le=600)] = 10
@@ -76,7 +78,7 @@ class MemberConfig(_Strict):
     login: Login | None = None
     permissions: Permissions | None = None
     worktree: bool | None = None
-    base: str | None = None
+    base: GitRef | None = None
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)

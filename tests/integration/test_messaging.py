@@ -94,3 +94,40 @@ def test_attachments_a_recipient_cannot_take_are_typed_tool_errors(teamctl: Team
         assert done.returncode == 0 and "mcp error: attachment_refused" in done.stdout
         assert code in done.stdout, done.stdout
     assert teamctl.json("history", "blind")["messages"] == []
+
+
+def test_hostile_member_calls_on_the_socket_leave_the_daemon_up(teamctl: Teamctl) -> None:
+    """The member.* socket methods with forged, malformed or huge input: typed errors, the
+    daemon up, nothing queued."""
+    import socket as sockets
+
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+
+    def call(params: object) -> dict[str, object]:
+        with sockets.socket(sockets.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(str(teamctl.home / "teamctl.sock"))
+            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "member.send_message",
+                                     "params": params}).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                data += sock.recv(65536)
+        return dict(json.loads(data))
+
+    forged = call({"token": "A" * 32, "to": "rev", "text": "as someone else"})
+    assert forged["error"]["data"]["code"] == "messaging_token_unknown"  # type: ignore[index]
+    for params in ({"token": "short", "to": "rev", "text": "x"},
+                   {"token": "A" * 32, "to": "rev", "text": "x" * 300_000},
+                   {"token": "A" * 32, "to": ["rev"], "text": "x"},
+                   {"token": "A" * 32, "to": "rev", "text": "x", "as": "lead"}):
+        answer = call(params)
+        assert answer["error"]["data"]["code"] == "usage_error", params  # type: ignore[index]
+    assert teamctl.run("status").returncode == 0
+    assert teamctl.json("history", "rev")["messages"] == []
+
+
+def test_a_base_that_looks_like_an_option_is_an_invalid_team_file(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", base="--upload-pack=evil")])
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 2 and "members[0].base" in done.stderr
