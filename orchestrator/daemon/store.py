@@ -155,6 +155,7 @@ _MIGRATIONS += (
     ALTER TABLE messages ADD COLUMN chain_id TEXT;
     ALTER TABLE messages ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE messages ADD COLUMN reply_to TEXT;
+    UPDATE messages SET chain_id = id WHERE chain_id IS NULL;
     CREATE INDEX messages_by_chain ON messages (chain_id);
     CREATE TABLE refusals (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -133,3 +133,27 @@ def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
 
     with pytest.raises(StoreError, match="could not be read"):
         anyio.run(read)
+
+
+def test_a_journal_of_the_first_round_is_migrated_with_its_messages(tmp_path: Path) -> None:
+    """Schema 2 (the first round's) → today's: old messages keep their state and reply, come
+    from the operator, and are a chain of their own (teamctl thread finds them)."""
+    from orchestrator.daemon import store as store_module
+
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    for script in store_module._MIGRATIONS[:2]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO messages (id, team, text, created_at) VALUES "
+               "('01JDQ3X2K3R9W0FQ6Z5N4M8P7D', 'web', 'old message', 0)")
+    db.execute("INSERT INTO deliveries (message_id, team, member, state, attempts, reply, "
+               "updated_at) VALUES ('01JDQ3X2K3R9W0FQ6Z5N4M8P7D', 'web', 'lead', 'answered', "
+               "1, 'old reply', 0)")
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.schema_version == SCHEMA_VERSION
+    [old] = store.chain("01JDQ3X2K3R9W0FQ6Z5N4M8P7D")
+    assert (old.text, old.state, old.reply) == ("old message", "answered", "old reply")
+    assert old.origin.sender is None and old.origin.chain_id == old.message_id
