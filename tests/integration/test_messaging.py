@@ -131,3 +131,25 @@ def test_a_base_that_looks_like_an_option_is_an_invalid_team_file(teamctl: Teamc
     team = teamctl.write_team("web", [fake_member("lead", base="--upload-pack=evil")])
     done = teamctl.run("launch", str(team))
     assert done.returncode == 2 and "members[0].base" in done.stderr
+
+
+def test_fake_codex_and_opencode_members_call_the_tools_as_their_clis_do(
+        teamctl: Teamctl) -> None:
+    """Codex starts the server with its filtered env plus the server's `env` (so the token must
+    be there, not inherited); OpenCode with its `environment`: both reach the router."""
+    from tests.integration.test_codex_member import codex_member
+    from tests.integration.test_opencode_member import opencode_member
+
+    team = teamctl.write_team("web", [codex_member("rev"), opencode_member(
+        "des", model="openrouter/z-ai/glm-4.5v"), fake_member("lead")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    to_des = json.dumps({"to": "des", "text": "from codex"})
+    done = teamctl.run("send", "rev", f"MCP send_message {to_des}", "--wait")
+    assert done.returncode == 0 and "mcp: queued as " in done.stdout, done.stdout
+    to_lead = json.dumps({"to": "lead", "text": "from opencode"})
+    done = teamctl.run("send", "des", f"MCP send_message {to_lead}", "--wait")
+    assert done.returncode == 0 and "mcp: queued as " in done.stdout, done.stdout
+    [from_codex] = [m for m in _wait_answered(teamctl, "des", 2) if m["sender"] == "rev"]
+    assert from_codex["text"] == "from codex"
+    [from_opencode] = [m for m in _wait_answered(teamctl, "lead", 1) if m["sender"] == "des"]
+    assert from_opencode["text"] == "from opencode"
