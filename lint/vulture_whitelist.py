@@ -49,3 +49,6 @@ refusals
 messaging
 sees_images
 you
+open_app_server
+CodexAppServer
+transport

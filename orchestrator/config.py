@@ -80,6 +80,7 @@ class MemberConfig(_Strict):
     worktree: bool | None = None
     base: GitRef | None = None
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
+    transport: Literal["exec", "app-server"] = "exec"  # codex only (docs/runtimes.md)
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5

@@ -110,6 +110,8 @@ class LaunchSpec:
     permissions: Literal["read", "edit", "full"] = "edit"
     # teamctl's MCP tools for this member (None: ``messaging = false``)
     mcp: McpServer | None = None
+    # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
+    transport: Literal["exec", "app-server"] = "exec"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import json
 import re
 import tomllib
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
+    from runtimes.base import RuntimeProcess
+
 __all__ = ["CodexMember", "CodexRuntime", "build_exec_argv", "config_args", "config_toml"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
@@ -101,8 +103,17 @@ class CodexRuntime:
     def __init__(self, *, spawner: Spawner = spawn_process) -> None:
         self._spawner = spawner
 
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]:
+        """The member on its transport: one ``codex app-server`` (``transport =
+        "app-server"``), or one ``codex exec`` per turn (the default)."""
+        if spec.transport == "app-server":
+            from runtimes.codex_app import open_app_server
+
+            return open_app_server(spec, self._spawner)
+        return self._open_exec(spec)
+
     @asynccontextmanager
-    async def open(self, spec: LaunchSpec) -> AsyncIterator[CodexMember]:
+    async def _open_exec(self, spec: LaunchSpec) -> AsyncIterator[CodexMember]:
         """Check the executable (``--version``) and the login; yield the member; stop its
         turn on exit."""
         version = await self._version(spec)

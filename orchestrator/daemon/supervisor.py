@@ -411,6 +411,7 @@ class Supervisor:
             image_input=self._vision(config.runtime, config.model, config.vision),
             login=state.login, permissions=_granted(state.permissions),
             mcp=self._mcp(state) if config.messaging else None,
+            transport=config.transport,
         )
 
     def _mcp(self, state: MemberState) -> McpServer:

@@ -1,0 +1,370 @@
+"""Codex over one long-lived ``codex app-server`` per member (protocols/codex.md §8), chosen by
+``transport = "app-server"`` on a Codex member (``exec``, one process per turn, stays the
+default until the app-server's hygiene — recycling, schema checks — is in).
+
+JSON-RPC 2.0 lines on the server's stdio (no ``jsonrpc`` field needed): ``initialize`` then
+``initialized`` (readiness), then the member's thread — ``thread/resume`` by the recorded id
+(unknown: SessionLost, and a new one), else ``thread/start`` with the workdir, model, sandbox of
+the member's permission profile and approval ``never``. A turn is ``turn/start`` with the text
+and the planned variants as ``localImage`` paths, in order; it ends at ``turn/completed``
+(completed → answered with the last agent message; failed → the API's message; interrupted →
+stuck). An ``error`` with ``willRetry: false`` and no ``turn/completed`` within 30 s fails the
+turn. A silent turn gets ``turn/interrupt`` before the process is killed. The same CODEX_HOME
+and config.toml as ``exec`` (the member's MCP server included), so a thread moves between the
+two transports.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractAsyncContextManager, suppress
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anyio
+import structlog
+
+from orchestrator.contracts import (
+    ImagePart,
+    LaunchSpec,
+    LineTooLong,
+    MemberStartFailed,
+    ProtocolError,
+    RuntimeExited,
+    RuntimeStuck,
+    SessionLost,
+    TextPart,
+    Turn,
+    TurnFailed,
+    TurnResult,
+)
+from runtimes.base import (
+    OnSent,
+    Spawner,
+    StderrRing,
+    drain_stderr,
+    kill_group,
+    owned_process,
+    stop_process,
+)
+from runtimes.codex import build_env, check_login, codex_member_home
+from runtimes.framing import decode_line, encode_line, iter_lines
+
+if TYPE_CHECKING:
+    from anyio.abc import Process, TaskGroup
+
+__all__ = ["CodexAppServer", "open_app_server"]
+
+log = structlog.get_logger("teamctl.runtime.codex")
+
+_SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full-access"}
+_REQUEST_TIMEOUT = 30.0
+_NO_RETRY_GRACE = 30.0
+_INTERRUPT_GRACE = 10.0
+
+
+def open_app_server(spec: LaunchSpec, spawner: Spawner
+                    ) -> AbstractAsyncContextManager[CodexAppServer]:
+    """Start ``codex app-server``, hand-shake, open the member's thread; stop it on exit."""
+    return owned_process(lambda tg: _start(spec, spawner, tg))
+
+
+async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppServer:
+    check_login(spec, codex_member_home(spec))
+    argv = [spec.executable, *spec.args, "app-server"]
+    try:
+        raw = await spawner(argv, cwd=spec.workdir, env=build_env(spec))
+    except OSError as exc:
+        raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
+    server = CodexAppServer(raw, spec)
+    tg.start_soon(server.read_stdout)
+    tg.start_soon(drain_stderr, raw, server.ring)
+    try:
+        with anyio.fail_after(spec.start_timeout):
+            await server.handshake()
+            await server.open_thread()
+    except TimeoutError:
+        await server.close()
+        raise MemberStartFailed(spec.member, f"app-server not ready within "
+                                f"{spec.start_timeout:g}s", server.stderr_tail()) from None
+    except BaseException:
+        await server.close()
+        raise
+    log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
+             transport="app-server", session_id=server.session_id, resumed=server.resumed)
+    return server
+
+
+class _Turn:
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.replies: list[str] = []
+        self.done = anyio.Event()
+        self.completed: dict[str, Any] | None = None
+        self.fatal_error: str | None = None  # an error notification with willRetry: false
+        self.fatal_at = 0.0
+
+
+class CodexAppServer:
+    """One running ``codex app-server`` and the member's thread on it."""
+
+    def __init__(self, process: Process, spec: LaunchSpec) -> None:
+        self._process = process
+        self._spec = spec
+        self.ring = StderrRing()
+        self._next_id = 0
+        self._pending: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._exited = anyio.Event()
+        self._doomed = False
+        self._thread_id = spec.session_id
+        self.resumed = False
+        self._turn: _Turn | None = None
+        self._last_output = time.monotonic()
+        self._write_lock = anyio.Lock()
+
+    # -- the RuntimeProcess protocol ----------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def session_id(self) -> str | None:
+        return self._thread_id
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._process.returncode
+
+    @property
+    def usable(self) -> bool:
+        return not self._doomed and not self._exited.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        return self.usable
+
+    @property
+    def activity(self) -> str | None:
+        return None
+
+    def stderr_tail(self) -> list[str]:
+        return self.ring.tail()
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self._process.returncode
+
+    async def probe(self, timeout: float) -> bool:
+        with anyio.move_on_after(timeout):
+            with suppress(TeamctlRpcError):
+                await self._request("thread/read", {"threadId": self._thread_id})
+            return self.usable
+        return False
+
+    def kill(self) -> None:
+        self._doomed = True
+        kill_group(self._process)
+
+    async def close(self) -> None:
+        await stop_process(self._process)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self._exited.wait()
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    async def handshake(self) -> None:
+        await self._request("initialize", {
+            "clientInfo": {"name": "teamctl", "title": "teamctl", "version": "0.1.0"},
+            "capabilities": {"experimentalApi": False}})
+        await self._notify("initialized", None)
+
+    async def open_thread(self) -> None:
+        if self._thread_id:
+            try:
+                await self._request("thread/resume", {"threadId": self._thread_id})
+                self.resumed = True
+                return
+            except TeamctlRpcError as exc:
+                lost = SessionLost(self._spec.member, self._thread_id, exc.message)
+                log.warning("session_lost", team=self._spec.team, member=self._spec.member,
+                            lost_session=self._thread_id, reason=lost.message)
+        result = await self._request("thread/start", {
+            "cwd": str(self._spec.workdir), "model": self._spec.model,
+            "sandbox": _SANDBOX[self._spec.permissions], "approvalPolicy": "never"})
+        self._thread_id = str((result.get("thread") or {}).get("id"))
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        if not self.usable:
+            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        state = self._turn = _Turn()
+        try:
+            result = await self._request("turn/start", {
+                "threadId": self._thread_id, "input": self._input(turn)})
+            state.id = str((result.get("turn") or {}).get("id"))
+            await on_sent()
+            await self._await_end(state)
+        except TeamctlRpcError as exc:
+            raise TurnFailed(self._spec.member, exc.message, api_status=None,
+                             retryable=False) from exc
+        finally:
+            self._turn = None
+        return self._outcome(state)
+
+    def _input(self, turn: Turn) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for part in turn.parts:
+            if isinstance(part, TextPart):
+                text = part.text
+                if not self.resumed and self._spec.prompt and not items:
+                    text = f"{self._spec.prompt}\n\n{text}"  # no system-prompt flag: the role
+                items.append({"type": "text", "text": text, "text_elements": []})
+            elif isinstance(part, ImagePart):
+                items.append({"type": "localImage", "path": str(part.path)})
+            else:
+                assert_never(part)
+        self.resumed = True  # the role opens a new thread once
+        return items
+
+    async def _await_end(self, state: _Turn) -> None:
+        idle = self._spec.turn_idle_timeout
+        while not state.done.is_set():
+            if self._exited.is_set() or self._doomed:
+                raise RuntimeExited(self._spec.member, self._process.returncode,
+                                    self.stderr_tail())
+            now = time.monotonic()
+            if state.fatal_error and now - state.fatal_at > _NO_RETRY_GRACE:
+                raise TurnFailed(self._spec.member, state.fatal_error, api_status=None,
+                                 retryable=False)
+            if now - self._last_output > idle:
+                await self._interrupt(state)
+                raise RuntimeStuck(self._spec.member, idle)
+            with anyio.move_on_after(1.0):
+                await state.done.wait()
+
+    async def _interrupt(self, state: _Turn) -> None:
+        log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                    action="interrupt", transport="app-server")
+        with anyio.move_on_after(_INTERRUPT_GRACE), suppress(TeamctlRpcError, RuntimeExited):
+            await self._request("turn/interrupt", {"threadId": self._thread_id,
+                                                   "turnId": state.id})
+            await state.done.wait()
+        if not state.done.is_set():
+            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                        action="kill", transport="app-server")
+            self.kill()
+
+    def _outcome(self, state: _Turn) -> TurnResult:
+        turn = (state.completed or {}).get("turn") or {}
+        status = turn.get("status")
+        if status == "failed":
+            error = turn.get("error") or {}
+            raise TurnFailed(self._spec.member, str(error.get("message") or "the turn failed"),
+                             api_status=None, retryable=False)
+        if status == "interrupted":
+            raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
+        return TurnResult(reply=state.replies[-1] if state.replies else "",
+                          session_id=self._thread_id)
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        request_id = self._next_id
+        done, box = anyio.Event(), list[dict[str, Any]]()
+        self._pending[request_id] = (done, box)
+        try:
+            await self._write({"id": request_id, "method": method, "params": params})
+            with anyio.fail_after(_REQUEST_TIMEOUT):
+                while not done.is_set():
+                    if self._exited.is_set():
+                        raise RuntimeExited(self._spec.member, self._process.returncode,
+                                            self.stderr_tail())
+                    with anyio.move_on_after(0.5):
+                        await done.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        answer = box[0]
+        if "error" in answer:
+            error = answer["error"] or {}
+            raise TeamctlRpcError(str(error.get("message") or error))
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def _notify(self, method: str, params: dict[str, Any] | None) -> None:
+        await self._write({"method": method} | ({"params": params} if params else {}))
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            with anyio.fail_after(_REQUEST_TIMEOUT):
+                async with self._write_lock:
+                    await stdin.send(encode_line(message))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError,
+                TimeoutError) as exc:
+            raise RuntimeExited(self._spec.member, self._process.returncode,
+                                self.stderr_tail()) from exc
+
+    async def read_stdout(self) -> None:
+        assert self._process.stdout is not None
+        try:
+            async for line in iter_lines(self._process.stdout):
+                self._last_output = time.monotonic()
+                self._dispatch(line)
+        except LineTooLong as exc:
+            log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
+                      code=exc.code, error=exc.message)
+            self.kill()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._process.wait()
+            self._exited.set()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = decode_line(line)
+        except ProtocolError as exc:
+            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
+            return
+        if message is None:
+            return
+        request_id = message.get("id")
+        if "method" not in message and isinstance(request_id, int):
+            pending = self._pending.get(request_id)
+            if pending is not None:
+                pending[1].append(message)
+                pending[0].set()
+            return
+        self._on_notification(str(message.get("method")), message.get("params") or {})
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        state = self._turn
+        if method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage") or {}
+            log.info("turn_usage", team=self._spec.team, member=self._spec.member,
+                     last=usage.get("last"), total=usage.get("total"))
+        if state is None:
+            return
+        if method == "item/completed":
+            item = params.get("item") or {}
+            if item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
+                state.replies.append(item["text"])
+        elif method == "turn/completed":
+            state.completed = params
+            state.done.set()
+        elif method == "error" and params.get("willRetry") is False:
+            state.fatal_error = str((params.get("error") or {}).get("message") or "error")
+            state.fatal_at = time.monotonic()
+        elif method == "error":
+            log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
+                     message=str((params.get("error") or {}).get("message", ""))[:300])
+
+
+class TeamctlRpcError(Exception):
+    """The app-server answered a request with a JSON-RPC error (its message)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
