@@ -5,9 +5,13 @@ re-delivered, the process killed mid-turn and the turn re-delivered."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tests import images
-from tests.conftest import Teamctl
 from tests.integration.test_codex_member import codex_member
+
+if TYPE_CHECKING:
+    from tests.conftest import Teamctl
 
 
 def _member(name: str, **extra: object) -> dict[str, object]:
