@@ -48,12 +48,14 @@ def direct(codex: Path, api: FakeResponses, work: Path) -> list[float]:
     return samples
 
 
-def via_teamctl(codex: Path, api: FakeResponses, work: Path) -> list[float]:
+def via_teamctl(codex: Path, api: FakeResponses, work: Path,
+                transport: str = "exec") -> list[float]:
     with home() as env:
         team = Path(env["TEAMCTL_BENCH_DIR"]) / "codex.toml"
         team.write_text(
             '[team]\nname = "cx"\nworkdir = "' + str(work) + '"\n\n[[members]]\n'
             f'name = "rev"\nruntime = "codex"\nmodel = "gpt-5.4-mini"\ncommand = "{codex}"\n'
+            f'transport = "{transport}"\n'
             'env = { FAKE_OPENAI_API_KEY = "sk-x" }\n'
             f"config = {inline_toml(provider_config(api))}\n")
         teamctl(env, "launch", str(team))
@@ -69,7 +71,12 @@ def main() -> None:
         work = Path(tmp)
         plain = direct(codex, api, work)
         member = via_teamctl(codex, api, work)
+        app = via_teamctl(codex, api, work, transport="app-server")
     overhead = median(member) - median(plain)
+    print(f"a member on codex app-server: median {median(app):.1f} ms per turn, "
+          f"{median(app) / median(member):.2f}× an exec member (target ≤ 0.6×)")
+    figure("codex_turn_app_server_ms", median(app))
+    figure("codex_app_server_vs_exec_ratio", median(app) / median(member))
     print(f"codex exec resume directly: median {median(plain):.1f} ms; through a teamctl member "
           f"(send --wait over the socket): median {median(member):.1f} ms; overhead "
           f"{overhead:.1f} ms per turn ({RUNS} turns each)")
