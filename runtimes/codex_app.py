@@ -2,6 +2,7 @@
 ``transport = "app-server"`` on a Codex member (``exec``, one process per turn, stays the
 default until the app-server's hygiene — recycling, schema checks — is in).
 
+The native binary of an npm install is run directly (``native_binary``), not its node wrapper.
 JSON-RPC 2.0 lines on the server's stdio (no ``jsonrpc`` field needed): ``initialize`` then
 ``initialized`` (readiness), then the member's thread — ``thread/resume`` by the recorded id
 (unknown: SessionLost, and a new one), else ``thread/start`` with the workdir, model, sandbox of
@@ -16,8 +17,11 @@ two transports.
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 from contextlib import AbstractAsyncContextManager, suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -52,7 +56,7 @@ from runtimes.framing import decode_line, encode_line, iter_lines
 if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["CodexAppServer", "open_app_server"]
+__all__ = ["CodexAppServer", "native_binary", "open_app_server"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -68,11 +72,29 @@ def open_app_server(spec: LaunchSpec, spawner: Spawner
     return owned_process(lambda tg: _start(spec, spawner, tg))
 
 
+def native_binary(executable: str) -> tuple[str, dict[str, str]]:
+    """The native codex of an npm install, and the variables its node wrapper would set — so
+    the member is one process, not a node wrapper (~43 MiB) around it; else ``executable``."""
+    real = Path(executable).resolve()
+    if real.name != "codex.js" or real.parent.name != "bin":
+        return executable, {}
+    package = real.parent.parent  # node_modules/@openai/codex
+    arch = platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+    candidates = [*sorted(package.parent.glob(f"codex-*/vendor/{arch}-*/bin/codex")),
+                  *sorted(package.glob(f"vendor/{arch}-*/bin/codex"))]
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return str(candidate), {"CODEX_MANAGED_BY_NPM": "1",
+                                    "CODEX_MANAGED_PACKAGE_ROOT": str(package)}
+    return executable, {}
+
+
 async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppServer:
     check_login(spec, codex_member_home(spec))
-    argv = [spec.executable, *spec.args, "app-server"]
+    executable, wrapper_env = native_binary(spec.executable)
+    argv = [executable, *spec.args, "app-server"]
     try:
-        raw = await spawner(argv, cwd=spec.workdir, env=build_env(spec))
+        raw = await spawner(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
     except OSError as exc:
         raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
     server = CodexAppServer(raw, spec)

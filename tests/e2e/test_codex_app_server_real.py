@@ -5,6 +5,7 @@ thread, and an API 401 with the API's message."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -30,6 +31,9 @@ def test_real_app_server_turns_image_one_process_and_a_resumed_thread(
     assert launched.returncode == 0, launched.stdout + launched.stderr
     [row] = teamctl.json("status")["teams"][0]["members"]
     pid, thread = row["pid"], row["session_id"]
+    exe = os.readlink(f"/proc/{pid}/exe")
+    assert exe.endswith("/bin/codex") and "node" not in os.path.basename(exe), \
+        "the native binary, not the node wrapper"
     first = teamctl.run("send", "rev", "remember the word papaya", "--wait", "--timeout", "120")
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "pong: remember the word papaya"

@@ -236,3 +236,28 @@ def test_opencode_refused_tool_calls_become_notes(tmp_path: Path) -> None:
     assert notes == ("permission denied: invalid: Model tried to call unavailable tool "
                      "'write'.", "permission denied: bash: The user rejected permission to "
                      "use this specific tool call.")
+
+
+def test_the_native_codex_of_an_npm_install_is_found(tmp_path: Path) -> None:
+    import platform
+
+    from runtimes.codex_app import native_binary
+
+    package = tmp_path / "node_modules" / "@openai" / "codex"
+    (package / "bin").mkdir(parents=True)
+    (package / "bin" / "codex.js").write_text("#!/usr/bin/env node\n")
+    arch = platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+    native = (tmp_path / "node_modules" / "@openai" / "codex-linux-x"
+              / "vendor" / f"{arch}-unknown-linux-musl" / "bin" / "codex")
+    assert native_binary(str(package / "bin" / "codex.js")) == (
+        str(package / "bin" / "codex.js"), {}), "no native binary: the wrapper"
+    native.parent.mkdir(parents=True)
+    native.write_text("#!/bin/sh\n")
+    native.chmod(0o755)
+    link = tmp_path / "node_modules" / ".bin" / "codex"
+    link.parent.mkdir()
+    link.symlink_to(package / "bin" / "codex.js")
+    found, env = native_binary(str(link))
+    assert found == str(native)
+    assert env == {"CODEX_MANAGED_BY_NPM": "1", "CODEX_MANAGED_PACKAGE_ROOT": str(package)}
+    assert native_binary("/usr/bin/codex") == ("/usr/bin/codex", {})
