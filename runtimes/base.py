@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASE_ENV_NAMES",
+    "MemberProcess",
     "OnSent",
     "Runtime",
     "RuntimeProcess",
@@ -242,6 +243,45 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
     except (ProcessLookupError, PermissionError):
         with suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+class MemberProcess:
+    """What every long-lived member process shares (Claude, OpenCode, Codex app-server): its
+    pid and exit status, whether a turn may start on it, its stderr ring, waiting for its exit,
+    and killing its process group. The subclass sets ``_exited`` once the process is reaped."""
+
+    def __init__(self, process: Process) -> None:
+        self._process = process
+        self._ring = StderrRing()
+        self._exited = anyio.Event()
+        self._doomed = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._process.returncode
+
+    @property
+    def usable(self) -> bool:
+        return not self._doomed and not self._exited.is_set()
+
+    @property
+    def stderr_ring(self) -> StderrRing:
+        return self._ring
+
+    def stderr_tail(self) -> list[str]:
+        return self._ring.tail()
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self._process.returncode
+
+    def kill(self) -> None:
+        self._doomed = True
+        kill_group(self._process)
 
 
 class StderrRing:

@@ -45,11 +45,10 @@ from orchestrator.contracts import (
     runtime_info,
 )
 from runtimes.base import (
+    MemberProcess,
     OnSent,
     Spawner,
-    StderrRing,
     drain_stderr,
-    kill_group,
     member_environ,
     owned_process,
     private_file,
@@ -262,36 +261,25 @@ class _TurnState:
             self.done.set()
 
 
-class ClaudeProcess:
+class ClaudeProcess(MemberProcess):
     """One running ``claude`` process; turns are serialized by the caller."""
 
     def __init__(self, process: Process, spec: LaunchSpec, session_id: str) -> None:
-        self._process = process
+        super().__init__(process)
         self._spec = spec
         self._session_id = session_id
-        self._ring = StderrRing()
         self._write_lock = anyio.Lock()
-        self._exited = anyio.Event()
         self._control: dict[str, anyio.Event] = {}
         self._answers: dict[str, dict[str, Any]] = {}  # control answers someone waits to read
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
         self._last_output = time.monotonic()
         self._request_seq = 0
-        self._doomed = False
         self._activity: str | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
 
     @property
     def session_id(self) -> str | None:
         return self._session_id
-
-    @property
-    def exit_code(self) -> int | None:
-        return self._process.returncode
 
     @property
     def healthy(self) -> bool:
@@ -301,20 +289,9 @@ class ClaudeProcess:
     def activity(self) -> str | None:
         return self._activity
 
-    @property
-    def usable(self) -> bool:
-        return not self._doomed and not self._exited.is_set()
-
-    def stderr_tail(self) -> list[str]:
-        return self._ring.tail()
-
     def start_readers(self, tg: TaskGroup) -> None:
         tg.start_soon(self._read_stdout)
         tg.start_soon(drain_stderr, self._process, self._ring)
-
-    async def wait(self) -> int | None:
-        await self._exited.wait()
-        return self._process.returncode
 
     async def close(self) -> None:
         await stop_process(self._process)
@@ -509,11 +486,7 @@ class ClaudeProcess:
             ) from exc
 
     def _kill(self) -> None:
-        self._doomed = True
-        kill_group(self._process)
-
-    def kill(self) -> None:
-        self._kill()
+        self.kill()
 
     async def probe(self, timeout: float) -> bool:
         """A harmless control request (``mcp_status``) answered within ``timeout``."""

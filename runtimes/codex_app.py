@@ -42,11 +42,10 @@ from orchestrator.contracts import (
     TurnResult,
 )
 from runtimes.base import (
+    MemberProcess,
     OnSent,
     Spawner,
-    StderrRing,
     drain_stderr,
-    kill_group,
     owned_process,
     stop_process,
 )
@@ -99,7 +98,7 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
         raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
     server = CodexAppServer(raw, spec)
     tg.start_soon(server.read_stdout)
-    tg.start_soon(drain_stderr, raw, server.ring)
+    tg.start_soon(drain_stderr, raw, server.stderr_ring)
     try:
         with anyio.fail_after(spec.start_timeout):
             await server.handshake()
@@ -126,17 +125,14 @@ class _Turn:
         self.fatal_at = 0.0
 
 
-class CodexAppServer:
+class CodexAppServer(MemberProcess):
     """One running ``codex app-server`` and the member's thread on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec) -> None:
-        self._process = process
+        super().__init__(process)
         self._spec = spec
-        self.ring = StderrRing()
         self._next_id = 0
         self._pending: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
-        self._exited = anyio.Event()
-        self._doomed = False
         self._thread_id = spec.session_id
         self.resumed = False
         self._turn: _Turn | None = None
@@ -146,20 +142,8 @@ class CodexAppServer:
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid
-
-    @property
     def session_id(self) -> str | None:
         return self._thread_id
-
-    @property
-    def exit_code(self) -> int | None:
-        return self._process.returncode
-
-    @property
-    def usable(self) -> bool:
-        return not self._doomed and not self._exited.is_set()
 
     @property
     def healthy(self) -> bool:
@@ -169,23 +153,12 @@ class CodexAppServer:
     def activity(self) -> str | None:
         return None
 
-    def stderr_tail(self) -> list[str]:
-        return self.ring.tail()
-
-    async def wait(self) -> int | None:
-        await self._exited.wait()
-        return self._process.returncode
-
     async def probe(self, timeout: float) -> bool:
         with anyio.move_on_after(timeout):
             with suppress(TeamctlRpcError):
                 await self._request("thread/read", {"threadId": self._thread_id})
             return self.usable
         return False
-
-    def kill(self) -> None:
-        self._doomed = True
-        kill_group(self._process)
 
     async def close(self) -> None:
         await stop_process(self._process)

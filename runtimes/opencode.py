@@ -60,11 +60,10 @@ from orchestrator.contracts import (
     runtime_info,
 )
 from runtimes.base import (
+    MemberProcess,
     OnSent,
     Spawner,
-    StderrRing,
     drain_stderr,
-    kill_group,
     member_environ,
     owned_process,
     process_stopped,
@@ -287,22 +286,19 @@ class _Turn:
         self.idle = anyio.Event()  # OpenCode said the session is idle: every event of it is in
 
 
-class OpenCodeServer:
+class OpenCodeServer(MemberProcess):
     """One running ``opencode serve`` and the member's session on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec, port: int, password: str,
                  heartbeat_grace: float) -> None:
-        self._process = process
+        super().__init__(process)
         self._spec = spec
         self._http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
             params={"directory": str(spec.workdir)}, timeout=_REQUEST_TIMEOUT,
         )
-        self._ring = StderrRing()
         self._session_id = spec.session_id
         self.resumed = False
-        self._exited = anyio.Event()
-        self._doomed = False
         self._turn: _Turn | None = None
         self._last_event = time.monotonic()
         self._stream_up = False
@@ -313,20 +309,8 @@ class OpenCodeServer:
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid
-
-    @property
     def session_id(self) -> str | None:
         return self._session_id
-
-    @property
-    def exit_code(self) -> int | None:
-        return self._process.returncode
-
-    @property
-    def usable(self) -> bool:
-        return not self._doomed and not self._exited.is_set()
 
     @property
     def healthy(self) -> bool:
@@ -336,13 +320,6 @@ class OpenCodeServer:
     @property
     def activity(self) -> str | None:
         return self._activity
-
-    def stderr_tail(self) -> list[str]:
-        return self._ring.tail()
-
-    async def wait(self) -> int | None:
-        await self._exited.wait()
-        return self._process.returncode
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -468,11 +445,7 @@ class OpenCodeServer:
                      attempt=status.get("attempt"), message=str(status.get("message"))[:300])
 
     def _kill(self) -> None:
-        self._doomed = True
-        kill_group(self._process)
-
-    def kill(self) -> None:
-        self._kill()
+        self.kill()
 
     async def probe(self, timeout: float) -> bool:
         """The event stream's heartbeats are the probe (a stopped server sends none)."""
