@@ -110,3 +110,31 @@ def test_a_base_that_does_not_exist_is_a_typed_error(teamctl: Teamctl) -> None:
                               workdir="repo")
     done = teamctl.run("launch", str(team))
     assert done.returncode == 1 and "base 'nope' is not a commit" in done.stderr
+
+
+def test_hostile_worktree_diff_and_thread_requests_are_typed_errors(teamctl: Teamctl) -> None:
+    """diff of a member without a worktree, unknown names, ids that are not ids, a forged
+    socket request: one line, the right exit code, the daemon still up."""
+    import json
+    import socket
+
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("a")]))
+                       ).returncode == 0
+    cases = [(["diff", "a"], 1, "no member worktree named 'a'"),
+             (["diff", "nobody"], 1, "no member worktree named 'nobody'"),
+             (["diff", "../../etc"], 2, "is not a name"),
+             (["thread", "not-an-id"], 2, "is not a message id"),
+             (["thread", "01JDQ3X2K3R9W0FQ6Z5N4M8P7D"], 1, "no message named"),
+             (["worktrees", "--team", "a b"], 2, "is not a name")]
+    for args, code, says in cases:
+        done = teamctl.run(*args)
+        assert done.returncode == code and says in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(teamctl.home / "teamctl.sock"))
+        sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"diff","params":{"member":"a",'
+                     b'"stat":"yes","extra":1}}\n')
+        answer = json.loads(sock.recv(65536))
+    assert answer["error"]["data"]["code"] == "usage_error"
+    assert teamctl.run("send", "a", "still fine", "--wait").returncode == 0
