@@ -80,7 +80,13 @@ class MemberConfig(_Strict):
     worktree: bool | None = None
     base: GitRef | None = None
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
-    transport: Literal["exec", "app-server"] = "exec"  # codex only (docs/runtimes.md)
+    transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
+    # a long-lived member process is recycled — stopped, started again, its session resumed —
+    # after this many turns, or once it and its children hold more memory or more processes
+    # than this (0: never); not a crash: the restart policy never sees it (docs/runtimes.md)
+    recycle_turns: Annotated[int, Field(ge=0)] = 200
+    recycle_rss_mb: Annotated[int, Field(ge=0)] = 2048
+    recycle_children: Annotated[int, Field(ge=0)] = 64
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5

@@ -47,6 +47,7 @@ __all__ = [
     "RuntimeStuck",
     "SessionLost",
     "TextPart",
+    "TokenUsage",
     "Turn",
     "TurnFailed",
     "TurnResult",
@@ -111,7 +112,7 @@ class LaunchSpec:
     # teamctl's MCP tools for this member (None: ``messaging = false``)
     mcp: McpServer | None = None
     # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
-    transport: Literal["exec", "app-server"] = "exec"
+    transport: Literal["exec", "app-server"] = "app-server"
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,22 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """What one turn used, as its runtime reported it (tokens; not cumulative)."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens,
+                "cached_input_tokens": self.cached_input_tokens,
+                "output_tokens": self.output_tokens,
+                "reasoning_output_tokens": self.reasoning_output_tokens}
+
+
+@dataclass(frozen=True)
 class TurnResult:
     """The runtime's own end-of-turn event for that turn: the delivery proof."""
 
@@ -152,6 +169,7 @@ class TurnResult:
     # what the runtime refused during the turn ("permission denied: Write <path>: …"), for
     # the message's history line — a refusal never hides inside a "success"
     notes: tuple[str, ...] = ()
+    usage: TokenUsage | None = None  # this turn's tokens, where the runtime reports them
 
 
 def redact(text: str) -> str:

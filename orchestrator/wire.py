@@ -126,6 +126,8 @@ class MemberStatus(_Doc):
     readiness: Readiness
     activity: str | None = None
     restarts: int
+    recycles: int = Field(default=0, description="planned restarts (recycle_turns, "
+                          "recycle_rss_mb, recycle_children): not failures")
     session_id: str | None
     last_exit: LastExit | None
     error: str | None = None
@@ -205,6 +207,9 @@ class MessageDoc(_Doc):
     chain_id: str | None = None
     depth: int = Field(default=0, description="teammate hops from the operator's message")
     reply_to: str | None = None
+    usage: dict[str, Any] | None = Field(
+        default=None, description="what the answered turn used, as its runtime reported it: "
+        "input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd")
 
 
 class HistoryDoc(_Doc):
@@ -236,6 +241,7 @@ class SendResult(_Doc):
     chain_id: str | None = None
     depth: int = 0
     reply_to: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 class VariantDoc(_Doc):

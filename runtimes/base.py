@@ -14,6 +14,7 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -40,12 +41,14 @@ __all__ = [
     "RuntimeProcess",
     "Spawner",
     "StderrRing",
+    "TreeUsage",
     "drain_stderr",
     "kill_group",
     "member_environ",
     "owned_process",
     "private_file",
     "process_stopped",
+    "process_tree",
     "resolve_executable",
     "spawn_process",
     "stop_process",
@@ -193,10 +196,19 @@ async def stop_process(
             with anyio.move_on_after(grace):
                 await process.wait()
             if process.returncode is not None:
-                return process.returncode
-        _signal_group(process.pid, signal.SIGKILL)
-        await process.wait()
+                break
+        else:
+            _signal_group(process.pid, signal.SIGKILL)
+            await process.wait()
+        _term_leftovers(process.pid)
     return process.returncode
+
+
+def _term_leftovers(pgid: int) -> None:
+    """SIGTERM what is left of a stopped member's process group — children it started and did
+    not stop (stdio MCP servers, background commands), which would otherwise pile up."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
 
 
 class _Closable(Protocol):
@@ -230,6 +242,46 @@ def process_stopped(pid: int | None) -> bool:
     except OSError:
         return False
     return stat.rpartition(") ")[2][:1] in ("T", "t")
+
+
+@dataclass(frozen=True)
+class TreeUsage:
+    """A process and its descendants: their resident memory, and how many descendants."""
+
+    rss_bytes: int
+    children: int
+
+
+def process_tree(pid: int) -> TreeUsage | None:
+    """What ``pid`` and every process below it hold now, from /proc (None: no such process).
+    Descendants are found by parent pid, so a child that left the process group still counts;
+    one that was re-parented away (its parent died) does not — the group kill covers those."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            statm = Path(entry.path, "statm").read_text().split()
+        except OSError:
+            continue  # it exited while we looked
+        fields = stat.rpartition(") ")[2].split()
+        parents[int(entry.name)] = int(fields[1])
+        rss[int(entry.name)] = int(statm[1]) * page if len(statm) > 1 else 0
+    if pid not in parents:
+        return None
+    tree, frontier = {pid}, [pid]
+    children_of: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children_of.setdefault(parent, []).append(child)
+    while frontier:
+        for child in children_of.get(frontier.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return TreeUsage(rss_bytes=sum(rss.get(p, 0) for p in tree), children=len(tree) - 1)
 
 
 def kill_group(process: Process) -> None:

@@ -47,6 +47,7 @@ from orchestrator.contracts import (
     RuntimeStuck,
     SessionLost,
     TextPart,
+    TokenUsage,
     Turn,
     TurnFailed,
     TurnResult,
@@ -355,7 +356,7 @@ class CodexMember:
         self._closed = anyio.Event()
         # usage is cumulative per thread; a resumed thread's earlier total is unknown until the
         # first turn reports it
-        self._usage_total: int | None = None if spec.session_id else 0
+        self._usage_total: dict[str, int] | None = None if spec.session_id else {}
         self._exit_code: int | None = None
 
     @property
@@ -560,16 +561,25 @@ class CodexMember:
             retryable = status in _RETRYABLE_STATUS or "stream disconnected" in message
             raise TurnFailed(self._spec.member, message, api_status=status,
                              retryable=retryable)
-        self._log_usage(terminal.get("usage") or {})
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id, notes=tuple(state.notes))
+                          session_id=self._thread_id, notes=tuple(state.notes),
+                          usage=self._turn_usage(terminal.get("usage") or {}))
 
-    def _log_usage(self, usage: dict[str, Any]) -> None:
-        total = sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens"))
+    def _turn_usage(self, usage: dict[str, Any]) -> TokenUsage | None:
+        """This turn's tokens: exec reports the thread's running total, so the difference
+        from the last turn's (unknown for the first turn of a resumed thread: None)."""
+        total = {k: int(usage.get(k) or 0) for k in _USAGE_FIELDS}
         previous, self._usage_total = self._usage_total, total
+        turn = None if previous is None else TokenUsage(
+            **{k: max(total[k] - previous.get(k, 0), 0) for k in _USAGE_FIELDS})
         log.info("turn_usage", team=self._spec.team, member=self._spec.member,
-                 thread_tokens=total,
-                 turn_tokens=None if previous is None else max(total - previous, 0))
+                 thread_tokens=total["input_tokens"] + total["output_tokens"],
+                 turn=None if turn is None else turn.as_dict())
+        return turn
+
+
+_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
+                 "reasoning_output_tokens")
 
 
 def _status(message: str) -> int | None:

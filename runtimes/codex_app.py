@@ -1,24 +1,34 @@
-"""Codex over one long-lived ``codex app-server`` per member (protocols/codex.md §8), chosen by
-``transport = "app-server"`` on a Codex member (``exec``, one process per turn, stays the
-default until the app-server's hygiene — recycling, schema checks — is in).
+"""Codex over one long-lived ``codex app-server`` per member (protocols/codex.md §8): the
+default transport of a Codex member (``transport = "exec"`` keeps one process per turn).
 
 The native binary of an npm install is run directly (``native_binary``), not its node wrapper.
 JSON-RPC 2.0 lines on the server's stdio (no ``jsonrpc`` field needed): ``initialize`` then
 ``initialized`` (readiness), then the member's thread — ``thread/resume`` by the recorded id
-(unknown: SessionLost, and a new one), else ``thread/start`` with the workdir, model, sandbox of
-the member's permission profile and approval ``never``. A turn is ``turn/start`` with the text
-and the planned variants as ``localImage`` paths, in order; it ends at ``turn/completed``
-(completed → answered with the last agent message; failed → the API's message; interrupted →
-stuck). An ``error`` with ``willRetry: false`` and no ``turn/completed`` within 30 s fails the
-turn. A silent turn gets ``turn/interrupt`` before the process is killed. The same CODEX_HOME
-and config.toml as ``exec`` (the member's MCP server included), so a thread moves between the
-two transports.
+(unknown: SessionLost, and a new one), else ``thread/start`` — with the workdir, model, sandbox
+of the member's permission profile, approval ``never`` and its role as developer instructions.
+A turn is ``turn/start`` with the text and the planned variants as ``localImage`` paths, in
+order; it ends at ``turn/completed`` (completed → answered with the last agent message; failed →
+the API's message, retryable for 408/429/5xx; interrupted → stuck). An ``error`` with
+``willRetry: false`` and no ``turn/completed`` within the idle timeout (at most 30 s) fails the
+turn. A silent turn gets ``turn/interrupt`` before the process is killed; every line the server
+writes (deltas, status, usage) counts as activity.
+
+The server's own requests are always answered, so no turn waits on a question nobody reads:
+approval requests are declined (the profiles are ``read``/``edit``/``full``; the operator's
+approvals queue is the ``ask`` profile's) and noted in the message's history; any other request
+gets a JSON-RPC error. ``thread/tokenUsage/updated`` gives the turn's usage (``last``);
+``account/rateLimits/updated`` is logged when it changes.
+
+The same CODEX_HOME and config.toml as ``exec`` (the member's MCP server included), so a thread
+moves between the two transports. The fields relied on here are checked against the pinned
+version's own schema (``runtimes.codex_schema``).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import time
 from contextlib import AbstractAsyncContextManager, suppress
 from pathlib import Path
@@ -37,6 +47,7 @@ from orchestrator.contracts import (
     RuntimeStuck,
     SessionLost,
     TextPart,
+    TokenUsage,
     Turn,
     TurnFailed,
     TurnResult,
@@ -63,6 +74,18 @@ _SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
 _INTERRUPT_GRACE = 10.0
+_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
+_SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
+                     "blocked by read-only sandbox")
+# the server's approval requests, and the answer that declines each (the pinned schema)
+_DECLINE: dict[str, dict[str, Any]] = {
+    "item/commandExecution/requestApproval": {"decision": "decline"},
+    "item/fileChange/requestApproval": {"decision": "decline"},
+    "execCommandApproval": {"decision": "denied"},
+    "applyPatchApproval": {"decision": "denied"},
+    "mcpServer/elicitation/request": {"action": "decline"},
+}
 
 
 def open_app_server(spec: LaunchSpec, spawner: Spawner
@@ -96,7 +119,7 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
         raw = await spawner(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
     except OSError as exc:
         raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
-    server = CodexAppServer(raw, spec)
+    server = CodexAppServer(raw, spec, tg)
     tg.start_soon(server.read_stdout)
     tg.start_soon(drain_stderr, raw, server.stderr_ring)
     try:
@@ -107,6 +130,11 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
         await server.close()
         raise MemberStartFailed(spec.member, f"app-server not ready within "
                                 f"{spec.start_timeout:g}s", server.stderr_tail()) from None
+    except (TeamctlRpcError, ProtocolError, RuntimeExited) as exc:
+        await server.close()
+        reason = exc.message if isinstance(exc, TeamctlRpcError | ProtocolError) else \
+            f"app-server exited during start-up (exit {raw.returncode})"
+        raise MemberStartFailed(spec.member, reason, server.stderr_tail()) from None
     except BaseException:
         await server.close()
         raise
@@ -123,14 +151,19 @@ class _Turn:
         self.completed: dict[str, Any] | None = None
         self.fatal_error: str | None = None  # an error notification with willRetry: false
         self.fatal_at = 0.0
+        self.usage: TokenUsage | None = None
+        self.notes: list[str] = []
 
 
 class CodexAppServer(MemberProcess):
     """One running ``codex app-server`` and the member's thread on it."""
 
-    def __init__(self, process: Process, spec: LaunchSpec) -> None:
+    def __init__(self, process: Process, spec: LaunchSpec, tg: TaskGroup) -> None:
         super().__init__(process)
         self._spec = spec
+        self._tg = tg
+        self._activity: str | None = None
+        self._rate_limits: Any = None
         self._next_id = 0
         self._pending: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
         self._thread_id = spec.session_id
@@ -151,7 +184,7 @@ class CodexAppServer(MemberProcess):
 
     @property
     def activity(self) -> str | None:
-        return None
+        return self._activity if self._turn is not None else None
 
     async def probe(self, timeout: float) -> bool:
         with anyio.move_on_after(timeout):
@@ -174,19 +207,28 @@ class CodexAppServer(MemberProcess):
         await self._notify("initialized", None)
 
     async def open_thread(self) -> None:
+        """Resume the recorded thread, else start one. The thread's settings are sent either
+        way, so a changed permission profile or role applies to a resumed thread too."""
+        settings: dict[str, Any] = {
+            "cwd": str(self._spec.workdir), "model": self._spec.model,
+            "sandbox": _SANDBOX[self._spec.permissions], "approvalPolicy": "never",
+            "developerInstructions": self._spec.prompt}
         if self._thread_id:
             try:
-                await self._request("thread/resume", {"threadId": self._thread_id})
+                await self._request("thread/resume", {
+                    "threadId": self._thread_id, "excludeTurns": True, **settings})
                 self.resumed = True
                 return
             except TeamctlRpcError as exc:
                 lost = SessionLost(self._spec.member, self._thread_id, exc.message)
                 log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                             lost_session=self._thread_id, reason=lost.message)
-        result = await self._request("thread/start", {
-            "cwd": str(self._spec.workdir), "model": self._spec.model,
-            "sandbox": _SANDBOX[self._spec.permissions], "approvalPolicy": "never"})
-        self._thread_id = str((result.get("thread") or {}).get("id"))
+        result = await self._request("thread/start", settings)
+        thread_id = (result.get("thread") or {}).get("id")
+        if not isinstance(thread_id, str) or not thread_id:
+            raise ProtocolError(f"thread/start answered without a thread id: "
+                                f"{str(result)[:200]}")
+        self._thread_id = thread_id
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -194,6 +236,7 @@ class CodexAppServer(MemberProcess):
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         state = self._turn = _Turn()
+        self._activity = "starting the turn"
         try:
             result = await self._request("turn/start", {
                 "threadId": self._thread_id, "input": self._input(turn)})
@@ -211,27 +254,25 @@ class CodexAppServer(MemberProcess):
         items: list[dict[str, Any]] = []
         for part in turn.parts:
             if isinstance(part, TextPart):
-                text = part.text
-                if not self.resumed and self._spec.prompt and not items:
-                    text = f"{self._spec.prompt}\n\n{text}"  # no system-prompt flag: the role
-                items.append({"type": "text", "text": text, "text_elements": []})
+                items.append({"type": "text", "text": part.text, "text_elements": []})
             elif isinstance(part, ImagePart):
                 items.append({"type": "localImage", "path": str(part.path)})
             else:
                 assert_never(part)
-        self.resumed = True  # the role opens a new thread once
         return items
 
     async def _await_end(self, state: _Turn) -> None:
         idle = self._spec.turn_idle_timeout
+        grace = min(_NO_RETRY_GRACE, idle)
         while not state.done.is_set():
             if self._exited.is_set() or self._doomed:
                 raise RuntimeExited(self._spec.member, self._process.returncode,
                                     self.stderr_tail())
             now = time.monotonic()
-            if state.fatal_error and now - state.fatal_at > _NO_RETRY_GRACE:
-                raise TurnFailed(self._spec.member, state.fatal_error, api_status=None,
-                                 retryable=False)
+            if state.fatal_error and now - state.fatal_at > grace:
+                log.warning("turn_failed_without_completion", team=self._spec.team,
+                            member=self._spec.member, grace=grace)
+                raise _failed(self._spec.member, state.fatal_error)
             if now - self._last_output > idle:
                 await self._interrupt(state)
                 raise RuntimeStuck(self._spec.member, idle)
@@ -255,12 +296,13 @@ class CodexAppServer(MemberProcess):
         status = turn.get("status")
         if status == "failed":
             error = turn.get("error") or {}
-            raise TurnFailed(self._spec.member, str(error.get("message") or "the turn failed"),
-                             api_status=None, retryable=False)
+            raise _failed(self._spec.member, error.get("message") or state.fatal_error,
+                          error.get("codexErrorInfo"))
         if status == "interrupted":
             raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id)
+                          session_id=self._thread_id, notes=tuple(state.notes),
+                          usage=state.usage)
 
     # -- the wire -----------------------------------------------------------------------------
 
@@ -326,26 +368,61 @@ class CodexAppServer(MemberProcess):
         if message is None:
             return
         request_id = message.get("id")
-        if "method" not in message and isinstance(request_id, int):
+        method = message.get("method")
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method is None and isinstance(request_id, int):
             pending = self._pending.get(request_id)
             if pending is not None:
                 pending[1].append(message)
                 pending[0].set()
-            return
-        self._on_notification(str(message.get("method")), message.get("params") or {})
+        elif isinstance(method, str) and request_id is not None:
+            self._tg.start_soon(self._answer_request, request_id, method, params)
+        elif isinstance(method, str):
+            self._on_notification(method, params)
+
+    async def _answer_request(self, request_id: Any, method: str,
+                              params: dict[str, Any]) -> None:
+        """Answer one of the server's own requests (never left waiting)."""
+        answer = _DECLINE.get(method)
+        if answer is not None:
+            target = str(params.get("command") or params.get("reason") or
+                         params.get("serverName") or "")[:200]
+            log.warning("approval_declined", team=self._spec.team, member=self._spec.member,
+                        request=method, target=target, permissions=self._spec.permissions)
+            if self._turn is not None:
+                self._turn.notes.append(
+                    f"permission denied: {method.split('/')[-2] if '/' in method else method} "
+                    f"{target}: declined (permissions = \"{self._spec.permissions}\" has no "
+                    "approvals; use a wider profile)")
+            message: dict[str, Any] = {"id": request_id, "result": answer}
+        else:
+            log.warning("runtime_request_refused", team=self._spec.team,
+                        member=self._spec.member, request=method)
+            message = {"id": request_id, "error": {
+                "code": -32601, "message": f"teamctl does not handle {method}"}}
+        with suppress(RuntimeExited):
+            await self._write(message)
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         state = self._turn
-        if method == "thread/tokenUsage/updated":
-            usage = params.get("tokenUsage") or {}
-            log.info("turn_usage", team=self._spec.team, member=self._spec.member,
-                     last=usage.get("last"), total=usage.get("total"))
+        if method == "account/rateLimits/updated":
+            self._log_rate_limits(params.get("rateLimits"))
         if state is None:
             return
         if method == "item/completed":
+            self._on_item(params.get("item") or {}, state)
+        elif method == "item/started":
             item = params.get("item") or {}
-            if item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
-                state.replies.append(item["text"])
+            self._activity = _doing(item) or self._activity
+        elif method == "item/agentMessage/delta":
+            self._activity = "writing its reply"
+        elif method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage") or {}
+            state.usage = _token_usage(usage.get("last"))
+            log.info("turn_usage", team=self._spec.team, member=self._spec.member,
+                     turn=None if state.usage is None else state.usage.as_dict(),
+                     thread_tokens=(usage.get("total") or {}).get("totalTokens"))
         elif method == "turn/completed":
             state.completed = params
             state.done.set()
@@ -353,8 +430,75 @@ class CodexAppServer(MemberProcess):
             state.fatal_error = str((params.get("error") or {}).get("message") or "error")
             state.fatal_at = time.monotonic()
         elif method == "error":
+            message = str((params.get("error") or {}).get("message", ""))[:300]
+            self._activity = f"retrying: {message[:80]}"
             log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
-                     message=str((params.get("error") or {}).get("message", ""))[:300])
+                     message=message)
+
+    def _on_item(self, item: dict[str, Any], state: _Turn) -> None:
+        kind = item.get("type")
+        if kind == "agentMessage" and isinstance(item.get("text"), str):
+            state.replies.append(item["text"])
+        elif kind == "commandExecution" and item.get("exitCode") not in (0, None):
+            output = str(item.get("aggregatedOutput") or "")
+            if any(refusal in output for refusal in _SANDBOX_REFUSALS):
+                command = str(item.get("command") or "")[:200]
+                log.warning("permission_denied", team=self._spec.team,
+                            member=self._spec.member, tool="command", target=command,
+                            message="refused by the sandbox")
+                state.notes.append(f"permission denied: command {command}: refused by the "
+                                   f"{self._spec.permissions} profile's sandbox")
+
+    def _log_rate_limits(self, limits: Any) -> None:
+        if not isinstance(limits, dict) or limits == self._rate_limits:
+            return
+        self._rate_limits = limits
+        windows = {name: (limits.get(name) or {}).get("usedPercent")
+                   for name in ("primary", "secondary") if isinstance(limits.get(name), dict)}
+        log.info("rate_limits", team=self._spec.team, member=self._spec.member,
+                 limit=limits.get("limitId"), used_percent=windows,
+                 reached=limits.get("rateLimitReachedType"))
+
+
+def _doing(item: dict[str, Any]) -> str | None:
+    """What an item that started says the member is doing, for ``status``."""
+    kind = item.get("type")
+    if kind == "commandExecution":
+        return f"running {str(item.get('command') or 'a command')[:80]}"
+    if kind == "fileChange":
+        return "editing files"
+    if kind == "mcpToolCall":
+        return f"calling {item.get('server')}.{item.get('tool')}"
+    if kind == "reasoning":
+        return "thinking"
+    return None
+
+
+def _token_usage(last: Any) -> TokenUsage | None:
+    if not isinstance(last, dict):
+        return None
+    def count(key: str) -> int:
+        value = last.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+    return TokenUsage(input_tokens=count("inputTokens"),
+                      cached_input_tokens=count("cachedInputTokens"),
+                      output_tokens=count("outputTokens"),
+                      reasoning_output_tokens=count("reasoningOutputTokens"))
+
+
+def _failed(member: str, message: Any, info: Any = None) -> TurnFailed:
+    """A failed turn, typed: the API's message and HTTP status (from ``codexErrorInfo`` or the
+    message), retryable for the statuses a later attempt can pass."""
+    text = str(message or "the turn failed")
+    status = None
+    if isinstance(info, dict):
+        for detail in info.values():
+            if isinstance(detail, dict) and isinstance(detail.get("httpStatusCode"), int):
+                status = detail["httpStatusCode"]
+    if status is None:
+        match = _STATUS.search(text)
+        status = int(match.group(1)) if match else None
+    return TurnFailed(member, text, api_status=status, retryable=status in _RETRYABLE_STATUS)
 
 
 class TeamctlRpcError(Exception):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -245,7 +245,7 @@ class Mailbox:
         else:
             await self._persist(delivery, lambda: self._store.call(
                 self._store.sync.mark_answered, message_id, member, result.reply,
-                result.notes))
+                result.notes, _usage(result)))
             log.info("delivery_answered", team=team, member=member, message_id=message_id,
                      reply_chars=len(result.reply))
             self._settle(message_id)
@@ -336,3 +336,11 @@ async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> Tur
     """``run_turn``, with an error from inside the runtime's task groups as itself."""
     with unwrap_group():
         return await process.run_turn(turn, on_sent=on_sent)
+
+
+def _usage(result: TurnResult) -> dict[str, Any] | None:
+    """What the journal keeps of a turn's usage: its tokens and cost, where reported."""
+    usage: dict[str, Any] = result.usage.as_dict() if result.usage is not None else {}
+    if result.cost_usd is not None:
+        usage["cost_usd"] = result.cost_usd
+    return usage or None

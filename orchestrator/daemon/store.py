@@ -169,6 +169,10 @@ _MIGRATIONS += (
     );
     """,
 )
+_MIGRATIONS += (
+    # 6: what an answered turn used, as its runtime reported it (JSON: tokens, cost)
+    "ALTER TABLE deliveries ADD COLUMN usage TEXT",
+)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -206,6 +210,7 @@ class Delivery:
     retryable: bool | None
     notes: tuple[str, ...] = ()
     origin: Origin = Origin()
+    usage: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -223,12 +228,13 @@ class Delivery:
             sender=self.origin.sender or "operator", to=self.member,
             kind=self.origin.kind,  # type: ignore[arg-type]
             chain_id=self.origin.chain_id, depth=self.origin.depth,
-            reply_to=self.origin.reply_to)
+            reply_to=self.origin.reply_to, usage=self.usage)
 
 
 _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
-    "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to"
+    "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to, "
+    "d.usage"
 )
 
 
@@ -266,6 +272,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         None if retryable is None else bool(retryable),
         tuple(json.loads(row["notes"])) if row["notes"] else (),
         Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"]),
+        json.loads(row["usage"]) if row["usage"] else None,
     )
 
 
@@ -551,14 +558,16 @@ class Store:
         self._transition(message_id, member, "prepared", "sent", durable=False)
 
     def mark_answered(self, message_id: str, member: str, reply: str,
-                      notes: tuple[str, ...] = ()) -> None:
+                      notes: tuple[str, ...] = (), usage: dict[str, Any] | None = None
+                      ) -> None:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='answered', reply=?, error_code=NULL, "
-                "error_message=NULL, retryable=NULL, notes=?, updated_at=? "
+                "error_message=NULL, retryable=NULL, notes=?, usage=?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state IN ('prepared', 'sent')",
-                (reply, json.dumps(list(notes)) if notes else None, time.time(), message_id,
-                 member),
+                (reply, json.dumps(list(notes)) if notes else None,
+                 json.dumps(usage, sort_keys=True) if usage else None, time.time(),
+                 message_id, member),
             )
             self._expect_one(cur, message_id, member, "answered")
 

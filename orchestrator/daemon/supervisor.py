@@ -28,7 +28,7 @@ from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
 from orchestrator.wire import LastExit, Launch, Liveness, MemberStatus, Readiness
-from runtimes.base import Runtime, RuntimeProcess, resolve_executable
+from runtimes.base import Runtime, RuntimeProcess, process_tree, resolve_executable
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -76,6 +76,9 @@ class MemberState:
     note: str | None = None
     turn: str | None = None  # the message id of the turn in flight (for incident reports)
     turns_started: int = 0
+    process_turns: int = 0  # turns on the current process, for ``recycle_turns``
+    recycle: str | None = None  # why the current process is being recycled
+    recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
     process: RuntimeProcess | None = None
     started_at: float = 0.0
@@ -90,7 +93,7 @@ class MemberState:
 
     @property
     def readiness(self) -> Readiness:
-        if self.process is None or not self.process.usable:
+        if self.process is None or not self.process.usable or self.recycle is not None:
             return "not_ready"
         return "busy" if self.busy else "ready"
 
@@ -115,7 +118,8 @@ class MemberState:
             name=self.name, runtime=self.config.runtime, model=self.config.model,
             pid=process.pid if process is not None else self.pid, launch=self.launch,
             liveness=self.live, activity=process.activity if process is not None else None,
-            readiness=self.readiness, restarts=self.restarts, session_id=self.session_id,
+            readiness=self.readiness, restarts=self.restarts, recycles=self.recycles,
+            session_id=self.session_id,
             last_exit=None if last is None else LastExit(code=last["code"], at=last["at"]),
             error=self.error, note=self.note, queued=queued)
 
@@ -232,7 +236,8 @@ class Supervisor:
         while True:
             state = self.member(team, name)
             changed = state.changed()
-            if state.process is not None and state.process.usable and not state.busy:
+            if state.process is not None and state.process.usable and not state.busy \
+                    and state.recycle is None:
                 break
             await changed.wait()
         process = state.process
@@ -248,8 +253,10 @@ class Supervisor:
             yield process, work
         finally:
             state.busy = False
+            state.process_turns += 1
             if process.usable:  # a dead process keeps its cut turn for the incident report
                 state.turn = None
+                state.recycle = recycle_reason(state.config, process.pid, state.process_turns)
             state.notify()
             if process.session_id != state.session_id:  # e.g. Codex's first thread.started
                 with anyio.CancelScope(shield=True):
@@ -295,6 +302,11 @@ class Supervisor:
             exit_code = await self._run_once(state)
             if state.launch == "fatal":
                 return
+            if state.recycle is not None:  # planned: no policy, no backoff, not a restart
+                log.info("member_recycled", team=state.team, member=state.name,
+                         reason=state.recycle, exit=exit_code)
+                state.recycle, state.recycles = None, state.recycles + 1
+                continue
             decision = policy.on_exit(
                 now=self._clock(), exit_code=exit_code,
                 uptime=self._clock() - state.started_at,
@@ -352,6 +364,9 @@ class Supervisor:
             state.liveness = "dead"
             orphans.forget(self._home.member_dir(state.team, state.name))
             state.notify()
+        state.process_turns = 0
+        if state.recycle is not None:
+            return opened.exit_code if opened is not None else exit_code
         state.last_exit = {"code": exit_code, "at": time.time()}
         state.turn = None
         log.warning("member_exited", team=state.team, member=state.name, exit=exit_code,
@@ -380,10 +395,19 @@ class Supervisor:
                     process.kill()
                     return
 
+            async def recycle_wanted() -> None:
+                while True:
+                    changed = state.changed()
+                    if state.recycle is not None:
+                        tg.cancel_scope.cancel()  # leave the runtime: its stop ladder runs
+                        return
+                    await changed.wait()
+
             tg.start_soon(probe_loop)
+            tg.start_soon(recycle_wanted)
             exit_code = await process.wait()
             tg.cancel_scope.cancel()
-        return exit_code
+        return exit_code if state.recycle is None else process.exit_code
 
     async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
         config = state.config
@@ -442,3 +466,23 @@ class Supervisor:
                  session_id=process.session_id)
         state.settled.set()
         state.notify()
+
+
+def recycle_reason(config: MemberConfig, pid: int | None, turns: int) -> str | None:
+    """Why a long-lived member process should be recycled now (hygiene, not a crash), or
+    None: ``recycle_turns`` turns served, or it and its descendants above ``recycle_rss_mb``
+    or ``recycle_children`` (a runtime with no process between turns: turns only)."""
+    if config.recycle_turns and turns >= config.recycle_turns:
+        return f"{turns} turns (recycle_turns = {config.recycle_turns})"
+    if pid is None:
+        return None
+    tree = process_tree(pid)
+    if tree is None:
+        return None
+    rss_mb = tree.rss_bytes / 2**20
+    if config.recycle_rss_mb and rss_mb > config.recycle_rss_mb:
+        return f"{rss_mb:.0f} MiB resident (recycle_rss_mb = {config.recycle_rss_mb})"
+    if config.recycle_children and tree.children > config.recycle_children:
+        return (f"{tree.children} child processes (recycle_children = "
+                f"{config.recycle_children})")
+    return None

@@ -1,4 +1,5 @@
-"""The real Codex CLI (@openai/codex@0.171.0) driven by teamctl against a fake Responses API."""
+"""The real Codex CLI (@openai/codex@0.171.0) on the `exec` transport (one process per turn),
+driven by teamctl against a fake Responses API."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_real_codex_text_image_and_third_turn_on_one_thread(
     teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
 ) -> None:
     launched = teamctl.run("launch", str(teamctl.write_team("e2e", [
-        codex_member("rev", codex_bin, responses)])))
+        codex_member("rev", codex_bin, responses, transport="exec")])))
     assert launched.returncode == 0, launched.stdout + launched.stderr
 
     first = teamctl.run("send", "rev", "remember the word papaya", "--wait", "--timeout", "120")
@@ -57,7 +58,7 @@ def test_real_codex_api_401_is_a_failed_delivery_with_the_api_message(
     teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
 ) -> None:
     teamctl.run("launch", str(teamctl.write_team("e2e", [
-        codex_member("rev", codex_bin, responses)])))
+        codex_member("rev", codex_bin, responses, transport="exec")])))
     responses.error_status = 401
     done = teamctl.run("send", "rev", "hello?", "--wait", "--timeout", "120")
     assert done.returncode == 1
@@ -72,7 +73,7 @@ def test_real_codex_api_401_is_a_failed_delivery_with_the_api_message(
 def test_real_codex_thread_continues_after_a_relaunch(
     teamctl: Teamctl, codex_bin: Path, responses: FakeResponses
 ) -> None:
-    team = teamctl.write_team("e2e", [codex_member("rev", codex_bin, responses)])
+    team = teamctl.write_team("e2e", [codex_member("rev", codex_bin, responses, transport="exec")])
     teamctl.run("launch", str(team))
     assert teamctl.run("send", "rev", "remember kiwi", "--wait", "--timeout", "120"
                        ).returncode == 0

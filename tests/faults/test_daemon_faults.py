@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 
 from tests.conftest import REPO, LogFollower, Teamctl, fake_member, pid_alive, wait_pid_exit
+from tests.integration.test_codex_member import codex_member
 from tests.integration.test_opencode_member import opencode_member
 
 
@@ -28,9 +29,12 @@ def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
     team = teamctl.write_team("web", [
         fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "3"}),
         opencode_member("des"),
+        codex_member("rev"),  # a long-lived codex app-server
     ])
     assert teamctl.run("launch", str(team)).returncode == 0
     old_pids = teamctl.member_pids()
+    threads = {m["name"]: m["session_id"]
+               for m in teamctl.json("status")["teams"][0]["members"]}
     message_id = teamctl.run("send", "lead", "survive this").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
                          and e.get("message_id") == message_id)
@@ -50,13 +54,13 @@ def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
     assert answered[message_id] == 1
     assert [e["team"] for e in events if e["event"] == "team_resumed"] == ["web"]
     stopped = [e for e in events if e["event"] == "orphan_stopped"]
-    assert {e["member"] for e in stopped} <= {"lead", "des"}
+    assert {e["member"] for e in stopped} <= {"lead", "des", "rev"}
     assert any(e["member"] == "des" for e in stopped), "opencode serve never exits by itself"
     assert all(wait_pid_exit(pid, 10) for pid in old_pids), "no old member left running"
     new_pids = teamctl.member_pids()
-    assert len(new_pids) == 2 and not set(new_pids) & set(old_pids)
+    assert len(new_pids) == 3 and not set(new_pids) & set(old_pids)
     rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
-    assert rows["des"]["session_id"] == rows["des"]["session_id"]
+    assert rows["rev"]["session_id"] == threads["rev"], "the app-server's thread was resumed"
 
 
 def test_stale_socket_and_pid_file_are_replaced(teamctl: Teamctl) -> None:

@@ -10,14 +10,18 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, LogFollower, Teamctl, fake_member, wait_pid_exit
 from tests.integration.test_codex_member import codex_member
 from tests.integration.test_opencode_member import opencode_member
 
 
-def test_a_stuck_codex_turn_goes_back_to_the_queue(teamctl: Teamctl) -> None:
+@pytest.mark.parametrize("transport", ["exec", "app-server"])
+def test_a_stuck_codex_turn_goes_back_to_the_queue(teamctl: Teamctl, transport: str) -> None:
     """It ended ``failed internal_error`` ("ExceptionGroup"), attempt 1, never re-delivered."""
-    member = codex_member("rev", turn_idle_timeout=1.0, env={"FAKE_CODEX_HANG_ON_TURN": "1"})
+    member = codex_member("rev", turn_idle_timeout=1.0, transport=transport,
+                          env={"FAKE_CODEX_HANG_ON_TURN": "1"})
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     done = teamctl.run("send", "rev", "are you there?", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr

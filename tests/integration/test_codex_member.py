@@ -1,5 +1,6 @@
-"""Codex members through the fake codex: turns as `codex exec`, threads that continue,
-images as --image files, failures typed."""
+"""Codex members on the `exec` transport (one `codex exec` per turn) through the fake codex:
+turns, threads that continue, images as --image files, failures typed. (The default transport,
+one long-lived `codex app-server`, is tests/integration/test_codex_app_server.py.)"""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ def codex_member(name: str, **extra: Any) -> dict[str, Any]:
     return member
 
 
+def exec_member(name: str, **extra: Any) -> dict[str, Any]:
+    return codex_member(name, **{"transport": "exec", **extra})
+
+
 
 
 def test_turns_continue_one_thread_and_survive_a_relaunch(teamctl: Teamctl) -> None:
-    team = teamctl.write_team("web", [codex_member("rev", prompt="You review code.")])
+    team = teamctl.write_team("web", [exec_member("rev", prompt="You review code.")])
     assert teamctl.run("launch", str(team)).returncode == 0
     [row] = teamctl.json("status")["teams"][0]["members"]
     assert (row["launch"], row["readiness"], row["session_id"]) == ("running", "ready", None)
@@ -41,12 +46,16 @@ def test_turns_continue_one_thread_and_survive_a_relaunch(teamctl: Teamctl) -> N
     assert "turn 3 received: still there?" in third.stdout
     assert teamctl.json("status")["teams"][0]["members"][0]["session_id"] == thread
     usage = [e for e in teamctl.log_events() if e["event"] == "turn_usage"]
-    assert [e["turn_tokens"] for e in usage] == [120, 120, None]
     assert [e["thread_tokens"] for e in usage] == [120, 240, 360]
+    per_turn = {"input_tokens": 100, "cached_input_tokens": 0, "output_tokens": 20,
+                "reasoning_output_tokens": 0}
+    history = teamctl.json("history", "rev")["messages"]
+    assert [m["usage"] for m in history] == [per_turn, per_turn, None], \
+        "exec reports the thread's total: a resumed thread's first turn is unknown"
 
 
 def test_images_reach_codex_as_the_planned_files(teamctl: Teamctl) -> None:
-    teamctl.run("launch", str(teamctl.write_team("web", [codex_member("rev")])))
+    teamctl.run("launch", str(teamctl.write_team("web", [exec_member("rev")])))
     shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
     photo = images.exif_rotated_jpeg(teamctl.workdir / "photo.jpg")
     plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "--attach", str(photo),
@@ -65,7 +74,7 @@ def test_images_reach_codex_as_the_planned_files(teamctl: Teamctl) -> None:
 
 def test_a_bad_image_never_reaches_codex(teamctl: Teamctl) -> None:
     """Codex would silently replace it by a note and exit 0: teamctl's refusal is the guard."""
-    teamctl.run("launch", str(teamctl.write_team("web", [codex_member("rev")])))
+    teamctl.run("launch", str(teamctl.write_team("web", [exec_member("rev")])))
     bad = images.truncated_png(teamctl.workdir / "bad.png")
     done = teamctl.run("send", "--attach", str(bad), "rev", "look")
     assert done.returncode == 3 and "attachment_corrupt_image" in done.stderr
@@ -74,7 +83,7 @@ def test_a_bad_image_never_reaches_codex(teamctl: Teamctl) -> None:
 
 
 def test_a_model_without_vision_is_refused_before_any_process(teamctl: Teamctl) -> None:
-    teamctl.run("launch", str(teamctl.write_team("web", [codex_member("rev",
+    teamctl.run("launch", str(teamctl.write_team("web", [exec_member("rev",
                                                                       model="gpt-oss-120b")])))
     shot = images.save(images.screenshot(300, 200), teamctl.workdir / "s.png", "PNG")
     done = teamctl.run("send", "--attach", str(shot), "rev", "look")
@@ -84,7 +93,7 @@ def test_a_model_without_vision_is_refused_before_any_process(teamctl: Teamctl) 
 
 
 def test_turn_failed_is_a_failed_delivery_with_the_api_message(teamctl: Teamctl) -> None:
-    member = codex_member("rev", env={"FAKE_CODEX_FAIL_ON_TURN": "1",
+    member = exec_member("rev", env={"FAKE_CODEX_FAIL_ON_TURN": "1",
                                       "FAKE_CODEX_RETRY_NOTICE": "1"})
     teamctl.run("launch", str(teamctl.write_team("web", [member])))
     done = teamctl.run("send", "rev", "hello", "--wait")
@@ -99,7 +108,7 @@ def test_turn_failed_is_a_failed_delivery_with_the_api_message(teamctl: Teamctl)
 
 
 def test_a_turn_killed_mid_way_is_redelivered_on_the_same_thread(teamctl: Teamctl) -> None:
-    member = codex_member("rev", env={"FAKE_CODEX_CRASH_ON_TURN": "2"})
+    member = exec_member("rev", env={"FAKE_CODEX_CRASH_ON_TURN": "2"})
     teamctl.run("launch", str(teamctl.write_team("web", [member])))
     assert teamctl.run("send", "rev", "one", "--wait").returncode == 0
     thread = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
@@ -112,7 +121,7 @@ def test_a_turn_killed_mid_way_is_redelivered_on_the_same_thread(teamctl: Teamct
 
 
 def test_an_unknown_thread_starts_a_new_one_and_says_so(teamctl: Teamctl) -> None:
-    team = teamctl.write_team("web", [codex_member("rev")])
+    team = teamctl.write_team("web", [exec_member("rev")])
     teamctl.run("launch", str(team))
     teamctl.run("send", "rev", "one", "--wait")
     old = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
@@ -130,7 +139,7 @@ def test_an_unknown_thread_starts_a_new_one_and_says_so(teamctl: Teamctl) -> Non
 
 
 def test_missing_codex_fails_the_member_with_the_fix(teamctl: Teamctl) -> None:
-    member = codex_member("rev", command="codex-not-installed-here")
+    member = exec_member("rev", command="codex-not-installed-here")
     done = teamctl.run("launch", str(teamctl.write_team("web", [member])))
     assert done.returncode == 1
     assert "install codex-not-installed-here or set command =" in done.stdout

@@ -6,7 +6,7 @@ Each test is named after a failure the hardening issue found; its docstring stat
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -43,10 +43,11 @@ class FlakyStore(Store):
         self.answered = threading.Event()
 
     def mark_answered(self, message_id: str, member: str, reply: str,
-                      notes: tuple[str, ...] = ()) -> None:
+                      notes: tuple[str, ...] = (), usage: dict[str, Any] | None = None
+                      ) -> None:
         if self.broken:
             raise StoreError("the journal could not be written: database or disk is full")
-        super().mark_answered(message_id, member, reply, notes)
+        super().mark_answered(message_id, member, reply, notes, usage)
         self.answered.set()
 
 

@@ -142,3 +142,51 @@ async def test_the_session_reported_by_the_runtime_is_recorded(tmp_path: Path) -
         runtime.opened[-1].exit(1)
         await _until(c, "lead", lambda s: s.restarts == 1 and s.launch == "running")
         assert runtime.opened[-1].spec.session_id == first, "restarted on the same session"
+
+
+async def test_recycling_after_recycle_turns_reopens_without_the_restart_policy(
+        tmp_path: Path) -> None:
+    """A planned recycle: the process is closed and opened again on the same session, the
+    queued message waits for the new one, and nothing counts as a restart (max_restarts = 0
+    would make any restart fatal)."""
+    async with core(tmp_path) as c:
+        await _launch(c, tmp_path, {"name": "lead", "recycle_turns": 1, "max_restarts": 0,
+                                    "restart": "never"})
+        for text in ("one", "two"):
+            result = await c.teams.send(None, "lead", text, wait=True, timeout=10)
+            assert result.state == "answered"  # type: ignore[union-attr]
+        await _until(c, "lead", lambda s: s.recycles == 2 and s.readiness == "ready")
+        state = c.supervisor.member("web", "lead")
+        assert (state.launch, state.restarts, state.last_exit) == ("running", 0, None)
+        assert [p.exit_code for p in c.runtime.opened] == [0, 0, None]
+        sessions = {p.spec.session_id for p in c.runtime.opened[1:]}
+        assert sessions == {state.session_id}, "each new process resumes the session"
+
+
+def test_recycle_reason_counts_turns_memory_and_children() -> None:
+    import os
+    import subprocess
+
+    from orchestrator.config import MemberConfig
+    from orchestrator.daemon.supervisor import recycle_reason
+    from runtimes.base import process_tree
+
+    member = MemberConfig(name="x", runtime="codex", recycle_turns=3, recycle_rss_mb=0,
+                          recycle_children=1)
+    assert recycle_reason(member, None, 2) is None
+    assert "3 turns (recycle_turns = 3)" in (recycle_reason(member, None, 3) or "")
+    children = [subprocess.Popen(["sleep", "30"]) for _ in range(2)]
+    try:
+        tree = process_tree(os.getpid())
+        assert tree is not None and tree.children >= 2 and tree.rss_bytes > 2**20
+        assert "child processes (recycle_children = 1)" in (
+            recycle_reason(member, os.getpid(), 0) or "")
+        heavy = member.model_copy(update={"recycle_children": 0, "recycle_rss_mb": 1})
+        assert "recycle_rss_mb = 1" in (recycle_reason(heavy, os.getpid(), 0) or "")
+        off = member.model_copy(update={"recycle_children": 0, "recycle_turns": 0})
+        assert recycle_reason(off, os.getpid(), 10_000) is None, "0: never"
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    assert process_tree(children[0].pid) is None, "a process that is gone"
