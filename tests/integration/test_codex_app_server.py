@@ -168,9 +168,12 @@ def test_approval_requests_are_declined_and_noted_never_left_waiting(
         teamctl: Teamctl) -> None:
     assert teamctl.run("launch", str(teamctl.write_team("web", [_member("rev")]))).returncode \
         == 0
-    done = teamctl.run("send", "rev", "APPROVE rm -rf build", "--wait", "--timeout", "60")
+    done = teamctl.run("send", "rev", "APPROVE rm -rf build\nASK_USER", "--wait",
+                       "--timeout", "60")
     assert done.returncode == 0, done.stderr
     assert "approval: decline" in done.stdout
+    assert "user input: {'code': -32601, 'message': 'teamctl does not handle " \
+        "item/tool/requestUserInput'}" in done.stdout, "an unknown request gets an error"
     [message] = teamctl.json("history", "rev")["messages"]
     assert any("rm -rf build" in note and "declined" in note for note in message["notes"])
     [event] = [e for e in teamctl.log_events() if e["event"] == "approval_declined"]
@@ -224,3 +227,17 @@ def test_memory_above_recycle_rss_mb_recycles_the_server(teamctl: Teamctl) -> No
     assert row["recycles"] == 2 and row["pid"] != first_pid and row["restarts"] == 0
     reasons = [e["reason"] for e in teamctl.log_events() if e["event"] == "member_recycled"]
     assert len(reasons) == 2 and all("recycle_rss_mb = 1" in r for r in reasons)
+
+
+def test_garbage_from_the_server_is_skipped_and_the_turn_still_answered(
+        teamctl: Teamctl) -> None:
+    member = _member("rev", env={"FAKE_CODEX_GARBAGE": "1"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    [pid] = teamctl.member_pids()
+    done = teamctl.run("send", "rev", "hello", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert "turn 1 received: hello" in done.stdout
+    assert teamctl.member_pids() == [pid]
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert message["usage"]["input_tokens"] == 100, "the well-formed usage that followed"
+    assert [e["event"] for e in teamctl.log_events()].count("runtime_corrupt_line") == 1
