@@ -76,12 +76,13 @@ if TYPE_CHECKING:
 
     from runtimes.base import RuntimeProcess
 
-__all__ = ["CodexMember", "CodexRuntime", "build_exec_argv", "config_args", "config_toml"]
+__all__ = ["RETRYABLE_STATUS", "CodexMember", "CodexRuntime", "api_status", "build_exec_argv",
+           "config_args", "config_toml", "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
 _STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
-_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _UNKNOWN_THREAD = "no rollout found for thread id"
 _EXIT_GRACE = 30.0
 
@@ -335,6 +336,18 @@ _SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
                      "blocked by read-only sandbox")
 
 
+def sandbox_refusal(spec: LaunchSpec, command: Any, output: Any) -> str | None:
+    """The history note (and the ``permission_denied`` log line) for a command the profile's
+    sandbox refused, judged by its output; None for any other failure."""
+    if not any(refusal in str(output or "") for refusal in _SANDBOX_REFUSALS):
+        return None
+    target = str(command or "")[:200]
+    log.warning("permission_denied", team=spec.team, member=spec.member, tool="command",
+                target=target, message="refused by the sandbox")
+    return f"permission denied: command {target}: refused by the {spec.permissions} " \
+        "profile's sandbox"
+
+
 class _Turn:
     def __init__(self) -> None:
         self.replies: list[str] = []
@@ -535,14 +548,8 @@ class CodexMember:
         if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
             state.replies.append(item["text"])
         elif item.get("type") == "command_execution" and item.get("exit_code") not in (0, None):
-            output = str(item.get("aggregated_output") or "")
-            if any(refusal in output for refusal in _SANDBOX_REFUSALS):
-                command = str(item.get("command") or "")[:200]
-                log.warning("permission_denied", team=self._spec.team,
-                            member=self._spec.member, tool="command", target=command,
-                            message="refused by the sandbox")
-                state.notes.append(f"permission denied: command {command}: refused by the "
-                                   f"{self._spec.permissions} profile's sandbox")
+            note = sandbox_refusal(self._spec, item.get("command"), item.get("aggregated_output"))
+            state.notes += [note] if note else []
         elif item.get("type") == "error":
             log.info("runtime_warning", team=self._spec.team, member=self._spec.member,
                      message=str(item.get("message", ""))[:300])
@@ -557,8 +564,8 @@ class CodexMember:
             raise RuntimeExited(self._spec.member, exit_code, tail)
         if terminal["type"] == "turn.failed":
             message = str((terminal.get("error") or {}).get("message") or "the turn failed")
-            status = _status(message)
-            retryable = status in _RETRYABLE_STATUS or "stream disconnected" in message
+            status = api_status(message)
+            retryable = status in RETRYABLE_STATUS or "stream disconnected" in message
             raise TurnFailed(self._spec.member, message, api_status=status,
                              retryable=retryable)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
@@ -582,6 +589,7 @@ _USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
                  "reasoning_output_tokens")
 
 
-def _status(message: str) -> int | None:
+def api_status(message: str) -> int | None:
+    """The HTTP status an error message names ("unexpected status 401 …"), if any."""
     match = _STATUS.search(message)
     return int(match.group(1)) if match else None

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import time
 from contextlib import AbstractAsyncContextManager, suppress
 from pathlib import Path
@@ -60,7 +59,14 @@ from runtimes.base import (
     owned_process,
     stop_process,
 )
-from runtimes.codex import build_env, check_login, codex_member_home
+from runtimes.codex import (
+    RETRYABLE_STATUS,
+    api_status,
+    build_env,
+    check_login,
+    codex_member_home,
+    sandbox_refusal,
+)
 from runtimes.framing import decode_line, encode_line, iter_lines
 
 if TYPE_CHECKING:
@@ -74,10 +80,6 @@ _SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
 _INTERRUPT_GRACE = 10.0
-_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
-_SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
-                     "blocked by read-only sandbox")
 # the server's approval requests, and the answer that declines each (the pinned schema)
 _DECLINE: dict[str, dict[str, Any]] = {
     "item/commandExecution/requestApproval": {"decision": "decline"},
@@ -440,14 +442,8 @@ class CodexAppServer(MemberProcess):
         if kind == "agentMessage" and isinstance(item.get("text"), str):
             state.replies.append(item["text"])
         elif kind == "commandExecution" and item.get("exitCode") not in (0, None):
-            output = str(item.get("aggregatedOutput") or "")
-            if any(refusal in output for refusal in _SANDBOX_REFUSALS):
-                command = str(item.get("command") or "")[:200]
-                log.warning("permission_denied", team=self._spec.team,
-                            member=self._spec.member, tool="command", target=command,
-                            message="refused by the sandbox")
-                state.notes.append(f"permission denied: command {command}: refused by the "
-                                   f"{self._spec.permissions} profile's sandbox")
+            note = sandbox_refusal(self._spec, item.get("command"), item.get("aggregatedOutput"))
+            state.notes += [note] if note else []
 
     def _log_rate_limits(self, limits: Any) -> None:
         if not isinstance(limits, dict) or limits == self._rate_limits:
@@ -496,9 +492,8 @@ def _failed(member: str, message: Any, info: Any = None) -> TurnFailed:
             if isinstance(detail, dict) and isinstance(detail.get("httpStatusCode"), int):
                 status = detail["httpStatusCode"]
     if status is None:
-        match = _STATUS.search(text)
-        status = int(match.group(1)) if match else None
-    return TurnFailed(member, text, api_status=status, retryable=status in _RETRYABLE_STATUS)
+        status = api_status(text)
+    return TurnFailed(member, text, api_status=status, retryable=status in RETRYABLE_STATUS)
 
 
 class TeamctlRpcError(Exception):
