@@ -36,7 +36,11 @@ vision_catalog
 warn
 completion
 info
-_._no_ask_yet
+_._ask_needs_a_channel
+asked_at
+settled_at
+confirmed_at
+approval
 worktrees
 diff
 dirty

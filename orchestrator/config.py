@@ -44,6 +44,8 @@ class _Strict(BaseModel):
 # a branch, tag or commit; never starting with "-" (git would read it as an option)
 GitRef = Annotated[str, Field(pattern=r"^[^-\s][^\s]{0,254}$")]
 Login = Literal["operator", "isolated"]
+# an approvals rule: TOOL or TOOL(GLOB), e.g. "Write" or "Bash(npm test*)"
+AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]{0,80}(\([^()]{1,500}\))?$")]
 Permissions = Literal["read", "edit", "full", "ask"]
 
 
@@ -59,6 +61,7 @@ class TeamSection(_Strict):
     max_chain_depth: Annotated[int, Field(ge=1, le=50)] = 5
     max_messages_per_minute: Annotated[int, Field(ge=1, le=600)] = 10
     pair_cooldown: Annotated[float, Field(ge=0, le=3600)] = 3.0
+    allow: list[AllowRule] = []  # pre-approved for every "ask" member (docs/approvals.md)
 
 
 class MemberConfig(_Strict):
@@ -80,6 +83,7 @@ class MemberConfig(_Strict):
     worktree: bool | None = None
     base: GitRef | None = None
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
+    allow: list[AllowRule] = []  # "ask": pre-approved TOOL or TOOL(PATTERN) (docs/approvals.md)
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
     # a long-lived member process is recycled — stopped, started again, its session resumed —
     # after this many turns, or once it and its children hold more memory or more processes
@@ -118,14 +122,14 @@ class TeamConfig(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _no_ask_yet(self) -> TeamConfig:
-        """``ask`` needs the operator's approvals queue, which does not exist yet."""
+    def _ask_needs_a_channel(self) -> TeamConfig:
+        """``ask`` needs a runtime that can ask: Codex only on app-server (exec runs approval
+        ``never``)."""
         for index, member in enumerate(self.members):
-            if self.member_permissions(member) == "ask":
-                where = f"members[{index}].permissions" if member.permissions else \
-                    "team.permissions"
-                raise ValueError(f"{where}: \"ask\" is not supported yet (it needs the "
-                                 "approvals queue); use \"read\", \"edit\" or \"full\"")
+            if self.member_permissions(member) == "ask" and member.runtime == "codex" and \
+                    member.transport == "exec":
+                raise ValueError(f"members[{index}]: permissions = \"ask\" needs transport = "
+                                 "\"app-server\" (codex exec cannot ask); remove transport")
         return self
 
     @model_validator(mode="after")
@@ -152,6 +156,9 @@ class TeamConfig(_Strict):
 
     def member_worktree(self, member: MemberConfig) -> bool:
         return self.team.worktree if member.worktree is None else member.worktree
+
+    def member_allow(self, member: MemberConfig) -> list[str]:
+        return [*self.team.allow, *member.allow]
 
     def member_base(self, member: MemberConfig) -> str | None:
         return member.base or self.team.base

@@ -8,7 +8,7 @@ capabilities an adapter declares, and the errors a runtime may raise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from orchestrator.errors import (
     ExecutableNotFound,
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "Approver",
     "Capabilities",
     "ExecutableNotFound",
     "ImagePart",
@@ -85,6 +88,39 @@ class McpServer:
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """Something a member's runtime asks the operator (the ``ask`` profile): a tool it wants to
+    use, or a question it has. ``summary`` says what, in a line (the queue redacts it)."""
+
+    kind: Literal["permission", "question"]
+    tool: str
+    summary: str
+    questions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """The operator's answer (or a rule's): ``approve`` (``always``: for the rest of the
+    session, and as a rule for later launches), ``deny`` with an optional message for the
+    model, or ``answer`` with the text of an answer to a question."""
+
+    request_id: str
+    decision: Literal["approve", "deny", "answer"]
+    always: bool = False
+    message: str | None = None
+    text: str | None = None
+
+
+class Approver(Protocol):
+    """The operator's approvals queue, as one member's runtime sees it. ``ask`` waits as long
+    as it takes (no timer); ``confirmed`` records that the runtime applied the answer."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+
+    async def confirmed(self, request_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     """Everything a runtime needs to start one member's process."""
 
@@ -107,12 +143,14 @@ class LaunchSpec:
     # "operator": the CLI's own login and user-level settings, as the operator's own CLI would
     # use them; "isolated": private state, credentials only from ``env`` (docs/logins.md)
     login: Literal["operator", "isolated"] = "isolated"
-    # what the member may do (docs/permissions.md); "ask" is refused before a launch spec
-    permissions: Literal["read", "edit", "full"] = "edit"
+    # what the member may do (docs/permissions.md); "ask": the rest goes to ``approver``
+    permissions: Literal["read", "edit", "full", "ask"] = "edit"
     # teamctl's MCP tools for this member (None: ``messaging = false``)
     mcp: McpServer | None = None
     # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
     transport: Literal["exec", "app-server"] = "app-server"
+    # the operator's approvals queue, for the "ask" profile (None: nothing may ask)
+    approver: Approver | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
     ├── MemberUnavailable           a --wait on a member that is fatal or stopped
+    ├── ApprovalSettled             an answer to an approval that is no longer pending
+    │   └── ApprovalExpired         ...because its runtime process is gone (it will ask again)
     ├── MemberStartFailed           the runtime did not become ready
     │   ├── ExecutableNotFound      the runtime's executable is missing
     │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AmbiguousTeam",
+    "ApprovalExpired",
+    "ApprovalSettled",
     "ConnectionLost",
     "DaemonAlreadyRunning",
     "DaemonBusy",
@@ -258,6 +262,26 @@ class MemberUnavailable(TeamctlError):
         super().__init__(
             f"member {member!r} is {launch}{why}{kept}; start it again with "
             f"'teamctl restart {member}'", member=member, launch=launch, message_id=message_id)
+
+
+class ApprovalSettled(TeamctlError):
+    code = "approval_settled"
+
+    def __init__(self, approval_id: str, state: str, reason: str | None = None) -> None:
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"approval {approval_id} is already {state}{why}; nothing was applied. See "
+            "'teamctl approvals' for what waits now", approval_id=approval_id, state=state)
+
+
+class ApprovalExpired(ApprovalSettled):
+    code = "approval_expired"
+
+    def __init__(self, approval_id: str, reason: str) -> None:
+        super().__init__(approval_id, "expired", reason)
+        self.message = (f"approval {approval_id} expired ({reason}); nothing was applied. The "
+                        "message is delivered again and its runtime asks again: answer the new "
+                        "request in 'teamctl approvals'")
 
 
 class MemberStartFailed(TeamctlError):

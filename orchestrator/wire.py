@@ -19,7 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DOCUMENTS",
+    "ApprovalDoc",
+    "ApprovalState",
+    "ApprovalsDoc",
     "AttachmentRef",
+    "DecisionDoc",
     "DeliveryError",
     "DeliveryState",
     "DiffDoc",
@@ -400,6 +404,48 @@ class ThreadDoc(_Doc):
     messages: list[MessageDoc]
 
 
+ApprovalState = Literal["pending", "approved", "denied", "answered", "expired"]
+
+
+class ApprovalDoc(_Doc):
+    """One request that waits (or waited) on the operator."""
+
+    id: str
+    team: str
+    member: str
+    runtime: str
+    kind: Literal["permission", "question"]
+    tool: str
+    summary: str = Field(description="what it wants, redacted: a command, a path, a diff size")
+    questions: list[str] = []
+    message_id: str | None = Field(default=None, description="the delivery it arose in")
+    state: ApprovalState
+    answer: dict[str, Any] | None = Field(
+        default=None, description="decision, always, message, text, by (operator or a rule)")
+    reason: str | None = Field(default=None, description="why it expired")
+    asked_at: float
+    settled_at: float | None = None
+    confirmed_at: float | None = Field(
+        default=None, description="when the runtime confirmed it applied the answer")
+
+
+class ApprovalsDoc(_Doc):
+    """``teamctl approvals --json [--all]``: what waits (with ``--all``, the settled ones too),
+    oldest first; ``cursor`` is for ``-f`` (changes after it)."""
+
+    approvals: list[ApprovalDoc]
+    cursor: int = 0
+
+
+class DecisionDoc(_Doc):
+    """``teamctl approve|deny|answer ID --json``: the settled request, and whether the
+    runtime confirmed it applied the answer before the command returned."""
+
+    approval: ApprovalDoc
+    confirmed: bool
+    rule: str | None = Field(default=None, description="the rule --always left for the member")
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -416,4 +462,6 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "worktrees": WorktreesDoc,
     "diff": DiffDoc,
     "thread": ThreadDoc,
+    "approvals": ApprovalsDoc,
+    "decision": DecisionDoc,
 }

@@ -56,6 +56,7 @@ from runtimes.base import (
     spawn_process,
     stop_process,
 )
+from runtimes.claude_asks import control_answer, request_of
 from runtimes.framing import decode_line, encode_line, iter_lines
 from runtimes.logins import claude_config_dir
 
@@ -191,6 +192,9 @@ PERMISSION_FLAGS: dict[str, list[str]] = {
     "read": ["--permission-mode", "dontAsk", "--allowedTools", READ_TOOLS],
     "edit": ["--permission-mode", "dontAsk", "--allowedTools", EDIT_TOOLS],
     "full": ["--permission-mode", "bypassPermissions"],
+    # reads run; everything else is a can_use_tool prompt for the operator (runtimes/claude_asks)
+    "ask": ["--permission-mode", "default", "--permission-prompt-tool", "stdio",
+            "--allowedTools", READ_TOOLS],
 }
 
 
@@ -276,6 +280,9 @@ class ClaudeProcess(MemberProcess):
         self._last_output = time.monotonic()
         self._request_seq = 0
         self._activity: str | None = None
+        self._tg: TaskGroup | None = None
+        self._asking = 0  # prompts waiting on the operator: the idle watchdog waits too
+        self._unconfirmed: list[str] = []  # answered prompts: the next line confirms them
 
     @property
     def session_id(self) -> str | None:
@@ -290,6 +297,7 @@ class ClaudeProcess(MemberProcess):
         return self._activity
 
     def start_readers(self, tg: TaskGroup) -> None:
+        self._tg = tg
         tg.start_soon(self._read_stdout)
         tg.start_soon(drain_stderr, self._process, self._ring)
 
@@ -397,11 +405,13 @@ class ClaudeProcess(MemberProcess):
     async def _await_turn_end(self, state: _TurnState) -> None:
         idle_timeout = self._spec.turn_idle_timeout
         while not state.done.is_set():
+            if self._asking:  # the operator may take as long as they like
+                self._last_output = time.monotonic()
             remaining = self._last_output + idle_timeout - time.monotonic()
             if remaining <= 0:
                 await self._unstick(state, idle_timeout)
                 raise RuntimeStuck(self._spec.member, idle_timeout)
-            with anyio.move_on_after(remaining):
+            with anyio.move_on_after(min(remaining, 1.0) if self._asking else remaining):
                 await state.done.wait()
 
     async def _unstick(self, state: _TurnState, idle_timeout: float) -> None:
@@ -516,6 +526,10 @@ class ClaudeProcess(MemberProcess):
             async for line in iter_lines(self._process.stdout):
                 self._last_output = time.monotonic()
                 await self._handle_line(line)
+                if self._unconfirmed and self._spec.approver is not None:
+                    confirmed, self._unconfirmed = self._unconfirmed, []
+                    for approval_id in confirmed:  # the tool ran, or the turn went on
+                        await self._spec.approver.confirmed(approval_id)
         except LineTooLong as exc:
             log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
                       code=exc.code, error=exc.message)
@@ -542,7 +556,12 @@ class ClaudeProcess(MemberProcess):
         if kind == "control_response":
             self._on_control_response(event)
         elif kind == "control_request":
-            await self._deny_control_request(event)
+            request = event.get("request") or {}
+            if self._spec.approver is not None and self._tg is not None and \
+                    isinstance(request, dict) and request.get("subtype") == "can_use_tool":
+                self._tg.start_soon(self._ask_operator, event.get("request_id"), request)
+            else:
+                await self._deny_control_request(event)
         elif kind == "assistant" and self._turn is not None:
             self._turn.texts.extend(_assistant_texts(event))
         elif kind == "system" and event.get("subtype") == "permission_denied" and \
@@ -575,6 +594,23 @@ class ClaudeProcess(MemberProcess):
         log.warning("runtime_permission_prompt_denied", member=self._spec.member)
         with suppress(RuntimeExited):
             await self._write(reply)
+
+    async def _ask_operator(self, request_id: Any, request: dict[str, Any]) -> None:
+        """A prompt of the ``ask`` profile: the operator decides (as long as it takes)."""
+        approver = self._spec.approver
+        assert approver is not None
+        self._asking += 1
+        try:
+            asked = request_of(request)
+            self._activity = f"waiting for the operator: {asked.tool}"
+            answer = await approver.ask(asked)
+        finally:
+            self._asking -= 1
+            self._last_output = time.monotonic()
+            self._activity = None
+        with suppress(RuntimeExited):
+            await self._write(control_answer(request_id, request, answer))
+            self._unconfirmed.append(answer.request_id)
 
     def _on_exit(self) -> None:
         code = self._process.returncode

@@ -148,7 +148,9 @@ class CodexRuntime:
         return out.splitlines()[0]
 
 
-_SANDBOX = {"read": "read-only", "edit": "workspace-write"}  # "full": no sandbox (argv)
+# "full": no sandbox (argv); "ask": the sandbox's refusals become approval requests
+# (app-server only: the team file refuses "ask" on exec)
+_SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "workspace-write"}
 _OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
 _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
 
@@ -207,7 +209,7 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
             features.setdefault("multi_agent", False)
     if spec.permissions in _SANDBOX:
         config["sandbox_mode"] = _SANDBOX[spec.permissions]
-        config["approval_policy"] = "never"
+        config["approval_policy"] = "untrusted" if spec.permissions == "ask" else "never"
     return config
 
 

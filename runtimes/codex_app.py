@@ -37,6 +37,8 @@ import anyio
 import structlog
 
 from orchestrator.contracts import (
+    ApprovalAnswer,
+    ApprovalRequest,
     ImagePart,
     LaunchSpec,
     LineTooLong,
@@ -76,7 +78,9 @@ __all__ = ["CodexAppServer", "native_binary", "open_app_server"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
-_SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full-access"}
+_SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full-access",
+            "ask": "workspace-write"}  # ask: what the sandbox refuses is asked (untrusted)
+_APPROVAL_POLICY = {"ask": "untrusted"}  # the others: never
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
 _INTERRUPT_GRACE = 10.0
@@ -166,6 +170,8 @@ class CodexAppServer(MemberProcess):
         self._tg = tg
         self._activity: str | None = None
         self._rate_limits: Any = None
+        self._asking = 0  # approval requests waiting on the operator: the watchdog waits too
+        self._unconfirmed: dict[str, str] = {}  # the server's request id -> approval id
         self._next_id = 0
         self._pending: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
         self._thread_id = spec.session_id
@@ -213,7 +219,8 @@ class CodexAppServer(MemberProcess):
         way, so a changed permission profile or role applies to a resumed thread too."""
         settings: dict[str, Any] = {
             "cwd": str(self._spec.workdir), "model": self._spec.model,
-            "sandbox": _SANDBOX[self._spec.permissions], "approvalPolicy": "never",
+            "sandbox": _SANDBOX[self._spec.permissions],
+            "approvalPolicy": _APPROVAL_POLICY.get(self._spec.permissions, "never"),
             "developerInstructions": self._spec.prompt}
         if self._thread_id:
             try:
@@ -275,6 +282,8 @@ class CodexAppServer(MemberProcess):
                 log.warning("turn_failed_without_completion", team=self._spec.team,
                             member=self._spec.member, grace=grace)
                 raise _failed(self._spec.member, state.fatal_error)
+            if self._asking:
+                self._last_output = now
             if now - self._last_output > idle:
                 await self._interrupt(state)
                 raise RuntimeStuck(self._spec.member, idle)
@@ -387,6 +396,9 @@ class CodexAppServer(MemberProcess):
                               params: dict[str, Any]) -> None:
         """Answer one of the server's own requests (never left waiting)."""
         answer = _DECLINE.get(method)
+        if answer is not None and self._spec.approver is not None:
+            await self._ask_operator(request_id, method, params)
+            return
         if answer is not None:
             target = str(params.get("command") or params.get("reason") or
                          params.get("serverName") or "")[:200]
@@ -406,8 +418,29 @@ class CodexAppServer(MemberProcess):
         with suppress(RuntimeExited):
             await self._write(message)
 
+    async def _ask_operator(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
+        """The ``ask`` profile: the operator decides, as long as it takes; the server's
+        ``serverRequest/resolved`` confirms the answer was applied."""
+        approver = self._spec.approver
+        assert approver is not None
+        kind = method.split("/")[-2] if "/" in method else method
+        summary = str(params.get("command") or params.get("reason") or params.get("grantRoot")
+                      or params.get("serverName") or kind)
+        self._asking += 1
+        try:
+            answer = await approver.ask(ApprovalRequest("permission", kind, summary[:500]))
+        finally:
+            self._asking -= 1
+            self._last_output = time.monotonic()
+        self._unconfirmed[str(request_id)] = answer.request_id
+        await self._write({"id": request_id, "result": _decision(method, answer)})
+
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         state = self._turn
+        if method == "serverRequest/resolved" and self._spec.approver is not None:
+            approval_id = self._unconfirmed.pop(str(params.get("requestId")), None)
+            if approval_id is not None:
+                self._tg.start_soon(self._spec.approver.confirmed, approval_id)
         if method == "account/rateLimits/updated":
             self._log_rate_limits(params.get("rateLimits"))
         if state is None:
@@ -454,6 +487,18 @@ class CodexAppServer(MemberProcess):
         log.info("rate_limits", team=self._spec.team, member=self._spec.member,
                  limit=limits.get("limitId"), used_percent=windows,
                  reached=limits.get("rateLimitReachedType"))
+
+
+def _decision(method: str, answer: ApprovalAnswer) -> dict[str, Any]:
+    """The operator's answer in the shape the request's method takes (the pinned schema)."""
+    approve = answer.decision == "approve"
+    if method == "mcpServer/elicitation/request":
+        return {"action": "accept" if approve else "decline"}
+    if method in ("execCommandApproval", "applyPatchApproval"):
+        return {"decision": ("approved_for_session" if answer.always else "approved")
+                if approve else "denied"}
+    return {"decision": ("acceptForSession" if answer.always else "accept")
+            if approve else "decline"}
 
 
 def _doing(item: dict[str, Any]) -> str | None:

@@ -240,6 +240,8 @@ _PERMISSIONS: dict[str, dict[str, str]] = {
     # in the project: everything; outside it: refused, never a question nobody answers
     "edit": {"external_directory": "deny"},
     "full": {"external_directory": "allow"},
+    # every edit, command, fetch and outside path is a permission.asked the operator answers
+    "ask": {"edit": "ask", "bash": "ask", "webfetch": "ask", "external_directory": "ask"},
 }
 
 

@@ -155,6 +155,26 @@ class Teamctl:
         assert done.stdout, done.stderr
         return json.loads(done.stdout)
 
+    def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One raw JSON-RPC request on the control socket, as a hostile client writes it."""
+        import socket
+
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(30)
+            sock.connect(str(self.home / "teamctl.sock"))
+            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                     "params": params}).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        answer: dict[str, Any] = json.loads(data)
+        if "error" in answer:
+            answer["error"] = dict(answer["error"], code=answer["error"]["data"]["code"])
+        return answer
+
     def write_team(self, name: str, members: list[dict[str, Any]], **team: Any) -> Path:
         path = self.workdir / f"{name}.toml"
         path.write_text(team_toml(name, members, **team))

@@ -495,6 +495,16 @@ def doctor(teamfile: Path | None, as_json: bool) -> None:
     click.echo(f"home: {report['home']} (daemon {state})")
 
 
+def _register() -> None:
+    from orchestrator.client.approvals_cli import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_register()
+
+
 def main() -> None:
     try:
         cli(prog_name="teamctl")

@@ -32,6 +32,7 @@ from orchestrator.redaction import redact, redact_value
 from orchestrator.wire import Ping, StopResult
 
 if TYPE_CHECKING:
+    from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.connections import Connection
     from orchestrator.daemon.router import Router
     from orchestrator.daemon.teams import Teams
@@ -109,6 +110,30 @@ class EmptyParams(_Params):
     pass
 
 
+APPROVAL_ID = r"^apv_[0-9A-HJKMNP-TV-Z]{26}$"
+
+
+class ApprovalsParams(TeamParams):
+    all: bool = False
+    after: int = Field(default=0, ge=0)
+    wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
+
+
+class ApproveParams(_Params):
+    id: str = Field(pattern=APPROVAL_ID)
+    always: bool = False
+
+
+class DenyParams(_Params):
+    id: str = Field(pattern=APPROVAL_ID)
+    message: str | None = Field(default=None, max_length=10_000)
+
+
+class AnswerParams(_Params):
+    id: str = Field(pattern=APPROVAL_ID)
+    text: str = Field(min_length=1, max_length=100_000)
+
+
 def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a Unix socket (Linux SO_PEERCRED)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -120,9 +145,11 @@ class ControlServer:
     """Serves the control API until cancelled; ``shutdown`` is called for ``stop`` (all)."""
 
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
-                 allowed_uid: int | None = None, router: Router | None = None) -> None:
+                 allowed_uid: int | None = None, router: Router | None = None,
+                 approvals: Approvals | None = None) -> None:
         self._teams = teams
         self._router = router
+        self._approvals = approvals
         self._allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self._on_stop_all = on_stop_all
         self._stop_all_requested = False
@@ -141,6 +168,10 @@ class ControlServer:
             "member.list_team": (TokenParams, self._member_team),
             "member.message_status": (MemberStatusParams, self._member_status),
             "diff": (DiffParams, self._diff),
+            "approvals": (ApprovalsParams, self._list_approvals),
+            "approve": (ApproveParams, self._approve),
+            "deny": (DenyParams, self._deny),
+            "answer": (AnswerParams, self._answer),
         }
 
     async def handle_connection(self, connection: Connection) -> None:
@@ -228,6 +259,24 @@ class ControlServer:
 
     async def _thread(self, params: ThreadParams) -> BaseModel:
         return await self._teams.thread(params.id)
+
+    def _queue(self) -> Approvals:
+        if self._approvals is None:
+            raise UsageError("this daemon keeps no approvals queue")
+        return self._approvals
+
+    async def _list_approvals(self, params: ApprovalsParams) -> BaseModel:
+        return await self._queue().query(params.team, everything=params.all,
+                                         after=params.after, wait=params.wait)
+
+    async def _approve(self, params: ApproveParams) -> BaseModel:
+        return await self._queue().decide(params.id, "approve", always=params.always)
+
+    async def _deny(self, params: DenyParams) -> BaseModel:
+        return await self._queue().decide(params.id, "deny", message=params.message)
+
+    async def _answer(self, params: AnswerParams) -> BaseModel:
+        return await self._queue().decide(params.id, "answer", text=params.text)
 
     def _routing(self) -> Router:
         if self._router is None:

@@ -27,6 +27,7 @@ from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
 from orchestrator.daemon import orphans
 from orchestrator.daemon.api import ControlServer
+from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
@@ -118,17 +119,20 @@ class Daemon:
             for message_id, member, state in store.recover_in_flight():
                 log.warning("delivery_recovered", message_id=message_id, member=member,
                             state=state)
+            Approvals.recover(store)
             await self._serve(AsyncStore(store), notify_fd)
             log.info("daemon_stopped", pid=os.getpid())
 
     async def _serve(self, store: AsyncStore, notify_fd: int | None) -> None:
         async with anyio.create_task_group() as tg:
+            approvals = Approvals(store)
             supervisor = Supervisor(
                 self.home, self._runtimes, tg,
                 load_session=lambda t, m: store.call(store.sync.session_id, t, m),
                 save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
+                approvals=approvals,
             )
             artifacts = ArtifactStore(self.home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
@@ -139,7 +143,8 @@ class Daemon:
             router = Router(teams, supervisor, store, vision=lambda rt, model, override:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered
-            server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router)
+            server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
+                                   approvals=approvals)
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

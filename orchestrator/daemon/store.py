@@ -172,6 +172,39 @@ _MIGRATIONS += (
 _MIGRATIONS += (
     # 6: what an answered turn used, as its runtime reported it (JSON: tokens, cost)
     "ALTER TABLE deliveries ADD COLUMN usage TEXT",
+    # 7: what waits on the operator (the "ask" profile's requests and questions), and the
+    # rules an "approve --always" left for later launches (orchestrator/daemon/approvals.py)
+    """
+    CREATE TABLE approvals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        runtime TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('permission', 'question')),
+        tool TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        questions TEXT,
+        message_id TEXT,
+        state TEXT NOT NULL CHECK (state IN
+            ('pending', 'approved', 'denied', 'answered', 'expired')),
+        answer TEXT,
+        reason TEXT,
+        asked_at REAL NOT NULL,
+        settled_at REAL,
+        confirmed_at REAL
+    );
+    CREATE INDEX approvals_by_state ON approvals (state, seq);
+    CREATE TABLE approval_rules (
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        pattern TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (team, member, tool, pattern)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import structlog
 
 from orchestrator.contracts import LaunchSpec, McpServer
 from orchestrator.daemon import orphans
+from orchestrator.daemon.approvals import Approvals, MemberApprover, parse_rule
 from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed, NotFound
 from orchestrator.paths import Home, ensure_private_dir
@@ -80,6 +81,8 @@ class MemberState:
     recycle: str | None = None  # why the current process is being recycled
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
+    allow: list[str] = field(default_factory=list)  # the "ask" profile's pre-approved rules
+    approver: MemberApprover | None = None  # this launch's, for the "ask" profile
     process: RuntimeProcess | None = None
     started_at: float = 0.0
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -114,20 +117,17 @@ class MemberState:
     def snapshot(self, queued: int = 0) -> MemberStatus:
         process = self.process
         last = self.last_exit
+        activity = process.activity if process is not None else None
+        if self.approver is not None and self.approver.waiting_on is not None:
+            activity = f"waiting for approval {self.approver.waiting_on}"
         return MemberStatus(
             name=self.name, runtime=self.config.runtime, model=self.config.model,
             pid=process.pid if process is not None else self.pid, launch=self.launch,
-            liveness=self.live, activity=process.activity if process is not None else None,
+            liveness=self.live, activity=activity,
             readiness=self.readiness, restarts=self.restarts, recycles=self.recycles,
             session_id=self.session_id,
             last_exit=None if last is None else LastExit(code=last["code"], at=last["at"]),
             error=self.error, note=self.note, queued=queued)
-
-
-def _granted(permissions: Permissions) -> Literal["read", "edit", "full"]:
-    if permissions == "ask":  # refused by the team file's validation; never reaches a runtime
-        raise MemberStartFailed("?", "permissions = \"ask\" is not supported yet")
-    return permissions
 
 
 class Supervisor:
@@ -144,10 +144,12 @@ class Supervisor:
         vision: VisionLookup = lambda runtime, model, override: override,
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = anyio.sleep,
+        approvals: Approvals | None = None,
     ) -> None:
         """``clock`` and ``sleep`` drive the restart policy's window and backoff (a test
         passes a manual clock whose sleep advances it)."""
         self._sleep = sleep
+        self._approvals = approvals
         self._vision = vision
         self._home = home
         self._runtimes = runtimes
@@ -185,7 +187,8 @@ class Supervisor:
         workdirs = workdirs or {}
         states = [MemberState(team.name, m, str(workdirs.get(m.name) or team.member_workdir(m)),
                               login=team.member_login(m),
-                              permissions=team.member_permissions(m))
+                              permissions=team.member_permissions(m),
+                              allow=team.member_allow(m))
                   for m in team.members]
         self._teams[team.name] = states
         for state in states:
@@ -213,7 +216,7 @@ class Supervisor:
         old = self.member(team, name)
         await self._stop_member(old)
         fresh = MemberState(team, old.config, old.workdir, old.login, old.permissions,
-                            restarts=old.restarts + 1,
+                            restarts=old.restarts + 1, allow=old.allow,
                             last_exit=old.last_exit)
         members = self._teams[team]
         members[members.index(old)] = fresh
@@ -362,6 +365,9 @@ class Supervisor:
         finally:
             state.process, state.busy, state.pid = None, False, None
             state.liveness = "dead"
+            if state.approver is not None:
+                with anyio.CancelScope(shield=True):
+                    await state.approver.close("the member process that asked is gone")
             orphans.forget(self._home.member_dir(state.team, state.name))
             state.notify()
         state.process_turns = 0
@@ -433,10 +439,21 @@ class Supervisor:
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             image_input=self._vision(config.runtime, config.model, config.vision),
-            login=state.login, permissions=_granted(state.permissions),
+            login=state.login, permissions=state.permissions,
             mcp=self._mcp(state) if config.messaging else None,
-            transport=config.transport,
+            transport=config.transport, approver=self._approver(state),
         )
+
+    def _approver(self, state: MemberState) -> MemberApprover | None:
+        """The ``ask`` profile's channel to the operator, for this launch only."""
+        if state.permissions != "ask" or self._approvals is None:
+            state.approver = None
+            return None
+        state.approver = self._approvals.approver(
+            state.team, state.name, state.config.runtime,
+            allow=[parse_rule(rule) for rule in state.allow],
+            current_message=lambda: state.turn)
+        return state.approver
 
     def _mcp(self, state: MemberState) -> McpServer:
         """``teamctl mcp`` with this launch's token (it acts as this member only)."""

@@ -201,11 +201,17 @@ def test_profiles_and_logins_default_from_the_team(tmp_path: Path) -> None:
             default.member_login(default.members[0])) == ("edit", "operator")
 
 
-def test_ask_is_refused_until_approvals_exist(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match='"ask" is not supported yet'):
-        _team(tmp_path, {}, {"permissions": "ask"})
+def test_ask_needs_a_runtime_that_can_ask_and_rules_have_one_form(tmp_path: Path) -> None:
+    assert _team(tmp_path, {}, {"permissions": "ask"}).members[0].permissions == "ask"
+    with pytest.raises(ValueError, match='needs transport = "app-server"'):
+        _team(tmp_path, {}, {"permissions": "ask", "runtime": "codex", "transport": "exec"})
     with pytest.raises(ValueError, match=r"Input should be"):
         _team(tmp_path, {}, {"permissions": "root"})
+    config = _team(tmp_path, {"allow": ["Write"]}, {"allow": ["Bash(npm test*)"]})
+    assert config.member_allow(config.members[0]) == ["Write", "Bash(npm test*)"]
+    for bad in ("Bash(rm (x))", "", "1tool", "Write(" + "x" * 600 + ")"):
+        with pytest.raises(ValueError, match="should match pattern"):
+            _team(tmp_path, {}, {"allow": [bad]})
 
 
 def test_codex_sandbox_refusals_become_notes(tmp_path: Path) -> None:

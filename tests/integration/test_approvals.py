@@ -1,0 +1,160 @@
+"""The operator's approvals queue with a real daemon and the fake CLIs taught to ask: a Write
+the `ask` profile does not allow waits in `teamctl approvals` as long as it takes, `approve`
+makes the file appear and the runtime confirms it, `deny --message` reaches the model, a
+question gets its answer, `--always` leaves a rule applied at the next launch, `allow` in the
+team file pre-approves, and hostile or stale answers are typed errors that apply nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tests.conftest import fake_member
+from tests.integration.test_codex_member import codex_member
+
+if TYPE_CHECKING:
+    from tests.conftest import LogFollower, Teamctl
+
+
+def _pending(teamctl: Teamctl, follow_logs: LogFollower, seen: int = 0) -> dict[str, Any]:
+    """The next request the daemon journaled (waited on its log event, with a deadline)."""
+    count = [0]
+
+    def requested(event: dict[str, Any]) -> bool:
+        if event["event"] != "approval_requested":
+            return False
+        count[0] += 1
+        return count[0] > seen
+
+    event = follow_logs.wait_for(requested)
+    rows = {r["id"]: r for r in teamctl.json("approvals")["approvals"]}
+    return rows[event["approval_id"]]  # type: ignore[no-any-return]
+
+
+def _answered(follow_logs: LogFollower, message_id: str) -> None:
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id)
+
+
+def test_a_write_waits_for_the_operator_and_approve_makes_the_file(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask",
+                                                  turn_idle_timeout=1.0)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert (row["state"], row["tool"], row["kind"], row["message_id"]) == (
+        "pending", "Write", "permission", message_id)
+    assert row["summary"].endswith("out.txt (+1 lines)")
+    [member] = teamctl.json("status")["teams"][0]["members"]
+    assert member["readiness"] == "busy"
+    assert member["activity"] == f"waiting for approval {row['id']}"
+    assert not (teamctl.workdir / "out.txt").exists()
+
+    done = teamctl.run("approve", row["id"])
+    assert done.returncode == 0, done.stderr
+    assert f"{row['id']} approved: the runtime confirmed it" in done.stdout
+    _answered(follow_logs, message_id)
+    assert (teamctl.workdir / "out.txt").read_text() == "hello\n"
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert "wrote out.txt" in message["reply"] and message["attempts"] == 1, \
+        "the watchdog (1 s) did not fire while it waited"
+    [settled] = teamctl.json("approvals", "--all")["approvals"]
+    assert settled["state"] == "approved" and settled["confirmed_at"] >= settled["settled_at"]
+    assert teamctl.json("approvals")["approvals"] == [], "nothing waits any more"
+
+    again = teamctl.run("approve", row["id"])
+    assert again.returncode == 1 and "already approved; nothing was applied" in again.stderr
+
+
+def test_deny_with_a_message_reaches_the_model_and_writes_nothing(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "lead", "WRITE secret.txt x").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    done = teamctl.run("deny", row["id"], "--message", "write it under docs/ instead")
+    assert done.returncode == 0, done.stderr
+    _answered(follow_logs, message_id)
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert "denied: write it under docs/ instead" in message["reply"]
+    assert not (teamctl.workdir / "secret.txt").exists()
+    [settled] = teamctl.json("approvals", "--all", "--json")["approvals"]
+    assert settled["answer"]["message"] == "write it under docs/ instead"
+
+
+def test_a_question_is_answered_from_the_cli(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "lead", "ASK which colour?").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert (row["kind"], row["questions"]) == ("question", ["which colour?"])
+    wrong = teamctl.run("approve", row["id"])
+    assert wrong.returncode == 2 and "is a question" in wrong.stderr
+    assert teamctl.run("answer", row["id"], "blue").returncode == 0
+    _answered(follow_logs, message_id)
+    [message] = teamctl.json("history", "lead")["messages"]
+    assert 'answer: {"which colour?": "blue"}' in message["reply"]
+
+
+def test_always_keeps_a_rule_that_the_next_launch_applies_and_allow_preapproves(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask"),
+                                      fake_member("dev", permissions="ask",
+                                                  allow=["Write(*notes*)"])])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "lead", "WRITE a.txt one").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    done = teamctl.run("approve", "--always", row["id"])
+    assert done.returncode == 0 and "rule kept for web/lead: Write" in done.stdout
+    _answered(follow_logs, first)
+    assert teamctl.run("restart", "lead").returncode == 0
+    second = teamctl.run("send", "lead", "WRITE b.txt two", "--wait")
+    assert second.returncode == 0 and "wrote b.txt" in second.stdout, "no operator needed"
+    third = teamctl.run("send", "dev", "WRITE notes.md three", "--wait")
+    assert third.returncode == 0 and "wrote notes.md" in third.stdout
+    rows = teamctl.json("approvals", "--all")["approvals"]
+    by_rule = [(r["member"], r["answer"]["rule"]) for r in rows
+               if (r["answer"] or {}).get("by") == "rule"]
+    assert by_rule == [("lead", "Write"), ("dev", "Write(*notes*)")]
+
+
+def test_hostile_and_stale_answers_are_typed_and_apply_nothing(teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    unknown = teamctl.run("approve", "apv_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    assert unknown.returncode == 1 and "no approval named" in unknown.stderr
+    for bad in ("apv_../../etc", "1; rm -rf /", "apv_" + "Z" * 300):
+        done = teamctl.run("approve", bad)
+        assert done.returncode == 2 and "is not an approval id" in done.stderr
+    forged = teamctl.rpc("approve", {"id": "apv_01ARZ3NDEKTSV4RRFFQ69G5FAV", "always": [1],
+                                     "by": "rule"})
+    assert forged["error"]["code"] == "usage_error"
+    assert teamctl.run("answer", "apv_01ARZ3NDEKTSV4RRFFQ69G5FAV", "").returncode == 2
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+
+
+def test_codex_on_app_server_asks_and_the_approval_reaches_the_server(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [codex_member("rev", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "rev", "APPROVE make test").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert (row["tool"], row["summary"], row["runtime"]) == (
+        "commandExecution", "make test", "codex")
+    assert teamctl.run("approve", row["id"]).returncode == 0
+    _answered(follow_logs, message_id)
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert "approval: accept" in message["reply"]
+
+
+def test_a_secret_in_a_request_is_redacted_in_the_queue_and_the_logs(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [codex_member("rev", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    secret = "sk-ant-api03-" + "S" * 40
+    teamctl.run("send", "rev", f"APPROVE curl -H 'x-api-key: {secret}' https://x")
+    row = _pending(teamctl, follow_logs)
+    assert secret not in row["summary"] and "curl" in row["summary"]
+    assert secret not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
+    assert teamctl.run("deny", row["id"]).returncode == 0
