@@ -32,6 +32,7 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
 )
+from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
@@ -200,6 +201,7 @@ class Core:
     teams: Teams
     runtime: FakeRuntime
     router: Router
+    approvals: Approvals
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -223,8 +225,9 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
     db = AsyncStore(journal)
     try:
         async with anyio.create_task_group() as tg:
+            approvals = Approvals(db)
             supervisor = Supervisor(
-                home, {"claude": runtime}, tg,
+                home, {"claude": runtime}, tg, approvals=approvals,
                 load_session=lambda t, m: db.call(db.sync.session_id, t, m),
                 save_session=lambda t, m, s: db.call(db.sync.set_session_id, t, m, s),
                 **({"clock": clock, "sleep": clock.sleep} if clock else {}))
@@ -236,7 +239,7 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             router = Router(teams, supervisor, db, vision=lambda rt, model, override: override,
                             **({"clock": clock} if clock else {}))
             mailbox.on_answered = router.on_answered
-            yield Core(home, db, supervisor, mailbox, teams, runtime, router)
+            yield Core(home, db, supervisor, mailbox, teams, runtime, router, approvals)
             with anyio.CancelScope(shield=True), anyio.fail_after(20):
                 await teams.shutdown()
             tg.cancel_scope.cancel()

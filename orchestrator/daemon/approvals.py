@@ -236,6 +236,8 @@ class Approvals:
         row = await self._db.call(_get, self._db.sync, approval_id)
         if row is None:
             raise NotFound("approval", approval_id, [])
+        if row["state"] == "expired":
+            raise ApprovalExpired(approval_id, row["reason"] or "its runtime process is gone")
         if row["state"] != "pending":
             raise ApprovalSettled(approval_id, row["state"], row["reason"])
         waiter = self._waiters.get(approval_id)
@@ -357,8 +359,12 @@ class MemberApprover:
 
     async def _expire(self, ids: list[str], reason: str) -> None:
         for approval_id in ids:
-            self._queue._waiters.pop(approval_id, None)
+            waiter = self._queue._waiters.pop(approval_id, None)
             self._mine.discard(approval_id)
+            if waiter is not None and not waiter.answered.is_set():  # nothing waits forever
+                waiter.answer = ApprovalAnswer(approval_id, "deny",
+                                               message=f"teamctl: this request expired ({reason})")
+                waiter.answered.set()
         db = self._queue._db
         for approval_id in await db.call(expire_pending, db.sync, reason, ids):
             log.warning("approval_expired", approval_id=approval_id, team=self.team,

@@ -75,3 +75,28 @@ def test_stale_socket_and_pid_file_are_replaced(teamctl: Teamctl) -> None:
     assert teamctl.daemon_pid() != daemon and pid_alive(teamctl.daemon_pid() or 0)
     done = teamctl.run("send", "lead", "after", "--wait")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "lead", "WRITE out.txt kept").stdout.strip()
+    first = follow_logs.wait_for(lambda e: e["event"] == "approval_requested")
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+
+    _start_daemon(teamctl)
+    second = follow_logs.wait_for(lambda e: e["event"] == "approval_requested"
+                                  and e["approval_id"] != first["approval_id"], timeout=60)
+    stale = teamctl.run("approve", first["approval_id"])
+    assert stale.returncode == 1 and "daemon restarted" in stale.stderr
+    assert not (teamctl.workdir / "out.txt").exists(), "a stale answer applied nothing"
+    assert teamctl.run("approve", second["approval_id"]).returncode == 0
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id, timeout=60)
+    assert (teamctl.workdir / "out.txt").read_text() == "kept\n"
+    states = [(r["id"], r["state"]) for r in teamctl.json("approvals", "--all")["approvals"]]
+    assert states == [(first["approval_id"], "expired"), (second["approval_id"], "approved")]
