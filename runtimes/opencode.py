@@ -45,6 +45,7 @@ import httpx
 import structlog
 
 from orchestrator.contracts import (
+    ApprovalRequest,
     Capabilities,
     ImagePart,
     LaunchSpec,
@@ -139,6 +140,7 @@ class OpenCodeRuntime:
                 await server.wait_listening(tg)
                 await server.check_health()
                 await server.open_session()
+                server.asks_in(tg)
                 tg.start_soon(server.watch_events)
                 await server.stream_connected.wait()
         except TimeoutError:
@@ -307,6 +309,9 @@ class OpenCodeServer(MemberProcess):
         self.stream_connected = anyio.Event()
         self._activity: str | None = None
         self._grace = heartbeat_grace
+        self._tg: TaskGroup | None = None
+        self._asking = 0  # permission.asked waiting on the operator: the watchdog waits too
+        self._unconfirmed: dict[str, str] = {}  # OpenCode's request id -> approval id
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
@@ -322,6 +327,10 @@ class OpenCodeServer(MemberProcess):
     @property
     def activity(self) -> str | None:
         return self._activity
+
+    def asks_in(self, tg: TaskGroup) -> None:
+        """Where permission requests are answered (they must never block the event reader)."""
+        self._tg = tg
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -422,10 +431,12 @@ class OpenCodeServer(MemberProcess):
         turn = self._turn
         session = props.get("sessionID") or (props.get("part") or {}).get("sessionID") or \
             (props.get("info") or {}).get("sessionID")
+        kind = event.get("type")
+        if session == self._session_id and kind in ("permission.asked", "permission.replied"):
+            self._on_permission(str(kind), props)
         if turn is None or session != self._session_id:
             return
         turn.last_activity = time.monotonic()
-        kind = event.get("type")
         if kind == "message.part.updated":
             part = props.get("part") or {}
             if isinstance(part, dict) and part.get("type") == "tool":
@@ -439,6 +450,47 @@ class OpenCodeServer(MemberProcess):
             turn.error = props.get("error") or {"data": {"message": "session error"}}
         elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
             turn.accepted.set()
+
+    def _on_permission(self, kind: str, props: dict[str, Any]) -> None:
+        """``permission.asked``: the ``ask`` profile's operator answers it; any other profile
+        rejects it at once (an unanswered ask hangs the session forever, teammates.md §3.5).
+        ``permission.replied`` confirms an answer was applied."""
+        request_id = str(props.get("id") or props.get("requestID") or "")
+        if kind == "permission.replied":
+            approval_id = self._unconfirmed.pop(request_id, None)
+            if approval_id is not None and self._spec.approver is not None and self._tg:
+                self._tg.start_soon(self._spec.approver.confirmed, approval_id)
+            return
+        if self._tg is not None and request_id:
+            self._tg.start_soon(self._answer_permission, request_id, props)
+
+    async def _answer_permission(self, request_id: str, props: dict[str, Any]) -> None:
+        approver = self._spec.approver
+        if approver is None:
+            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
+                        tool=props.get("permission"), message="asked outside the ask profile")
+            body: dict[str, Any] = {"reply": "reject", "message": "teamctl: this member's "
+                                    f"permissions ({self._spec.permissions}) do not allow it"}
+        else:
+            metadata = props.get("metadata") if isinstance(props.get("metadata"), dict) else {}
+            assert isinstance(metadata, dict)
+            patterns = [str(p) for p in props.get("patterns") or []]
+            summary = str(metadata.get("command") or metadata.get("filepath") or
+                          " ".join(patterns) or props.get("permission"))
+            self._asking += 1
+            try:
+                answer = await approver.ask(ApprovalRequest(
+                    "permission", str(props.get("permission") or "?"), summary[:500]))
+            finally:
+                self._asking -= 1
+                if self._turn is not None:
+                    self._turn.last_activity = time.monotonic()
+            reply = "reject" if answer.decision == "deny" else (
+                "always" if answer.always else "once")
+            body = {"reply": reply, **({"message": answer.message} if answer.message else {})}
+            self._unconfirmed[request_id] = answer.request_id
+        with suppress(httpx.HTTPError):
+            await self._http.post(f"/permission/{request_id}/reply", json=body)
 
     def _on_status(self, status: dict[str, Any]) -> None:
         if status.get("type") == "retry":
@@ -517,6 +569,8 @@ class OpenCodeServer(MemberProcess):
         silence (then abort it); RuntimeExited if the server dies."""
         idle = self._spec.turn_idle_timeout
         while not event.is_set():
+            if self._asking:  # the operator may take as long as they like
+                state.last_activity = time.monotonic()
             remaining = state.last_activity + idle - time.monotonic()
             if self._exited.is_set() or self._doomed:
                 raise RuntimeExited(self._spec.member, self._process.returncode,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.conftest import fake_member
 from tests.integration.test_codex_member import codex_member
+from tests.integration.test_opencode_member import opencode_member
 
 if TYPE_CHECKING:
     from tests.conftest import LogFollower, Teamctl
@@ -158,3 +159,34 @@ def test_a_secret_in_a_request_is_redacted_in_the_queue_and_the_logs(
     assert secret not in row["summary"] and "curl" in row["summary"]
     assert secret not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
     assert teamctl.run("deny", row["id"]).returncode == 0
+
+
+def test_opencode_asks_over_http_and_always_lets_the_session_go_on_alone(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [opencode_member("des", permissions="ask",
+                                                      turn_idle_timeout=1.0)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "des", "BASH touch made.txt").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert (row["tool"], row["summary"], row["runtime"]) == ("bash", "touch made.txt",
+                                                             "opencode")
+    done = teamctl.run("approve", "--always", row["id"])
+    assert done.returncode == 0 and "the runtime confirmed it" in done.stdout, done.stdout
+    _answered(follow_logs, first)
+    assert (teamctl.workdir / "made.txt").exists()
+    [message] = teamctl.json("history", "des")["messages"]
+    assert "bash ran: exit 0" in message["reply"] and message["attempts"] == 1
+    again = teamctl.run("send", "des", "BASH touch again.txt", "--wait")
+    assert "bash ran: exit 0" in again.stdout, "OpenCode's own always rule: no new request"
+
+
+def test_opencode_reject_with_a_message_reaches_the_model(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [opencode_member("des", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "des", "BASH rm -rf build").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert teamctl.run("deny", row["id"], "--message", "never delete build/").returncode == 0
+    _answered(follow_logs, first)
+    [message] = teamctl.json("history", "des")["messages"]
+    assert "bash rejected with the following feedback: never delete build/" in message["reply"]
