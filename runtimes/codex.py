@@ -150,7 +150,7 @@ class CodexRuntime:
 
 # "full": no sandbox (argv); "ask": the sandbox's refusals become approval requests
 # (app-server only: the team file refuses "ask" on exec)
-_SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "workspace-write"}
+_SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only"}
 _OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
 _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
 
@@ -209,7 +209,7 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
             features.setdefault("multi_agent", False)
     if spec.permissions in _SANDBOX:
         config["sandbox_mode"] = _SANDBOX[spec.permissions]
-        config["approval_policy"] = "untrusted" if spec.permissions == "ask" else "never"
+        config["approval_policy"] = "on-request" if spec.permissions == "ask" else "never"
     return config
 
 

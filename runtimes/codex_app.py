@@ -78,9 +78,10 @@ __all__ = ["CodexAppServer", "native_binary", "open_app_server"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
+# ask: read-only, and what needs more is asked ("on-request"; 0.171.0 refuses "untrusted")
 _SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full-access",
-            "ask": "workspace-write"}  # ask: what the sandbox refuses is asked (untrusted)
-_APPROVAL_POLICY = {"ask": "untrusted"}  # the others: never
+            "ask": "read-only"}
+_APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
 _INTERRUPT_GRACE = 10.0

@@ -3,8 +3,10 @@
 
 It records every request (headers without the key, the JSON body) and answers
 ``pong: <newest user text>``. Scripted tools: ``DO_WRITE <path>`` and ``DO_BASH <command>``
-are answered with an ``exec_command`` function call (a write, or the command); once its output
-comes back the answer is ``done: <output>``. ``input_image`` data URLs are decoded and
+are answered with an ``exec_command`` function call (a write, or the command), and
+``DO_ESCALATE <command>`` with one that asks to run outside the sandbox (``require_escalated``:
+an approval request under approval ``on-request``); once its output comes back the answer is
+``done: <output>``. ``input_image`` data URLs are decoded and
 described (MIME, width, height, bytes, sha256) so a test can prove the bytes codex sent.
 """
 
@@ -81,14 +83,17 @@ class FakeResponses(FakeProvider):
                     "namespace": "mcp__teamctl",
                     "arguments": json.dumps({"to": to, "text": message}), "status": "completed"}
             return self._frames(rid, model, call)
-        elif text.startswith(("DO_WRITE ", "DO_BASH ")):
+        elif text.startswith(("DO_WRITE ", "DO_BASH ", "DO_ESCALATE ")):
             verb, _, argument = text.partition(" ")
             command = (f"printf 'written by fake model\\n' > {argument}"
                        if verb == "DO_WRITE" else argument)
+            arguments: dict[str, Any] = {"cmd": command, "yield_time_ms": 2000}
+            if verb == "DO_ESCALATE":  # the model asks to run outside the sandbox
+                arguments.update(sandbox_permissions="require_escalated",
+                                 justification="the test needs to write this file")
             call = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
                     "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": "exec_command",
-                    "arguments": json.dumps({"cmd": command, "yield_time_ms": 2000}),
-                    "status": "completed"}
+                    "arguments": json.dumps(arguments), "status": "completed"}
             return self._frames(rid, model, call)
         else:
             text = f"pong: {text}"
