@@ -247,6 +247,10 @@ _PERMISSIONS: dict[str, dict[str, str]] = {
 }
 
 
+_ASK_EVENTS = frozenset({"permission.asked", "permission.replied", "question.asked",
+                         "question.replied", "question.rejected"})
+
+
 def build_config(spec: LaunchSpec) -> dict[str, Any]:
     """The member's config table, with teamctl's additions for its model."""
     config: dict[str, Any] = copy.deepcopy(dict(spec.config))
@@ -432,7 +436,7 @@ class OpenCodeServer(MemberProcess):
         session = props.get("sessionID") or (props.get("part") or {}).get("sessionID") or \
             (props.get("info") or {}).get("sessionID")
         kind = event.get("type")
-        if session == self._session_id and kind in ("permission.asked", "permission.replied"):
+        if session == self._session_id and kind in _ASK_EVENTS:
             self._on_permission(str(kind), props)
         if turn is None or session != self._session_id:
             return
@@ -456,13 +460,41 @@ class OpenCodeServer(MemberProcess):
         rejects it at once (an unanswered ask hangs the session forever, teammates.md §3.5).
         ``permission.replied`` confirms an answer was applied."""
         request_id = str(props.get("id") or props.get("requestID") or "")
-        if kind == "permission.replied":
+        if kind in ("permission.replied", "question.replied", "question.rejected"):
             approval_id = self._unconfirmed.pop(request_id, None)
             if approval_id is not None and self._spec.approver is not None and self._tg:
                 self._tg.start_soon(self._spec.approver.confirmed, approval_id)
             return
         if self._tg is not None and request_id:
-            self._tg.start_soon(self._answer_permission, request_id, props)
+            answer = self._answer_question if kind == "question.asked" else \
+                self._answer_permission
+            self._tg.start_soon(answer, request_id, props)
+
+    async def _answer_question(self, request_id: str, props: dict[str, Any]) -> None:
+        """``question.asked`` (the model's ``question`` tool): the operator's text answers
+        every question (``POST /question/{id}/reply``); a denial rejects it."""
+        questions = tuple(str(q.get("question") or "") for q in props.get("questions") or []
+                          if isinstance(q, dict))
+        approver = self._spec.approver
+        if approver is None:
+            with suppress(httpx.HTTPError):
+                await self._http.post(f"/question/{request_id}/reject")
+            return
+        self._asking += 1
+        try:
+            answer = await approver.ask(ApprovalRequest(
+                "question", "question", " | ".join(questions)[:500], questions))
+        finally:
+            self._asking -= 1
+            if self._turn is not None:
+                self._turn.last_activity = time.monotonic()
+        self._unconfirmed[request_id] = answer.request_id
+        with suppress(httpx.HTTPError):
+            if answer.decision == "answer":
+                await self._http.post(f"/question/{request_id}/reply", json={
+                    "answers": [[answer.text or ""] for _ in questions or ("",)]})
+            else:
+                await self._http.post(f"/question/{request_id}/reject")
 
     async def _answer_permission(self, request_id: str, props: dict[str, Any]) -> None:
         approver = self._spec.approver

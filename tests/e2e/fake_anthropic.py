@@ -4,7 +4,8 @@
 It records every request (headers with the key redacted, the JSON body) and answers
 ``pong: <newest user text>``, or, when ``error_status`` is set, an API error of that status.
 Scripted tools (as protocols/teammates.md's fakes): a user text ``DO_WRITE <path>`` is
-answered with a ``Write`` tool call, ``DO_BASH <command>`` with a ``Bash`` one; once the tool
+answered with a ``Write`` tool call, ``DO_BASH <command>`` with a ``Bash`` one, ``DO_ASK
+<question>`` with an ``AskUserQuestion`` one; once the tool
 result comes back, the answer is ``done: <the tool result's text>``.
 Images in the newest user message are decoded and described (MIME, width, height, sha256) so a
 test can prove the bytes that reached the API.
@@ -103,6 +104,11 @@ class FakeAnthropic(FakeProvider):
             _, to, path, message = text.split(" ", 3)
             return self._tool(model, "mcp__teamctl__send_message",
                               {"to": to, "text": message, "attachments": [path]})
+        if text.startswith("DO_ASK "):  # AskUserQuestion (offered with the stdio prompt tool)
+            return self._tool(model, "AskUserQuestion", {"questions": [{
+                "question": text[7:], "header": "Question", "multiSelect": False,
+                "options": [{"label": "tabs", "description": "tabs"},
+                            {"label": "spaces", "description": "spaces"}]}]})
         if text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             if verb == "DO_WRITE":

@@ -85,7 +85,8 @@ class FakeChat(FakeProvider):
 
     def stream(self, body: dict[str, Any]) -> bytes:
         """``pong: <text>``; scripted tools: ``DO_WRITE <path>`` → a ``write`` call,
-        ``DO_BASH <command>`` → a ``bash`` call; after the tool's answer, ``done: <it>``."""
+        ``DO_BASH <command>`` → a ``bash`` call, ``DO_ASK <question>`` → a ``question`` call;
+        after the tool's answer, ``done: <it>``."""
         model = body.get("model", "?")
         cid, now = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
         messages = body.get("messages", [])
@@ -97,6 +98,10 @@ class FakeChat(FakeProvider):
         elif text.startswith("DO_SEND "):  # teamctl's MCP tool, as OpenCode names it
             _, to, message = text.split(" ", 2)
             call = ("teamctl_send_message", {"to": to, "text": message})
+        elif text.startswith("DO_ASK "):  # OpenCode's question tool: the user is asked
+            call = ("question", {"questions": [{"question": text[7:], "header": "Question",
+                                                "options": [{"label": "yes",
+                                                             "description": "say yes"}]}]})
         elif text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             call = ("write", {"filePath": argument, "content": "written by fake model\n"}) \

@@ -69,6 +69,22 @@ def test_real_claude_asks_approve_writes_and_deny_reaches_the_model(
     assert result is not None and "write it under docs/" in result, result
 
 
+def test_real_claude_ask_user_question_is_answered_from_the_cli(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
+        follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("e2e", [claude_member("lead", claude_bin, anthropic,
+                                                    permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "lead", "DO_ASK tabs or spaces?").stdout.strip()
+    row = _requested(follow_logs, teamctl)
+    assert (row["kind"], row["tool"], row["questions"]) == (
+        "question", "AskUserQuestion", ["tabs or spaces?"])
+    assert teamctl.run("answer", row["id"], "spaces").returncode == 0
+    _answered(follow_logs, first)
+    result = newest_tool_result(anthropic.message_requests()[-1]["body"])
+    assert result is not None and "spaces" in result, result
+
+
 def test_real_claude_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
         teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
         follow_logs: LogFollower) -> None:
@@ -122,6 +138,22 @@ def test_real_opencode_asks_over_http_approve_runs_and_deny_reaches_the_model(
     assert not (teamctl.workdir / "no.txt").exists()
     bodies = json.dumps(chat.chat_requests()[-1]["body"])
     assert "not that file" in bodies, "the model was told why"
+
+
+def test_real_opencode_question_is_answered_from_the_cli(
+        teamctl: Teamctl, opencode_bin: Path, chat: FakeChat,
+        follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("e2e", [opencode_member(
+        "des", opencode_bin, chat, model="fake/text-model", vision=False, permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "des", "DO_ASK tabs or spaces?").stdout.strip()
+    row = _requested(follow_logs, teamctl)
+    assert (row["kind"], row["questions"]) == ("question", ["tabs or spaces?"])
+    done = teamctl.run("answer", row["id"], "spaces")
+    assert done.returncode == 0 and "confirmed" in done.stdout, done.stdout + done.stderr
+    _answered(follow_logs, first)
+    tool_output = json.dumps(chat.chat_requests()[-1]["body"]["messages"][-1])
+    assert "spaces" in tool_output, "the model got the operator's answer"
 
 
 def test_real_codex_app_server_asks_and_approve_runs_the_command(

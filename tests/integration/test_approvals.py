@@ -190,3 +190,18 @@ def test_opencode_reject_with_a_message_reaches_the_model(
     _answered(follow_logs, first)
     [message] = teamctl.json("history", "des")["messages"]
     assert "bash rejected with the following feedback: never delete build/" in message["reply"]
+
+
+def test_an_opencode_question_is_answered_from_the_cli(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [opencode_member("des", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    first = teamctl.run("send", "des", "ASK tabs or spaces?").stdout.strip()
+    row = _pending(teamctl, follow_logs)
+    assert (row["kind"], row["questions"], row["runtime"]) == (
+        "question", ["tabs or spaces?"], "opencode")
+    done = teamctl.run("answer", row["id"], "spaces")
+    assert done.returncode == 0 and "the runtime confirmed it" in done.stdout
+    _answered(follow_logs, first)
+    [message] = teamctl.json("history", "des")["messages"]
+    assert 'answers: [["spaces"]]' in message["reply"]
