@@ -14,9 +14,9 @@ turn. A silent turn gets ``turn/interrupt`` before the process is killed; every 
 writes (deltas, status, usage) counts as activity.
 
 The server's own requests are always answered, so no turn waits on a question nobody reads:
-approval requests are declined (the profiles are ``read``/``edit``/``full``; the operator's
-approvals queue is the ``ask`` profile's) and noted in the message's history; any other request
-gets a JSON-RPC error. ``thread/tokenUsage/updated`` gives the turn's usage (``last``);
+approval requests go to the operator with the ``ask`` profile (sandbox read-only, approval
+``on-request``; confirmed by ``serverRequest/resolved``), and are declined and noted in the
+message's history with the others; any other request gets a JSON-RPC error. ``thread/tokenUsage/updated`` gives the turn's usage (``last``);
 ``account/rateLimits/updated`` is logged when it changes.
 
 The same CODEX_HOME and config.toml as ``exec`` (the member's MCP server included), so a thread
