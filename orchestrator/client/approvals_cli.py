@@ -4,6 +4,7 @@ Registered on the ``teamctl`` group by ``orchestrator.client.cli``."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -55,8 +56,8 @@ def approvals(team: str | None, everything: bool, follow: bool, as_json: bool) -
         return
     while True:
         for row in doc["approvals"]:
-            if as_json:
-                _emit_json(row)
+            if as_json:  # one document per line, as they come
+                click.echo(json.dumps(row, ensure_ascii=False))
             else:
                 click.echo(_line(row))
         if not follow:

@@ -205,3 +205,29 @@ def test_an_opencode_question_is_answered_from_the_cli(
     _answered(follow_logs, first)
     [message] = teamctl.json("history", "des")["messages"]
     assert 'answers: [["spaces"]]' in message["reply"]
+
+
+def test_approvals_follow_prints_each_request_as_it_comes_and_a_stopped_member_expires_it(
+        teamctl: Teamctl) -> None:
+    import json
+    import subprocess
+    import sys
+
+    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    follower = subprocess.Popen([sys.executable, "-m", "orchestrator", "approvals", "-f",
+                                 "--json"], env=teamctl.env, stdout=subprocess.PIPE, text=True)
+    try:
+        teamctl.run("send", "lead", "WRITE one.txt 1")
+        assert follower.stdout is not None
+        row = json.loads(follower.stdout.readline())  # blocks until the daemon has one
+        assert (row["state"], row["tool"]) == ("pending", "Write")
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        if follower.stdout is not None:
+            follower.stdout.close()
+    assert teamctl.run("stop", "web").returncode == 0
+    gone = teamctl.run("approve", row["id"])
+    assert gone.returncode == 1 and "expired" in gone.stderr, gone.stderr
+    assert not (teamctl.workdir / "one.txt").exists()
