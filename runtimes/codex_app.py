@@ -16,8 +16,9 @@ writes (deltas, status, usage) counts as activity.
 The server's own requests are always answered, so no turn waits on a question nobody reads:
 approval requests go to the operator with the ``ask`` profile (sandbox read-only, approval
 ``on-request``; confirmed by ``serverRequest/resolved``), and are declined and noted in the
-message's history with the others; any other request gets a JSON-RPC error. ``thread/tokenUsage/updated`` gives the turn's usage (``last``);
-``account/rateLimits/updated`` is logged when it changes.
+message's history with the others; any other request gets a JSON-RPC error.
+``thread/tokenUsage/updated`` gives the turn's usage (``last``); ``account/rateLimits/updated``
+is logged when it changes.
 
 The same CODEX_HOME and config.toml as ``exec`` (the member's MCP server included), so a thread
 moves between the two transports. The fields relied on here are checked against the pinned

@@ -87,6 +87,26 @@ def fake_member(name: str, **extra: Any) -> dict[str, Any]:
     return member
 
 
+def socket_exchange(path: Path, payload: bytes) -> bytes:
+    """Write ``payload`` on a Unix socket and read one answer line (a raw client)."""
+    import contextlib
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        # the daemon stops reading past its limit; its answer is buffered for us
+        with contextlib.suppress(BrokenPipeError):
+            sock.sendall(payload)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
 def wait_pid_exit(pid: int, timeout: float) -> bool:
     """True once ``pid`` has exited (pidfd: an event, not a poll loop); False at the deadline."""
     try:
@@ -157,20 +177,9 @@ class Teamctl:
 
     def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One raw JSON-RPC request on the control socket, as a hostile client writes it."""
-        import socket
-
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(30)
-            sock.connect(str(self.home / "teamctl.sock"))
-            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
-                                     "params": params}).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        answer: dict[str, Any] = json.loads(data)
+        answer: dict[str, Any] = json.loads(socket_exchange(
+            self.home / "teamctl.sock", json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                                   "params": params}).encode() + b"\n"))
         if "error" in answer:
             answer["error"] = dict(answer["error"], code=answer["error"]["data"]["code"])
         return answer

@@ -10,10 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.asking import launch, next_request, wait_answered
 from tests.conftest import REPO, wait_pid_exit
 from tests.e2e.conftest import claude_member, codex_member, opencode_member
 from tests.e2e.fake_anthropic import newest_tool_result
@@ -29,41 +30,29 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 
-def _requested(follow_logs: LogFollower, teamctl: Teamctl, *, not_id: str | None = None
-               ) -> dict[str, Any]:
-    event = follow_logs.wait_for(lambda e: e["event"] == "approval_requested"
-                                 and e["approval_id"] != not_id, timeout=120)
-    rows = {r["id"]: r for r in teamctl.json("approvals")["approvals"]}
-    return rows[event["approval_id"]]  # type: ignore[no-any-return]
-
-
-def _answered(follow_logs: LogFollower, message_id: str) -> None:
-    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
-                         and e.get("message_id") == message_id, timeout=120)
-
+TEAM = "e2e"
 
 def test_real_claude_asks_approve_writes_and_deny_reaches_the_model(
         teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [claude_member("lead", claude_bin, anthropic,
-                                                    permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, claude_member("lead", claude_bin, anthropic,
+                                                    permissions="ask"))
     target = teamctl.workdir / "approved.txt"
     first = teamctl.run("send", "lead", f"DO_WRITE {target}").stdout.strip()
-    row = _requested(follow_logs, teamctl)
+    row = next_request(teamctl, follow_logs)
     assert (row["tool"], row["kind"], row["runtime"]) == ("Write", "permission", "claude")
     assert row["summary"].startswith(str(target)) and not target.exists()
     done = teamctl.run("approve", row["id"])
     assert done.returncode == 0, done.stderr
     assert "confirmed" in done.stdout
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     assert target.read_text() == "written by fake model\n"
 
     refused = teamctl.workdir / "refused.txt"
     second = teamctl.run("send", "lead", f"DO_WRITE {refused}").stdout.strip()
-    row = _requested(follow_logs, teamctl, not_id=row["id"])
+    row = next_request(teamctl, follow_logs, not_id=row["id"])
     assert teamctl.run("deny", row["id"], "--message", "write it under docs/").returncode == 0
-    _answered(follow_logs, second)
+    wait_answered(follow_logs, second)
     assert not refused.exists()
     result = newest_tool_result(anthropic.message_requests()[-1]["body"])
     assert result is not None and "write it under docs/" in result, result
@@ -72,15 +61,14 @@ def test_real_claude_asks_approve_writes_and_deny_reaches_the_model(
 def test_real_claude_ask_user_question_is_answered_from_the_cli(
         teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [claude_member("lead", claude_bin, anthropic,
-                                                    permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, claude_member("lead", claude_bin, anthropic,
+                                                    permissions="ask"))
     first = teamctl.run("send", "lead", "DO_ASK tabs or spaces?").stdout.strip()
-    row = _requested(follow_logs, teamctl)
+    row = next_request(teamctl, follow_logs)
     assert (row["kind"], row["tool"], row["questions"]) == (
         "question", "AskUserQuestion", ["tabs or spaces?"])
     assert teamctl.run("answer", row["id"], "spaces").returncode == 0
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     result = newest_tool_result(anthropic.message_requests()[-1]["body"])
     assert result is not None and "spaces" in result, result
 
@@ -88,12 +76,11 @@ def test_real_claude_ask_user_question_is_answered_from_the_cli(
 def test_real_claude_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
         teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [claude_member("lead", claude_bin, anthropic,
-                                                    permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, claude_member("lead", claude_bin, anthropic,
+                                                    permissions="ask"))
     target = teamctl.workdir / "later.txt"
     message_id = teamctl.run("send", "lead", f"DO_WRITE {target}").stdout.strip()
-    first = _requested(follow_logs, teamctl)
+    first = next_request(teamctl, follow_logs)
     daemon = teamctl.daemon_pid()
     assert daemon is not None
     os.kill(daemon, signal.SIGKILL)
@@ -104,10 +91,10 @@ def test_real_claude_request_waiting_when_the_daemon_dies_expires_and_is_asked_a
     teamctl.spawned.append(process)
     assert process.stdout is not None and "ready" in process.stdout.readline()
     process.stdout.close()
-    second = _requested(follow_logs, teamctl, not_id=first["id"])
+    second = next_request(teamctl, follow_logs, not_id=first["id"])
     assert teamctl.run("approve", first["id"]).returncode == 1, "the stale one applies nothing"
     assert teamctl.run("approve", second["id"]).returncode == 0
-    _answered(follow_logs, message_id)
+    wait_answered(follow_logs, message_id)
     assert target.exists()
     states = {r["id"]: r["state"] for r in teamctl.json("approvals", "--all")["approvals"]}
     assert (states[first["id"]], states[second["id"]]) == ("expired", "approved")
@@ -116,25 +103,24 @@ def test_real_claude_request_waiting_when_the_daemon_dies_expires_and_is_asked_a
 def test_real_opencode_asks_over_http_approve_runs_and_deny_reaches_the_model(
         teamctl: Teamctl, opencode_bin: Path, chat: FakeChat,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [opencode_member(
-        "des", opencode_bin, chat, model="fake/text-model", vision=False, permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, opencode_member(
+        "des", opencode_bin, chat, model="fake/text-model", vision=False, permissions="ask"))
     target = teamctl.workdir / "made.txt"
     first = teamctl.run("send", "des", f"DO_BASH touch {target}").stdout.strip()
-    row = _requested(follow_logs, teamctl)
+    row = next_request(teamctl, follow_logs)
     assert (row["tool"], row["runtime"]) == ("bash", "opencode")
     assert f"touch {target}" in row["summary"]
     done = teamctl.run("approve", row["id"])
     assert done.returncode == 0 and "confirmed" in done.stdout, done.stdout + done.stderr
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     assert target.exists()
 
     second = teamctl.run("send", "des", f"DO_WRITE {teamctl.workdir / 'no.txt'}"
                          ).stdout.strip()
-    row = _requested(follow_logs, teamctl, not_id=row["id"])
+    row = next_request(teamctl, follow_logs, not_id=row["id"])
     assert row["tool"] == "edit"
     assert teamctl.run("deny", row["id"], "--message", "not that file").returncode == 0
-    _answered(follow_logs, second)
+    wait_answered(follow_logs, second)
     assert not (teamctl.workdir / "no.txt").exists()
     bodies = json.dumps(chat.chat_requests()[-1]["body"])
     assert "not that file" in bodies, "the model was told why"
@@ -143,15 +129,14 @@ def test_real_opencode_asks_over_http_approve_runs_and_deny_reaches_the_model(
 def test_real_opencode_question_is_answered_from_the_cli(
         teamctl: Teamctl, opencode_bin: Path, chat: FakeChat,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [opencode_member(
-        "des", opencode_bin, chat, model="fake/text-model", vision=False, permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, opencode_member(
+        "des", opencode_bin, chat, model="fake/text-model", vision=False, permissions="ask"))
     first = teamctl.run("send", "des", "DO_ASK tabs or spaces?").stdout.strip()
-    row = _requested(follow_logs, teamctl)
+    row = next_request(teamctl, follow_logs)
     assert (row["kind"], row["questions"]) == ("question", ["tabs or spaces?"])
     done = teamctl.run("answer", row["id"], "spaces")
     assert done.returncode == 0 and "confirmed" in done.stdout, done.stdout + done.stderr
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     tool_output = json.dumps(chat.chat_requests()[-1]["body"]["messages"][-1])
     assert "spaces" in tool_output, "the model got the operator's answer"
 
@@ -159,16 +144,15 @@ def test_real_opencode_question_is_answered_from_the_cli(
 def test_real_codex_app_server_asks_and_approve_runs_the_command(
         teamctl: Teamctl, codex_bin: Path, responses: FakeResponses,
         follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("e2e", [codex_member("rev", codex_bin, responses,
-                                                   permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, codex_member("rev", codex_bin, responses,
+                                                   permissions="ask"))
     target = teamctl.workdir / "ran.txt"
     first = teamctl.run("send", "rev", f"DO_ESCALATE touch {target}").stdout.strip()
-    row = _requested(follow_logs, teamctl)
+    row = next_request(teamctl, follow_logs)
     assert (row["tool"], row["runtime"]) == ("commandExecution", "codex")
     assert "touch" in row["summary"]
     done = teamctl.run("approve", row["id"])
     assert done.returncode == 0, done.stderr
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     assert target.exists()
     assert teamctl.json("approvals", "--all")["approvals"][0]["confirmed_at"] is not None

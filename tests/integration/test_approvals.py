@@ -6,8 +6,9 @@ team file pre-approves, and hostile or stale answers are typed errors that apply
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tests.asking import launch, next_request, reply_to, wait_answered
 from tests.conftest import fake_member
 from tests.integration.test_codex_member import codex_member
 from tests.integration.test_opencode_member import opencode_member
@@ -16,33 +17,14 @@ if TYPE_CHECKING:
     from tests.conftest import LogFollower, Teamctl
 
 
-def _pending(teamctl: Teamctl, follow_logs: LogFollower, seen: int = 0) -> dict[str, Any]:
-    """The next request the daemon journaled (waited on its log event, with a deadline)."""
-    count = [0]
-
-    def requested(event: dict[str, Any]) -> bool:
-        if event["event"] != "approval_requested":
-            return False
-        count[0] += 1
-        return count[0] > seen
-
-    event = follow_logs.wait_for(requested)
-    rows = {r["id"]: r for r in teamctl.json("approvals")["approvals"]}
-    return rows[event["approval_id"]]  # type: ignore[no-any-return]
-
-
-def _answered(follow_logs: LogFollower, message_id: str) -> None:
-    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
-                         and e.get("message_id") == message_id)
-
+TEAM = "web"
 
 def test_a_write_waits_for_the_operator_and_approve_makes_the_file(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask",
-                                                  turn_idle_timeout=1.0)])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask",
+                                                  turn_idle_timeout=1.0))
     message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert (row["state"], row["tool"], row["kind"], row["message_id"]) == (
         "pending", "Write", "permission", message_id)
     assert row["summary"].endswith("out.txt (+1 lines)")
@@ -54,7 +36,7 @@ def test_a_write_waits_for_the_operator_and_approve_makes_the_file(
     done = teamctl.run("approve", row["id"])
     assert done.returncode == 0, done.stderr
     assert f"{row['id']} approved: the runtime confirmed it" in done.stdout
-    _answered(follow_logs, message_id)
+    wait_answered(follow_logs, message_id)
     assert (teamctl.workdir / "out.txt").read_text() == "hello\n"
     [message] = teamctl.json("history", "lead")["messages"]
     assert "wrote out.txt" in message["reply"] and message["attempts"] == 1, \
@@ -69,15 +51,13 @@ def test_a_write_waits_for_the_operator_and_approve_makes_the_file(
 
 def test_deny_with_a_message_reaches_the_model_and_writes_nothing(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask"))
     message_id = teamctl.run("send", "lead", "WRITE secret.txt x").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     done = teamctl.run("deny", row["id"], "--message", "write it under docs/ instead")
     assert done.returncode == 0, done.stderr
-    _answered(follow_logs, message_id)
-    [message] = teamctl.json("history", "lead")["messages"]
-    assert "denied: write it under docs/ instead" in message["reply"]
+    reply = reply_to(teamctl, follow_logs, "lead", message_id)
+    assert "denied: write it under docs/ instead" in reply
     assert not (teamctl.workdir / "secret.txt").exists()
     [settled] = teamctl.json("approvals", "--all", "--json")["approvals"]
     assert settled["answer"]["message"] == "write it under docs/ instead"
@@ -85,30 +65,26 @@ def test_deny_with_a_message_reaches_the_model_and_writes_nothing(
 
 def test_a_question_is_answered_from_the_cli(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask"))
     message_id = teamctl.run("send", "lead", "ASK which colour?").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert (row["kind"], row["questions"]) == ("question", ["which colour?"])
     wrong = teamctl.run("approve", row["id"])
     assert wrong.returncode == 2 and "is a question" in wrong.stderr
     assert teamctl.run("answer", row["id"], "blue").returncode == 0
-    _answered(follow_logs, message_id)
-    [message] = teamctl.json("history", "lead")["messages"]
-    assert 'answer: {"which colour?": "blue"}' in message["reply"]
+    assert 'answer: {"which colour?": "blue"}' in reply_to(teamctl, follow_logs, "lead", message_id)
 
 
 def test_always_keeps_a_rule_that_the_next_launch_applies_and_allow_preapproves(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask"),
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask"),
                                       fake_member("dev", permissions="ask",
-                                                  allow=["Write(*notes*)"])])
-    assert teamctl.run("launch", str(team)).returncode == 0
+                                                  allow=["Write(*notes*)"]))
     first = teamctl.run("send", "lead", "WRITE a.txt one").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     done = teamctl.run("approve", "--always", row["id"])
     assert done.returncode == 0 and "rule kept for web/lead: Write" in done.stdout
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     assert teamctl.run("restart", "lead").returncode == 0
     second = teamctl.run("send", "lead", "WRITE b.txt two", "--wait")
     assert second.returncode == 0 and "wrote b.txt" in second.stdout, "no operator needed"
@@ -121,8 +97,7 @@ def test_always_keeps_a_rule_that_the_next_launch_applies_and_allow_preapproves(
 
 
 def test_hostile_and_stale_answers_are_typed_and_apply_nothing(teamctl: Teamctl) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask"))
     unknown = teamctl.run("approve", "apv_01ARZ3NDEKTSV4RRFFQ69G5FAV")
     assert unknown.returncode == 1 and "no approval named" in unknown.stderr
     for bad in ("apv_../../etc", "1; rm -rf /", "apv_" + "Z" * 300):
@@ -137,25 +112,21 @@ def test_hostile_and_stale_answers_are_typed_and_apply_nothing(teamctl: Teamctl)
 
 def test_codex_on_app_server_asks_and_the_approval_reaches_the_server(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [codex_member("rev", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, codex_member("rev", permissions="ask"))
     message_id = teamctl.run("send", "rev", "APPROVE make test").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert (row["tool"], row["summary"], row["runtime"]) == (
         "commandExecution", "make test", "codex")
     assert teamctl.run("approve", row["id"]).returncode == 0
-    _answered(follow_logs, message_id)
-    [message] = teamctl.json("history", "rev")["messages"]
-    assert "approval: accept" in message["reply"]
+    assert "approval: accept" in reply_to(teamctl, follow_logs, "rev", message_id)
 
 
 def test_a_secret_in_a_request_is_redacted_in_the_queue_and_the_logs(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [codex_member("rev", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, codex_member("rev", permissions="ask"))
     secret = "sk-ant-api03-" + "S" * 40
     teamctl.run("send", "rev", f"APPROVE curl -H 'x-api-key: {secret}' https://x")
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert secret not in row["summary"] and "curl" in row["summary"]
     assert secret not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
     assert teamctl.run("deny", row["id"]).returncode == 0
@@ -163,16 +134,15 @@ def test_a_secret_in_a_request_is_redacted_in_the_queue_and_the_logs(
 
 def test_opencode_asks_over_http_and_always_lets_the_session_go_on_alone(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [opencode_member("des", permissions="ask",
-                                                      turn_idle_timeout=1.0)])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, opencode_member("des", permissions="ask",
+                                                      turn_idle_timeout=1.0))
     first = teamctl.run("send", "des", "BASH touch made.txt").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert (row["tool"], row["summary"], row["runtime"]) == ("bash", "touch made.txt",
                                                              "opencode")
     done = teamctl.run("approve", "--always", row["id"])
     assert done.returncode == 0 and "the runtime confirmed it" in done.stdout, done.stdout
-    _answered(follow_logs, first)
+    wait_answered(follow_logs, first)
     assert (teamctl.workdir / "made.txt").exists()
     [message] = teamctl.json("history", "des")["messages"]
     assert "bash ran: exit 0" in message["reply"] and message["attempts"] == 1
@@ -182,29 +152,24 @@ def test_opencode_asks_over_http_and_always_lets_the_session_go_on_alone(
 
 def test_opencode_reject_with_a_message_reaches_the_model(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [opencode_member("des", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, opencode_member("des", permissions="ask"))
     first = teamctl.run("send", "des", "BASH rm -rf build").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert teamctl.run("deny", row["id"], "--message", "never delete build/").returncode == 0
-    _answered(follow_logs, first)
-    [message] = teamctl.json("history", "des")["messages"]
-    assert "bash rejected with the following feedback: never delete build/" in message["reply"]
+    reply = reply_to(teamctl, follow_logs, "des", first)
+    assert "bash rejected with the following feedback: never delete build/" in reply
 
 
 def test_an_opencode_question_is_answered_from_the_cli(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [opencode_member("des", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, opencode_member("des", permissions="ask"))
     first = teamctl.run("send", "des", "ASK tabs or spaces?").stdout.strip()
-    row = _pending(teamctl, follow_logs)
+    row = next_request(teamctl, follow_logs)
     assert (row["kind"], row["questions"], row["runtime"]) == (
         "question", ["tabs or spaces?"], "opencode")
     done = teamctl.run("answer", row["id"], "spaces")
     assert done.returncode == 0 and "the runtime confirmed it" in done.stdout
-    _answered(follow_logs, first)
-    [message] = teamctl.json("history", "des")["messages"]
-    assert 'answers: [["spaces"]]' in message["reply"]
+    assert 'answers: [["spaces"]]' in reply_to(teamctl, follow_logs, "des", first)
 
 
 def test_approvals_follow_prints_each_request_as_it_comes_and_a_stopped_member_expires_it(
@@ -213,8 +178,7 @@ def test_approvals_follow_prints_each_request_as_it_comes_and_a_stopped_member_e
     import subprocess
     import sys
 
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    launch(teamctl, TEAM, fake_member("lead", permissions="ask"))
     follower = subprocess.Popen([sys.executable, "-m", "orchestrator", "approvals", "-f",
                                  "--json"], env=teamctl.env, stdout=subprocess.PIPE, text=True)
     try:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import subprocess
 import sys
 
-from tests.conftest import REPO, Teamctl, fake_member, wait_pid_exit
+from tests.conftest import REPO, Teamctl, fake_member, socket_exchange, wait_pid_exit
 
 
 def test_invalid_team_file_names_file_line_key_and_exits_2(teamctl: Teamctl) -> None:
@@ -143,22 +141,8 @@ def test_foreground_daemon_exits_0_on_sigterm(teamctl: Teamctl) -> None:
 
 def test_control_socket_bounds_requests_and_rejects_garbage(teamctl: Teamctl) -> None:
     teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")])))
-    path = str(teamctl.home / "teamctl.sock")
-
     def exchange(payload: bytes) -> dict[str, object]:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(10)
-            sock.connect(path)
-            # the daemon stops reading past its limit; its answer is buffered for us
-            with contextlib.suppress(BrokenPipeError):
-                sock.sendall(payload)
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        return dict(json.loads(data))
+        return dict(json.loads(socket_exchange(teamctl.home / "teamctl.sock", payload)))
 
     assert exchange(b"not json\n")["error"]["code"] == -32700  # type: ignore[index]
     unknown = exchange(b'{"jsonrpc":"2.0","id":1,"method":"nope"}\n')
