@@ -56,3 +56,4 @@ you
 open_app_server
 CodexAppServer
 transport
+capture_signals

@@ -52,6 +52,7 @@ __all__ = [
     "StatusDoc",
     "StopResult",
     "TeamStatus",
+    "UiDoc",
     "VariantDoc",
     "VisionCatalogInfo",
     "WireError",
@@ -446,6 +447,12 @@ class DecisionDoc(_Doc):
     rule: str | None = Field(default=None, description="the rule --always left for the member")
 
 
+class UiDoc(_Doc):
+    """``teamctl ui --json``: the live view's address, with a one-time sign-in token."""
+
+    url: str
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -464,4 +471,5 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "thread": ThreadDoc,
     "approvals": ApprovalsDoc,
     "decision": DecisionDoc,
+    "ui": UiDoc,
 }

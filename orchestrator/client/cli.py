@@ -496,9 +496,9 @@ def doctor(teamfile: Path | None, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from orchestrator.client.approvals_cli import COMMANDS
+    from orchestrator.client import approvals_cli, ui_cli
 
-    for command in COMMANDS:
+    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS):
         cli.add_command(command)
 
 

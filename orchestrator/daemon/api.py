@@ -29,13 +29,14 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.redaction import redact, redact_value
-from orchestrator.wire import Ping, StopResult
+from orchestrator.wire import Ping, StopResult, UiDoc
 
 if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.connections import Connection
     from orchestrator.daemon.router import Router
     from orchestrator.daemon.teams import Teams
+    from orchestrator.daemon.web.server import WebServer
 
 __all__ = ["ControlServer", "peer_uid"]
 
@@ -45,6 +46,9 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 
 MAX_WAIT_SECONDS = 30 * 24 * 3600.0
+# answers that are a secret for the caller itself, over the 0600 socket to the same uid: the
+# live view's one-time sign-in link (it is never logged; the page redeems it once)
+_OWN_SECRET = frozenset({"ui"})
 MAX_ATTACHMENTS = 32
 
 
@@ -129,6 +133,10 @@ class DenyParams(_Params):
     message: str | None = Field(default=None, max_length=10_000)
 
 
+class UiParams(_Params):
+    port: int | None = Field(default=None, ge=1024, le=65535)
+
+
 class AnswerParams(_Params):
     id: str = Field(pattern=APPROVAL_ID)
     text: str = Field(min_length=1, max_length=100_000)
@@ -146,8 +154,9 @@ class ControlServer:
 
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
                  allowed_uid: int | None = None, router: Router | None = None,
-                 approvals: Approvals | None = None) -> None:
+                 approvals: Approvals | None = None, web: WebServer | None = None) -> None:
         self._teams = teams
+        self._web = web
         self._router = router
         self._approvals = approvals
         self._allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
@@ -172,6 +181,7 @@ class ControlServer:
             "approve": (ApproveParams, self._approve),
             "deny": (DenyParams, self._deny),
             "answer": (AnswerParams, self._answer),
+            "ui": (UiParams, self._ui),
         }
 
     async def handle_connection(self, connection: Connection) -> None:
@@ -219,7 +229,10 @@ class ControlServer:
             return rpc.error_response(request_id, rpc.INVALID_PARAMS, error.message,
                                       redact_value(error.to_wire()))
         try:
-            return rpc.result_response(request_id, redact_value(_document(await handler(params))))
+            result = _document(await handler(params))
+            if method not in _OWN_SECRET:
+                result = redact_value(result)
+            return rpc.result_response(request_id, result)
         except TeamctlError as exc:
             log.warning("control_request_failed", method=method, code=exc.code,
                         error=exc.message)
@@ -277,6 +290,11 @@ class ControlServer:
 
     async def _answer(self, params: AnswerParams) -> BaseModel:
         return await self._queue().decide(params.id, "answer", text=params.text)
+
+    async def _ui(self, params: UiParams) -> BaseModel:
+        if self._web is None:
+            raise UsageError("this daemon serves no live view")
+        return UiDoc(url=self._web.url(params.port))
 
     def _routing(self) -> Router:
         if self._router is None:

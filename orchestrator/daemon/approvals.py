@@ -197,6 +197,7 @@ class Approvals:
         self._db = db
         self._waiters: dict[str, _Waiter] = {}
         self._changed = anyio.Event()
+        self.on_change: Callable[[], None] | None = None  # the live view's change feed
 
     @staticmethod
     def recover(store: Store) -> list[str]:
@@ -213,6 +214,8 @@ class Approvals:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     # -- what the operator calls --------------------------------------------------------------
 

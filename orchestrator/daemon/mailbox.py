@@ -82,6 +82,7 @@ class Mailbox:
         self._queues: dict[tuple[str, str], _Queue] = {}
         # called once a delivery is answered (the router routes teammates' replies back)
         self.on_answered: Callable[[Delivery, str], Awaitable[None]] | None = None
+        self.on_change: Callable[[], None] | None = None  # the live view's change feed
         # every --wait in progress, by message id (each removes its own event when it ends)
         self._waiters: defaultdict[str, list[anyio.Event]] = defaultdict(list)
         # journal writes that failed for a message in flight: its waiters are told at once
@@ -121,6 +122,8 @@ class Mailbox:
         queue = self._queues.get((team, member))
         if queue is not None:
             queue.poke()
+        if self.on_change is not None:
+            self.on_change()
         return message_id
 
     @property
@@ -268,6 +271,8 @@ class Mailbox:
                 await self._store.call(self._store.sync.mark_sent, message_id, member)
             except StoreError as exc:
                 self._journal_trouble(delivery, exc)
+            if self.on_change is not None:
+                self.on_change()
             log.info("delivery_sent", team=delivery.team, member=member, message_id=message_id,
                      attempt=delivery.attempts + 1,
                      journal_to_stdin_ms=None if latency is None else round(latency, 3))
@@ -330,6 +335,8 @@ class Mailbox:
     def _wake(self, message_id: str) -> None:
         for event in self._waiters.get(message_id, ()):
             event.set()
+        if self.on_change is not None:
+            self.on_change()
 
 
 async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> TurnResult:

@@ -28,6 +28,7 @@ from orchestrator.attachments.planner import Planner
 from orchestrator.daemon import orphans
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
+from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
@@ -35,8 +36,11 @@ from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
 from orchestrator.daemon.variant_cache import JournalVariantCache
-from orchestrator.diagnostics import configure
+from orchestrator.daemon.web.app import View
+from orchestrator.daemon.web.server import WebServer
+from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
+from orchestrator.paths import ensure_private_dir
 from runtimes.registry import default_runtimes
 
 if TYPE_CHECKING:
@@ -126,25 +130,31 @@ class Daemon:
     async def _serve(self, store: AsyncStore, notify_fd: int | None) -> None:
         async with anyio.create_task_group() as tg:
             approvals = Approvals(store)
+            changes = Changes()
+            approvals.on_change = changes.bump
             supervisor = Supervisor(
                 self.home, self._runtimes, tg,
                 load_session=lambda t, m: store.call(store.sync.session_id, t, m),
                 save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
-                approvals=approvals,
+                approvals=approvals, on_change=changes.bump,
             )
             artifacts = ArtifactStore(self.home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
             mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg)
+            mailbox.on_change = changes.bump
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             teams = Teams(store, supervisor, mailbox, planner, capabilities,
                           worktree_root=self.home.worktrees)
             router = Router(teams, supervisor, store, vision=lambda rt, model, override:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered
+            uploads = ensure_private_dir(self.home.root / "uploads")
+            web = WebServer(View(teams, approvals, changes, artifacts,
+                                 self.home.logs / LOG_FILE_NAME, uploads), tg)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
-                                   approvals=approvals)
+                                   approvals=approvals, web=web)
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

@@ -83,6 +83,7 @@ class MemberState:
     token: str | None = None  # this launch's MCP token: acts as this member only
     allow: list[str] = field(default_factory=list)  # the "ask" profile's pre-approved rules
     approver: MemberApprover | None = None  # this launch's, for the "ask" profile
+    on_change: Callable[[], None] | None = None  # the live view's change feed
     process: RuntimeProcess | None = None
     started_at: float = 0.0
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -106,6 +107,8 @@ class MemberState:
     def notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def live(self) -> Liveness:
@@ -145,11 +148,13 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = anyio.sleep,
         approvals: Approvals | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         """``clock`` and ``sleep`` drive the restart policy's window and backoff (a test
         passes a manual clock whose sleep advances it)."""
         self._sleep = sleep
         self._approvals = approvals
+        self._on_change = on_change
         self._vision = vision
         self._home = home
         self._runtimes = runtimes
@@ -268,6 +273,7 @@ class Supervisor:
     # -- the member task ----------------------------------------------------------------------
 
     def _spawn(self, state: MemberState) -> None:
+        state.on_change = self._on_change
         self._tg.start_soon(self._run_member, state, name=f"member {state.team}/{state.name}")
 
     async def _stop_member(self, state: MemberState) -> None:

@@ -1,0 +1,1 @@
+"""The live view: a local web page served by the daemon (docs/live-view.md)."""

@@ -1,0 +1,263 @@
+"""The live view's routes (a Starlette app inside the daemon's event loop).
+
+The page is server-rendered fragments, refreshed when the event stream (``/events``, server-sent
+events) says the journal changed — the stream waits on ``Changes``, it never polls. Reads go
+through the same ``Teams``/``Approvals`` objects as the control socket; a send goes through the
+same planner (a refusal comes back as its typed lines). Images are served by content hash, and
+only those of a message the page has shown.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+from starlette.applications import Starlette
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+
+from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.daemon.web import render
+from orchestrator.daemon.web.security import (
+    COOKIE,
+    CSRF_HEADER,
+    SECURITY_HEADERS,
+    Refusal,
+    Sessions,
+)
+from orchestrator.errors import NotFound, TeamctlError, UsageError
+from orchestrator.redaction import redact
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from starlette.datastructures import FormData
+    from starlette.requests import Request
+
+    from orchestrator.attachments.artifacts import ArtifactStore
+    from orchestrator.daemon.approvals import Approvals
+    from orchestrator.daemon.changes import Changes
+    from orchestrator.daemon.teams import Teams
+    from orchestrator.wire import MemberStatus
+
+__all__ = ["MAX_UPLOAD_BYTES", "View", "build_app"]
+
+log = structlog.get_logger("teamctl.web")
+
+MAX_UPLOAD_BYTES = 40 * 2**20  # a whole send form: the composer's images together
+STATIC = Path(__file__).parent / "static"
+_STATIC_TYPES = {"app.js": "text/javascript", "app.css": "text/css"}
+HEARTBEAT = 15.0
+
+
+@dataclass
+class View:
+    """What the routes read and change."""
+
+    teams: Teams
+    approvals: Approvals
+    changes: Changes
+    artifacts: ArtifactStore
+    log_path: Path
+    uploads: Path
+    sessions: Sessions = field(default_factory=Sessions)
+    shown: set[str] = field(default_factory=set)  # artifact hashes of messages on the page
+
+
+def _guarded(view: View, handler: Callable[[Request], Awaitable[Response]], *,
+             changes_state: bool = False) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            view.sessions.check_host(request.headers.get("host"))
+            session = request.cookies.get(COOKIE)
+            view.sessions.csrf_of(session)
+            if changes_state:
+                view.sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
+            response = await handler(request)
+        except Refusal as exc:
+            response = JSONResponse({"error": exc.message}, status_code=exc.status)
+        except AttachmentRefused as exc:
+            response = HTMLResponse(render.refusal([f.to_json() for f in exc.failures]),
+                                    status_code=422)
+        except NotFound as exc:
+            response = JSONResponse({"error": redact(exc.message), "code": exc.code},
+                                    status_code=404)
+        except TeamctlError as exc:
+            status = 400 if isinstance(exc, UsageError) else 409
+            response = JSONResponse({"error": redact(exc.message), "code": exc.code},
+                                    status_code=status)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    return endpoint
+
+
+def build_app(view: View) -> Starlette:
+    async def index(request: Request) -> Response:
+        try:
+            view.sessions.check_host(request.headers.get("host"))
+            token = request.query_params.get("token")
+            if token is not None:
+                session, _csrf = view.sessions.redeem(token)
+                response: Response = RedirectResponse("/", status_code=303)
+                response.set_cookie(COOKIE, session, httponly=True, samesite="strict",
+                                    path="/")
+            else:
+                csrf = view.sessions.csrf_of(request.cookies.get(COOKIE))
+                response = HTMLResponse(render.page(csrf, await _member_names(view)))
+        except Refusal as exc:
+            response = JSONResponse({"error": exc.message}, status_code=exc.status)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC_TYPES:
+            raise Refusal(404, f"no static file {name!r}")
+        return Response((STATIC / name).read_bytes(), media_type=_STATIC_TYPES[name])
+
+    async def needs_you(request: Request) -> Response:
+        pending = (await view.approvals.query()).approvals
+        rows = await _members(view)
+        alarms = [m for _, m in rows if m.launch in ("fatal", "backoff")]
+        failed = [(m.name, message) for team, m in rows
+                  for message in (await view.teams.history(team, m.name, limit=20)).messages
+                  if message.state == "failed"]
+        return HTMLResponse(render.needs_you(pending, alarms, failed))
+
+    async def members(request: Request) -> Response:
+        return HTMLResponse(render.members(await _members(view)))
+
+    async def conversation(request: Request) -> Response:
+        wanted = request.query_params.get("member")
+        rows = await _members(view)
+        chosen = next(((t, m) for t, m in rows if f"{t}/{m.name}" == wanted or
+                       m.name == wanted), rows[0] if rows else None)
+        if chosen is None:
+            return HTMLResponse(render.conversation(None, []))
+        team, member = chosen
+        messages = (await view.teams.history(team, member.name, limit=30)).messages
+        view.shown.update(a.sha256 for message in messages for a in message.attachments)
+        return HTMLResponse(render.conversation(member.name, messages))
+
+    async def log_tail(request: Request) -> Response:
+        from orchestrator import diagnostics
+
+        events, _ = await anyio.to_thread.run_sync(diagnostics.read_history, view.log_path)
+        return HTMLResponse(render.log_tail([diagnostics.format_event(e)
+                                             for e in events[-40:]]))
+
+    async def artifact(request: Request) -> Response:
+        digest = request.path_params["sha256"]
+        if digest not in view.shown:
+            raise Refusal(404, "not an attachment of a message this page shows")
+        data = await anyio.to_thread.run_sync(view.artifacts.get, digest)
+        return Response(data, media_type=_sniff(data),
+                        headers={"cache-control": "private, max-age=86400, immutable"})
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[bytes]:
+            seen = view.changes.version
+            yield f"event: change\ndata: {seen}\n\n".encode()
+            while True:
+                version = await view.changes.wait(seen, HEARTBEAT)
+                if version == seen:
+                    yield b": heartbeat\n\n"
+                    continue
+                seen = version
+                yield f"event: change\ndata: {version}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    async def decide(request: Request) -> Response:
+        approval_id, verb = request.path_params["id"], request.path_params["verb"]
+        async with request.form(max_files=0, max_fields=5) as form:
+            text = str(form.get("text") or "") or None
+            message = str(form.get("message") or "") or None
+        if verb not in ("approve", "deny", "answer"):
+            raise Refusal(404, f"no action {verb!r}")
+        if verb == "answer" and not text:
+            raise Refusal(400, "an answer needs text")
+        doc = await view.approvals.decide(approval_id, verb, message=message, text=text,
+                                          always=request.query_params.get("always") == "1")
+        return JSONResponse(doc.model_dump())
+
+    async def send(request: Request) -> Response:
+        length = int(request.headers.get("content-length") or 0)
+        if length > MAX_UPLOAD_BYTES:
+            raise Refusal(413, f"the upload is {length} bytes; at most {MAX_UPLOAD_BYTES} "
+                               "bytes go in one message")
+        async with request.form(max_files=16, max_fields=10,
+                                max_part_size=MAX_UPLOAD_BYTES) as form:
+            return await _send_form(view, form)
+
+    def route(path: str, handler: Callable[[Request], Awaitable[Response]],
+              methods: list[str] | None = None) -> Route:
+        changes_state = bool(methods and "POST" in methods)
+        return Route(path, _guarded(view, handler, changes_state=changes_state),
+                     methods=methods or ["GET"])
+
+    return Starlette(routes=[
+        Route("/", index),
+        route("/static/{name}", static),
+        route("/fragments/needs-you", needs_you),
+        route("/fragments/members", members),
+        route("/fragments/conversation", conversation),
+        route("/fragments/log", log_tail),
+        route("/artifacts/{sha256:str}", artifact),
+        route("/events", events),
+        route("/approvals/{id}/{verb}", decide, ["POST"]),
+        route("/send", send, ["POST"]),
+    ])
+
+
+async def _send_form(view: View, form: FormData) -> Response:
+    """One composer form: its images to 0600 files, then the same planner as `send`."""
+    target, text = str(form.get("member") or ""), str(form.get("text") or "")
+    team, _, member = target.rpartition("/")
+    if not member or not text:
+        raise Refusal(400, "pick a member and write a message")
+    paths: list[str] = []
+    with tempfile.TemporaryDirectory(dir=view.uploads) as tmp:
+        for index, upload in enumerate(form.getlist("files")):
+            if isinstance(upload, str) or not upload.filename:
+                continue
+            folder = Path(tmp) / f"{index:02d}"  # the planner names files by their name
+            folder.mkdir(mode=0o700)
+            path = folder / (Path(upload.filename).name[:100] or "upload")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(await upload.read())
+            paths.append(str(path))
+        result = await view.teams.send(team or None, member, text, wait=False,
+                                       timeout=60.0, attachments=paths,
+                                       dry_run=form.get("preview") == "1")
+    return JSONResponse(result.model_dump())
+
+
+async def _members(view: View) -> list[tuple[str, MemberStatus]]:
+    status = await view.teams.status(None)
+    return [(team.name, member) for team in status.teams for member in team.members]
+
+
+async def _member_names(view: View) -> list[str]:
+    return [f"{team}/{m.name}" for team, m in await _members(view)]
+
+
+def _sniff(data: bytes) -> str:
+    from orchestrator.attachments.sniff import sniff
+
+    mime = sniff(data[:64]).mime
+    return mime if mime.startswith("image/") else "application/octet-stream"

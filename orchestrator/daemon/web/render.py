@@ -1,0 +1,132 @@
+"""The live view's HTML, server-rendered: the page shell and one fragment per panel. Every value
+is escaped here; nothing is a template language's job (no dependency, no build step)."""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
+
+__all__ = ["conversation", "log_tail", "members", "needs_you", "page"]
+
+_ALARM = {"fatal", "backoff"}
+
+
+def _e(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def page(csrf: str, member_names: list[str]) -> str:
+    options = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in member_names)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="csrf-token" content="{_e(csrf)}">
+<title>teamctl</title><link rel="stylesheet" href="/static/app.css">
+<script src="/static/app.js" defer></script></head>
+<body>
+<header><h1>teamctl</h1><span id="stream" data-state="connecting">connecting…</span></header>
+<main>
+<section id="needs-you" data-fragment="/fragments/needs-you" aria-live="polite"></section>
+<section id="members" data-fragment="/fragments/members"></section>
+<section id="composer">
+<h2>Send</h2>
+<form id="send-form">
+<label>to <select name="member" id="send-member">{options}</select></label>
+<textarea name="text" id="send-text" rows="3" placeholder="message (paste or drop images)"
+ required></textarea>
+<input type="file" name="files" id="send-files" accept="image/*" multiple>
+<button type="submit" id="send-button">Send</button>
+<button type="button" id="preview-button">Preview</button>
+</form>
+<div id="send-result" role="status"></div>
+</section>
+<section id="conversation" data-fragment="/fragments/conversation"></section>
+<section id="log" data-fragment="/fragments/log"></section>
+</main></body></html>"""
+
+
+def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
+              failed: list[tuple[str, MessageDoc]]) -> str:
+    rows = []
+    for row in approvals:
+        what = (f"{_e(row.tool)}: {_e(row.summary)}" if row.kind == "permission" else
+                "question: " + _e(" | ".join(row.questions) or row.summary))
+        controls = (
+            f'<form class="answer" data-action="/approvals/{_e(row.id)}/answer">'
+            '<input name="text" required placeholder="your answer"><button>Answer</button>'
+            '</form>' if row.kind == "question" else
+            f'<button data-post="/approvals/{_e(row.id)}/approve">Approve</button>'
+            f'<button data-post="/approvals/{_e(row.id)}/approve?always=1">Always</button>'
+            f'<form class="deny" data-action="/approvals/{_e(row.id)}/deny">'
+            '<input name="message" placeholder="why (the model sees it)">'
+            '<button>Deny</button></form>')
+        rows.append(f'<li class="approval" id="{_e(row.id)}" data-member="{_e(row.member)}">'
+                    f'<b>{_e(row.member)}</b> ({_e(row.runtime)}) asks — {what} '
+                    f'<time>{_e(time.strftime("%H:%M:%S", time.localtime(row.asked_at)))}'
+                    f'</time> {controls}</li>')
+    rows += [f'<li class="alarm" data-member="{_e(member.name)}"><b>{_e(member.name)}'
+             f'</b> is <span class="launch">{_e(member.launch)}</span>'
+             f'{": " + _e(member.error) if member.error else ""}</li>' for member in alarms]
+    for name, message in failed:
+        error = message.error
+        rows.append(f'<li class="failed"><b>{_e(name)}</b>: message {_e(message.id)} failed'
+                    f' — {_e(error.code if error else "")}: {_e(error.message if error else "")}'
+                    '</li>')
+    body = "".join(rows) or '<li class="calm">nothing waits on you</li>'
+    return f"<h2>Needs you</h2><ul>{body}</ul>"
+
+
+def members(rows: list[tuple[str, MemberStatus]]) -> str:
+    cells = []
+    for team, m in rows:
+        cls = "alarm" if m.launch in _ALARM else ""
+        cells.append(
+            f'<tr class="{cls}" data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
+            f"<td>{_e(m.runtime)}</td><td>{_e(m.model)}</td>"
+            f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
+            f'<td class="readiness">{_e(m.readiness)}</td><td>{_e(m.activity or "")}</td>'
+            f"<td>{m.queued}</td><td>{m.restarts}</td>"
+            f'<td><a href="#conversation" data-member-link="{_e(m.name)}">conversation</a>'
+            "</td></tr>")
+    head = ("<tr><th>member</th><th>runtime</th><th>model</th><th>launch</th>"
+            "<th>liveness</th><th>readiness</th><th>activity</th><th>queued</th>"
+            "<th>restarts</th><th></th></tr>")
+    body = "".join(cells) or '<tr><td colspan="10">no team runs</td></tr>'
+    return f"<h2>Team</h2><table>{head}{body}</table>"
+
+
+def conversation(member: str | None, messages: list[MessageDoc]) -> str:
+    if member is None:
+        return "<h2>Conversation</h2><p>no member</p>"
+    items = []
+    for message in messages:
+        thumbs = "".join(
+            f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_e(a.name)}"'
+            f' width="{min(a.width, 240)}"><figcaption>{_e(a.name)} {a.width}×{a.height} '
+            f"{_e(a.mime)} (sent as planned)</figcaption></figure>"
+            for a in message.attachments)
+        notes = "".join(f'<p class="note">{_e(n)}</p>' for n in message.notes)
+        reply = f'<p class="reply">{_e(message.reply)}</p>' if message.reply else ""
+        error = (f'<p class="error">{_e(message.error.code)}: {_e(message.error.message)}</p>'
+                 if message.error else "")
+        items.append(
+            f'<li class="message" id="m-{_e(message.id)}" data-state="{_e(message.state)}">'
+            f"<p><b>{_e(message.sender)}</b> → {_e(message.to)} "
+            f'<span class="state">{_e(message.state)}</span> attempts {message.attempts}'
+            f'{" depth " + str(message.depth) if message.depth else ""}</p>'
+            f'<p class="text">{_e(message.text)}</p>{thumbs}{reply}{notes}{error}</li>')
+    body = "".join(items) or "<li>no messages yet</li>"
+    return f'<h2>Conversation with {_e(member)}</h2><ol data-member="{_e(member)}">{body}</ol>'
+
+
+def log_tail(lines: list[str]) -> str:
+    return "<h2>Log</h2><pre>" + _e("\n".join(lines)) + "</pre>"
+
+
+def refusal(lines: list[dict[str, Any]]) -> str:
+    return "<ul class=\"refused\">" + "".join(
+        f'<li><code>{_e(f.get("code"))}</code> {_e(f.get("message"))}</li>'
+        for f in lines) + "</ul>"

@@ -1,0 +1,188 @@
+"""The live view's routes with an ASGI client in process (a real journal, the fake runtime):
+sign-in by one-time token, the cookie, the Host check, CSRF, every fragment, thumbnails only of
+shown messages, approvals answered from the page, uploads bounded and refused with their codes."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+import pytest
+
+from orchestrator.attachments.artifacts import ArtifactStore
+from orchestrator.contracts import ApprovalRequest, TurnResult
+from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.web.app import MAX_UPLOAD_BYTES, View, build_app
+from runtimes.claude import ClaudeRuntime
+from tests import images
+from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from orchestrator.contracts import Turn
+    from tests.fakes import Core
+
+pytestmark = pytest.mark.anyio
+PORT = 8765
+ORIGIN = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class SeeingRuntime(FakeRuntime):
+    """The fake runtime with Claude's transport: it carries images."""
+
+    capabilities = ClaudeRuntime.capabilities
+
+
+class Page:
+    def __init__(self, c: Core, view: View, client: httpx.AsyncClient) -> None:
+        self.core, self.view, self.client = c, view, client
+        self.csrf = ""
+
+    async def sign_in(self) -> None:
+        token = self.view.sessions.new_token()
+        response = await self.client.get(f"/?token={token}")
+        assert response.status_code == 303
+        cookie = response.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+        page = await self.client.get("/")
+        assert page.status_code == 200
+        self.csrf = page.text.split('name="csrf-token" content="')[1].split('"')[0]
+
+    async def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.client.post(url, headers={"x-csrf-token": self.csrf}, **kwargs)
+
+
+@asynccontextmanager
+async def _page(tmp_path: Path, runtime: FakeRuntime | None = None, **member: Any
+                ) -> AsyncIterator[Page]:
+    async with core(tmp_path, runtime) as c:
+        config = team_config(tmp_path, {"name": "lead", **member})
+        await c.teams.launch(config, "team.toml", wait=True, timeout=10)
+        uploads = tmp_path / "uploads"
+        uploads.mkdir()
+        view = View(c.teams, c.approvals, Changes(), ArtifactStore(c.home.artifacts),
+                    c.home.logs / "teamctl.jsonl", uploads)
+        view.sessions.port = PORT
+        transport = httpx.ASGITransport(app=build_app(view))
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+            yield Page(c, view, client)
+
+
+async def test_sign_in_cookie_host_and_csrf(tmp_path: Path) -> None:
+    async with _page(tmp_path) as page:
+        client = page.client
+        assert (await client.get("/")).status_code == 401, "no cookie, no page"
+        assert (await client.get("/?token=wrong")).status_code == 403
+        await page.sign_in()
+        token = page.view.sessions.new_token()
+        assert (await client.get(f"/?token={token}")).status_code == 303
+        again = await client.get(f"/?token={token}")
+        assert again.status_code == 403 and "used or expired" in again.json()["error"]
+        foreign = await client.get("/fragments/members", headers={"host": "evil.example"})
+        assert foreign.status_code == 421, "DNS rebinding: a foreign Host is refused"
+        no_csrf = await client.post("/send", data={"member": "web/lead", "text": "x"})
+        assert no_csrf.status_code == 403 and "CSRF" in no_csrf.json()["error"]
+        ok = await client.get("/fragments/members")
+        assert ok.status_code == 200 and "web/lead" in ok.text
+        csp = ok.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp
+        assert (await client.get("/static/app.js")).headers["content-type"].startswith(
+            "text/javascript")
+        assert (await client.get("/static/../app.py")).status_code == 404
+
+
+async def test_a_message_with_an_image_shows_its_thumbnail_and_nothing_else_is_served(
+        tmp_path: Path) -> None:
+    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+        await page.sign_in()
+        shot = images.save(images.screenshot(640, 360), tmp_path / "shot.png", "PNG")
+        sent = await page.post("/send", data={"member": "web/lead", "text": "look"},
+                               files={"files": ("shot.png", shot.read_bytes(), "image/png")})
+        assert sent.status_code == 200, sent.text
+        message_id = sent.json()["id"]
+        with anyio.fail_after(10):
+            await page.core.mailbox.wait_outcome(message_id, "lead", 10)
+        fragment = await page.client.get("/fragments/conversation?member=lead")
+        assert "echo: look" in fragment.text and 'class="thumb"' in fragment.text
+        digest = fragment.text.split('src="/artifacts/')[1].split('"')[0]
+        image = await page.client.get(f"/artifacts/{digest}")
+        assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+        other = await page.client.get("/artifacts/" + "0" * 64)
+        assert other.status_code == 404 and "not an attachment" in other.json()["error"]
+        assert not list((tmp_path / "uploads").iterdir()), "uploads are not kept"
+
+
+async def test_uploads_are_bounded_and_refused_with_their_codes(tmp_path: Path) -> None:
+    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+        await page.sign_in()
+        huge = await page.post("/send", data={"member": "web/lead", "text": "x"},
+                               files={"files": ("big.png", b"\0" * (MAX_UPLOAD_BYTES + 1),
+                                                "image/png")})
+        assert huge.status_code == 413 and "at most" in huge.json()["error"]
+        text = await page.post("/send", data={"member": "web/lead", "text": "x"},
+                               files={"files": ("notes.png", b"just text", "image/png")})
+        assert text.status_code == 422 and "attachment_unsupported_mime" in text.text
+        assert "notes.png" in text.text
+        nobody = await page.post("/send", data={"member": "web/ghost", "text": "x"})
+        assert nobody.status_code == 404 and "ghost" in nobody.json()["error"]
+        empty = await page.post("/send", data={"member": "web/lead", "text": ""})
+        assert empty.status_code == 400
+        preview = await page.post("/send", data={"member": "web/lead", "text": "x",
+                                                 "preview": "1"})
+        assert preview.status_code == 200 and preview.json()["attachments"] == []
+        history = (await page.core.teams.history(None, "lead")).messages
+        assert history == [], "nothing refused or previewed was journaled"
+
+
+async def test_an_approval_is_answered_from_the_page(tmp_path: Path) -> None:
+    outcome: list[Any] = []
+
+    async def asking(process: FakeProcess, turn: Turn) -> TurnResult:
+        approver = process.spec.approver
+        assert approver is not None
+        answer = await approver.ask(ApprovalRequest("permission", "Bash", "make test"))
+        await approver.confirmed(answer.request_id)
+        outcome.append(answer)
+        return TurnResult(reply=answer.decision)
+
+    async with _page(tmp_path, FakeRuntime([asking]), permissions="ask") as page:
+        await page.sign_in()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(page.core.teams.send, None, "lead", "test", wait=True,
+                                  timeout=30))
+            with anyio.fail_after(10):
+                doc = await page.core.approvals.query(wait=5.0)
+            [row] = doc.approvals
+            needs = await page.client.get("/fragments/needs-you")
+            assert row.id in needs.text and "make test" in needs.text
+            assert f'data-post="/approvals/{row.id}/approve"' in needs.text
+            refused = await page.client.post(f"/approvals/{row.id}/approve")
+            assert refused.status_code == 403
+            done = await page.post(f"/approvals/{row.id}/approve")
+            assert done.status_code == 200 and done.json()["confirmed"] is True
+        assert [a.decision for a in outcome] == ["approve"]
+        stale = await page.post(f"/approvals/{row.id}/deny", data={"message": "no"})
+        assert stale.status_code == 409 and stale.json()["code"] == "approval_settled"
+        calm = await page.client.get("/fragments/needs-you")
+        assert "nothing waits on you" in calm.text
+
+
+async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) -> None:
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+        await page.core.teams.send(None, "lead", "<script>alert(1)</script>", wait=True,
+                                   timeout=10)
+        fragment = await page.client.get("/fragments/conversation")
+        assert "<script>" not in fragment.text and "&lt;script&gt;" in fragment.text
+        log = await page.client.get("/fragments/log")
+        assert log.status_code == 200 and "<script>" not in log.text
