@@ -1,0 +1,107 @@
+"""The live view in a real headless Chromium (Debian's chromium and chromedriver, driven by
+Selenium) against a running team of fake members: the page lists the members, a message sent
+from the composer with an image is answered and its thumbnail appears, a refused attachment
+shows its code, an approval clicked in the page is applied, and a member killed by the test
+turns to `backoff` on the page without a reload. A screenshot goes to docs/images/."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from tests import images
+from tests.conftest import REPO, fake_member
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+    from tests.conftest import Teamctl
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = Path(os.environ.get("TEAMCTL_E2E_CHROMIUM", "/usr/bin/chromium"))
+CHROMEDRIVER = Path(os.environ.get("TEAMCTL_E2E_CHROMEDRIVER", "/usr/bin/chromedriver"))
+DEADLINE = 30
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), \
+        "Debian's chromium and chromium-driver are needed: apt-get install chromium " \
+        "chromium-driver (.ci/run does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1400,1100"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(driver: WebDriver, what: str, check: object) -> None:
+    WebDriverWait(driver, DEADLINE).until(lambda d: check(d), message=what)  # type: ignore[operator]
+
+
+def _text(driver: WebDriver, css: str) -> str:
+    return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None:
+    team = teamctl.write_team("web", [
+        fake_member("lead", backoff=[30.0, 60.0]),
+        fake_member("asker", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    url = teamctl.run("ui").stdout.strip()
+    browser.get(url)
+    _until(browser, "the members are listed",
+           lambda d: "web/lead" in _text(d, "#members") and "web/asker" in _text(d, "#members"))
+
+    shot = images.save(images.screenshot(1280, 720), teamctl.workdir / "button.png", "PNG")
+    Select(browser.find_element(By.ID, "send-member")).select_by_value("web/lead")
+    browser.find_element(By.ID, "send-text").send_keys("why is this button misaligned?")
+    browser.find_element(By.ID, "send-files").send_keys(str(shot))
+    browser.find_element(By.ID, "send-button").click()
+    _until(browser, "the answer and its thumbnail", lambda d: d.execute_script(
+        "const img = document.querySelector('#conversation img.thumb');"
+        "return !!img && img.complete && img.naturalWidth > 0 && document.querySelector("
+        "'#conversation li.message[data-state=\"answered\"]') !== null;"))
+    assert "received: why is this button misaligned?" in _text(browser, "#conversation")
+
+    text_file = teamctl.workdir / "notes.png"
+    text_file.write_text("this is not an image")
+    browser.find_element(By.ID, "send-text").send_keys("and this?")
+    browser.find_element(By.ID, "send-files").send_keys(str(text_file))
+    browser.find_element(By.ID, "send-button").click()
+    _until(browser, "the refusal's code", lambda d: "attachment_unsupported_mime" in
+           _text(d, "#send-result"))
+
+    teamctl.run("send", "asker", "WRITE approved.txt from the page")
+    _until(browser, "the approval card", lambda d: d.find_elements(
+        By.CSS_SELECTOR, "#needs-you li.approval button[data-post$='/approve']"))
+    browser.find_element(By.CSS_SELECTOR,
+                         "#needs-you li.approval button[data-post$='/approve']").click()
+    _until(browser, "the approval applied", lambda d: (
+        teamctl.workdir / "approved.txt").exists() and "nothing waits on you" in
+        _text(d, "#needs-you"))
+
+    [lead] = [m for m in teamctl.json("status")["teams"][0]["members"] if m["name"] == "lead"]
+    os.kill(lead["pid"], signal.SIGKILL)
+    _until(browser, "lead in backoff, without a reload", lambda d: d.execute_script(
+        "const row = document.querySelector('#members tr[data-member=\"lead\"] td.launch');"
+        "return row && row.textContent === 'backoff';"))
+    assert "backoff" in _text(browser, "#needs-you"), "a member in backoff needs you"
+    target = REPO / "docs" / "images" / "live-view.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(target))

@@ -1,0 +1,79 @@
+"""`teamctl ui` with a real daemon: nothing listens before it, it prints a loopback URL with a
+one-time token, the event stream announces a journal change without polling, and a busy port
+is a typed error with the daemon unaffected."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+import httpx
+
+from tests.conftest import fake_member
+
+if TYPE_CHECKING:
+    from tests.conftest import Teamctl
+
+
+def _listening(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (from /proc/net/tcp and its fds)."""
+    import os
+    from pathlib import Path
+
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+            ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def test_ui_prints_a_loopback_url_and_the_stream_announces_changes(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None and _listening(daemon) == set(), "nothing listens before ui"
+    first = teamctl.run("ui")
+    assert first.returncode == 0, first.stderr
+    url = urlparse(first.stdout.strip())
+    assert (url.scheme, url.hostname) == ("http", "127.0.0.1") and url.query.startswith(
+        "token=")
+    assert _listening(daemon) == {url.port}
+    second = json.loads(teamctl.run("ui", "--json").stdout)
+    assert urlparse(second["url"]).port == url.port and second["url"] != first.stdout.strip()
+    events = [json.dumps(e) for e in teamctl.log_events()]
+    assert not any(url.query.split("=")[1] in e for e in events), "the token is never logged"
+
+    base = f"http://127.0.0.1:{url.port}"
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        assert browser.get(f"/?{url.query}", follow_redirects=False).status_code == 303
+        with browser.stream("GET", "/events") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "event: change"
+            first_version = int(next(lines).removeprefix("data: "))
+            assert teamctl.run("send", "lead", "hello", "--wait").returncode == 0
+            for line in lines:
+                if line.startswith("data: "):
+                    assert int(line.removeprefix("data: ")) > first_version
+                    break
+        assert "fake-claude" in browser.get("/fragments/conversation?member=lead").text
+
+
+def test_a_busy_port_is_a_usage_error_and_the_daemon_goes_on(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = teamctl.run("ui", "--port", str(port))
+        assert done.returncode == 2 and "pick another --port" in done.stderr
+    assert teamctl.run("ui", "--port", "80").returncode == 2, "no privileged port"
+    assert teamctl.run("ui").returncode == 0 and teamctl.run("status").returncode == 0
