@@ -23,6 +23,7 @@ __all__ = [
     "ApprovalState",
     "ApprovalsDoc",
     "AttachmentRef",
+    "ChangesDoc",
     "DecisionDoc",
     "DeliveryError",
     "DeliveryState",
@@ -445,6 +446,12 @@ class DecisionDoc(_Doc):
     approval: ApprovalDoc
     confirmed: bool
     rule: str | None = Field(default=None, description="the rule --always left for the member")
+
+
+class ChangesDoc(_Doc):
+    """The ``changes`` call's answer (``status --watch``): the change counter's version."""
+
+    version: int
 
 
 class UiDoc(_Doc):

@@ -11,6 +11,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -164,20 +165,35 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
 
 @cli.command()
 @click.argument("team", required=False, callback=_name)
+@click.option("--watch", is_flag=True,
+              help="Redraw on every change (members, deliveries, approvals) until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
-def status(team: str | None, as_json: bool) -> None:
+def status(team: str | None, watch: bool, as_json: bool) -> None:
     """Show each member's launch, liveness and readiness, and its queue."""
-    doc = client.call(_home(), "status", {"team": team})
-    if as_json:
-        _emit_json(doc)
-        return
-    if not doc["teams"]:
-        click.echo("no team is running")
-    for entry in doc["teams"]:
-        click.echo(f"team {entry['name']}")
-        for line in _member_table(entry["members"]):
-            click.echo(line)
+    version = 0
+    while True:
+        doc = client.call(_home(), "status", {"team": team})
+        if as_json:
+            click.echo(json.dumps(doc, ensure_ascii=False) if watch else
+                       json.dumps(doc, indent=2, ensure_ascii=False))
+        else:
+            if watch:
+                click.echo("\x1b[H\x1b[2J", nl=False)  # home, clear: one screen, redrawn
+                click.echo(time.strftime("%H:%M:%S") + "  (teamctl status --watch; Ctrl-C)")
+            if not doc["teams"]:
+                click.echo("no team is running")
+            for entry in doc["teams"]:
+                click.echo(f"team {entry['name']}")
+                for line in _member_table(entry["members"]):
+                    click.echo(line)
+        if not watch:
+            return
+        try:  # the daemon answers when something changed (or after 20 s): no polling loop
+            version = client.call(_home(), "changes", {"after": version, "wait": 20.0},
+                                  timeout=30.0)["version"]
+        except KeyboardInterrupt:
+            return
 
 
 @cli.command()

@@ -29,7 +29,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.redaction import redact, redact_value
-from orchestrator.wire import Ping, StopResult, UiDoc
+from orchestrator.wire import ChangesDoc, Ping, StopResult, UiDoc
 
 if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
@@ -133,6 +133,11 @@ class DenyParams(_Params):
     message: str | None = Field(default=None, max_length=10_000)
 
 
+class ChangesParams(_Params):
+    after: int = Field(default=0, ge=0)
+    wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
+
+
 class UiParams(_Params):
     port: int | None = Field(default=None, ge=1024, le=65535)
 
@@ -182,6 +187,7 @@ class ControlServer:
             "deny": (DenyParams, self._deny),
             "answer": (AnswerParams, self._answer),
             "ui": (UiParams, self._ui),
+            "changes": (ChangesParams, self._changes),
         }
 
     async def handle_connection(self, connection: Connection) -> None:
@@ -290,6 +296,12 @@ class ControlServer:
 
     async def _answer(self, params: AnswerParams) -> BaseModel:
         return await self._queue().decide(params.id, "answer", text=params.text)
+
+    async def _changes(self, params: ChangesParams) -> BaseModel:
+        if self._web is None:
+            raise UsageError("this daemon keeps no change feed")
+        version = await self._web.changes.wait(params.after, params.wait)
+        return ChangesDoc(version=version)
 
     async def _ui(self, params: UiParams) -> BaseModel:
         if self._web is None:

@@ -77,3 +77,31 @@ def test_a_busy_port_is_a_usage_error_and_the_daemon_goes_on(teamctl: Teamctl) -
         assert done.returncode == 2 and "pick another --port" in done.stderr
     assert teamctl.run("ui", "--port", "80").returncode == 2, "no privileged port"
     assert teamctl.run("ui").returncode == 0 and teamctl.run("status").returncode == 0
+
+
+def test_status_watch_redraws_on_a_change_not_on_a_timer(teamctl: Teamctl) -> None:
+    import subprocess
+    import sys
+
+    assert teamctl.run("launch", str(teamctl.write_team("web", [
+        fake_member("lead", backoff=[30.0, 60.0])]))).returncode == 0
+    watch = subprocess.Popen([sys.executable, "-m", "orchestrator", "status", "--watch",
+                              "--json"], env=teamctl.env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert watch.stdout is not None
+        first = json.loads(watch.stdout.readline())
+        [row] = first["teams"][0]["members"]
+        assert row["launch"] == "running"
+        import os
+        import signal
+
+        os.kill(row["pid"], signal.SIGKILL)
+        while True:  # each line is a redraw after a change; the member goes to backoff
+            [row] = json.loads(watch.stdout.readline())["teams"][0]["members"]
+            if row["launch"] == "backoff":
+                break
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+        if watch.stdout is not None:
+            watch.stdout.close()

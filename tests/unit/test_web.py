@@ -15,6 +15,7 @@ import pytest
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.contracts import ApprovalRequest, TurnResult
 from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.store import Origin
 from orchestrator.daemon.web.app import MAX_UPLOAD_BYTES, View, build_app
 from runtimes.claude import ClaudeRuntime
 from tests import images
@@ -184,5 +185,12 @@ async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) ->
                                    timeout=10)
         fragment = await page.client.get("/fragments/conversation")
         assert "<script>" not in fragment.text and "&lt;script&gt;" in fragment.text
+        teammates = await page.client.get("/fragments/between")
+        assert teammates.status_code == 200 and "no messages between teammates" in teammates.text
+        await page.core.teams.send(None, "lead", "review <b>this</b>", wait=True, timeout=10,
+                                   origin=Origin(sender="dev", depth=1))
+        teammates = await page.client.get("/fragments/between")
+        assert "<b>dev</b> → <b>lead</b> depth 1" in teammates.text
+        assert "review &lt;b&gt;this&lt;/b&gt;" in teammates.text
         log = await page.client.get("/fragments/log")
         assert log.status_code == 200 and "<script>" not in log.text

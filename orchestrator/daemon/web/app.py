@@ -151,6 +151,12 @@ def build_app(view: View) -> Starlette:
         view.shown.update(a.sha256 for message in messages for a in message.attachments)
         return HTMLResponse(render.conversation(member.name, messages))
 
+    async def between(request: Request) -> Response:
+        found = {m.id: m for team, member in await _members(view)
+                 for m in (await view.teams.history(team, member.name, limit=30)).messages
+                 if m.sender != "operator"}
+        return HTMLResponse(render.between([found[k] for k in sorted(found)][-50:]))
+
     async def log_tail(request: Request) -> Response:
         from orchestrator import diagnostics
 
@@ -215,6 +221,7 @@ def build_app(view: View) -> Starlette:
         route("/fragments/needs-you", needs_you),
         route("/fragments/members", members),
         route("/fragments/conversation", conversation),
+        route("/fragments/between", between),
         route("/fragments/log", log_tail),
         route("/artifacts/{sha256:str}", artifact),
         route("/events", events),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
 
-__all__ = ["conversation", "log_tail", "members", "needs_you", "page"]
+__all__ = ["between", "conversation", "log_tail", "members", "needs_you", "page", "refusal"]
 
 _ALARM = {"fatal", "backoff"}
 
@@ -44,6 +44,7 @@ def page(csrf: str, member_names: list[str]) -> str:
 <div id="send-result" role="status"></div>
 </section>
 <section id="conversation" data-fragment="/fragments/conversation"></section>
+<section id="between" data-fragment="/fragments/between"></section>
 <section id="log" data-fragment="/fragments/log"></section>
 </main></body></html>"""
 
@@ -120,6 +121,16 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
             f'<p class="text">{_e(message.text)}</p>{thumbs}{reply}{notes}{error}</li>')
     body = "".join(items) or "<li>no messages yet</li>"
     return f'<h2>Conversation with {_e(member)}</h2><ol data-member="{_e(member)}">{body}</ol>'
+
+
+def between(messages: list[MessageDoc]) -> str:
+    """Teammates' messages to each other, newest last: who → whom, chain depth, state."""
+    items = [f'<li data-chain="{_e(m.chain_id)}"><b>{_e(m.sender)}</b> → <b>{_e(m.to)}</b>'
+             f'{" (reply)" if m.kind == "reply" else ""} depth {m.depth} '
+             f'<span class="state">{_e(m.state)}</span>: {_e(m.text[:300])}</li>'
+             for m in messages]
+    body = "".join(items) or "<li>no messages between teammates yet</li>"
+    return f"<h2>Between teammates</h2><ol>{body}</ol>"
 
 
 def log_tail(lines: list[str]) -> str:

@@ -38,6 +38,7 @@ class WebServer:
         self._view = view
         self._tg = tg
         self.port: int | None = None
+        self.changes = view.changes
 
     def url(self, port: int | None) -> str:
         """Start serving (on ``port``, or any free one) unless already; a URL with a new
