@@ -51,7 +51,9 @@ class WebServer:
         return f"http://127.0.0.1:{self.port}/?token={self._view.sessions.new_token()}"
 
     def _start(self, port: int) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets, and without it
+        # every response on a kept-alive connection waits ~40 ms for a delayed ACK
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
