@@ -139,6 +139,7 @@ class MemberStatus(_Doc):
     error: str | None = None
     note: str | None = None
     queued: int = 0
+    turn: str | None = Field(default=None, description="the message id of the turn in flight")
 
 
 class TeamStatus(_Doc):

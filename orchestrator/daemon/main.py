@@ -151,7 +151,7 @@ class Daemon:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered
             uploads = ensure_private_dir(self.home.root / "uploads")
-            web = WebServer(View(teams, approvals, changes, artifacts,
+            web = WebServer(View(teams, store, approvals, changes, artifacts,
                                  self.home.logs / LOG_FILE_NAME, uploads), tg)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
                                    approvals=approvals, web=web)

@@ -130,7 +130,8 @@ class MemberState:
             readiness=self.readiness, restarts=self.restarts, recycles=self.recycles,
             session_id=self.session_id,
             last_exit=None if last is None else LastExit(code=last["code"], at=last["at"]),
-            error=self.error, note=self.note, queued=queued)
+            error=self.error, note=self.note, queued=queued,
+            turn=self.turn if self.busy else None)
 
 
 class Supervisor:

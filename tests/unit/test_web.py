@@ -71,7 +71,8 @@ async def _page(tmp_path: Path, runtime: FakeRuntime | None = None, **member: An
         await c.teams.launch(config, "team.toml", wait=True, timeout=10)
         uploads = tmp_path / "uploads"
         uploads.mkdir()
-        view = View(c.teams, c.approvals, Changes(), ArtifactStore(c.home.artifacts),
+        view = View(c.teams, c.store, c.approvals, Changes(),
+                    ArtifactStore(c.home.artifacts),
                     c.home.logs / "teamctl.jsonl", uploads)
         view.sessions.port = PORT
         transport = httpx.ASGITransport(app=build_app(view))
@@ -167,6 +168,9 @@ async def test_an_approval_is_answered_from_the_page(tmp_path: Path) -> None:
             needs = await page.client.get("/fragments/needs-you")
             assert row.id in needs.text and "make test" in needs.text
             assert f'data-post="/approvals/{row.id}/approve"' in needs.text
+            table = await page.client.get("/fragments/members")
+            assert f"waiting for approval {row.id}" in table.text
+            assert "sent</span>" in table.text, "the turn in flight and its delivery state"
             refused = await page.client.post(f"/approvals/{row.id}/approve")
             assert refused.status_code == 403
             done = await page.post(f"/approvals/{row.id}/approve")

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.artifacts import ArtifactStore
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.changes import Changes
+    from orchestrator.daemon.store import AsyncStore
     from orchestrator.daemon.teams import Teams
     from orchestrator.wire import MemberStatus
 
@@ -66,6 +67,7 @@ class View:
     """What the routes read and change."""
 
     teams: Teams
+    store: AsyncStore
     approvals: Approvals
     changes: Changes
     artifacts: ArtifactStore
@@ -137,7 +139,16 @@ def build_app(view: View) -> Starlette:
         return HTMLResponse(render.needs_you(pending, alarms, failed))
 
     async def members(request: Request) -> Response:
-        return HTMLResponse(render.members(await _members(view)))
+        rows = await _members(view)
+        db = view.store
+        turns = {}
+        for _, m in rows:
+            delivery = await db.call(db.sync.delivery, m.turn, m.name) if m.turn else None
+            if m.turn and delivery is not None:
+                turns[m.turn] = delivery.state
+        branches = {(t.team, t.member): t.branch
+                    for t in await db.call(db.sync.worktrees, None)}
+        return HTMLResponse(render.members(rows, turns, branches))
 
     async def conversation(request: Request) -> Response:
         wanted = request.query_params.get("member")

@@ -80,22 +80,28 @@ def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
     return f"<h2>Needs you</h2><ul>{body}</ul>"
 
 
-def members(rows: list[tuple[str, MemberStatus]]) -> str:
+def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
+            branches: dict[tuple[str, str], str]) -> str:
+    """``turns``: the delivery state of each turn in flight; ``branches``: worktree branches."""
     cells = []
     for team, m in rows:
         cls = "alarm" if m.launch in _ALARM else ""
+        turn = (f'<span class="turn">{_e(m.turn[-6:])} {_e(turns.get(m.turn, ""))}</span>'
+                if m.turn else "")
+        branch = branches.get((team, m.name), "")
         cells.append(
             f'<tr class="{cls}" data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
             f"<td>{_e(m.runtime)}</td><td>{_e(m.model)}</td>"
             f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
-            f'<td class="readiness">{_e(m.readiness)}</td><td>{_e(m.activity or "")}</td>'
-            f"<td>{m.queued}</td><td>{m.restarts}</td>"
+            f'<td class="readiness">{_e(m.readiness)}</td><td class="delivery">{turn}</td>'
+            f'<td>{_e(m.activity or "")}</td>'
+            f"<td>{m.queued}</td><td>{m.restarts}</td><td>{_e(branch)}</td>"
             f'<td><a href="#conversation" data-member-link="{_e(m.name)}">conversation</a>'
             "</td></tr>")
     head = ("<tr><th>member</th><th>runtime</th><th>model</th><th>launch</th>"
-            "<th>liveness</th><th>readiness</th><th>activity</th><th>queued</th>"
-            "<th>restarts</th><th></th></tr>")
-    body = "".join(cells) or '<tr><td colspan="10">no team runs</td></tr>'
+            "<th>liveness</th><th>readiness</th><th>turn</th><th>activity</th>"
+            "<th>queued</th><th>restarts</th><th>worktree</th><th></th></tr>")
+    body = "".join(cells) or '<tr><td colspan="12">no team runs</td></tr>'
     return f"<h2>Team</h2><table>{head}{body}</table>"
 
 
@@ -107,7 +113,7 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
         thumbs = "".join(
             f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_e(a.name)}"'
             f' width="{min(a.width, 240)}"><figcaption>{_e(a.name)} {a.width}×{a.height} '
-            f"{_e(a.mime)} (sent as planned)</figcaption></figure>"
+            f"{_e(a.mime)}, as sent (passed the vision gate)</figcaption></figure>"
             for a in message.attachments)
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in message.notes)
         reply = f'<p class="reply">{_e(message.reply)}</p>' if message.reply else ""
