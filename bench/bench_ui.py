@@ -3,7 +3,8 @@
   stream (median of 50);
 - the page's first load: the HTML and every fragment it fetches (median of 10);
 - the daemon's RSS with the page's stream open on a busy team (a message every 0.2 s, the page
-  refetching its fragments on every change) for BENCH_UI_MINUTES (default 10) minutes.
+  refetching its fragments on every change) for BENCH_UI_MINUTES (default 10) minutes
+  (BENCH_UI_NO_PAGE=1: the same team without the page, for comparison).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def main() -> None:
                         for path in FRAGMENTS:
                             browser.get(path)
 
-        threads = [threading.Thread(target=busy), threading.Thread(target=page, daemon=True)]
+        threads = [threading.Thread(target=busy)]
+        if not os.environ.get("BENCH_UI_NO_PAGE"):  # the same busy team without the page
+            threads.append(threading.Thread(target=page, daemon=True))
         for thread in threads:
             thread.start()
         start_rss = rss_mib(daemon)

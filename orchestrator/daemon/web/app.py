@@ -171,7 +171,7 @@ def build_app(view: View) -> Starlette:
     async def log_tail(request: Request) -> Response:
         from orchestrator import diagnostics
 
-        events, _ = await anyio.to_thread.run_sync(diagnostics.read_history, view.log_path)
+        events = await anyio.to_thread.run_sync(_tail_events, view.log_path)
         return HTMLResponse(render.log_tail([diagnostics.format_event(e)
                                              for e in events[-40:]]))
 
@@ -263,6 +263,28 @@ async def _send_form(view: View, form: FormData) -> Response:
                                        timeout=60.0, attachments=paths,
                                        dry_run=form.get("preview") == "1")
     return JSONResponse(result.model_dump())
+
+
+def _tail_events(path: Path, max_bytes: int = 64 * 1024) -> list[dict[str, object]]:
+    """The last events of the log: its last ``max_bytes`` only (the page refreshes often and
+    the log grows; reading all of it each time made the daemon's memory grow with it)."""
+    import json
+
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            lines = f.read().split(b"\n")[1:]
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 async def _members(view: View) -> list[tuple[str, MemberStatus]]:
