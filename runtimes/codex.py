@@ -76,8 +76,8 @@ if TYPE_CHECKING:
 
     from runtimes.base import RuntimeProcess
 
-__all__ = ["RETRYABLE_STATUS", "CodexMember", "CodexRuntime", "api_status", "build_exec_argv",
-           "config_args", "config_toml", "sandbox_refusal"]
+__all__ = ["RETRYABLE_STATUS", "SANDBOX", "CodexMember", "CodexRuntime", "api_status",
+           "build_exec_argv", "config_args", "config_toml", "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -150,7 +150,7 @@ class CodexRuntime:
 
 # "full": no sandbox (argv); "ask": the sandbox's refusals become approval requests
 # (app-server only: the team file refuses "ask" on exec)
-_SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only"}
+SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only"}
 _OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
 _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
 
@@ -207,8 +207,8 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
         features = config.setdefault("features", {})
         if isinstance(features, dict):
             features.setdefault("multi_agent", False)
-    if spec.permissions in _SANDBOX:
-        config["sandbox_mode"] = _SANDBOX[spec.permissions]
+    if spec.permissions in SANDBOX:
+        config["sandbox_mode"] = SANDBOX[spec.permissions]
         config["approval_policy"] = "on-request" if spec.permissions == "ask" else "never"
     return config
 

@@ -64,6 +64,7 @@ from runtimes.base import (
 )
 from runtimes.codex import (
     RETRYABLE_STATUS,
+    SANDBOX,
     api_status,
     build_env,
     check_login,
@@ -79,9 +80,9 @@ __all__ = ["CodexAppServer", "native_binary", "open_app_server"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
-# ask: read-only, and what needs more is asked ("on-request"; 0.171.0 refuses "untrusted")
-_SANDBOX = {"read": "read-only", "edit": "workspace-write", "full": "danger-full-access",
-            "ask": "read-only"}
+# the exec transport's table (one place for each profile's sandbox), plus "full", which exec
+# passes as a flag; ask: read-only, and what needs more is asked (approval "on-request")
+_SANDBOX = {**SANDBOX, "full": "danger-full-access"}
 _APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0

@@ -105,3 +105,23 @@ def test_status_watch_redraws_on_a_change_not_on_a_timer(teamctl: Teamctl) -> No
         watch.wait(timeout=10)
         if watch.stdout is not None:
             watch.stdout.close()
+
+
+def test_hostile_params_on_the_new_socket_methods_are_refused_and_nothing_is_lost(
+        teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [
+        fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "1"})]))).returncode == 0
+    queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
+    for method, params in (("changes", {"after": -1}), ("changes", {"wait": 1e9}),
+                           ("changes", {"wait": "forever"}), ("ui", {"port": 70000}),
+                           ("ui", {"port": 22}), ("ui", {"host": "0.0.0.0"}),
+                           ("approvals", {"wait": 99}), ("approvals", {"after": "x"}),
+                           ("deny", {"id": "apv_" + "A" * 26, "message": "m" * 20_000}),
+                           ("answer", {"id": "apv_" + "A" * 26, "text": ""})):
+        answer = teamctl.rpc(method, params)
+        assert answer["error"]["code"] == "usage_error", (method, params, answer)
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    done = teamctl.run("send", "lead", "and after", "--wait")
+    assert done.returncode == 0, done.stderr
+    states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
+    assert states[queued] == "answered", "the queued message was not lost"

@@ -212,6 +212,13 @@ def test_ask_needs_a_runtime_that_can_ask_and_rules_have_one_form(tmp_path: Path
     for bad in ("Bash(rm (x))", "", "1tool", "Write(" + "x" * 600 + ")"):
         with pytest.raises(ValueError, match="should match pattern"):
             _team(tmp_path, {}, {"allow": [bad]})
+    for key in ("recycle_turns", "recycle_rss_mb", "recycle_children"):
+        with pytest.raises(ValueError, match="greater than or equal to 0"):
+            _team(tmp_path, {}, {key: -1})
+        with pytest.raises(ValueError, match="valid integer"):
+            _team(tmp_path, {}, {key: "lots"})
+    with pytest.raises(ValueError, match="'exec' or 'app-server'"):
+        _team(tmp_path, {}, {"runtime": "codex", "transport": "ssh"})
 
 
 def test_codex_sandbox_refusals_become_notes(tmp_path: Path) -> None:
