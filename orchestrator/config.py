@@ -27,6 +27,9 @@ __all__ = [
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Seconds = Annotated[float, Field(gt=0)]
+# budgets (docs/costs.md): a number, never a string that looks like one; never negative
+BudgetUsd = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False, strict=True)]
+BudgetTokens = Annotated[int, Field(ge=0, le=10**13, strict=True)]
 
 _FIXES = {
     "extra_forbidden": "remove it or check its spelling",
@@ -34,6 +37,9 @@ _FIXES = {
     "with a letter or digit)",
     "literal_error": "use one of the values listed",
     "missing": "add it",
+    "greater_than_equal": "use a number that is not negative",
+    "float_type": "use a number (e.g. 10.0), not a string",
+    "int_type": "use a whole number, not a string",
 }
 
 
@@ -62,6 +68,8 @@ class TeamSection(_Strict):
     max_messages_per_minute: Annotated[int, Field(ge=1, le=600)] = 10
     pair_cooldown: Annotated[float, Field(ge=0, le=3600)] = 3.0
     allow: list[AllowRule] = []  # pre-approved for every "ask" member (docs/approvals.md)
+    budget_usd: BudgetUsd | None = None  # the whole team's (docs/costs.md)
+    budget_tokens: BudgetTokens | None = None
 
 
 class MemberConfig(_Strict):
@@ -85,6 +93,8 @@ class MemberConfig(_Strict):
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
     allow: list[AllowRule] = []  # "ask": pre-approved TOOL or TOOL(PATTERN) (docs/approvals.md)
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
+    budget_usd: BudgetUsd | None = None  # checked before and during each turn (docs/costs.md)
+    budget_tokens: BudgetTokens | None = None  # input + output tokens
     # a long-lived member process is recycled — stopped, started again, its session resumed —
     # after this many turns, or once it and its children hold more memory or more processes
     # than this (0: never); not a crash: the restart policy never sees it (docs/runtimes.md)

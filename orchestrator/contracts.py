@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from orchestrator.errors import (
+    BudgetReached,
     ExecutableNotFound,
     LineTooLong,
     MemberStartFailed,
     PayloadTooLarge,
     ProtocolError,
+    RateLimited,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
@@ -34,6 +36,7 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalRequest",
     "Approver",
+    "BudgetReached",
     "Capabilities",
     "ExecutableNotFound",
     "ImagePart",
@@ -41,9 +44,11 @@ __all__ = [
     "LineTooLong",
     "McpServer",
     "MemberStartFailed",
+    "Meter",
     "PayloadTooLarge",
     "PreparedPart",
     "ProtocolError",
+    "RateLimited",
     "RuntimeExited",
     "RuntimeInfo",
     "RuntimeNotLoggedIn",
@@ -54,6 +59,7 @@ __all__ = [
     "Turn",
     "TurnFailed",
     "TurnResult",
+    "UsageReading",
     "map_exceptions",
     "redact",
     "runtime_info",
@@ -151,6 +157,10 @@ class LaunchSpec:
     transport: Literal["exec", "app-server"] = "app-server"
     # the operator's approvals queue, for the "ask" profile (None: nothing may ask)
     approver: Approver | None = None
+    # the daemon's ledger: usage readings and rate limits (None: nothing is counted)
+    meter: Meter | None = None
+    # Claude only: the CLI's own --max-budget-usd backstop (what is left of the budget)
+    max_budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -183,18 +193,70 @@ class Turn:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """What one turn used, as its runtime reported it (tokens; not cumulative)."""
+    """Token counts: of one turn, or a runtime's running total (see ``UsageReading``).
+    ``input_tokens`` counts every input token, cached ones included; ``cached_input_tokens``
+    is the cached part of it; ``reasoning_output_tokens`` is the reasoning part of
+    ``output_tokens``."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
 
+    FIELDS: ClassVar[tuple[str, ...]] = ("input_tokens", "cached_input_tokens",
+                                         "output_tokens", "reasoning_output_tokens")
+
     def as_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens,
-                "cached_input_tokens": self.cached_input_tokens,
-                "output_tokens": self.output_tokens,
-                "reasoning_output_tokens": self.reasoning_output_tokens}
+        return {name: int(getattr(self, name)) for name in self.FIELDS}
+
+    @property
+    def total(self) -> int:
+        """What ``budget_tokens`` counts: input plus output."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(*(getattr(self, n) + getattr(other, n) for n in self.FIELDS))
+
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(*(getattr(self, n) - getattr(other, n) for n in self.FIELDS))
+
+    def below(self, other: TokenUsage) -> bool:
+        """Whether any count is smaller than ``other``'s (a running total went backwards)."""
+        return any(getattr(self, n) < getattr(other, n) for n in self.FIELDS)
+
+
+@dataclass(frozen=True)
+class UsageReading:
+    """What a runtime reports of a turn's usage, as often as it learns something.
+
+    ``counter`` None: the figures are this turn's own so far (they replace the last reading).
+    Otherwise they are a running total the runtime keeps — a process's (Claude's
+    ``total_cost_usd``), a thread's (Codex's token usage) — named by ``counter`` (unique to
+    that process or thread): the ledger charges the increase since it last settled it, so a
+    total is never counted twice across turns, restarts, resumes and re-deliveries.
+    ``baseline``: for a counter the ledger has never seen, its value before this turn when the
+    runtime can tell (Codex's ``total − last``). ``cost_usd`` None: priced from the price
+    table by ``model``. ``estimate``: provisional (during the turn), replaced by any later
+    reading that is not."""
+
+    tokens: TokenUsage
+    cost_usd: float | None = None
+    model: str | None = None
+    counter: str | None = None
+    baseline: TokenUsage | None = None
+    estimate: bool = False
+
+
+class Meter(Protocol):
+    """The daemon's ledger, as one member's runtime sees it (``LaunchSpec.meter``).
+
+    ``reading`` returns True when the turn must stop now (a budget was crossed): the runtime
+    interrupts it as it would a stuck turn and raises ``BudgetReached``. ``rate_limited``
+    says the runtime's account hit a limit (``until``: the reset time it named, epoch seconds)."""
+
+    def reading(self, message_id: str, reading: UsageReading) -> bool: ...
+
+    def rate_limited(self, until: float | None, message: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,10 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── RuntimeExited               the member's process ended while a turn was in flight
     ├── RuntimeStuck                no output for turn_idle_timeout during a turn
     ├── TurnFailed                  the runtime ended the turn with an error (API errors)
+    ├── TurnHeld                    the turn stopped because its member must pause: the message
+    │   │                           goes back to the queue without spending an attempt
+    │   ├── BudgetReached           a budget (member or team) was reached before or during it
+    │   └── RateLimited             the runtime's subscription or API limit, until a reset time
     ├── PayloadTooLarge             exit 3: the serialized turn exceeds what the transport takes
     ├── AttachmentError             exit 3: one attachment failure with its typed code
     │   │                           (in attachments.failures, beside the failure codes)
@@ -65,6 +69,7 @@ __all__ = [
     "AmbiguousTeam",
     "ApprovalExpired",
     "ApprovalSettled",
+    "BudgetReached",
     "ConnectionLost",
     "DaemonAlreadyRunning",
     "DaemonBusy",
@@ -78,6 +83,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "ProtocolError",
+    "RateLimited",
     "RemoteError",
     "ReplyTimeout",
     "RequestTooLarge",
@@ -90,6 +96,7 @@ __all__ = [
     "TeamFileError",
     "TeamctlError",
     "TurnFailed",
+    "TurnHeld",
     "UsageError",
     "error_from_wire",
     "map_exceptions",
@@ -372,6 +379,31 @@ class TurnFailed(TeamctlError):
     def __init__(self, member: str, message: str, *, api_status: int | None, retryable: bool):
         super().__init__(message, member=member, api_status=api_status)
         self.retryable = retryable
+
+
+class TurnHeld(TeamctlError):
+    """A turn stopped because its member must pause (a budget, a rate limit): the message is
+    held in the queue, never failed — no attempt is spent on it."""
+
+    code = "turn_held"
+    retryable = True
+
+
+class BudgetReached(TurnHeld):
+    code = "budget_reached"
+
+    def __init__(self, member: str, why: str) -> None:
+        super().__init__(f"{why}; the member is paused with its queue held: raise the budget "
+                         f"with 'teamctl budget {member} --add USD' (or --set)", member=member)
+
+
+class RateLimited(TurnHeld):
+    code = "rate_limited"
+
+    def __init__(self, member: str, message: str, *, until: float | None) -> None:
+        super().__init__(f"{message} (the member is paused with its queue held and resumes "
+                         "by itself at the reset time)", member=member, until=until)
+        self.until = until
 
 
 class InternalError(TeamctlError):

@@ -23,6 +23,7 @@ __all__ = [
     "ApprovalState",
     "ApprovalsDoc",
     "AttachmentRef",
+    "BudgetDoc",
     "ChangesDoc",
     "DecisionDoc",
     "DeliveryError",
@@ -45,15 +46,20 @@ __all__ = [
     "Original",
     "Ping",
     "PlannedDoc",
+    "PriceRow",
+    "PricesDoc",
     "Readiness",
     "Refusal",
     "RestartResult",
     "RuntimeRow",
     "SendResult",
+    "Spend",
     "StatusDoc",
     "StopResult",
     "TeamStatus",
     "UiDoc",
+    "UsageDoc",
+    "UsageRow",
     "VariantDoc",
     "VisionCatalogInfo",
     "WireError",
@@ -120,6 +126,17 @@ class LastExit(_Doc):
     at: float
 
 
+class Spend(_Doc):
+    """What a member (or a team) has used, and its budget (docs/costs.md)."""
+
+    cost_usd: float = Field(description="charged so far, the turn in flight included")
+    cost_unknown: int = Field(default=0, description="turns whose cost is unknown (a model "
+                              "the price table does not list): not in cost_usd")
+    tokens: int = Field(description="input + output tokens")
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+
+
 class MemberStatus(_Doc):
     """One member on the four axes (delivery is per message: see ``history``)."""
 
@@ -140,11 +157,15 @@ class MemberStatus(_Doc):
     note: str | None = None
     queued: int = 0
     turn: str | None = Field(default=None, description="the message id of the turn in flight")
+    spend: Spend | None = None
+    hold: str | None = Field(default=None, description="why the member's queue is held (a "
+                             "budget reached, a rate limit until HH:MM); messages stay queued")
 
 
 class TeamStatus(_Doc):
     name: str
     members: list[MemberStatus]
+    spend: Spend | None = None
     already_running: bool = False
     resumed: bool = False
 
@@ -215,8 +236,9 @@ class MessageDoc(_Doc):
     depth: int = Field(default=0, description="teammate hops from the operator's message")
     reply_to: str | None = None
     usage: dict[str, Any] | None = Field(
-        default=None, description="what the answered turn used, as its runtime reported it: "
-        "input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd")
+        default=None, description="what the message's turns used (every attempt): "
+        "input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd "
+        "(null: unknown), estimated (a turn cut before its runtime's own figure)")
 
 
 class HistoryDoc(_Doc):
@@ -461,6 +483,52 @@ class UiDoc(_Doc):
     url: str
 
 
+class UsageRow(_Doc):
+    team: str
+    key: str = Field(description="the member, the model or the day (YYYY-MM-DD), per --by")
+    turns: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_output_tokens: int
+    cost_usd: float = Field(description="the known part (see cost_unknown)")
+    cost_unknown: int = Field(description="turns whose cost is unknown")
+
+
+class UsageDoc(_Doc):
+    """``teamctl usage --json``: tokens and cost from the journal, grouped."""
+
+    by: Literal["member", "model", "day"]
+    rows: list[UsageRow]
+    total_usd: float
+    total_tokens: int
+
+
+class PriceRow(_Doc):
+    model: str
+    input: float = Field(description="USD per million input tokens")
+    cached_input: float
+    output: float
+    source: str
+
+
+class PricesDoc(_Doc):
+    """``teamctl usage --prices --json``: the vendored price table."""
+
+    checked: str
+    sources: dict[str, str]
+    models: list[PriceRow]
+
+
+class BudgetDoc(_Doc):
+    """``teamctl budget --json``: a member's (or a team's) budget and spend after the change."""
+
+    team: str
+    member: str | None = Field(description="null: the whole team's budget")
+    spend: Spend
+    hold: str | None = None
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -480,4 +548,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "approvals": ApprovalsDoc,
     "decision": DecisionDoc,
     "ui": UiDoc,
+    "usage": UsageDoc,
+    "prices": PricesDoc,
+    "budget": BudgetDoc,
 }

@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from orchestrator.contracts import (
+    BudgetReached,
     Capabilities,
     ImagePart,
     LaunchSpec,
@@ -34,14 +35,17 @@ from orchestrator.contracts import (
     MemberStartFailed,
     PayloadTooLarge,
     ProtocolError,
+    RateLimited,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
     TextPart,
+    TokenUsage,
     Turn,
     TurnFailed,
     TurnResult,
+    UsageReading,
     runtime_info,
 )
 from runtimes.base import (
@@ -165,6 +169,8 @@ def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]
     if spec.model:
         argv += ["--model", spec.model]
+    if spec.max_budget_usd is not None:  # the CLI's own backstop behind the ledger's gate
+        argv += ["--max-budget-usd", f"{max(spec.max_budget_usd, 0.0001):.4f}"]
     if "prompt" in files:
         argv += ["--append-system-prompt-file", str(files["prompt"])]
     if "settings" in files:
@@ -252,7 +258,11 @@ def user_line(turn: Turn) -> dict[str, Any]:
 
 
 class _TurnState:
-    def __init__(self) -> None:
+    def __init__(self, message_id: str = "") -> None:
+        self.message_id = message_id
+        self.usage: dict[str, TokenUsage] = {}  # per API message id: the in-turn estimate
+        self.budget_stop = False  # the ledger said stop: the turn is being interrupted
+        self.rate_limit: dict[str, Any] | None = None  # a rejected rate_limit_event
         self.done = anyio.Event()
         self.texts: list[str] = []
         self.denied: list[dict[str, Any]] = []  # system/permission_denied events
@@ -283,6 +293,9 @@ class ClaudeProcess(MemberProcess):
         self._tg: TaskGroup | None = None
         self._asking = 0  # prompts waiting on the operator: the idle watchdog waits too
         self._unconfirmed: list[str] = []  # answered prompts: the next line confirms them
+        # total_cost_usd and the tokens of every result are running totals of this process
+        self._counter = f"claude-process:{uuid.uuid4()}"
+        self._tokens_total = TokenUsage()
 
     @property
     def session_id(self) -> str | None:
@@ -390,7 +403,7 @@ class ClaudeProcess(MemberProcess):
         line = encode_line(user_line(turn))
         if len(line) > MAX_TURN_LINE_BYTES:
             raise PayloadTooLarge(len(line), MAX_TURN_LINE_BYTES)  # before a broken pipe
-        state = self._turn = _TurnState()
+        state = self._turn = _TurnState(turn.message_id)
         try:
             await self._write_raw(line)
             await on_sent()
@@ -420,7 +433,14 @@ class ClaudeProcess(MemberProcess):
         restarts it). Either way the turn goes back to the queue."""
         log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
                     idle_timeout=idle_timeout, action="interrupt")
-        self._activity = "stuck: interrupting"
+        if not await self._interrupt(state, "stuck: interrupting"):
+            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+                        idle_timeout=idle_timeout, action="kill")
+            self._kill()
+
+    async def _interrupt(self, state: _TurnState, activity: str) -> bool:
+        """Ask the CLI to interrupt the turn; whether it ended within INTERRUPT_GRACE."""
+        self._activity = activity
         try:
             with anyio.move_on_after(INTERRUPT_GRACE):
                 await self._write({"type": "control_request",
@@ -431,15 +451,21 @@ class ClaudeProcess(MemberProcess):
             pass
         finally:
             self._activity = None
-        if not state.done.is_set():
-            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                        idle_timeout=idle_timeout, action="kill")
-            self._kill()
+        return state.done.is_set()
 
     def _turn_result(self, state: _TurnState) -> TurnResult:
         result = state.result or {}
         text = result.get("result")
         reply = text if isinstance(text, str) and text else "\n".join(state.texts)
+        if state.budget_stop or result.get("subtype") == "error_max_budget_usd":
+            raise BudgetReached(self._spec.member, "the budget was reached during the turn"
+                                if state.budget_stop else "the CLI's --max-budget-usd "
+                                "backstop was reached")
+        limit = _rate_limit_info(result) or state.rate_limit
+        if result.get("is_error") and limit is not None:
+            until = limit.get("resetsAt")
+            raise RateLimited(self._spec.member, reply or "the account's usage limit was reached",
+                              until=float(until) if isinstance(until, int | float) else None)
         if result.get("is_error"):
             status = result.get("api_error_status")
             message = reply or " ".join(str(e) for e in result.get("errors") or []) or (
@@ -450,9 +476,7 @@ class ClaudeProcess(MemberProcess):
                 api_status=status if isinstance(status, int) else None,
                 retryable=status in _RETRYABLE_API_STATUS,
             )
-        cost = result.get("total_cost_usd")
         return TurnResult(reply=reply, session_id=self._session_id,
-                          cost_usd=cost if isinstance(cost, int | float) else None,
                           notes=self._denials(state, result))
 
     def _denials(self, state: _TurnState, result: dict[str, Any]) -> tuple[str, ...]:
@@ -564,14 +588,82 @@ class ClaudeProcess(MemberProcess):
                 await self._deny_control_request(event)
         elif kind == "assistant" and self._turn is not None:
             self._turn.texts.extend(_assistant_texts(event))
+            self._estimate(self._turn, event)
+        elif kind == "rate_limit_event":
+            self._on_rate_limit(event.get("rate_limit_info"))
         elif kind == "system" and event.get("subtype") == "permission_denied" and \
                 self._turn is not None:
             self._turn.denied.append(event)
         elif kind == "result":
             if self._turn is not None:
+                self._charge(self._turn, event)
                 self._turn.finish(result=event)
             else:
                 self._early_result = event
+
+    # -- usage and limits (docs/costs.md) ------------------------------------------------------
+
+    def _estimate(self, state: _TurnState, event: dict[str, Any]) -> None:
+        """An assistant message's usage (its ``message_start`` figures: output is not final)
+        is the turn's estimate until its ``result``: a budget crossed mid-turn stops it."""
+        message = event.get("message") or {}
+        if not isinstance(message, dict) or message.get("model") == "<synthetic>":
+            return
+        tokens = _tokens(message.get("usage"))
+        if tokens is None:
+            return
+        state.usage[str(message.get("id"))] = tokens
+        total = TokenUsage()
+        for used in state.usage.values():
+            total = total + used
+        self._report(state, UsageReading(tokens=total, model=_str(message.get("model")),
+                                         estimate=True))
+
+    def _charge(self, state: _TurnState, result: dict[str, Any]) -> None:
+        """The turn's ``result``: ``usage`` covers this turn, ``total_cost_usd`` the whole
+        process (protocols/claude.md) — both reported as this process's running totals, so
+        the ledger charges their increase (errors and interrupted turns too)."""
+        tokens = _tokens(result.get("usage"))
+        if tokens is not None:
+            self._tokens_total = self._tokens_total + tokens
+        cost = result.get("total_cost_usd")
+        self._report(state, UsageReading(
+            tokens=self._tokens_total, counter=self._counter, baseline=TokenUsage(),
+            cost_usd=float(cost) if isinstance(cost, int | float) else None,
+            model=self._spec.model))
+
+    def _report(self, state: _TurnState, reading: UsageReading) -> None:
+        meter = self._spec.meter
+        if meter is None or not state.message_id:
+            return
+        if meter.reading(state.message_id, reading) and not state.budget_stop and \
+                not state.done.is_set() and self._tg is not None:
+            state.budget_stop = True
+            log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
+                        message_id=state.message_id, action="interrupt")
+            self._tg.start_soon(self._stop_over_budget, state)
+
+    async def _stop_over_budget(self, state: _TurnState) -> None:
+        if not await self._interrupt(state, "budget reached: interrupting"):
+            self._kill()
+
+    def _on_rate_limit(self, info: Any) -> None:
+        """``rate_limit_event`` (subscription logins): ``rejected`` holds the member until
+        ``resetsAt``; anything else is logged (protocols: docs/costs.md)."""
+        if not isinstance(info, dict):
+            return
+        status = info.get("status")
+        log.info("rate_limits", team=self._spec.team, member=self._spec.member,
+                 status=status, limit=info.get("rateLimitType"), resets_at=info.get("resetsAt"))
+        if status != "rejected":
+            return
+        if self._turn is not None:
+            self._turn.rate_limit = info
+        until = info.get("resetsAt")
+        if self._spec.meter is not None:
+            self._spec.meter.rate_limited(
+                float(until) if isinstance(until, int | float) else None,
+                f"{info.get('rateLimitType') or 'usage'} limit reached")
 
     def _on_control_response(self, event: dict[str, Any]) -> None:
         response = event.get("response") or {}
@@ -618,6 +710,37 @@ class ClaudeProcess(MemberProcess):
         if self._turn is not None:
             self._turn.finish(error=error)
         self._exited.set()
+
+
+def _tokens(usage: Any) -> TokenUsage | None:
+    """Anthropic usage → TokenUsage: input counts cache reads and writes too."""
+    if not isinstance(usage, dict):
+        return None
+
+    def count(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    details = usage.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else 0
+    cached = count("cache_read_input_tokens")
+    return TokenUsage(
+        input_tokens=count("input_tokens") + cached + count("cache_creation_input_tokens"),
+        cached_input_tokens=cached, output_tokens=count("output_tokens"),
+        reasoning_output_tokens=thinking if isinstance(thinking, int) and thinking > 0 else 0)
+
+
+def _rate_limit_info(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A result refused by the account's usage limit carries the limit it hit."""
+    if result.get("api_error") != "usage_limit_reached":
+        return None
+    params = result.get("api_error_params")
+    info = params.get("rate_limit_info") if isinstance(params, dict) else None
+    return info if isinstance(info, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _assistant_texts(event: dict[str, Any]) -> list[str]:

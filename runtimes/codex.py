@@ -42,6 +42,7 @@ from orchestrator.contracts import (
     LineTooLong,
     MemberStartFailed,
     ProtocolError,
+    RateLimited,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
@@ -51,6 +52,7 @@ from orchestrator.contracts import (
     Turn,
     TurnFailed,
     TurnResult,
+    UsageReading,
     map_exceptions,
     runtime_info,
 )
@@ -356,6 +358,7 @@ class _Turn:
         self.notes: list[str] = []
         self.terminal: dict[str, Any] | None = None
         self.thread_id: str | None = None
+        self.message_id = ""
 
 
 class CodexMember:
@@ -369,9 +372,6 @@ class CodexMember:
         self._process: Process | None = None
         self._ring = StderrRing()
         self._closed = anyio.Event()
-        # usage is cumulative per thread; a resumed thread's earlier total is unknown until the
-        # first turn reports it
-        self._usage_total: dict[str, int] | None = None if spec.session_id else {}
         self._exit_code: int | None = None
 
     @property
@@ -430,12 +430,12 @@ class CodexMember:
                 await on_sent()
 
         try:
-            return await self._run(self._prompt(text), images, once)
+            return await self._run(self._prompt(text), images, once, turn.message_id)
         except SessionLost:
             lost, self._thread_id = self._thread_id, None
             log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                         lost_session=lost, reason="codex has no rollout for this thread")
-            return await self._run(self._prompt(text), images, once)
+            return await self._run(self._prompt(text), images, once, turn.message_id)
 
     def _prompt(self, text: str) -> str:
         """``codex exec`` has no system-prompt flag: the role opens each new thread."""
@@ -459,7 +459,8 @@ class CodexMember:
                 assert_never(part)
         return "\n\n".join(texts), images
 
-    async def _run(self, prompt: str, images: list[Path], on_sent: OnSent) -> TurnResult:
+    async def _run(self, prompt: str, images: list[Path], on_sent: OnSent,
+                   message_id: str = "") -> TurnResult:
         argv = build_exec_argv(self._spec, thread_id=self._thread_id, images=images)
         try:
             process = await self._spawner(argv, cwd=self._spec.workdir,
@@ -468,6 +469,7 @@ class CodexMember:
             raise RuntimeExited(self._spec.member, None, [f"cannot start codex: {exc}"]) from exc
         self._process, self._ring = process, StderrRing()
         state = _Turn()
+        state.message_id = message_id
         try:
             with unwrap_group():
                 await self._converse(process, prompt, on_sent, state)
@@ -564,31 +566,36 @@ class CodexMember:
                 raise SessionLost(self._spec.member, self._thread_id,
                                   "codex has no rollout for this thread")
             raise RuntimeExited(self._spec.member, exit_code, tail)
+        self._charge(state, terminal.get("usage"))
         if terminal["type"] == "turn.failed":
             message = str((terminal.get("error") or {}).get("message") or "the turn failed")
+            if _USAGE_LIMIT in message:
+                raise RateLimited(self._spec.member, message, until=None)
             status = api_status(message)
             retryable = status in RETRYABLE_STATUS or "stream disconnected" in message
             raise TurnFailed(self._spec.member, message, api_status=status,
                              retryable=retryable)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id, notes=tuple(state.notes),
-                          usage=self._turn_usage(terminal.get("usage") or {}))
+                          session_id=self._thread_id, notes=tuple(state.notes))
 
-    def _turn_usage(self, usage: dict[str, Any]) -> TokenUsage | None:
-        """This turn's tokens: exec reports the thread's running total, so the difference
-        from the last turn's (unknown for the first turn of a resumed thread: None)."""
-        total = {k: int(usage.get(k) or 0) for k in _USAGE_FIELDS}
-        previous, self._usage_total = self._usage_total, total
-        turn = None if previous is None else TokenUsage(
-            **{k: max(total[k] - previous.get(k, 0), 0) for k in _USAGE_FIELDS})
+    def _charge(self, state: _Turn, usage: Any) -> None:
+        """``turn.completed.usage`` is the thread's running total (protocols/codex.md §9.4):
+        the ledger charges its increase since it last settled this thread."""
+        if not isinstance(usage, dict) or self._spec.meter is None or not state.message_id:
+            return
+        total = TokenUsage(**{k: _count(usage, k) for k in TokenUsage.FIELDS})
         log.info("turn_usage", team=self._spec.team, member=self._spec.member,
-                 thread_tokens=total["input_tokens"] + total["output_tokens"],
-                 turn=None if turn is None else turn.as_dict())
-        return turn
+                 thread_tokens=total.total)
+        self._spec.meter.reading(state.message_id, UsageReading(
+            tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}"))
 
 
-_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
-                 "reasoning_output_tokens")
+_USAGE_LIMIT = "hit your usage limit"  # the CLI's words for a subscription's spent window
+
+
+def _count(usage: dict[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def api_status(message: str) -> int | None:

@@ -40,11 +40,13 @@ import structlog
 from orchestrator.contracts import (
     ApprovalAnswer,
     ApprovalRequest,
+    BudgetReached,
     ImagePart,
     LaunchSpec,
     LineTooLong,
     MemberStartFailed,
     ProtocolError,
+    RateLimited,
     RuntimeExited,
     RuntimeStuck,
     SessionLost,
@@ -53,6 +55,7 @@ from orchestrator.contracts import (
     Turn,
     TurnFailed,
     TurnResult,
+    UsageReading,
 )
 from runtimes.base import (
     MemberProcess,
@@ -153,14 +156,15 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
 
 
 class _Turn:
-    def __init__(self) -> None:
+    def __init__(self, message_id: str = "") -> None:
+        self.message_id = message_id
+        self.budget_stop = False  # the ledger said stop: the turn is being interrupted
         self.id: str | None = None
         self.replies: list[str] = []
         self.done = anyio.Event()
         self.completed: dict[str, Any] | None = None
         self.fatal_error: str | None = None  # an error notification with willRetry: false
         self.fatal_at = 0.0
-        self.usage: TokenUsage | None = None
         self.notes: list[str] = []
 
 
@@ -247,7 +251,7 @@ class CodexAppServer(MemberProcess):
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
-        state = self._turn = _Turn()
+        state = self._turn = _Turn(turn.message_id)
         self._activity = "starting the turn"
         try:
             result = await self._request("turn/start", {
@@ -293,30 +297,35 @@ class CodexAppServer(MemberProcess):
             with anyio.move_on_after(1.0):
                 await state.done.wait()
 
-    async def _interrupt(self, state: _Turn) -> None:
-        log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+    async def _interrupt(self, state: _Turn, why: str = "turn_stuck") -> None:
+        log.warning(why, team=self._spec.team, member=self._spec.member,
                     action="interrupt", transport="app-server")
         with anyio.move_on_after(_INTERRUPT_GRACE), suppress(TeamctlRpcError, RuntimeExited):
             await self._request("turn/interrupt", {"threadId": self._thread_id,
                                                    "turnId": state.id})
             await state.done.wait()
         if not state.done.is_set():
-            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
+            log.warning(why, team=self._spec.team, member=self._spec.member,
                         action="kill", transport="app-server")
             self.kill()
 
     def _outcome(self, state: _Turn) -> TurnResult:
         turn = (state.completed or {}).get("turn") or {}
         status = turn.get("status")
+        if state.budget_stop:
+            raise BudgetReached(self._spec.member, "the budget was reached during the turn")
         if status == "failed":
             error = turn.get("error") or {}
-            raise _failed(self._spec.member, error.get("message") or state.fatal_error,
-                          error.get("codexErrorInfo"))
+            info = error.get("codexErrorInfo")
+            message = error.get("message") or state.fatal_error
+            if isinstance(info, str) and info in _LIMIT_ERRORS:
+                raise RateLimited(self._spec.member, str(message or info),
+                                  until=limit_reset(self._rate_limits))
+            raise _failed(self._spec.member, message, info)
         if status == "interrupted":
             raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id, notes=tuple(state.notes),
-                          usage=state.usage)
+                          session_id=self._thread_id, notes=tuple(state.notes))
 
     # -- the wire -----------------------------------------------------------------------------
 
@@ -456,11 +465,7 @@ class CodexAppServer(MemberProcess):
         elif method == "item/agentMessage/delta":
             self._activity = "writing its reply"
         elif method == "thread/tokenUsage/updated":
-            usage = params.get("tokenUsage") or {}
-            state.usage = _token_usage(usage.get("last"))
-            log.info("turn_usage", team=self._spec.team, member=self._spec.member,
-                     turn=None if state.usage is None else state.usage.as_dict(),
-                     thread_tokens=(usage.get("total") or {}).get("totalTokens"))
+            self._on_usage(state, params.get("tokenUsage") or {})
         elif method == "turn/completed":
             state.completed = params
             state.done.set()
@@ -481,10 +486,31 @@ class CodexAppServer(MemberProcess):
             note = sandbox_refusal(self._spec, item.get("command"), item.get("aggregatedOutput"))
             state.notes += [note] if note else []
 
+    def _on_usage(self, state: _Turn, usage: dict[str, Any]) -> None:
+        """The thread's running total (``total``) goes to the ledger, which charges its
+        increase; ``total − last`` is the thread's total before this model call (the baseline
+        of a thread the ledger has not seen). A budget crossed stops the turn."""
+        total, last = _token_usage(usage.get("total")), _token_usage(usage.get("last"))
+        log.info("turn_usage", team=self._spec.team, member=self._spec.member,
+                 last=None if last is None else last.as_dict(),
+                 thread_tokens=(usage.get("total") or {}).get("totalTokens"))
+        meter = self._spec.meter
+        if total is None or meter is None or not state.message_id:
+            return
+        over = meter.reading(state.message_id, UsageReading(
+            tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}",
+            baseline=None if last is None else total - last))
+        if over and not state.budget_stop and not state.done.is_set():
+            state.budget_stop = True
+            self._tg.start_soon(self._interrupt, state, "turn_over_budget")
+
     def _log_rate_limits(self, limits: Any) -> None:
         if not isinstance(limits, dict) or limits == self._rate_limits:
             return
         self._rate_limits = limits
+        reached = limits.get("rateLimitReachedType")
+        if reached and self._spec.meter is not None:
+            self._spec.meter.rate_limited(limit_reset(limits), str(reached).replace("_", " "))
         windows = {name: (limits.get(name) or {}).get("usedPercent")
                    for name in ("primary", "secondary") if isinstance(limits.get(name), dict)}
         log.info("rate_limits", team=self._spec.team, member=self._spec.member,
@@ -516,6 +542,22 @@ def _doing(item: dict[str, Any]) -> str | None:
     if kind == "reasoning":
         return "thinking"
     return None
+
+
+# codexErrorInfo values that mean the account's limit, not a failing request (the schema)
+_LIMIT_ERRORS = frozenset({"usageLimitExceeded"})
+
+
+def limit_reset(limits: Any) -> float | None:
+    """When a rate-limit snapshot says the limit resets: the latest ``resetsAt`` of a window
+    that is used up, else the primary window's (epoch seconds; None if it names none)."""
+    if not isinstance(limits, dict):
+        return None
+    windows = [w for w in (limits.get("primary"), limits.get("secondary")) if isinstance(w, dict)]
+    full = [w.get("resetsAt") for w in windows if (w.get("usedPercent") or 0) >= 100]
+    resets = [r for r in full or [w.get("resetsAt") for w in windows[:1]]
+              if isinstance(r, int | float)]
+    return float(max(resets)) if resets else None
 
 
 def _token_usage(last: Any) -> TokenUsage | None:

@@ -46,17 +46,21 @@ import structlog
 
 from orchestrator.contracts import (
     ApprovalRequest,
+    BudgetReached,
     Capabilities,
     ImagePart,
     LaunchSpec,
     MemberStartFailed,
+    RateLimited,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
     TextPart,
+    TokenUsage,
     Turn,
     TurnFailed,
     TurnResult,
+    UsageReading,
     map_exceptions,
     runtime_info,
 )
@@ -283,7 +287,10 @@ def _split_model(model: str | None) -> tuple[str | None, str | None]:
 
 
 class _Turn:
-    def __init__(self) -> None:
+    def __init__(self, message_id: str = "") -> None:
+        self.message_id = message_id
+        self.steps: dict[str, tuple[TokenUsage, float | None]] = {}  # step-finish parts by id
+        self.held: Exception | None = None  # a budget reached or a long rate limit: aborted
         self.last_activity = time.monotonic()
         self.accepted = anyio.Event()  # OpenCode stored the user message: the transport took it
         self.done = anyio.Event()  # the message call returned (or failed)
@@ -445,11 +452,13 @@ class OpenCodeServer(MemberProcess):
             part = props.get("part") or {}
             if isinstance(part, dict) and part.get("type") == "tool":
                 turn.tool_parts[str(part.get("callID") or part.get("id"))] = part
+            elif isinstance(part, dict) and part.get("type") == "step-finish":
+                self._on_step(turn, part)
         if kind == "session.idle" or (kind == "session.status" and (
                 props.get("status") or {}).get("type") == "idle"):
             turn.idle.set()
         if kind == "session.status":
-            self._on_status(props.get("status") or {})
+            self._on_status(props.get("status") or {}, turn)
         elif kind == "session.error":
             turn.error = props.get("error") or {"data": {"message": "session error"}}
         elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
@@ -524,11 +533,59 @@ class OpenCodeServer(MemberProcess):
         with suppress(httpx.HTTPError):
             await self._http.post(f"/permission/{request_id}/reply", json=body)
 
-    def _on_status(self, status: dict[str, Any]) -> None:
-        if status.get("type") == "retry":
-            self._activity = f"retrying (attempt {status.get('attempt')})"
-            log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
-                     attempt=status.get("attempt"), message=str(status.get("message"))[:300])
+    def _on_status(self, status: dict[str, Any], turn: _Turn) -> None:
+        if status.get("type") != "retry":
+            return
+        self._activity = f"retrying (attempt {status.get('attempt')})"
+        message = str(status.get("message"))[:300]
+        log.info("runtime_retry_notice", team=self._spec.team, member=self._spec.member,
+                 attempt=status.get("attempt"), message=message)
+        # a retry hours away is a spent subscription window: hold the member, free the turn
+        retry_at = status.get("next")
+        if isinstance(retry_at, int | float) and retry_at / 1000 - time.time() > \
+                _LONG_RETRY and turn.held is None:
+            until = retry_at / 1000
+            turn.held = RateLimited(self._spec.member, message, until=until)
+            if self._spec.meter is not None:
+                self._spec.meter.rate_limited(until, message)
+            self._abort_soon()
+
+    def _on_step(self, turn: _Turn, part: dict[str, Any]) -> None:
+        """A step's tokens and cost (OpenCode prices them itself): the turn's own figures so
+        far go to the ledger; a budget crossed aborts the turn."""
+        tokens = part.get("tokens") or {}
+        cache = tokens.get("cache") or {} if isinstance(tokens, dict) else {}
+        if not isinstance(tokens, dict) or not isinstance(cache, dict):
+            return
+        cost = part.get("cost")
+        turn.steps[str(part.get("id"))] = (TokenUsage(
+            input_tokens=_count(tokens, "input") + _count(cache, "read") + _count(cache, "write"),
+            cached_input_tokens=_count(cache, "read"),
+            output_tokens=_count(tokens, "output") + _count(tokens, "reasoning"),
+            reasoning_output_tokens=_count(tokens, "reasoning")),
+            float(cost) if isinstance(cost, int | float) and cost >= 0 else None)
+        meter = self._spec.meter
+        if meter is None or not turn.message_id:
+            return
+        used, costs = TokenUsage(), [c for _, c in turn.steps.values()]
+        for step_tokens, _ in turn.steps.values():
+            used = used + step_tokens
+        if meter.reading(turn.message_id, UsageReading(
+                tokens=used, model=self._spec.model,
+                cost_usd=None if None in costs else sum(c for c in costs if c is not None))) \
+                and turn.held is None:
+            turn.held = BudgetReached(self._spec.member, "the budget was reached during the turn")
+            log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
+                        message_id=turn.message_id, action="abort")
+            self._abort_soon()
+
+    def _abort_soon(self) -> None:
+        async def abort() -> None:
+            with suppress(httpx.HTTPError):
+                await self._http.post(f"/session/{self._session_id}/abort")
+
+        if self._tg is not None:
+            self._tg.start_soon(abort)
 
     def _kill(self) -> None:
         self.kill()
@@ -545,7 +602,7 @@ class OpenCodeServer(MemberProcess):
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         body = self._body(turn)
-        state = self._turn = _Turn()
+        state = self._turn = _Turn(turn.message_id)
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:
@@ -557,6 +614,8 @@ class OpenCodeServer(MemberProcess):
             # comes after all of them (bounded: a server that sends none costs IDLE_GRACE)
             with anyio.move_on_after(_IDLE_GRACE):
                 await state.idle.wait()
+            if state.held is not None:
+                raise state.held
             return self._result(state)
         finally:
             self._turn = None
@@ -659,6 +718,14 @@ class OpenCodeServer(MemberProcess):
                         tool=str(part.get("tool")), message=error[:300])
             notes.append(f"permission denied: {part.get('tool')}: {error[:300]}")
         return tuple(notes)
+
+
+_LONG_RETRY = 60.0  # seconds: a retry further out than this holds the member instead
+
+
+def _count(values: dict[str, Any], key: str) -> int:
+    value = values.get(key)
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -100,19 +100,31 @@ def handles_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def cost_text(spend: dict[str, Any] | None) -> str:
+    """``$1.2345``, ``$0.50 + ?`` (turns of unknown cost), ``/ $5.00`` (its budget)."""
+    if not spend:
+        return "-"
+    text = f"${spend['cost_usd']:.4f}" + (" + ?" if spend.get("cost_unknown") else "")
+    if spend.get("budget_usd") is not None:
+        text += f" / ${spend['budget_usd']:.2f}"
+    if spend.get("budget_tokens") is not None:
+        text += f" ({spend['tokens']}/{spend['budget_tokens']} tok)"
+    return text
+
+
 def _member_table(members: list[dict[str, Any]]) -> list[str]:
     header = ("MEMBER", "RUNTIME", "MODEL", "LAUNCH", "LIVENESS", "READINESS", "PID",
-              "RESTARTS", "QUEUED")
+              "RESTARTS", "QUEUED", "COST")
     rows = [header] + [
         (m["name"], m["runtime"], m.get("model") or "-", m["launch"], m["liveness"],
          m["readiness"], str(m.get("pid") or "-"), str(m.get("restarts", 0)),
-         str(m.get("queued", 0)))
+         str(m.get("queued", 0)), cost_text(m.get("spend")))
         for m in members
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += [f"  {m['name']}: {m[key]}" for m in members
-              for key in ("error", "activity", "note") if m.get(key)]
+              for key in ("hold", "error", "activity", "note") if m.get(key)]
     return lines
 
 
@@ -184,7 +196,9 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
             if not doc["teams"]:
                 click.echo("no team is running")
             for entry in doc["teams"]:
-                click.echo(f"team {entry['name']}")
+                spend = entry.get("spend")
+                click.echo(f"team {entry['name']}" + (f"  (cost {cost_text(spend)})"
+                                                      if spend else ""))
                 for line in _member_table(entry["members"]):
                     click.echo(line)
         if not watch:
@@ -316,6 +330,14 @@ def history(team: str | None, member: str, limit: int, before: str | None,
             click.echo("  < " + message["reply"].replace("\n", "\n    "))
         for note in message.get("notes") or ():
             click.echo(f"  ~ {note}")
+        usage = message.get("usage")
+        if usage:
+            cost = "cost unknown" if usage.get("cost_usd") is None else \
+                f"${usage['cost_usd']:.4f}"
+            click.echo(f"  $ {cost}, {usage.get('input_tokens', 0)} in "
+                       f"({usage.get('cached_input_tokens', 0)} cached) / "
+                       f"{usage.get('output_tokens', 0)} out tokens"
+                       + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
         if message.get("error"):
             error = message["error"]
             click.echo(f"  ! {error['code']}: {error['message']}")
@@ -512,9 +534,9 @@ def doctor(teamfile: Path | None, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from orchestrator.client import approvals_cli, ui_cli
+    from orchestrator.client import approvals_cli, costs_cli, ui_cli
 
-    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS):
+    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS):
         cli.add_command(command)
 
 

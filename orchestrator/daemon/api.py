@@ -14,7 +14,7 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -142,6 +142,24 @@ class UiParams(_Params):
     port: int | None = Field(default=None, ge=1024, le=65535)
 
 
+class UsageParams(TeamParams):
+    by: Literal["member", "model", "day"] = "member"
+    prices: bool = False
+
+
+_USD = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
+_TOKENS = Field(default=None, ge=0, le=10**13)
+
+
+class BudgetParams(TeamParams):
+    member: str | None = Field(default=None, pattern=NAME_PATTERN)
+    usd: float | None = _USD
+    add_usd: float | None = _USD
+    tokens: int | None = _TOKENS
+    add_tokens: int | None = _TOKENS
+    clear: bool = False
+
+
 class AnswerParams(_Params):
     id: str = Field(pattern=APPROVAL_ID)
     text: str = Field(min_length=1, max_length=100_000)
@@ -188,6 +206,8 @@ class ControlServer:
             "answer": (AnswerParams, self._answer),
             "ui": (UiParams, self._ui),
             "changes": (ChangesParams, self._changes),
+            "usage": (UsageParams, self._usage),
+            "budget": (BudgetParams, self._budget),
         }
 
     async def handle_connection(self, connection: Connection) -> None:
@@ -275,6 +295,16 @@ class ControlServer:
 
     async def _restart(self, params: MemberParams) -> BaseModel:
         return await self._teams.restart(params.team, params.member)
+
+    async def _usage(self, params: UsageParams) -> BaseModel:
+        if params.prices:
+            return self._teams.prices()
+        return await self._teams.usage(params.team, params.by)
+
+    async def _budget(self, params: BudgetParams) -> BaseModel:
+        return await self._teams.budget(
+            params.team, params.member, usd=params.usd, add_usd=params.add_usd,
+            tokens=params.tokens, add_tokens=params.add_tokens, clear=params.clear)
 
     async def _thread(self, params: ThreadParams) -> BaseModel:
         return await self._teams.thread(params.id)

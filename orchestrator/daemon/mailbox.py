@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -27,11 +27,13 @@ from orchestrator.attachments.failures import AttachmentError
 from orchestrator.contracts import PreparedPart, TextPart, Turn
 from orchestrator.errors import (
     InternalError,
+    RateLimited,
     ReplyTimeout,
     RuntimeExited,
     RuntimeStuck,
     StoreError,
     TeamctlError,
+    TurnHeld,
     unwrap_group,
 )
 from orchestrator.ids import new_ulid
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.loader import VariantLoader
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import TurnResult
+    from orchestrator.daemon.ledger import Ledger
     from orchestrator.daemon.store import AsyncStore, Delivery, Origin
     from orchestrator.daemon.supervisor import Supervisor
     from runtimes.base import OnSent, RuntimeProcess
@@ -74,8 +77,9 @@ class Mailbox:
     """Journaled per-member queues and the waiters for their outcomes."""
 
     def __init__(self, store: AsyncStore, supervisor: Supervisor, loader: VariantLoader,
-                 tg: TaskGroup) -> None:
+                 tg: TaskGroup, *, ledger: Ledger | None = None) -> None:
         self._store = store
+        self._ledger = ledger
         self._loader = loader
         self._supervisor = supervisor
         self._tg = tg
@@ -98,6 +102,12 @@ class Mailbox:
             queue = self._queues[key] = _Queue()
             self._tg.start_soon(self._run_queue, team, member, queue,
                                 name=f"mailbox {team}/{member}")
+
+    def poke(self, team: str, member: str) -> None:
+        """Look at the member's queue again (e.g. its hold was released)."""
+        queue = self._queues.get((team, member))
+        if queue is not None:
+            queue.poke()
 
     async def close_team(self, team: str) -> None:
         """Stop delivering to a team's members; an in-flight turn goes back to the queue."""
@@ -200,6 +210,8 @@ class Mailbox:
         """Borrow the member's ready process, claim its next delivery and run it; False when
         the queue was empty."""
         async def claim() -> tuple[str, tuple[Delivery, list[PlannedAttachment]]] | None:
+            if self._ledger is not None and self._ledger.gate(team, member) is not None:
+                return None  # held (a budget, a rate limit): its release pokes the queue
             claimed = await self._store.call(self._store.sync.claim_next, team, member)
             return None if claimed is None else (claimed[0].message_id, claimed)
 
@@ -233,7 +245,16 @@ class Mailbox:
             await self._record_failure(delivery, exc, requeue=exc.retryable)
             return
         try:
-            result = await _run_turn(process, turn, self._on_sent(delivery))
+            try:
+                result = await _run_turn(process, turn, self._on_sent(delivery))
+            finally:
+                if self._ledger is not None:  # what the attempt used, whatever its outcome
+                    with anyio.CancelScope(shield=True):
+                        await self._ledger.settle(team, member, message_id)
+        except TurnHeld as exc:
+            if isinstance(exc, RateLimited) and self._ledger is not None:
+                self._ledger.rate_limited(team, member, exc.until, exc.message)
+            await self._record_failure(delivery, exc, requeue=True, held=True)
         except (RuntimeExited, RuntimeStuck) as exc:
             await self._record_failure(delivery, exc, requeue=True)
         except TeamctlError as exc:
@@ -248,7 +269,7 @@ class Mailbox:
         else:
             await self._persist(delivery, lambda: self._store.call(
                 self._store.sync.mark_answered, message_id, member, result.reply,
-                result.notes, _usage(result)))
+                result.notes))
             log.info("delivery_answered", team=team, member=member, message_id=message_id,
                      reply_chars=len(result.reply))
             self._settle(message_id)
@@ -312,14 +333,15 @@ class Mailbox:
         return Turn(delivery.message_id, (*parts, *images))
 
     async def _record_failure(self, delivery: Delivery, exc: TeamctlError, *,
-                              requeue: bool) -> None:
+                              requeue: bool, held: bool = False) -> None:
         state = "missing"
 
         async def write() -> None:
             nonlocal state
             state = await self._store.call(
                 self._store.sync.mark_failed, delivery.message_id, delivery.member,
-                code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue)
+                code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue,
+                held=held)
 
         await self._persist(delivery, write)
         log.warning("delivery_failed", team=delivery.team, member=delivery.member,
@@ -343,11 +365,3 @@ async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> Tur
     """``run_turn``, with an error from inside the runtime's task groups as itself."""
     with unwrap_group():
         return await process.run_turn(turn, on_sent=on_sent)
-
-
-def _usage(result: TurnResult) -> dict[str, Any] | None:
-    """What the journal keeps of a turn's usage: its tokens and cost, where reported."""
-    usage: dict[str, Any] = result.usage.as_dict() if result.usage is not None else {}
-    if result.cost_usd is not None:
-        usage["cost_usd"] = result.cost_usd
-    return usage or None

@@ -11,6 +11,7 @@ SIGINT and ``teamctl stop`` stop members in reverse start order, then the daemon
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import resource
 import signal
@@ -30,6 +31,7 @@ from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.connections import ControlSocket
+from orchestrator.daemon.ledger import Ledger
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
@@ -131,6 +133,9 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             approvals = Approvals(store)
             changes = Changes()
+            ledger = Ledger(store, tg)
+            ledger.on_change = changes.bump
+            await ledger.load()
             approvals.on_change = changes.bump
             supervisor = Supervisor(
                 self.home, self._runtimes, tg,
@@ -138,15 +143,17 @@ class Daemon:
                 save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
-                approvals=approvals, on_change=changes.bump,
+                approvals=approvals, on_change=changes.bump, ledger=ledger,
             )
             artifacts = ArtifactStore(self.home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
-            mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg)
+            mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg, ledger=ledger)
             mailbox.on_change = changes.bump
+            ledger.on_release = mailbox.poke
+            ledger.on_budget_change = functools.partial(_budget_changed, supervisor)
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             teams = Teams(store, supervisor, mailbox, planner, capabilities,
-                          worktree_root=self.home.worktrees)
+                          worktree_root=self.home.worktrees, ledger=ledger)
             router = Router(teams, supervisor, store, vision=lambda rt, model, override:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered
@@ -192,6 +199,14 @@ class Daemon:
                 os.close(notify_fd)
             except OSError:
                 pass
+
+
+def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:
+    """A budget changed: Claude members get a new ``--max-budget-usd`` backstop, which is an
+    argument of their process — recycle them (after the turn in flight)."""
+    for state in supervisor.members(team):
+        if state.config.runtime == "claude" and member in (None, state.name):
+            supervisor.recycle_member(team, state.name, "its budget changed")
 
 
 def main(home: Home, *, notify_fd: int | None = None) -> int:

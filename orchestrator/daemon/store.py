@@ -206,6 +206,51 @@ _MIGRATIONS += (
     );
     """,
 )
+_MIGRATIONS += (
+    # 8: what each turn cost (orchestrator/daemon/ledger.py): one row per settled turn attempt,
+    # the running totals each runtime counter was last charged up to, and the budgets
+    """
+    CREATE TABLE usage (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        message_id TEXT,
+        runtime TEXT NOT NULL,
+        model TEXT,
+        input_tokens INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        reasoning_output_tokens INTEGER NOT NULL,
+        cost_usd REAL,
+        estimated INTEGER NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX usage_by_member ON usage (team, member);
+    CREATE INDEX usage_by_message ON usage (message_id, member);
+    CREATE TABLE usage_counters (
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        counter TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        reasoning_output_tokens INTEGER NOT NULL,
+        cost_usd REAL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (team, member, counter)
+    );
+    CREATE TABLE budgets (
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        usd REAL,
+        tokens INTEGER,
+        file_usd REAL,
+        file_tokens INTEGER,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (team, member)
+    );
+    """,
+)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -591,24 +636,23 @@ class Store:
         self._transition(message_id, member, "prepared", "sent", durable=False)
 
     def mark_answered(self, message_id: str, member: str, reply: str,
-                      notes: tuple[str, ...] = (), usage: dict[str, Any] | None = None
-                      ) -> None:
+                      notes: tuple[str, ...] = ()) -> None:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='answered', reply=?, error_code=NULL, "
-                "error_message=NULL, retryable=NULL, notes=?, usage=?, updated_at=? "
+                "error_message=NULL, retryable=NULL, notes=?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state IN ('prepared', 'sent')",
-                (reply, json.dumps(list(notes)) if notes else None,
-                 json.dumps(usage, sort_keys=True) if usage else None, time.time(),
+                (reply, json.dumps(list(notes)) if notes else None, time.time(),
                  message_id, member),
             )
             self._expect_one(cur, message_id, member, "answered")
 
     def mark_failed(self, message_id: str, member: str, *, code: str, message: str,
-                    retryable: bool, requeue: bool) -> str:
+                    retryable: bool, requeue: bool, held: bool = False) -> str:
         """Record a failed attempt. With ``requeue`` and attempts left, the delivery goes back
         to ``queued`` (keeping the error as its last one); otherwise it ends ``failed``.
-        Returns the new state."""
+        ``held``: the member was paused (a budget, a rate limit): back to ``queued`` and the
+        attempt given back — a held message is never failed. Returns the new state."""
         with self._tx() as db:
             row = db.execute(
                 "SELECT attempts, state FROM deliveries WHERE message_id=? AND member=?",
@@ -616,11 +660,13 @@ class Store:
             ).fetchone()
             if row is None or row["state"] in TERMINAL_STATES:
                 return "missing" if row is None else str(row["state"])
-            state = "queued" if requeue and row["attempts"] < MAX_ATTEMPTS else "failed"
+            state = "queued" if held or (requeue and row["attempts"] < MAX_ATTEMPTS) \
+                else "failed"
             db.execute(
                 "UPDATE deliveries SET state=?, error_code=?, error_message=?, retryable=?, "
-                "updated_at=? WHERE message_id=? AND member=?",
-                (state, code, message, int(retryable), time.time(), message_id, member),
+                "attempts=MAX(attempts - ?, 0), updated_at=? WHERE message_id=? AND member=?",
+                (state, code, message, int(retryable), int(held), time.time(), message_id,
+                 member),
             )
             return state
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from orchestrator.config import Login, MemberConfig, Permissions, TeamConfig
+    from orchestrator.daemon.ledger import Ledger
 
 __all__ = ["MemberState", "Supervisor"]
 
@@ -79,6 +80,7 @@ class MemberState:
     turns_started: int = 0
     process_turns: int = 0  # turns on the current process, for ``recycle_turns``
     recycle: str | None = None  # why the current process is being recycled
+    recycle_after_turn: str | None = None  # a recycle asked for while a turn was in flight
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
     allow: list[str] = field(default_factory=list)  # the "ask" profile's pre-approved rules
@@ -150,10 +152,12 @@ class Supervisor:
         sleep: Sleep = anyio.sleep,
         approvals: Approvals | None = None,
         on_change: Callable[[], None] | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         """``clock`` and ``sleep`` drive the restart policy's window and backoff (a test
         passes a manual clock whose sleep advances it)."""
         self._sleep = sleep
+        self._ledger = ledger
         self._approvals = approvals
         self._on_change = on_change
         self._vision = vision
@@ -265,11 +269,26 @@ class Supervisor:
             state.process_turns += 1
             if process.usable:  # a dead process keeps its cut turn for the incident report
                 state.turn = None
-                state.recycle = recycle_reason(state.config, process.pid, state.process_turns)
+                state.recycle = recycle_reason(state.config, process.pid, state.process_turns) \
+                    or state.recycle_after_turn
+                state.recycle_after_turn = None
             state.notify()
             if process.session_id != state.session_id:  # e.g. Codex's first thread.started
                 with anyio.CancelScope(shield=True):
                     await self._record_session(state, process.session_id)
+
+    def recycle_member(self, team: str, name: str, reason: str) -> None:
+        """Restart the member's process as hygiene (not a crash): now if it is idle, after
+        its turn if one is in flight (e.g. its budget changed: Claude's backstop is an
+        argument of the process)."""
+        state = self.member(team, name)
+        if state.process is None or not state.process.usable:
+            return
+        if state.busy:
+            state.recycle_after_turn = reason
+        else:
+            state.recycle = reason
+        state.notify()
 
     # -- the member task ----------------------------------------------------------------------
 
@@ -449,6 +468,10 @@ class Supervisor:
             login=state.login, permissions=state.permissions,
             mcp=self._mcp(state) if config.messaging else None,
             transport=config.transport, approver=self._approver(state),
+            meter=None if self._ledger is None else await self._ledger.meter(
+                state.team, state.name, config.runtime, config.model),
+            max_budget_usd=None if self._ledger is None or config.runtime != "claude"
+            else self._ledger.remaining_usd(state.team, state.name),
         )
 
     def _approver(self, state: MemberState) -> MemberApprover | None:

@@ -24,18 +24,25 @@ from orchestrator.errors import (
     NotFound,
     TeamAlreadyRunning,
     TeamctlError,
+    UsageError,
     unwrap_group,
 )
 from orchestrator.redaction import add_secrets, secret_name
 from orchestrator.wire import (
+    BudgetDoc,
     DiffDoc,
     DryRunPlan,
     HistoryDoc,
     KeptWorktree,
+    PriceRow,
+    PricesDoc,
     SendResult,
+    Spend,
     StatusDoc,
     TeamStatus,
     ThreadDoc,
+    UsageDoc,
+    UsageRow,
     WorktreeInfo,
     WorktreesDoc,
 )
@@ -45,11 +52,17 @@ if TYPE_CHECKING:
 
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import Capabilities
+    from orchestrator.daemon.ledger import By, Ledger
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.store import AsyncStore, Delivery, Origin
     from orchestrator.daemon.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
+
+
+def _hold_text(ledger: Ledger, team: str, member: str) -> str | None:
+    hold = ledger.hold(team, member)
+    return None if hold is None else hold.describe()
 
 log = structlog.get_logger("teamctl.teams")
 
@@ -59,8 +72,9 @@ _SETTLE_MARGIN = 5.0
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
                  planner: Planner, capabilities: Mapping[str, Capabilities], *,
-                 worktree_root: Path) -> None:
+                 worktree_root: Path, ledger: Ledger | None = None) -> None:
         self._worktree_root = worktree_root
+        self._ledger = ledger
         self._prune_lock = anyio.Lock()
         self._store = store
         self._supervisor = supervisor
@@ -116,6 +130,8 @@ class Teams:
             status = await self._team_status(config.name)
             return status.model_copy(update={"already_running": True,
                                              "resumed": config.name in self._resumed})
+        if self._ledger is not None:  # an unenforceable budget is refused before anything
+            await self._ledger.configure(config)
         workdirs = await self._worktrees(config)  # before anything is journaled or started
         await self._store.call(
             self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
@@ -166,6 +182,8 @@ class Teams:
         for record in await self._store.call(self._store.sync.teams, desired="running"):
             config = TeamConfig.model_validate(record.config)
             try:
+                if self._ledger is not None:
+                    await self._ledger.configure(config)
                 workdirs = await self._worktrees(config)
             except TeamctlError as exc:
                 log.error("team_resume_failed", team=config.name, code=exc.code,
@@ -207,7 +225,61 @@ class Teams:
         queued = await self._store.call(self._store.sync.queued_counts, team)
         members = [state.snapshot(queued.get(state.name, 0))
                    for state in self._supervisor.members(team)]
-        return TeamStatus(name=team, members=members)
+        ledger = self._ledger
+        if ledger is None:
+            return TeamStatus(name=team, members=members)
+        members = [m.model_copy(update={"spend": self._spend(team, m.name),
+                                        "hold": _hold_text(ledger, team, m.name)})
+                   for m in members]
+        return TeamStatus(name=team, members=members, spend=self._spend(team, None))
+
+    def _spend(self, team: str, member: str | None) -> Spend:
+        assert self._ledger is not None
+        key = (team, member or "")
+        spent, budget = self._ledger.spent(key), self._ledger.budget(team, member)
+        return Spend(cost_usd=round(spent.cost_usd, 6), cost_unknown=spent.unknown,
+                     tokens=spent.tokens.total, budget_usd=budget.usd,
+                     budget_tokens=budget.tokens)
+
+    # -- costs and budgets (docs/costs.md) ------------------------------------------------------
+
+    def _accounts(self) -> Ledger:
+        if self._ledger is None:
+            raise UsageError("this daemon keeps no ledger")
+        return self._ledger
+
+    async def usage(self, team: str | None, by: By) -> UsageDoc:
+        name = None if team is None else await self._resolve_any(team)
+        rows = [UsageRow(team=r["team"], key=str(r["key"] or "(unknown)"), turns=r["turns"],
+                         input_tokens=r["i"] or 0, cached_input_tokens=r["c"] or 0,
+                         output_tokens=r["o"] or 0, reasoning_output_tokens=r["r"] or 0,
+                         cost_usd=round(r["usd"] or 0.0, 6), cost_unknown=r["unknown"] or 0)
+                for r in await self._accounts().usage(name, by)]
+        return UsageDoc(by=by, rows=rows, total_usd=round(sum(r.cost_usd for r in rows), 6),
+                        total_tokens=sum(r.input_tokens + r.output_tokens for r in rows))
+
+    def prices(self) -> PricesDoc:
+        from orchestrator.costs.prices import load_prices
+
+        table = load_prices()
+        return PricesDoc(checked=table.checked, sources=table.sources, models=[
+            PriceRow(model=model, input=p.input, cached_input=p.cached_input, output=p.output,
+                     source=p.source) for model, p in table.items()])
+
+    async def budget(self, team: str | None, member: str | None,
+                     **change: float | int | bool | None) -> BudgetDoc:
+        """Change (or, with no change, show) a member's budget — ``member`` None: the team's.
+        Raising it releases a member held by it; its queue goes on."""
+        config = self.resolve(team)
+        if member is not None:
+            config, member = self.resolve_member(config.name, member)
+        ledger = self._accounts()
+        if any(value not in (None, False) for value in change.values()):
+            await ledger.set_budget(config.name, member, **change)  # type: ignore[arg-type]
+        return BudgetDoc(team=config.name, member=member,
+                         spend=self._spend(config.name, member),
+                         hold=None if member is None else _hold_text(ledger, config.name,
+                                                                     member))
 
     async def send(self, team: str | None, member: str, text: str, *, wait: bool,
                    timeout: float, attachments: Sequence[str] = (),

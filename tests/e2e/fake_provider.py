@@ -33,6 +33,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.error_status: int | None = None
+        self.error_headers: dict[str, str] = {}  # sent with an error_status reply
         self.hang_next = False  # the next POST gets headers, then nothing for 60 s
         self.released = threading.Event()
         self.lock = threading.Lock()
@@ -108,7 +109,7 @@ class FakeProvider:
                 status = fake.error_status
                 if status:
                     self._reply(status, json.dumps(fake.error_body(status)).encode(),
-                                "application/json")
+                                "application/json", fake.error_headers)
                 else:
                     self._reply(200, fake.stream(body), "text/event-stream")
 
@@ -120,10 +121,13 @@ class FakeProvider:
                 fake.released.wait(60)
                 self.close_connection = True
 
-            def _reply(self, status: int, data: bytes, content_type: str | None) -> None:
+            def _reply(self, status: int, data: bytes, content_type: str | None,
+                       headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
                 if content_type:
                     self.send_header("content-type", content_type)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("request-id", f"req_fake_{threading.get_ident()}")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()

@@ -6,7 +6,7 @@ Each test is named after a failure the hardening issue found; its docstring stat
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -43,11 +43,10 @@ class FlakyStore(Store):
         self.answered = threading.Event()
 
     def mark_answered(self, message_id: str, member: str, reply: str,
-                      notes: tuple[str, ...] = (), usage: dict[str, Any] | None = None
-                      ) -> None:
+                      notes: tuple[str, ...] = ()) -> None:
         if self.broken:
             raise StoreError("the journal could not be written: database or disk is full")
-        super().mark_answered(message_id, member, reply, notes, usage)
+        super().mark_answered(message_id, member, reply, notes)
         self.answered.set()
 
 

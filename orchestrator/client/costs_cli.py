@@ -1,0 +1,80 @@
+"""``teamctl usage`` and ``teamctl budget`` (docs/costs.md). Registered by
+``orchestrator.client.cli``."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator import client
+from orchestrator.client.cli import _emit_json, _home, _name, cost_text, handles_errors
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.option("--team", default=None, callback=_name)
+@click.option("--by", type=click.Choice(["member", "model", "day"]), default="member",
+              show_default=True, help="How to group the turns.")
+@click.option("--prices", is_flag=True, help="Show the price table instead (model → USD).")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
+    """Tokens and cost of every turn the journal recorded, grouped by member, model or day."""
+    doc = client.call(_home(), "usage", {"team": team, "by": by, "prices": prices})
+    if as_json:
+        _emit_json(doc)
+        return
+    if prices:
+        click.echo(f"price table checked {doc['checked']} (USD per million tokens)")
+        for row in doc["models"]:
+            click.echo(f"  {row['model']:<22} in {row['input']:>7.3f}  cached "
+                       f"{row['cached_input']:>7.3f}  out {row['output']:>7.3f}  "
+                       f"[{row['source']}]")
+        return
+    if not doc["rows"]:
+        click.echo("no usage recorded yet")
+        return
+    header = ("TEAM", by.upper(), "TURNS", "INPUT", "CACHED", "OUTPUT", "COST")
+    rows = [header] + [
+        (r["team"], r["key"], str(r["turns"]), str(r["input_tokens"]),
+         str(r["cached_input_tokens"]), str(r["output_tokens"]),
+         f"${r['cost_usd']:.4f}" + (f" + {r['cost_unknown']} unknown" if r["cost_unknown"]
+                                    else ""))
+        for r in doc["rows"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    click.echo(f"total ${doc['total_usd']:.4f}, {doc['total_tokens']} tokens")
+
+
+@click.command()
+@click.option("--team", default=None, callback=_name)
+@click.argument("member", required=False, callback=_name)
+@click.option("--add", "add_usd", type=click.FloatRange(min=0, max=1_000_000), default=None,
+              metavar="USD", help="Raise the budget by USD (from what is spent, if none).")
+@click.option("--set", "usd", type=click.FloatRange(min=0, max=1_000_000), default=None,
+              metavar="USD", help="Set the budget to USD.")
+@click.option("--add-tokens", type=click.IntRange(min=0), default=None, metavar="N")
+@click.option("--set-tokens", "tokens", type=click.IntRange(min=0), default=None, metavar="N")
+@click.option("--clear", is_flag=True, help="Remove the budget (no limit).")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def budget(team: str | None, member: str | None, add_usd: float | None, usd: float | None,
+           add_tokens: int | None, tokens: int | None, clear: bool, as_json: bool) -> None:
+    """Show or change MEMBER's budget (without MEMBER: the team's). Raising it resumes a
+    member paused by it: its held messages are delivered."""
+    if add_usd is not None and usd is not None:
+        raise click.UsageError("give --add or --set, not both")
+    doc = client.call(_home(), "budget", {
+        "team": team, "member": member, "usd": usd, "add_usd": add_usd, "tokens": tokens,
+        "add_tokens": add_tokens, "clear": clear})
+    if as_json:
+        _emit_json(doc)
+        return
+    who = f"{doc['member']} (team {doc['team']})" if doc["member"] else f"team {doc['team']}"
+    click.echo(f"{who}: {cost_text(doc['spend'])}")
+    if doc.get("hold"):
+        click.echo(f"  held: {doc['hold']}")
+
+
+COMMANDS = (usage, budget)

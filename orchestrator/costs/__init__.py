@@ -1,0 +1,1 @@
+"""What teammates cost: the vendored price table (``prices``) and the ledger's accounting."""

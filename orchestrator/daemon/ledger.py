@@ -1,0 +1,586 @@
+"""The ledger: what every turn cost, and the budgets that stop a member before the money is
+gone (docs/costs.md).
+
+Runtimes report ``UsageReading``s through their member's ``Meter`` as often as they learn
+something (Claude: each assistant message, then the turn's ``result``; Codex: each
+``thread/tokenUsage/updated`` or ``turn.completed``; OpenCode: each step). A reading is either
+the turn's own figures so far, or a running total of a runtime counter (a process, a thread):
+the ledger charges the *increase* of each counter since it last settled it, and keeps those
+baselines in the journal, so a total is never charged twice across turns, restarts, resumes
+and re-deliveries. A total that goes backwards is logged and not charged. Codex reports no
+cost: its tokens are priced from the vendored table; a model the table does not list has an
+unknown cost (never zero).
+
+Budgets (``budget_usd``/``budget_tokens``, per member and per team) are checked before each
+turn (``gate``) and on every reading during one (``Meter.reading`` answers "stop"). A member
+over a budget is *held*: its queue stays queued until ``teamctl budget`` raises the limit. A
+runtime's rate limit holds the member until the reset time it named, then releases it by
+itself. Holds wake the member's queue through ``on_release``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import structlog
+
+from orchestrator.contracts import TokenUsage, UsageReading
+from orchestrator.costs.prices import PriceTable, load_prices
+from orchestrator.errors import NotFound, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
+
+    from orchestrator.config import TeamConfig
+    from orchestrator.daemon.store import AsyncStore, Store
+
+__all__ = ["Charge", "Hold", "Ledger", "LedgerJournal", "MemberMeter"]
+
+log = structlog.get_logger("teamctl.ledger")
+
+TEAM = ""  # the budgets row of a whole team
+WARN_AT = 0.8
+RATE_LIMIT_DEFAULT_HOLD = 300.0  # a limit that named no reset time
+RATE_LIMIT_MAX_HOLD = 8 * 24 * 3600.0  # a reset time further out than this is not believed
+By = Literal["member", "model", "day"]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one turn attempt used: tokens and cost (None: unknown — no price, or a runtime
+    that did not say); ``estimated``: the turn never reported its own end figure."""
+
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost_usd: float | None = 0.0
+    estimated: bool = False
+    model: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.tokens.total == 0 and not self.cost_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = dict(self.tokens.as_dict())
+        doc["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
+        if self.estimated:
+            doc["estimated"] = True
+        return doc
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a member's queue is held: ``budget`` (until the operator raises it) or
+    ``rate_limit`` (until ``until``, epoch seconds)."""
+
+    kind: Literal["budget", "rate_limit"]
+    reason: str
+    until: float | None = None
+
+    def describe(self) -> str:
+        if self.kind == "rate_limit" and self.until is not None:
+            return f"rate-limited until {time.strftime('%H:%M', time.localtime(self.until))}: " \
+                   f"{self.reason}"
+        return self.reason
+
+
+@dataclass
+class _Totals:
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+    unknown: int = 0  # charges whose cost is unknown
+
+    def add(self, charge: Charge) -> None:
+        self.tokens = self.tokens + charge.tokens
+        if charge.cost_usd is None:
+            self.unknown += 1
+        else:
+            self.cost_usd += charge.cost_usd
+
+
+@dataclass
+class _Counter:
+    tokens: TokenUsage
+    cost_usd: float | None
+
+
+@dataclass
+class _Attempt:
+    """One turn attempt in flight: its own figures and, per counter, where it started and
+    the latest reading."""
+
+    message_id: str
+    model: str | None
+    own: Charge | None = None
+    own_estimate: bool = True
+    started: dict[str, _Counter] = field(default_factory=dict)
+    latest: dict[str, _Counter] = field(default_factory=dict)
+    final_seen: bool = False
+
+
+@dataclass
+class _Budget:
+    usd: float | None = None
+    tokens: int | None = None
+    file_usd: float | None = None
+    file_tokens: int | None = None
+    warned: bool = False
+
+    @property
+    def set(self) -> bool:
+        return self.usd is not None or self.tokens is not None
+
+
+class LedgerJournal:
+    """The ledger's tables in the journal (schema 8: usage, usage_counters, budgets); sync,
+    called through ``AsyncStore`` like the store's own methods."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def totals(self) -> list[dict[str, Any]]:
+        rows = self._store.connection.execute(
+            "SELECT team, member, SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, "
+            "SUM(output_tokens) AS o, SUM(reasoning_output_tokens) AS r, "
+            "SUM(COALESCE(cost_usd, 0)) AS usd, SUM(cost_usd IS NULL) AS unknown "
+            "FROM usage GROUP BY team, member").fetchall()
+        return [dict(r) for r in rows]
+
+    def counters(self, team: str, member: str) -> dict[str, _Counter]:
+        rows = self._store.connection.execute(
+            "SELECT * FROM usage_counters WHERE team=? AND member=?", (team, member)).fetchall()
+        return {row["counter"]: _Counter(TokenUsage(
+            row["input_tokens"], row["cached_input_tokens"], row["output_tokens"],
+            row["reasoning_output_tokens"]), row["cost_usd"]) for row in rows}
+
+    def record(self, team: str, member: str, runtime: str, message_id: str, charge: Charge,
+               counters: dict[str, _Counter]) -> None:
+        """One settled attempt: its usage row, the message's running usage (for history) and
+        the counters' new baselines, in one transaction."""
+        now = time.time()
+        with self._store.transaction() as db:
+            if not charge.empty:
+                t = charge.tokens
+                db.execute(
+                    "INSERT INTO usage (team, member, message_id, runtime, model, input_tokens, "
+                    "cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd, "
+                    "estimated, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (team, member, message_id, runtime, charge.model, t.input_tokens,
+                     t.cached_input_tokens, t.output_tokens, t.reasoning_output_tokens,
+                     charge.cost_usd, int(charge.estimated), now))
+                row = db.execute(
+                    "SELECT SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, "
+                    "SUM(output_tokens) AS o, SUM(reasoning_output_tokens) AS r, "
+                    "SUM(cost_usd) AS usd, SUM(cost_usd IS NULL) AS unknown, "
+                    "MAX(estimated) AS est FROM usage WHERE message_id=? AND member=?",
+                    (message_id, member)).fetchone()
+                doc: dict[str, Any] = {
+                    "input_tokens": row["i"], "cached_input_tokens": row["c"],
+                    "output_tokens": row["o"], "reasoning_output_tokens": row["r"],
+                    "cost_usd": None if row["unknown"] else round(row["usd"] or 0.0, 6)}
+                if row["est"]:
+                    doc["estimated"] = True
+                db.execute("UPDATE deliveries SET usage=? WHERE message_id=? AND member=?",
+                           (json.dumps(doc, sort_keys=True), message_id, member))
+            for name, value in counters.items():
+                t = value.tokens
+                db.execute(
+                    "INSERT OR REPLACE INTO usage_counters (team, member, counter, input_tokens,"
+                    " cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (team, member, name, t.input_tokens, t.cached_input_tokens,
+                     t.output_tokens, t.reasoning_output_tokens, value.cost_usd, now))
+
+    def budgets(self, team: str) -> dict[str, _Budget]:
+        rows = self._store.connection.execute(
+            "SELECT member, usd, tokens, file_usd, file_tokens FROM budgets WHERE team=?",
+            (team,)).fetchall()
+        return {r["member"]: _Budget(r["usd"], r["tokens"], r["file_usd"], r["file_tokens"])
+                for r in rows}
+
+    def save_budget(self, team: str, member: str, budget: _Budget) -> None:
+        with self._store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO budgets (team, member, usd, tokens, file_usd, "
+                "file_tokens, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (team, member, budget.usd, budget.tokens, budget.file_usd, budget.file_tokens,
+                 time.time()))
+
+    def usage(self, team: str | None, by: By) -> list[dict[str, Any]]:
+        key = {"member": "team, member", "model": "team, COALESCE(model, '')",
+               "day": "team, date(at, 'unixepoch', 'localtime')"}[by]
+        label = {"member": "member", "model": "COALESCE(model, '')",
+                 "day": "date(at, 'unixepoch', 'localtime')"}[by]
+        where, args = ("WHERE team = ?", (team,)) if team else ("", ())
+        rows = self._store.connection.execute(
+            f"SELECT team, {label} AS key, COUNT(*) AS turns, SUM(input_tokens) AS i, "
+            "SUM(cached_input_tokens) AS c, SUM(output_tokens) AS o, "
+            "SUM(reasoning_output_tokens) AS r, SUM(COALESCE(cost_usd, 0)) AS usd, "
+            f"SUM(cost_usd IS NULL) AS unknown FROM usage {where} GROUP BY {key} "
+            "ORDER BY team, key", args).fetchall()
+        return [dict(r) for r in rows]
+
+
+class Ledger:
+    """Usage accounting, budgets and holds for every member of every running team."""
+
+    def __init__(self, store: AsyncStore, tg: TaskGroup, *, prices: PriceTable | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._journal = LedgerJournal(store.sync)
+        self._tg = tg
+        self._prices = prices or load_prices()
+        self._clock = clock
+        self._spent: defaultdict[tuple[str, str], _Totals] = defaultdict(_Totals)
+        self._inflight: dict[tuple[str, str], _Attempt] = {}
+        self._budgets: dict[tuple[str, str], _Budget] = {}
+        self._holds: dict[tuple[str, str], Hold] = {}
+        self._runtimes: dict[tuple[str, str], str] = {}
+        self._counters: dict[tuple[str, str], dict[str, _Counter]] = {}
+        self.on_release: Callable[[str, str], None] | None = None  # the mailbox's poke
+        self.on_budget_change: Callable[[str, str | None], None] | None = None
+        self.on_change: Callable[[], None] | None = None
+
+    async def load(self) -> None:
+        """The totals charged so far, from the journal (once, at daemon start)."""
+        for row in await self._store.call(self._journal.totals):
+            tokens = TokenUsage(int(row["i"] or 0), int(row["c"] or 0), int(row["o"] or 0),
+                                int(row["r"] or 0))
+            for key in ((row["team"], row["member"]), (row["team"], TEAM)):
+                totals = self._spent[key]
+                totals.tokens = totals.tokens + tokens
+                totals.cost_usd += float(row["usd"] or 0.0)
+                totals.unknown += int(row["unknown"] or 0)
+
+    # -- budgets ------------------------------------------------------------------------------
+
+    async def configure(self, team: TeamConfig) -> None:
+        """The team file's budgets, merged with the journal's: a budget the operator changed
+        with ``teamctl budget`` stays, unless the team file's value changed since."""
+        self._refuse_unpriceable(team)
+        stored = await self._store.call(self._journal.budgets, team.name)
+        wanted = {TEAM: (team.team.budget_usd, team.team.budget_tokens)}
+        for member in team.members:
+            wanted[member.name] = (member.budget_usd, member.budget_tokens)
+            self._runtimes[(team.name, member.name)] = member.runtime
+        for name, (usd, tokens) in wanted.items():
+            budget = stored.get(name)
+            if budget is None or (budget.file_usd, budget.file_tokens) != (usd, tokens):
+                budget = _Budget(usd, tokens, usd, tokens)
+                await self._store.call(self._journal.save_budget, team.name, name, budget)
+            self._budgets[(team.name, name)] = budget
+
+    def _refuse_unpriceable(self, team: TeamConfig) -> None:
+        """A money budget on a member whose runtime reports no cost and whose model has no
+        price could never be enforced: refused at launch, not discovered after the spend."""
+        for member in team.members:
+            if member.runtime == "codex" and member.budget_usd is not None and \
+                    member.budget_tokens is None and self._prices.price(member.model) is None:
+                raise UsageError(
+                    f"member {member.name!r}: budget_usd cannot be enforced — the price of "
+                    f"{member.model or 'its default model'!s} is not in teamctl's price table "
+                    "(Codex reports tokens, not cost); set budget_tokens, or pick a listed "
+                    "model ('teamctl usage --prices' lists them)")
+
+    async def set_budget(self, team: str, member: str | None, *, usd: float | None = None,
+                         add_usd: float | None = None, tokens: int | None = None,
+                         add_tokens: int | None = None, clear: bool = False) -> None:
+        key = (team, member or TEAM)
+        budget = self._budgets.get(key)
+        if budget is None:
+            raise NotFound("member", member or team, [m for t, m in self._budgets
+                                                       if t == team and m])
+        if clear:
+            budget.usd = budget.tokens = None
+        if usd is not None:
+            budget.usd = usd
+        if add_usd is not None:
+            budget.usd = (budget.usd if budget.usd is not None else self.spent_usd(key)) + add_usd
+        if tokens is not None:
+            budget.tokens = tokens
+        if add_tokens is not None:
+            budget.tokens = (budget.tokens if budget.tokens is not None
+                             else self.spent(key).tokens.total) + add_tokens
+        budget.warned = False
+        await self._store.call(self._journal.save_budget, team, key[1], budget)
+        log.info("budget_set", team=team, member=member, usd=budget.usd, tokens=budget.tokens)
+        for name in self._members(team) if member is None else [member]:
+            hold = self._holds.get((team, name))
+            if hold is not None and hold.kind == "budget" and self._over(team, name) is None:
+                self._release(team, name)
+        if self.on_budget_change is not None:
+            self.on_budget_change(team, member)
+        self._changed()
+
+    def budget(self, team: str, member: str | None) -> _Budget:
+        return self._budgets.get((team, member or TEAM)) or _Budget()
+
+    def remaining_usd(self, team: str, member: str) -> float | None:
+        """What is left of the tighter money budget (member or team): Claude's backstop."""
+        left = []
+        for key in ((team, member), (team, TEAM)):
+            budget = self._budgets.get(key)
+            if budget is not None and budget.usd is not None:
+                left.append(budget.usd - self.spent_usd(key))
+        return max(min(left), 0.0) if left else None
+
+    # -- the gate and holds -------------------------------------------------------------------
+
+    def gate(self, team: str, member: str) -> Hold | None:
+        """Before a turn: the member's hold, if any (a budget reached holds it now)."""
+        hold = self.hold(team, member)
+        if hold is not None:
+            return hold
+        why = self._over(team, member)
+        if why is None:
+            return None
+        return self._hold(team, member, Hold("budget", why))
+
+    def hold(self, team: str, member: str) -> Hold | None:
+        hold = self._holds.get((team, member))
+        if hold is not None and hold.until is not None and hold.until <= self._clock():
+            self._release(team, member)
+            return None
+        return hold
+
+    def rate_limited(self, team: str, member: str, until: float | None, message: str) -> None:
+        """Hold the member until ``until`` (a reset time that is missing, past or absurd:
+        RATE_LIMIT_DEFAULT_HOLD / at most RATE_LIMIT_MAX_HOLD), then release it by itself."""
+        now = self._clock()
+        current = self._holds.get((team, member))
+        limited = current is not None and current.kind == "rate_limit"
+        if until is None or not math.isfinite(until) or until <= now:
+            if limited:
+                return
+            until = now + RATE_LIMIT_DEFAULT_HOLD
+        until = min(until, now + RATE_LIMIT_MAX_HOLD)
+        if limited and current is not None and abs((current.until or 0) - until) < 1.0:
+            return
+        self._hold(team, member, Hold("rate_limit", message[:300], until))
+        self._tg.start_soon(self._release_at, team, member, until,
+                            name=f"rate limit {team}/{member}")
+
+    async def _release_at(self, team: str, member: str, until: float) -> None:
+        await anyio.sleep(max(until - self._clock(), 0.0))
+        hold = self._holds.get((team, member))
+        if hold is not None and hold.kind == "rate_limit" and hold.until == until:
+            self._release(team, member)
+
+    def _hold(self, team: str, member: str, hold: Hold) -> Hold:
+        if self._holds.get((team, member)) != hold:
+            self._holds[(team, member)] = hold
+            log.warning("member_held", team=team, member=member, hold=hold.kind,
+                        reason=hold.reason, until=hold.until)
+            self._changed()
+        return hold
+
+    def _release(self, team: str, member: str) -> None:
+        hold = self._holds.pop((team, member), None)
+        if hold is None:
+            return
+        log.info("member_released", team=team, member=member, hold=hold.kind)
+        if self.on_release is not None:
+            self.on_release(team, member)
+        self._changed()
+
+    def _over(self, team: str, member: str) -> str | None:
+        """Which budget the member is at or past, including the turn in flight, or None."""
+        for key, what in (((team, member), f"member {member!r}"), ((team, TEAM),
+                                                                   f"team {team!r}")):
+            budget = self._budgets.get(key)
+            if budget is None or not budget.set:
+                continue
+            spent = self.spent(key)
+            if budget.usd is not None and spent.cost_usd >= budget.usd:
+                return (f"budget reached: {what} spent ${spent.cost_usd:.4f} of "
+                        f"${budget.usd:.2f}")
+            if budget.tokens is not None and spent.tokens.total >= budget.tokens:
+                return (f"token budget reached: {what} used {spent.tokens.total} of "
+                        f"{budget.tokens} tokens")
+            self._warn(key, budget, spent, what)
+        return None
+
+    def _warn(self, key: tuple[str, str], budget: _Budget, spent: _Totals, what: str) -> None:
+        if budget.warned:
+            return
+        ratios = []
+        if budget.usd:
+            ratios.append(spent.cost_usd / budget.usd)
+        if budget.tokens:
+            ratios.append(spent.tokens.total / budget.tokens)
+        if ratios and max(ratios) >= WARN_AT:
+            budget.warned = True
+            log.warning("budget_warning", team=key[0], member=key[1] or None,
+                        percent=round(max(ratios) * 100), spent_usd=round(spent.cost_usd, 6),
+                        budget_usd=budget.usd, tokens=spent.tokens.total,
+                        budget_tokens=budget.tokens, what=what)
+
+    # -- metering -----------------------------------------------------------------------------
+
+    async def meter(self, team: str, member: str, runtime: str, model: str | None
+                    ) -> MemberMeter:
+        """The member's meter for one launch (its counters' baselines read from the journal
+        here, so a reading never waits on it)."""
+        self._runtimes[(team, member)] = runtime
+        if (team, member) not in self._counters:
+            self._counters[(team, member)] = await self._store.call(
+                self._journal.counters, team, member)
+        return MemberMeter(self, team, member, model)
+
+    def begin(self, team: str, member: str, message_id: str, model: str | None) -> None:
+        self._inflight[(team, member)] = _Attempt(message_id, model)
+
+    def observe(self, team: str, member: str, message_id: str, reading: UsageReading,
+                model: str | None) -> bool:
+        """One reading of a turn in flight; True when a budget is now reached (stop it)."""
+        attempt = self._inflight.get((team, member))
+        if attempt is None or attempt.message_id != message_id:
+            attempt = self._inflight[(team, member)] = _Attempt(message_id, model)
+        priced_model = reading.model or attempt.model
+        if reading.counter is None:
+            if reading.estimate and attempt.final_seen:
+                return self._over(team, member) is not None
+            cost = reading.cost_usd if reading.cost_usd is not None else \
+                self._prices.cost(priced_model, reading.tokens)
+            attempt.own = Charge(reading.tokens, cost, reading.estimate, priced_model)
+            attempt.own_estimate = reading.estimate
+        else:
+            value = _Counter(reading.tokens, reading.cost_usd)
+            if reading.counter not in attempt.started:
+                base = self._baseline(team, member, reading)
+                attempt.started[reading.counter] = base
+            previous = attempt.latest.get(reading.counter) or attempt.started[reading.counter]
+            if value.tokens.below(previous.tokens) or (
+                    value.cost_usd is not None and previous.cost_usd is not None
+                    and value.cost_usd < previous.cost_usd - 1e-9):
+                log.warning("usage_backwards", team=team, member=member,
+                            counter=reading.counter, was=previous.tokens.as_dict(),
+                            now=value.tokens.as_dict(), was_usd=previous.cost_usd,
+                            now_usd=value.cost_usd)
+                return self._over(team, member) is not None
+            attempt.latest[reading.counter] = value
+            attempt.model = priced_model
+        if not reading.estimate:
+            attempt.final_seen = True
+            if attempt.own is not None and attempt.own_estimate:
+                attempt.own = None  # the runtime's own figure replaces the estimate
+        return self._over(team, member) is not None
+
+    def _baseline(self, team: str, member: str, reading: UsageReading) -> _Counter:
+        assert reading.counter is not None
+        known = self._counters.get((team, member), {}).get(reading.counter)
+        if known is not None:
+            return known
+        if reading.baseline is not None:
+            return _Counter(reading.baseline, 0.0 if reading.cost_usd is not None else None)
+        return _Counter(TokenUsage(), 0.0 if reading.cost_usd is not None else None)
+
+    def charge_in_flight(self, team: str, member: str) -> Charge | None:
+        attempt = self._inflight.get((team, member))
+        return None if attempt is None else self._charge(attempt)
+
+    def _charge(self, attempt: _Attempt) -> Charge:
+        tokens, cost, estimated = TokenUsage(), 0.0, False
+        known = True
+        if attempt.own is not None:
+            tokens, estimated = attempt.own.tokens, attempt.own.estimated
+            if attempt.own.cost_usd is None:
+                known = False
+            else:
+                cost = attempt.own.cost_usd
+        for name, latest in attempt.latest.items():
+            start = attempt.started[name]
+            delta = latest.tokens - start.tokens
+            tokens = tokens + delta
+            if latest.cost_usd is not None and start.cost_usd is not None:
+                cost += latest.cost_usd - start.cost_usd
+            elif delta.as_dict() == TokenUsage().as_dict():
+                continue
+            else:
+                priced = self._prices.cost(attempt.model, delta)
+                if priced is None:
+                    known = False
+                else:
+                    cost += priced
+        if not attempt.final_seen:
+            estimated = True
+        return Charge(tokens, cost if known else None, estimated, attempt.model)
+
+    async def settle(self, team: str, member: str, message_id: str) -> Charge | None:
+        """The attempt is over (answered, failed or cut): journal its charge (with the
+        message's running usage and the counters' new baselines) and add it to the totals."""
+        attempt = self._inflight.pop((team, member), None)
+        if attempt is None or attempt.message_id != message_id:
+            return None
+        charge = self._charge(attempt)
+        if charge.empty and not attempt.latest and attempt.own is None:
+            return None
+        self._spent[(team, member)].add(charge)
+        self._spent[(team, TEAM)].add(charge)
+        self._counters.setdefault((team, member), {}).update(attempt.latest)
+        runtime = self._runtimes.get((team, member), "?")
+        try:
+            await self._store.call(self._journal.record, team, member, runtime, message_id,
+                                   charge, dict(attempt.latest))
+        except StoreError as exc:  # the totals above still hold the budget
+            log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
+                      error=exc.message, charge=charge.as_dict())
+        log.info("turn_charged", team=team, member=member, message_id=message_id,
+                 **charge.as_dict())
+        self._over(team, member)  # the 80 % warning, once
+        self._changed()
+        return charge
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def spent(self, key: tuple[str, str]) -> _Totals:
+        """Charged so far, plus the turn in flight (of the member, or of every member)."""
+        totals = self._spent.get(key) or _Totals()
+        team, member = key
+        inflight = [a for (t, m), a in self._inflight.items()
+                    if t == team and (m == member or member == TEAM)]
+        if not inflight:
+            return totals
+        out = _Totals(totals.tokens, totals.cost_usd, totals.unknown)
+        for attempt in inflight:
+            out.add(self._charge(attempt))
+        return out
+
+    def spent_usd(self, key: tuple[str, str]) -> float:
+        return self.spent(key).cost_usd
+
+    def unknown(self, key: tuple[str, str]) -> int:
+        return self.spent(key).unknown
+
+    async def usage(self, team: str | None, by: By) -> list[dict[str, Any]]:
+        return await self._store.call(self._journal.usage, team, by)
+
+    def _members(self, team: str) -> list[str]:
+        return [m for t, m in self._budgets if t == team and m]
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+
+@dataclass(eq=False)
+class MemberMeter:
+    """The ``Meter`` one member's runtime gets (``LaunchSpec.meter``)."""
+
+    ledger: Ledger
+    team: str
+    member: str
+    model: str | None
+
+    def reading(self, message_id: str, reading: UsageReading) -> bool:
+        return self.ledger.observe(self.team, self.member, message_id, reading, self.model)
+
+    def rate_limited(self, until: float | None, message: str) -> None:
+        self.ledger.rate_limited(self.team, self.member, until, message)
