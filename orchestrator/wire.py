@@ -485,7 +485,7 @@ class UiDoc(_Doc):
 
 class UsageRow(_Doc):
     team: str
-    key: str = Field(description="the member, the model or the day (YYYY-MM-DD), per --by")
+    group: str = Field(description="the member, the model or the day (YYYY-MM-DD), per --by")
     turns: int
     input_tokens: int
     cached_input_tokens: int

@@ -457,10 +457,11 @@ class ClaudeProcess(MemberProcess):
         result = state.result or {}
         text = result.get("result")
         reply = text if isinstance(text, str) and text else "\n".join(state.texts)
-        if state.budget_stop or result.get("subtype") == "error_max_budget_usd":
-            raise BudgetReached(self._spec.member, "the budget was reached during the turn"
-                                if state.budget_stop else "the CLI's --max-budget-usd "
-                                "backstop was reached")
+        if result.get("subtype") == "error_max_budget_usd":
+            raise BudgetReached(self._spec.member, "the CLI's --max-budget-usd backstop was "
+                                "reached")
+        if state.budget_stop and result.get("is_error"):  # a turn that ended first stands
+            raise BudgetReached(self._spec.member, "the budget was reached during the turn")
         limit = _rate_limit_info(result) or state.rate_limit
         if result.get("is_error") and limit is not None:
             until = limit.get("resetsAt")
@@ -633,11 +634,13 @@ class ClaudeProcess(MemberProcess):
             model=self._spec.model))
 
     def _report(self, state: _TurnState, reading: UsageReading) -> None:
+        """A reading for the ledger; one during the turn that crosses a budget stops it (the
+        turn's own end figure cannot: that turn is over, and the gate holds the next)."""
         meter = self._spec.meter
         if meter is None or not state.message_id:
             return
-        if meter.reading(state.message_id, reading) and not state.budget_stop and \
-                not state.done.is_set() and self._tg is not None:
+        if meter.reading(state.message_id, reading) and reading.estimate and \
+                not state.budget_stop and not state.done.is_set() and self._tg is not None:
             state.budget_stop = True
             log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
                         message_id=state.message_id, action="interrupt")

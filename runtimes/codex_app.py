@@ -312,7 +312,7 @@ class CodexAppServer(MemberProcess):
     def _outcome(self, state: _Turn) -> TurnResult:
         turn = (state.completed or {}).get("turn") or {}
         status = turn.get("status")
-        if state.budget_stop:
+        if state.budget_stop and status != "completed":  # a turn that ended first stands
             raise BudgetReached(self._spec.member, "the budget was reached during the turn")
         if status == "failed":
             error = turn.get("error") or {}

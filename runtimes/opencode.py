@@ -614,9 +614,12 @@ class OpenCodeServer(MemberProcess):
             # comes after all of them (bounded: a server that sends none costs IDLE_GRACE)
             with anyio.move_on_after(_IDLE_GRACE):
                 await state.idle.wait()
-            if state.held is not None:
-                raise state.held
-            return self._result(state)
+            try:
+                return self._result(state)  # a turn that ended before the abort stands
+            except TurnFailed:
+                if state.held is not None:
+                    raise state.held from None
+                raise
         finally:
             self._turn = None
             self._activity = None

@@ -36,7 +36,7 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
         return
     header = ("TEAM", by.upper(), "TURNS", "INPUT", "CACHED", "OUTPUT", "COST")
     rows = [header] + [
-        (r["team"], r["key"], str(r["turns"]), str(r["input_tokens"]),
+        (r["team"], r["group"], str(r["turns"]), str(r["input_tokens"]),
          str(r["cached_input_tokens"]), str(r["output_tokens"]),
          f"${r['cost_usd']:.4f}" + (f" + {r['cost_unknown']} unknown" if r["cost_unknown"]
                                     else ""))

@@ -350,6 +350,11 @@ class Ledger:
             return None
         return hold
 
+    def hold_budget(self, team: str, member: str, reason: str) -> None:
+        """A turn was stopped for its budget: the member stays held until the operator
+        raises it (even if the turn's final figure came in just under the limit)."""
+        self._hold(team, member, Hold("budget", self._over(team, member) or reason))
+
     def rate_limited(self, team: str, member: str, until: float | None, message: str) -> None:
         """Hold the member until ``until`` (a reset time that is missing, past or absurd:
         RATE_LIMIT_DEFAULT_HOLD / at most RATE_LIMIT_MAX_HOLD), then release it by itself."""

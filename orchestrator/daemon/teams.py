@@ -250,7 +250,7 @@ class Teams:
 
     async def usage(self, team: str | None, by: By) -> UsageDoc:
         name = None if team is None else await self._resolve_any(team)
-        rows = [UsageRow(team=r["team"], key=str(r["key"] or "(unknown)"), turns=r["turns"],
+        rows = [UsageRow(team=r["team"], group=str(r["key"] or "(unknown)"), turns=r["turns"],
                          input_tokens=r["i"] or 0, cached_input_tokens=r["c"] or 0,
                          output_tokens=r["o"] or 0, reasoning_output_tokens=r["r"] or 0,
                          cost_usd=round(r["usd"] or 0.0, 6), cost_unknown=r["unknown"] or 0)

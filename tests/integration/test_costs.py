@@ -1,0 +1,150 @@
+"""Costs and budgets through the daemon, with the fake Claude CLI (fixtures/bin/claude): the
+journal's cost is the CLI's own total_cost_usd increase, a budget holds the queue (messages
+stay queued) until 'teamctl budget' raises it, a turn that crosses a budget is interrupted,
+Claude gets --max-budget-usd as a backstop, and a rate limit pauses and resumes a member at
+the reset time it names (docs/costs.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.conftest import fake_member
+
+if TYPE_CHECKING:
+    from tests.conftest import LogFollower, Teamctl
+
+
+def _member(teamctl: Teamctl) -> dict:
+    return teamctl.json("status")["teams"][0]["members"][0]
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_each_turn_is_charged_the_increase_of_the_clis_running_total(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")]))) \
+        .returncode == 0
+    for text in ("one", "two", "three"):
+        assert teamctl.run("send", "rev", text, "--wait").returncode == 0
+    assert teamctl.run("restart", "rev").returncode == 0  # a new process: its total restarts
+    assert teamctl.run("send", "rev", "four", "--wait").returncode == 0
+    history = teamctl.json("history", "rev")["messages"]
+    assert [m["usage"]["cost_usd"] for m in history] == [0.01] * 4, \
+        "total_cost_usd is per process and cumulative: each turn is charged its increase"
+    assert [m["usage"]["input_tokens"] for m in history] == [10] * 4
+    spend = _member(teamctl)["spend"]
+    assert spend["cost_usd"] == pytest.approx(0.04) and spend["tokens"] == 44
+    usage = teamctl.json("usage")
+    assert [(r["group"], r["turns"]) for r in usage["rows"]] == [("rev", 4)]
+    assert usage["total_usd"] == pytest.approx(0.04)
+    by_model = teamctl.json("usage", "--by", "model")["rows"]
+    assert [r["group"] for r in by_model] == ["claude-sonnet-4-5"]
+    [day] = teamctl.json("usage", "--by", "day")["rows"]
+    assert day["group"] == time.strftime("%Y-%m-%d")
+    text = teamctl.run("status").stdout
+    assert "$0.0400" in text, text
+    assert "$ $0.0100, 10 in (0 cached) / 1 out tokens" in teamctl.run("history", "rev").stdout
+
+
+def test_a_member_over_budget_is_held_with_its_messages_queued_until_raised(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [fake_member("rev", budget_usd=0.025)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    [pid] = teamctl.member_pids()
+    assert _cmdline(pid)[_cmdline(pid).index("--max-budget-usd") + 1] == "0.0250", \
+        "Claude's own backstop: what is left of the budget"
+    for text in ("one", "two", "three"):  # 0.01 each: the third crosses 0.025
+        assert teamctl.run("send", "rev", text, "--wait").returncode == 0
+    held_id = teamctl.run("send", "rev", "four").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "member_held" and e.get("hold") == "budget")
+    row = _member(teamctl)
+    assert row["hold"].startswith("budget reached: member 'rev' spent $0.0300 of $0.03")
+    assert row["queued"] == 1 and row["readiness"] == "ready"
+    message = teamctl.json("history", "rev")["messages"][-1]
+    assert (message["id"], message["state"], message["attempts"]) == (held_id, "queued", 0)
+    assert "budget reached" in teamctl.run("status").stdout
+
+    raised = teamctl.json("budget", "rev", "--add", "5")
+    assert raised["spend"]["budget_usd"] == pytest.approx(5.025) and raised["hold"] is None
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == held_id, timeout=60)
+    assert teamctl.json("history", "rev")["messages"][-1]["state"] == "answered"
+    follow_logs.wait_for(lambda e: e["event"] == "member_recycled"
+                         and "budget changed" in e.get("reason", ""))
+    [new_pid] = teamctl.member_pids()
+    args = _cmdline(new_pid)
+    assert float(args[args.index("--max-budget-usd") + 1]) == pytest.approx(4.995, abs=1e-4), \
+        "a changed budget gives Claude a new backstop (its process is recycled, not crashed)"
+    assert _member(teamctl)["restarts"] == 0
+
+
+def test_a_turn_that_crosses_the_budget_is_interrupted_and_its_message_held(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    # 100000 input tokens a step at claude-sonnet-4-5's $3/M = $0.30 a step: $0.50 is crossed
+    # at the second step, of twenty
+    team = teamctl.write_team("web", [fake_member("rev", budget_usd=0.5)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "rev", "SPEND 6.0 20").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "turn_over_budget")
+    charged = follow_logs.wait_for(lambda e: e["event"] == "turn_charged"
+                                   and e.get("message_id") == message_id)
+    assert 0.5 <= charged["cost_usd"] < 1.0, "interrupted within a step of the limit"
+    assert charged["input_tokens"] < 20 * 100000
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert (message["state"], message["attempts"]) == ("queued", 0), "held, not failed"
+    assert message["error"]["code"] == "budget_reached"
+    assert _member(teamctl)["hold"].startswith("budget reached")
+
+
+def test_a_rate_limit_pauses_the_member_and_it_resumes_at_the_reset_time(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    member = fake_member("rev", env={"FAKE_CLAUDE_RATE_LIMIT": "6"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    message_id = teamctl.run("send", "rev", "hello").stdout.strip()
+    held = follow_logs.wait_for(lambda e: e["event"] == "member_held")
+    until = held["until"]
+    assert held["hold"] == "rate_limit" and until > time.time() - 5
+    row = _member(teamctl)
+    assert row["hold"].startswith("rate-limited until " + time.strftime(
+        "%H:%M", time.localtime(until)))
+    assert teamctl.json("history", "rev")["messages"][0]["state"] in ("queued", "prepared")
+    follow_logs.wait_for(lambda e: e["event"] == "member_released", timeout=30)
+    answered = follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                                    and e.get("message_id") == message_id, timeout=30)
+    at = datetime.fromisoformat(answered["ts"].replace("Z", "+00:00")).timestamp()
+    assert at >= until, "not before the reset time the CLI named"
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert (message["state"], message["attempts"]) == ("answered", 1)
+    assert _member(teamctl)["hold"] is None
+
+
+def test_bad_budgets_are_refused_with_the_key_and_nothing_starts(teamctl: Teamctl) -> None:
+    bad = teamctl.write_team("web", [fake_member("rev", budget_usd=-1.0)])
+    done = teamctl.run("launch", str(bad))
+    assert done.returncode == 2 and "members[0].budget_usd" in done.stderr
+    codex = {"name": "dev", "runtime": "codex", "model": "gpt-5.4-mini", "budget_usd": 5.0,
+             "command": str(Path(__file__).resolve().parents[2] / "fixtures/bin/codex")}
+    refused = teamctl.run("launch", str(teamctl.write_team("web", [codex])))
+    assert refused.returncode == 2, refused.stderr
+    assert "budget_usd cannot be enforced" in refused.stderr
+    assert teamctl.run("status").stdout.strip() == "no team is running"
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")]))) \
+        .returncode == 0
+    assert teamctl.run("budget", "rev", "--set", "-1").returncode == 2
+    assert teamctl.run("budget", "rev", "--set", "ten").returncode == 2
+    assert teamctl.run("budget", "rev", "--add", "1", "--set", "2").returncode == 2
+    unknown = teamctl.run("budget", "nobody", "--add", "1")
+    assert unknown.returncode == 1 and "nobody" in unknown.stderr
+    raw = teamctl.rpc("budget", {"member": "rev", "usd": float("inf")})
+    assert "error" in raw, "an infinite budget is refused by the socket's schema"
+    team = teamctl.json("budget", "--set", "3")
+    assert team["member"] is None and team["spend"]["budget_usd"] == 3.0
+    prices = json.loads(teamctl.run("usage", "--prices", "--json").stdout)
+    assert any(row["model"] == "gpt-5-mini" for row in prices["models"])
