@@ -245,6 +245,9 @@ class UsageReading:
     counter: str | None = None
     baseline: TokenUsage | None = None
     estimate: bool = False
+    # the counter's cost is a running total but ``tokens`` are this turn's own (Claude: the
+    # session's total_cost_usd, and the result's per-turn usage)
+    turn_tokens: bool = False
 
 
 class Meter(Protocol):
@@ -257,6 +260,11 @@ class Meter(Protocol):
     def reading(self, message_id: str, reading: UsageReading) -> bool: ...
 
     def rate_limited(self, until: float | None, message: str) -> None: ...
+
+    def counted(self, counter: str) -> float:
+        """The cost a running total was last charged up to (0: never seen) — e.g. where a
+        resumed session's own total starts."""
+        ...
 
 
 @dataclass(frozen=True)

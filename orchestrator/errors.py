@@ -21,6 +21,7 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
     ├── MemberUnavailable           a --wait on a member that is fatal or stopped
+    ├── MemberHeld                  a --wait on a member paused by a budget or a rate limit
     ├── ApprovalSettled             an answer to an approval that is no longer pending
     │   └── ApprovalExpired         ...because its runtime process is gone (it will ask again)
     ├── MemberStartFailed           the runtime did not become ready
@@ -78,6 +79,7 @@ __all__ = [
     "InternalError",
     "JournalMissing",
     "LineTooLong",
+    "MemberHeld",
     "MemberStartFailed",
     "MemberUnavailable",
     "NotFound",
@@ -269,6 +271,21 @@ class MemberUnavailable(TeamctlError):
         super().__init__(
             f"member {member!r} is {launch}{why}{kept}; start it again with "
             f"'teamctl restart {member}'", member=member, launch=launch, message_id=message_id)
+
+
+class MemberHeld(TeamctlError):
+    """A --wait on a member whose queue is held (a budget, a rate limit): the message stays
+    queued and is delivered once the member resumes."""
+
+    code = "member_held"
+    retryable = True
+
+    def __init__(self, member: str, hold: str, message_id: str) -> None:
+        fix = f"raise it with 'teamctl budget {member} --add USD'" if "budget" in hold \
+            else "it resumes by itself at the reset time"
+        super().__init__(f"member {member!r} is paused ({hold}); the message {message_id} stays "
+                         f"queued and is delivered once it resumes: {fix}", member=member,
+                         message_id=message_id)
 
 
 class ApprovalSettled(TeamctlError):

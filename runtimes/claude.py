@@ -169,8 +169,10 @@ def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]
     if spec.model:
         argv += ["--model", spec.model]
-    if spec.max_budget_usd is not None:  # the CLI's own backstop behind the ledger's gate
-        argv += ["--max-budget-usd", f"{max(spec.max_budget_usd, 0.0001):.4f}"]
+    if spec.max_budget_usd is not None:  # the CLI's own backstop behind the ledger's gate,
+        # against its session's total, which a resume carries on
+        spent = spec.meter.counted(session_counter(session_id)) if spec.meter and resume else 0
+        argv += ["--max-budget-usd", f"{max(spec.max_budget_usd + spent, 0.0001):.4f}"]
     if "prompt" in files:
         argv += ["--append-system-prompt-file", str(files["prompt"])]
     if "settings" in files:
@@ -293,9 +295,8 @@ class ClaudeProcess(MemberProcess):
         self._tg: TaskGroup | None = None
         self._asking = 0  # prompts waiting on the operator: the idle watchdog waits too
         self._unconfirmed: list[str] = []  # answered prompts: the next line confirms them
-        # total_cost_usd and the tokens of every result are running totals of this process
-        self._counter = f"claude-process:{uuid.uuid4()}"
-        self._tokens_total = TokenUsage()
+        # total_cost_usd is the running total of the *session*: a --resume carries it on
+        self._counter = session_counter(session_id)
 
     @property
     def session_id(self) -> str | None:
@@ -621,15 +622,13 @@ class ClaudeProcess(MemberProcess):
                                          estimate=True))
 
     def _charge(self, state: _TurnState, result: dict[str, Any]) -> None:
-        """The turn's ``result``: ``usage`` covers this turn, ``total_cost_usd`` the whole
-        process (protocols/claude.md) — both reported as this process's running totals, so
-        the ledger charges their increase (errors and interrupted turns too)."""
-        tokens = _tokens(result.get("usage"))
-        if tokens is not None:
-            self._tokens_total = self._tokens_total + tokens
+        """The turn's ``result``: ``usage`` covers this turn; ``total_cost_usd`` is the
+        session's running total, carried across ``--resume`` (docs/costs.md) — the ledger
+        charges its increase (errors and interrupted turns too)."""
         cost = result.get("total_cost_usd")
         self._report(state, UsageReading(
-            tokens=self._tokens_total, counter=self._counter, baseline=TokenUsage(),
+            tokens=_tokens(result.get("usage")) or TokenUsage(), counter=self._counter,
+            baseline=TokenUsage(), turn_tokens=True,
             cost_usd=float(cost) if isinstance(cost, int | float) else None,
             model=self._spec.model))
 
@@ -713,6 +712,11 @@ class ClaudeProcess(MemberProcess):
         if self._turn is not None:
             self._turn.finish(error=error)
         self._exited.set()
+
+
+def session_counter(session_id: str) -> str:
+    """The ledger's name for a session's running total_cost_usd."""
+    return f"claude-session:{session_id}"
 
 
 def _tokens(usage: Any) -> TokenUsage | None:

@@ -48,6 +48,7 @@ log = structlog.get_logger("teamctl.ledger")
 
 TEAM = ""  # the budgets row of a whole team
 WARN_AT = 0.8
+BACKSTOP_MARGIN = 0.25  # Claude's --max-budget-usd: the budget left plus this share of it
 RATE_LIMIT_DEFAULT_HOLD = 300.0  # a limit that named no reset time
 RATE_LIMIT_MAX_HOLD = 8 * 24 * 3600.0  # a reset time further out than this is not believed
 By = Literal["member", "model", "day"]
@@ -247,6 +248,7 @@ class Ledger:
         self.on_release: Callable[[str, str], None] | None = None  # the mailbox's poke
         self.on_budget_change: Callable[[str, str | None], None] | None = None
         self.on_change: Callable[[], None] | None = None
+        self._hold_event = anyio.Event()  # set (and replaced) whenever a hold changes
 
     async def load(self) -> None:
         """The totals charged so far, from the journal (once, at daemon start)."""
@@ -322,14 +324,19 @@ class Ledger:
     def budget(self, team: str, member: str | None) -> _Budget:
         return self._budgets.get((team, member or TEAM)) or _Budget()
 
-    def remaining_usd(self, team: str, member: str) -> float | None:
-        """What is left of the tighter money budget (member or team): Claude's backstop."""
+    def backstop_usd(self, team: str, member: str) -> float | None:
+        """Claude's ``--max-budget-usd``: what is left of the tighter money budget (member or
+        team) plus BACKSTOP_MARGIN of it. The CLI checks after each model call, so at the
+        budget itself it would throw away the reply of the turn that crosses it — a reply
+        already paid for — while the ledger stops that turn and holds the next; the backstop
+        is for a ledger that failed."""
         left = []
         for key in ((team, member), (team, TEAM)):
             budget = self._budgets.get(key)
             if budget is not None and budget.usd is not None:
-                left.append(budget.usd - self.spent_usd(key))
-        return max(min(left), 0.0) if left else None
+                left.append(max(budget.usd - self.spent_usd(key), 0.0)
+                            + BACKSTOP_MARGIN * budget.usd)
+        return min(left) if left else None
 
     # -- the gate and holds -------------------------------------------------------------------
 
@@ -378,9 +385,18 @@ class Ledger:
         if hold is not None and hold.kind == "rate_limit" and hold.until == until:
             self._release(team, member)
 
+    def hold_changed(self) -> anyio.Event:
+        """An event set at the next change of any hold."""
+        return self._hold_event
+
+    def _holds_changed(self) -> None:
+        self._hold_event.set()
+        self._hold_event = anyio.Event()
+
     def _hold(self, team: str, member: str, hold: Hold) -> Hold:
         if self._holds.get((team, member)) != hold:
             self._holds[(team, member)] = hold
+            self._holds_changed()
             log.warning("member_held", team=team, member=member, hold=hold.kind,
                         reason=hold.reason, until=hold.until)
             self._changed()
@@ -391,6 +407,7 @@ class Ledger:
         if hold is None:
             return
         log.info("member_released", team=team, member=member, hold=hold.kind)
+        self._holds_changed()
         if self.on_release is not None:
             self.on_release(team, member)
         self._changed()
@@ -457,11 +474,13 @@ class Ledger:
             attempt.own = Charge(reading.tokens, cost, reading.estimate, priced_model)
             attempt.own_estimate = reading.estimate
         else:
-            value = _Counter(reading.tokens, reading.cost_usd)
             if reading.counter not in attempt.started:
                 base = self._baseline(team, member, reading)
                 attempt.started[reading.counter] = base
-            previous = attempt.latest.get(reading.counter) or attempt.started[reading.counter]
+            start = attempt.started[reading.counter]
+            value = _Counter(start.tokens + reading.tokens if reading.turn_tokens
+                             else reading.tokens, reading.cost_usd)
+            previous = attempt.latest.get(reading.counter) or start
             if value.tokens.below(previous.tokens) or (
                     value.cost_usd is not None and previous.cost_usd is not None
                     and value.cost_usd < previous.cost_usd - 1e-9):
@@ -486,6 +505,9 @@ class Ledger:
         if reading.baseline is not None:
             return _Counter(reading.baseline, 0.0 if reading.cost_usd is not None else None)
         return _Counter(TokenUsage(), 0.0 if reading.cost_usd is not None else None)
+
+    def counter(self, team: str, member: str, counter: str) -> _Counter | None:
+        return self._counters.get((team, member), {}).get(counter)
 
     def charge_in_flight(self, team: str, member: str) -> Charge | None:
         attempt = self._inflight.get((team, member))
@@ -589,3 +611,7 @@ class MemberMeter:
 
     def rate_limited(self, until: float | None, message: str) -> None:
         self.ledger.rate_limited(self.team, self.member, until, message)
+
+    def counted(self, counter: str) -> float:
+        known = self.ledger.counter(self.team, self.member, counter)
+        return 0.0 if known is None or known.cost_usd is None else known.cost_usd

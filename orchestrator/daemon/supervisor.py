@@ -471,7 +471,7 @@ class Supervisor:
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
             max_budget_usd=None if self._ledger is None or config.runtime != "claude"
-            else self._ledger.remaining_usd(state.team, state.name),
+            else self._ledger.backstop_usd(state.team, state.name),
         )
 
     def _approver(self, state: MemberState) -> MemberApprover | None:

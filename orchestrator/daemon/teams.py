@@ -20,6 +20,7 @@ from orchestrator.config import TeamConfig
 from orchestrator.daemon import worktrees
 from orchestrator.errors import (
     AmbiguousTeam,
+    MemberHeld,
     MemberUnavailable,
     NotFound,
     TeamAlreadyRunning,
@@ -58,6 +59,17 @@ if TYPE_CHECKING:
     from orchestrator.daemon.supervisor import MemberState, Supervisor
 
 __all__ = ["Teams"]
+
+
+async def _first(events: list[anyio.Event]) -> None:
+    """Wait until any of ``events`` is set."""
+    async with anyio.create_task_group() as tg:
+        async def one(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(one, event)
 
 
 def _hold_text(ledger: Ledger, team: str, member: str) -> str | None:
@@ -319,13 +331,24 @@ class Teams:
         return outcome[0]
 
     async def _until_unavailable(self, team: str, member: str, message_id: str) -> None:
-        """Return never while the member can still deliver; raise once it cannot."""
+        """Return never while the member can still deliver; raise once it cannot (fatal,
+        stopped, or held by a budget or a rate limit)."""
         while True:
             state = self._supervisor.member(team, member)
-            changed = state.changed()
+            changed = [state.changed()]
             if state.launch in ("fatal", "stopped"):
                 raise MemberUnavailable(member, state.launch, state.error, message_id)
-            await changed.wait()
+            if self._ledger is not None:
+                changed.append(self._ledger.hold_changed())
+                hold = self._ledger.hold(team, member)
+                if hold is not None and await self._still_queued(message_id, member):
+                    raise MemberHeld(member, hold.describe(), message_id)
+            await _first(changed)
+
+    async def _still_queued(self, message_id: str, member: str) -> bool:
+        """Whether the message waits in the queue (its outcome, once known, wins)."""
+        delivery = await self._store.call(self._store.sync.delivery, message_id, member)
+        return delivery is not None and delivery.state == "queued"
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
                     paths: Sequence[str]) -> list[PlannedAttachment]:

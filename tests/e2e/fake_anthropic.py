@@ -75,6 +75,8 @@ def newest_user_images(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class FakeAnthropic(FakeProvider):
+    input_tokens, output_tokens = 10, 5  # what every message reports it used
+
     @property
     def base_url(self) -> str:
         return self.root
@@ -122,26 +124,30 @@ class FakeAnthropic(FakeProvider):
         block = {"type": "tool_use", "id": f"toolu_fake_{uuid.uuid4().hex[:12]}", "name": name,
                  "input": {}}
         return _message(model, block, {"type": "input_json_delta",
-                                       "partial_json": json.dumps(arguments)}, "tool_use")
+                                       "partial_json": json.dumps(arguments)}, "tool_use",
+                        self.input_tokens, self.output_tokens)
 
     def _text(self, model: str, text: str) -> bytes:
         return _message(model, {"type": "text", "text": ""},
-                        {"type": "text_delta", "text": text}, "end_turn")
+                        {"type": "text_delta", "text": text}, "end_turn", self.input_tokens,
+                        self.output_tokens)
 
 
-def _message(model: str, block: dict[str, Any], delta: dict[str, Any], stop: str) -> bytes:
+def _message(model: str, block: dict[str, Any], delta: dict[str, Any], stop: str,
+             input_tokens: int = 10, output_tokens: int = 5) -> bytes:
     """One streamed assistant message of one content block."""
     return sse([
         ("message_start", {"type": "message_start", "message": {
             "id": f"msg_fake_{uuid.uuid4().hex[:20]}", "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": None,
-            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
         ("content_block_start", {"type": "content_block_start", "index": 0,
                                  "content_block": block}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {
-            "stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+            "stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens}}),
         ("message_stop", {"type": "message_stop"}),
     ])
 

@@ -54,6 +54,8 @@ def newest_user_images(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class FakeResponses(FakeProvider):
+    input_tokens, output_tokens = 100, 10  # what every response reports it used
+
     @property
     def base_url(self) -> str:
         return f"{self.root}/v1"
@@ -111,7 +113,9 @@ class FakeResponses(FakeProvider):
             ("response.completed", {"type": "response.completed", "response": {
                 "id": rid, "object": "response", "model": model, "status": "completed",
                 "output": [item], "usage": {
-                    "input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                    "total_tokens": 110}}}),
+                    "input_tokens": self.input_tokens,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": self.output_tokens,
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": self.input_tokens + self.output_tokens}}}),
         ])

@@ -55,24 +55,24 @@ def test_each_turn_is_charged_the_increase_of_the_clis_running_total(teamctl: Te
 
 def test_a_member_over_budget_is_held_with_its_messages_queued_until_raised(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("rev", budget_usd=0.025)])
+    team = teamctl.write_team("web", [fake_member("rev", budget_usd=0.02)])
     assert teamctl.run("launch", str(team)).returncode == 0
     [pid] = teamctl.member_pids()
     assert _cmdline(pid)[_cmdline(pid).index("--max-budget-usd") + 1] == "0.0250", \
-        "Claude's own backstop: what is left of the budget"
-    for text in ("one", "two", "three"):  # 0.01 each: the third crosses 0.025
+        "Claude's own backstop: what is left of the budget, plus 25 %"
+    for text in ("one", "two"):  # 0.01 each: the second reaches 0.02
         assert teamctl.run("send", "rev", text, "--wait").returncode == 0
-    held_id = teamctl.run("send", "rev", "four").stdout.strip()
+    held_id = teamctl.run("send", "rev", "three").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "member_held" and e.get("hold") == "budget")
     row = _member(teamctl)
-    assert row["hold"].startswith("budget reached: member 'rev' spent $0.0300 of $0.03")
+    assert row["hold"].startswith("budget reached: member 'rev' spent $0.0200 of $0.02")
     assert row["queued"] == 1 and row["readiness"] == "ready"
     message = teamctl.json("history", "rev")["messages"][-1]
     assert (message["id"], message["state"], message["attempts"]) == (held_id, "queued", 0)
     assert "budget reached" in teamctl.run("status").stdout
 
     raised = teamctl.json("budget", "rev", "--add", "5")
-    assert raised["spend"]["budget_usd"] == pytest.approx(5.025) and raised["hold"] is None
+    assert raised["spend"]["budget_usd"] == pytest.approx(5.02) and raised["hold"] is None
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == held_id, timeout=60)
     assert teamctl.json("history", "rev")["messages"][-1]["state"] == "answered"
@@ -80,8 +80,11 @@ def test_a_member_over_budget_is_held_with_its_messages_queued_until_raised(
                          and "budget changed" in e.get("reason", ""))
     [new_pid] = teamctl.member_pids()
     args = _cmdline(new_pid)
-    assert float(args[args.index("--max-budget-usd") + 1]) == pytest.approx(4.995, abs=1e-4), \
-        "a changed budget gives Claude a new backstop (its process is recycled, not crashed)"
+    assert "--resume" in args
+    assert float(args[args.index("--max-budget-usd") + 1]) == pytest.approx(
+        (5.02 - 0.02) + 0.25 * 5.02 + 0.02, abs=1e-4), \
+        "a changed budget gives Claude a new backstop (its process is recycled, not crashed):" \
+        " what is left + 25 %, on top of the resumed session's own total_cost_usd"
     assert _member(teamctl)["restarts"] == 0
 
 

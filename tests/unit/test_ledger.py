@@ -203,11 +203,11 @@ async def test_the_gate_holds_a_member_over_budget_until_it_is_raised(
         hold = ledger.gate("web", "rev")
         assert hold is not None and hold.kind == "budget"
         assert "$0.1200 of $0.10" in hold.reason
-        assert ledger.remaining_usd("web", "rev") == 0.0
+        assert ledger.backstop_usd("web", "rev") == pytest.approx(0.025), "left + 25 %"
         await ledger.set_budget("web", "rev", add_usd=1.0)
         assert released == [("web", "rev")]
         assert ledger.gate("web", "rev") is None
-        assert ledger.remaining_usd("web", "rev") == pytest.approx(0.98)
+        assert ledger.backstop_usd("web", "rev") == pytest.approx(0.98 + 0.275)
         tg.cancel_scope.cancel()
 
 
