@@ -198,3 +198,22 @@ async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) ->
         assert "review &lt;b&gt;this&lt;/b&gt;" in teammates.text
         log = await page.client.get("/fragments/log")
         assert log.status_code == 200 and "<script>" not in log.text
+
+
+def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() -> None:
+    from orchestrator.daemon.web import render
+    from orchestrator.wire import MemberStatus, Spend
+
+    held = MemberStatus(
+        name="rev", runtime="claude", model="claude-sonnet-4-5", pid=7, launch="running",
+        liveness="alive", readiness="ready", restarts=0, session_id=None, last_exit=None,
+        queued=2, spend=Spend(cost_usd=1.2, tokens=240000, budget_usd=1.0),
+        hold="budget reached: member 'rev' spent $1.2000 of $1.00")
+    unknown = held.model_copy(update={"name": "dev", "hold": None, "spend": Spend(
+        cost_usd=0.0, cost_unknown=3, tokens=5000, budget_tokens=100000)})
+    table = render.members([("web", held), ("web", unknown)], {}, {})
+    assert '<td class="cost">$1.2000 / $1.00</td>' in table
+    assert '<td class="cost">$0.0000 + ? (5000/100000 tokens)</td>' in table
+    needs = render.needs_you([], [held], [])
+    assert 'class="held"' in needs and "spent $1.2000 of $1.00" in needs
+    assert "2 queued" in needs and "teamctl budget rev --add USD" in needs

@@ -132,7 +132,7 @@ def build_app(view: View) -> Starlette:
     async def needs_you(request: Request) -> Response:
         pending = (await view.approvals.query()).approvals
         rows = await _members(view)
-        alarms = [m for _, m in rows if m.launch in ("fatal", "backoff")]
+        alarms = [m for _, m in rows if m.launch in ("fatal", "backoff") or m.hold]
         failed = [(m.name, message) for team, m in rows
                   for message in (await view.teams.history(team, m.name, limit=20)).messages
                   if message.state == "failed"]

@@ -70,7 +70,13 @@ def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
                     f'</time> {controls}</li>')
     rows += [f'<li class="alarm" data-member="{_e(member.name)}"><b>{_e(member.name)}'
              f'</b> is <span class="launch">{_e(member.launch)}</span>'
-             f'{": " + _e(member.error) if member.error else ""}</li>' for member in alarms]
+             f'{": " + _e(member.error) if member.error else ""}</li>' for member in alarms
+             if not member.hold]
+    rows += [f'<li class="held" data-member="{_e(member.name)}"><b>{_e(member.name)}</b> is '
+             f'paused — <span class="hold">{_e(member.hold)}</span>, {member.queued} queued'
+             + (f' (<code>teamctl budget {_e(member.name)} --add USD</code>)'
+                if member.hold.startswith(("budget", "token budget")) else "") + "</li>"
+             for member in alarms if member.hold]
     for name, message in failed:
         error = message.error
         rows.append(f'<li class="failed"><b>{_e(name)}</b>: message {_e(message.id)} failed'
@@ -95,14 +101,28 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
             f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
             f'<td class="readiness">{_e(m.readiness)}</td><td class="delivery">{turn}</td>'
             f'<td>{_e(m.activity or "")}</td>'
-            f"<td>{m.queued}</td><td>{m.restarts}</td><td>{_e(branch)}</td>"
+            f"<td>{m.queued}</td><td>{m.restarts}</td>"
+            f'<td class="cost">{_e(_cost(m))}</td><td>{_e(branch)}</td>'
             f'<td><a href="#conversation" data-member-link="{_e(m.name)}">conversation</a>'
             "</td></tr>")
     head = ("<tr><th>member</th><th>runtime</th><th>model</th><th>launch</th>"
             "<th>liveness</th><th>readiness</th><th>turn</th><th>activity</th>"
-            "<th>queued</th><th>restarts</th><th>worktree</th><th></th></tr>")
-    body = "".join(cells) or '<tr><td colspan="12">no team runs</td></tr>'
+            "<th>queued</th><th>restarts</th><th>cost</th><th>worktree</th><th></th></tr>")
+    body = "".join(cells) or '<tr><td colspan="13">no team runs</td></tr>'
     return f"<h2>Team</h2><table>{head}{body}</table>"
+
+
+def _cost(member: MemberStatus) -> str:
+    """``$0.4123 / $5.00``; ``+ ?`` when some turns' cost is unknown."""
+    spend = member.spend
+    if spend is None:
+        return ""
+    text = f"${spend.cost_usd:.4f}" + (" + ?" if spend.cost_unknown else "")
+    if spend.budget_usd is not None:
+        text += f" / ${spend.budget_usd:.2f}"
+    if spend.budget_tokens is not None:
+        text += f" ({spend.tokens}/{spend.budget_tokens} tokens)"
+    return text
 
 
 def conversation(member: str | None, messages: list[MessageDoc]) -> str:
