@@ -57,3 +57,5 @@ open_app_server
 CodexAppServer
 transport
 capture_signals
+total_usd
+total_tokens

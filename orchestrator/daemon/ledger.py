@@ -456,9 +456,6 @@ class Ledger:
                 self._journal.counters, team, member)
         return MemberMeter(self, team, member, model)
 
-    def begin(self, team: str, member: str, message_id: str, model: str | None) -> None:
-        self._inflight[(team, member)] = _Attempt(message_id, model)
-
     def observe(self, team: str, member: str, message_id: str, reading: UsageReading,
                 model: str | None) -> bool:
         """One reading of a turn in flight; True when a budget is now reached (stop it)."""
@@ -508,10 +505,6 @@ class Ledger:
 
     def counter(self, team: str, member: str, counter: str) -> _Counter | None:
         return self._counters.get((team, member), {}).get(counter)
-
-    def charge_in_flight(self, team: str, member: str) -> Charge | None:
-        attempt = self._inflight.get((team, member))
-        return None if attempt is None else self._charge(attempt)
 
     def _charge(self, attempt: _Attempt) -> Charge:
         tokens, cost, estimated = TokenUsage(), 0.0, False
