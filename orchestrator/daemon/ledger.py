@@ -422,7 +422,7 @@ class Ledger:
             spent = self.spent(key)
             if budget.usd is not None and spent.cost_usd >= budget.usd:
                 return (f"budget reached: {what} spent ${spent.cost_usd:.4f} of "
-                        f"${budget.usd:.2f}")
+                        f"{_usd(budget.usd)}")
             if budget.tokens is not None and spent.tokens.total >= budget.tokens:
                 return (f"token budget reached: {what} used {spent.tokens.total} of "
                         f"{budget.tokens} tokens")
@@ -588,6 +588,11 @@ class Ledger:
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
+
+
+def _usd(value: float) -> str:
+    """$5.00; a budget finer than cents keeps its digits ($0.0030)."""
+    return f"${value:.2f}" if round(value, 2) == value else f"${value:.4f}"
 
 
 @dataclass(eq=False)

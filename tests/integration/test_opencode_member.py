@@ -144,3 +144,20 @@ def test_retry_events_show_as_activity_in_status(teamctl: Teamctl,
                          and e.get("message_id") == message_id)
     [row] = teamctl.json("status")["teams"][0]["members"]
     assert row["activity"] is None and row["readiness"] == "ready"
+
+
+def test_each_steps_tokens_and_cost_are_the_turns_usage_and_a_budget_holds_the_next(
+        teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [opencode_member("des", budget_usd=0.003)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert teamctl.run("send", "des", "one", "--wait").returncode == 0
+    [message] = teamctl.json("history", "des")["messages"]
+    assert message["usage"] == {
+        "input_tokens": 1400, "cached_input_tokens": 400, "output_tokens": 210,
+        "reasoning_output_tokens": 10, "cost_usd": 0.002}, \
+        "OpenCode's step-finish: input + cache reads, output + reasoning, its own cost"
+    assert teamctl.run("send", "des", "two", "--wait").returncode == 0  # $0.004 ≥ $0.003
+    held = teamctl.run("send", "des", "three", "--wait")
+    assert held.returncode == 1 and "member_held" not in held.stdout
+    assert "is paused (budget reached: member 'des' spent $0.0040 of $0.0030" in held.stderr
+    assert teamctl.json("history", "des")["messages"][-1]["state"] == "queued"
