@@ -59,3 +59,4 @@ transport
 capture_signals
 total_usd
 total_tokens
+cost_unknown

@@ -280,8 +280,8 @@ class MemberHeld(TeamctlError):
     code = "member_held"
     retryable = True
 
-    def __init__(self, member: str, hold: str, message_id: str) -> None:
-        fix = f"raise it with 'teamctl budget {member} --add USD'" if "budget" in hold \
+    def __init__(self, member: str, hold: str, message_id: str, *, budget: bool) -> None:
+        fix = f"raise it with 'teamctl budget {member} --add USD'" if budget \
             else "it resumes by itself at the reset time"
         super().__init__(f"member {member!r} is paused ({hold}); the message {message_id} stays "
                          f"queued and is delivered once it resumes: {fix}", member=member,
@@ -412,6 +412,7 @@ class BudgetReached(TurnHeld):
     def __init__(self, member: str, why: str) -> None:
         super().__init__(f"{why}; the member is paused with its queue held: raise the budget "
                          f"with 'teamctl budget {member} --add USD' (or --set)", member=member)
+        self.why = why
 
 
 class RateLimited(TurnHeld):

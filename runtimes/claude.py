@@ -59,6 +59,7 @@ from runtimes.base import (
     process_stopped,
     spawn_process,
     stop_process,
+    token_count,
 )
 from runtimes.claude_asks import control_answer, request_of
 from runtimes.framing import decode_line, encode_line, iter_lines
@@ -615,9 +616,7 @@ class ClaudeProcess(MemberProcess):
         if tokens is None:
             return
         state.usage[str(message.get("id"))] = tokens
-        total = TokenUsage()
-        for used in state.usage.values():
-            total = total + used
+        total = sum(state.usage.values(), TokenUsage())
         self._report(state, UsageReading(tokens=total, model=_str(message.get("model")),
                                          estimate=True))
 
@@ -724,17 +723,14 @@ def _tokens(usage: Any) -> TokenUsage | None:
     if not isinstance(usage, dict):
         return None
 
-    def count(name: str) -> int:
-        value = usage.get(name)
-        return value if isinstance(value, int) and value >= 0 else 0
-
     details = usage.get("output_tokens_details")
-    thinking = details.get("thinking_tokens") if isinstance(details, dict) else 0
-    cached = count("cache_read_input_tokens")
+    cached = token_count(usage, "cache_read_input_tokens")
     return TokenUsage(
-        input_tokens=count("input_tokens") + cached + count("cache_creation_input_tokens"),
-        cached_input_tokens=cached, output_tokens=count("output_tokens"),
-        reasoning_output_tokens=thinking if isinstance(thinking, int) and thinking > 0 else 0)
+        input_tokens=token_count(usage, "input_tokens") + cached
+        + token_count(usage, "cache_creation_input_tokens"),
+        cached_input_tokens=cached, output_tokens=token_count(usage, "output_tokens"),
+        reasoning_output_tokens=token_count(details, "thinking_tokens")
+        if isinstance(details, dict) else 0)
 
 
 def _rate_limit_info(result: dict[str, Any]) -> dict[str, Any] | None:

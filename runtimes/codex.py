@@ -66,6 +66,7 @@ from runtimes.base import (
     private_file,
     spawn_process,
     stop_process,
+    token_count,
     unwrap_group,
 )
 from runtimes.framing import decode_line, iter_lines
@@ -583,7 +584,7 @@ class CodexMember:
         the ledger charges its increase since it last settled this thread."""
         if not isinstance(usage, dict) or self._spec.meter is None or not state.message_id:
             return
-        total = TokenUsage(**{k: _count(usage, k) for k in TokenUsage.FIELDS})
+        total = TokenUsage(**{k: token_count(usage, k) for k in TokenUsage.FIELDS})
         log.info("turn_usage", team=self._spec.team, member=self._spec.member,
                  thread_tokens=total.total)
         self._spec.meter.reading(state.message_id, UsageReading(
@@ -591,11 +592,6 @@ class CodexMember:
 
 
 _USAGE_LIMIT = "hit your usage limit"  # the CLI's words for a subscription's spent window
-
-
-def _count(usage: dict[str, Any], key: str) -> int:
-    value = usage.get(key)
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def api_status(message: str) -> int | None:

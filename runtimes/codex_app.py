@@ -64,6 +64,7 @@ from runtimes.base import (
     drain_stderr,
     owned_process,
     stop_process,
+    token_count,
 )
 from runtimes.codex import (
     RETRYABLE_STATUS,
@@ -563,13 +564,10 @@ def limit_reset(limits: Any) -> float | None:
 def _token_usage(last: Any) -> TokenUsage | None:
     if not isinstance(last, dict):
         return None
-    def count(key: str) -> int:
-        value = last.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
-    return TokenUsage(input_tokens=count("inputTokens"),
-                      cached_input_tokens=count("cachedInputTokens"),
-                      output_tokens=count("outputTokens"),
-                      reasoning_output_tokens=count("reasoningOutputTokens"))
+    return TokenUsage(input_tokens=token_count(last, "inputTokens"),
+                      cached_input_tokens=token_count(last, "cachedInputTokens"),
+                      output_tokens=token_count(last, "outputTokens"),
+                      reasoning_output_tokens=token_count(last, "reasoningOutputTokens"))
 
 
 def _failed(member: str, message: Any, info: Any = None) -> TurnFailed:

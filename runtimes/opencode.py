@@ -74,6 +74,7 @@ from runtimes.base import (
     process_stopped,
     spawn_process,
     stop_process,
+    token_count,
     unwrap_group,
 )
 from runtimes.framing import iter_lines
@@ -559,17 +560,17 @@ class OpenCodeServer(MemberProcess):
             return
         cost = part.get("cost")
         turn.steps[str(part.get("id"))] = (TokenUsage(
-            input_tokens=_count(tokens, "input") + _count(cache, "read") + _count(cache, "write"),
-            cached_input_tokens=_count(cache, "read"),
-            output_tokens=_count(tokens, "output") + _count(tokens, "reasoning"),
-            reasoning_output_tokens=_count(tokens, "reasoning")),
+            input_tokens=token_count(tokens, "input") + token_count(cache, "read")
+            + token_count(cache, "write"),
+            cached_input_tokens=token_count(cache, "read"),
+            output_tokens=token_count(tokens, "output") + token_count(tokens, "reasoning"),
+            reasoning_output_tokens=token_count(tokens, "reasoning")),
             float(cost) if isinstance(cost, int | float) and cost >= 0 else None)
         meter = self._spec.meter
         if meter is None or not turn.message_id:
             return
-        used, costs = TokenUsage(), [c for _, c in turn.steps.values()]
-        for step_tokens, _ in turn.steps.values():
-            used = used + step_tokens
+        used = sum((t for t, _ in turn.steps.values()), TokenUsage())
+        costs = [c for _, c in turn.steps.values()]
         if meter.reading(turn.message_id, UsageReading(
                 tokens=used, model=self._spec.model,
                 cost_usd=None if None in costs else sum(c for c in costs if c is not None))) \
@@ -724,11 +725,6 @@ class OpenCodeServer(MemberProcess):
 
 
 _LONG_RETRY = 60.0  # seconds: a retry further out than this holds the member instead
-
-
-def _count(values: dict[str, Any], key: str) -> int:
-    value = values.get(key)
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _error_message(response: httpx.Response) -> str:

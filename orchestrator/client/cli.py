@@ -101,15 +101,10 @@ def handles_errors(fn: F) -> F:
 
 
 def cost_text(spend: dict[str, Any] | None) -> str:
-    """``$1.2345``, ``$0.50 + ?`` (turns of unknown cost), ``/ $5.00`` (its budget)."""
-    if not spend:
-        return "-"
-    text = f"${spend['cost_usd']:.4f}" + (" + ?" if spend.get("cost_unknown") else "")
-    if spend.get("budget_usd") is not None:
-        text += f" / ${spend['budget_usd']:.2f}"
-    if spend.get("budget_tokens") is not None:
-        text += f" ({spend['tokens']}/{spend['budget_tokens']} tok)"
-    return text
+    """A member's or team's spend for a table cell (``-``: the daemon keeps no ledger)."""
+    from orchestrator.costs.text import cost_text as text
+
+    return text(spend) if spend else "-"
 
 
 def _member_table(members: list[dict[str, Any]]) -> list[str]:

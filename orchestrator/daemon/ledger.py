@@ -139,6 +139,12 @@ class _Budget:
         return self.usd is not None or self.tokens is not None
 
 
+# the sums every query of the usage table takes (``unknown``: rows whose cost is unknown)
+_SUMS = ("SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, SUM(output_tokens) AS o, "
+         "SUM(reasoning_output_tokens) AS r, SUM(COALESCE(cost_usd, 0)) AS usd, "
+         "SUM(cost_usd IS NULL) AS unknown")
+
+
 class LedgerJournal:
     """The ledger's tables in the journal (schema 8: usage, usage_counters, budgets); sync,
     called through ``AsyncStore`` like the store's own methods."""
@@ -148,10 +154,7 @@ class LedgerJournal:
 
     def totals(self) -> list[dict[str, Any]]:
         rows = self._store.connection.execute(
-            "SELECT team, member, SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, "
-            "SUM(output_tokens) AS o, SUM(reasoning_output_tokens) AS r, "
-            "SUM(COALESCE(cost_usd, 0)) AS usd, SUM(cost_usd IS NULL) AS unknown "
-            "FROM usage GROUP BY team, member").fetchall()
+            f"SELECT team, member, {_SUMS} FROM usage GROUP BY team, member").fetchall()
         return [dict(r) for r in rows]
 
     def counters(self, team: str, member: str) -> dict[str, _Counter]:
@@ -177,10 +180,8 @@ class LedgerJournal:
                      t.cached_input_tokens, t.output_tokens, t.reasoning_output_tokens,
                      charge.cost_usd, int(charge.estimated), now))
                 row = db.execute(
-                    "SELECT SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, "
-                    "SUM(output_tokens) AS o, SUM(reasoning_output_tokens) AS r, "
-                    "SUM(cost_usd) AS usd, SUM(cost_usd IS NULL) AS unknown, "
-                    "MAX(estimated) AS est FROM usage WHERE message_id=? AND member=?",
+                    f"SELECT {_SUMS}, MAX(estimated) AS est FROM usage "
+                    "WHERE message_id=? AND member=?",
                     (message_id, member)).fetchone()
                 doc: dict[str, Any] = {
                     "input_tokens": row["i"], "cached_input_tokens": row["c"],
@@ -215,17 +216,12 @@ class LedgerJournal:
                  time.time()))
 
     def usage(self, team: str | None, by: By) -> list[dict[str, Any]]:
-        key = {"member": "team, member", "model": "team, COALESCE(model, '')",
-               "day": "team, date(at, 'unixepoch', 'localtime')"}[by]
         label = {"member": "member", "model": "COALESCE(model, '')",
                  "day": "date(at, 'unixepoch', 'localtime')"}[by]
         where, args = ("WHERE team = ?", (team,)) if team else ("", ())
         rows = self._store.connection.execute(
-            f"SELECT team, {label} AS key, COUNT(*) AS turns, SUM(input_tokens) AS i, "
-            "SUM(cached_input_tokens) AS c, SUM(output_tokens) AS o, "
-            "SUM(reasoning_output_tokens) AS r, SUM(COALESCE(cost_usd, 0)) AS usd, "
-            f"SUM(cost_usd IS NULL) AS unknown FROM usage {where} GROUP BY {key} "
-            "ORDER BY team, key", args).fetchall()
+            f"SELECT team, {label} AS key, COUNT(*) AS turns, {_SUMS} FROM usage {where} "
+            "GROUP BY team, key ORDER BY team, key", args).fetchall()
         return [dict(r) for r in rows]
 
 
@@ -367,13 +363,13 @@ class Ledger:
         RATE_LIMIT_DEFAULT_HOLD / at most RATE_LIMIT_MAX_HOLD), then release it by itself."""
         now = self._clock()
         current = self._holds.get((team, member))
-        limited = current is not None and current.kind == "rate_limit"
+        limited = current if current is not None and current.kind == "rate_limit" else None
         if until is None or not math.isfinite(until) or until <= now:
-            if limited:
+            if limited is not None:
                 return
             until = now + RATE_LIMIT_DEFAULT_HOLD
         until = min(until, now + RATE_LIMIT_MAX_HOLD)
-        if limited and current is not None and abs((current.until or 0) - until) < 1.0:
+        if limited is not None and abs((limited.until or 0) - until) < 1.0:
             return
         self._hold(team, member, Hold("rate_limit", message[:300], until))
         self._tg.start_soon(self._release_at, team, member, until,

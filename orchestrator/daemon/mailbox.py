@@ -26,6 +26,7 @@ import structlog
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.contracts import PreparedPart, TextPart, Turn
 from orchestrator.errors import (
+    BudgetReached,
     InternalError,
     RateLimited,
     ReplyTimeout,
@@ -254,8 +255,8 @@ class Mailbox:
         except TurnHeld as exc:
             if isinstance(exc, RateLimited) and self._ledger is not None:
                 self._ledger.rate_limited(team, member, exc.until, exc.message)
-            elif self._ledger is not None:  # a turn stopped for its budget holds the member
-                self._ledger.hold_budget(team, member, exc.message.split(";")[0])
+            elif isinstance(exc, BudgetReached) and self._ledger is not None:
+                self._ledger.hold_budget(team, member, exc.why)  # held until raised
             await self._record_failure(delivery, exc, requeue=True, held=True)
         except (RuntimeExited, RuntimeStuck) as exc:
             await self._record_failure(delivery, exc, requeue=True)

@@ -17,6 +17,7 @@ import structlog
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.config import TeamConfig
+from orchestrator.costs.prices import load_prices
 from orchestrator.daemon import worktrees
 from orchestrator.errors import (
     AmbiguousTeam,
@@ -271,8 +272,6 @@ class Teams:
                         total_tokens=sum(r.input_tokens + r.output_tokens for r in rows))
 
     def prices(self) -> PricesDoc:
-        from orchestrator.costs.prices import load_prices
-
         table = load_prices()
         return PricesDoc(checked=table.checked, sources=table.sources, models=[
             PriceRow(model=model, input=p.input, cached_input=p.cached_input, output=p.output,
@@ -342,7 +341,8 @@ class Teams:
                 changed.append(self._ledger.hold_changed())
                 hold = self._ledger.hold(team, member)
                 if hold is not None and await self._still_queued(message_id, member):
-                    raise MemberHeld(member, hold.describe(), message_id)
+                    raise MemberHeld(member, hold.describe(), message_id,
+                                     budget=hold.kind == "budget")
             await _first(changed)
 
     async def _still_queued(self, message_id: str, member: str) -> bool:

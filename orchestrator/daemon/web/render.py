@@ -7,6 +7,8 @@ import time
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.costs.text import cost_text
+
 if TYPE_CHECKING:
     from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
 
@@ -75,7 +77,7 @@ def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
     rows += [f'<li class="held" data-member="{_e(member.name)}"><b>{_e(member.name)}</b> is '
              f'paused — <span class="hold">{_e(member.hold)}</span>, {member.queued} queued'
              + (f' (<code>teamctl budget {_e(member.name)} --add USD</code>)'
-                if member.hold.startswith(("budget", "token budget")) else "") + "</li>"
+                if "budget reached" in member.hold else "") + "</li>"
              for member in alarms if member.hold]
     for name, message in failed:
         error = message.error
@@ -113,16 +115,7 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
 
 
 def _cost(member: MemberStatus) -> str:
-    """``$0.4123 / $5.00``; ``+ ?`` when some turns' cost is unknown."""
-    spend = member.spend
-    if spend is None:
-        return ""
-    text = f"${spend.cost_usd:.4f}" + (" + ?" if spend.cost_unknown else "")
-    if spend.budget_usd is not None:
-        text += f" / ${spend.budget_usd:.2f}"
-    if spend.budget_tokens is not None:
-        text += f" ({spend.tokens}/{spend.budget_tokens} tokens)"
-    return text
+    return "" if member.spend is None else cost_text(member.spend.model_dump())
 
 
 def conversation(member: str | None, messages: list[MessageDoc]) -> str:
