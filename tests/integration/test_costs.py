@@ -151,3 +151,32 @@ def test_bad_budgets_are_refused_with_the_key_and_nothing_starts(teamctl: Teamct
     assert team["member"] is None and team["spend"]["budget_usd"] == 3.0
     prices = json.loads(teamctl.run("usage", "--prices", "--json").stdout)
     assert any(row["model"] == "gpt-5-mini" for row in prices["models"])
+
+
+def test_hostile_usage_and_budget_calls_are_refused_and_nothing_is_lost(
+        teamctl: Teamctl) -> None:
+    team = teamctl.write_team("web", [fake_member(
+        "lead", budget_usd=1.0, env={"FAKE_CLAUDE_TURN_DELAY": "1"})])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
+    for method, params in (
+            ("usage", {"by": "week"}), ("usage", {"by": ["member"]}),
+            ("usage", {"team": "../etc"}), ("usage", {"prices": "yes please", "x": 1}),
+            ("budget", {"member": "lead", "usd": -1}), ("budget", {"member": "lead",
+                                                                  "usd": "ten"}),
+            ("budget", {"member": "lead", "add_usd": 1e12}),
+            ("budget", {"member": "lead", "tokens": -5}),
+            ("budget", {"member": "lead", "tokens": 1.5}),
+            ("budget", {"member": "../../lead", "usd": 1}),
+            ("budget", {"member": "lead", "usd": 1, "owner": "me"}),
+            ("budget", {"member": "lead", "clear": "maybe"})):
+        answer = teamctl.rpc(method, params)
+        assert answer["error"]["code"] == "usage_error", (method, params, answer)
+    unknown = teamctl.rpc("budget", {"member": "nobody", "usd": 1})
+    assert unknown["error"]["code"] == "not_found"
+    assert teamctl.json("budget", "lead")["spend"]["budget_usd"] == 1.0, "nothing changed"
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    done = teamctl.run("send", "lead", "and after", "--wait")
+    assert done.returncode == 0, done.stderr
+    states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
+    assert states[queued] == "answered", "the queued message was not lost"

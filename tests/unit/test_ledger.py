@@ -282,6 +282,11 @@ def test_budget_keys_refuse_negative_and_non_numeric_values(tmp_path: Path) -> N
             load_team_file(path)
         assert f"members[0].{key}" in raised.value.message, value
         assert raised.value.exit_code == 2
+    path.write_text('[team]\nname = "web"\nbudget_tokens = -1\n\n[[members]]\nname = "rev"\n'
+                    'runtime = "claude"\n')
+    with pytest.raises(TeamFileError) as raised:
+        load_team_file(path)
+    assert "team.budget_tokens" in raised.value.message
     path.write_text('[team]\nname = "web"\nbudget_usd = 20\n\n[[members]]\nname = "rev"\n'
                     'runtime = "claude"\nbudget_usd = 2.5\nbudget_tokens = 100000\n')
     config = load_team_file(path)
