@@ -60,3 +60,4 @@ capture_signals
 total_usd
 total_tokens
 cost_unknown
+description_cached

@@ -178,6 +178,11 @@ class ImagePart:
     sha256: str
     data: bytes = field(repr=False)
     path: Path | None = None  # the artifact file, for runtimes that take image files
+    # its ``[Image #N]`` number, and the offset in the turn's text right after the marker that
+    # first names it (None: the text does not name it). A turn's images come in marker order;
+    # an adapter that interleaves (Claude) puts each one at its anchor.
+    number: int = 1
+    anchor: int | None = None
 
 
 PreparedPart = TextPart | ImagePart

@@ -43,6 +43,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               (attachments.artifacts)
     ├── AttachmentRefused           exit 3: the whole message, with every failure
     │                               (attachments.failures)
+    ├── ClipboardError              exit 3: ``send --paste`` read no image (the code says why:
+    │                               clipboard_reader_missing, clipboard_empty,
+    │                               clipboard_no_image, clipboard_too_large, clipboard_read_failed)
     ├── InternalError               a bug: it fails one delivery or request, never the daemon
     └── StoreError                  the journal could not be read or written
         └── JournalMissing          state.db is missing or empty beside an existing home
@@ -71,6 +74,7 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalSettled",
     "BudgetReached",
+    "ClipboardError",
     "ConnectionLost",
     "DaemonAlreadyRunning",
     "DaemonBusy",
@@ -354,6 +358,18 @@ class PayloadTooLarge(TeamctlError):
             f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
             size_bytes=size_bytes, limit_bytes=limit_bytes,
         )
+
+
+class ClipboardError(TeamctlError):
+    """``send --paste`` could not read an image from the clipboard; nothing was sent."""
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False,
+                 **details: Any) -> None:
+        super().__init__(message, **details)
+        self.code = code
+        self.retryable = retryable
 
 
 class RuntimeNotLoggedIn(MemberStartFailed):

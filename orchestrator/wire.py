@@ -205,11 +205,17 @@ class AttachmentRef(_Doc):
     """An attachment as journaled with a message: the variant that is (or was) sent."""
 
     name: str
+    number: int = Field(default=1, description="its [Image #N] in the message's text")
     sha256: str
     mime: str
     width: int
     height: int
+    bytes: int | None = None
     original_sha256: str
+    described_by: str | None = Field(
+        default=None, description="'runtime:model' of the describer when the member received "
+        "a description in place of the image (describe_with)")
+    description: str | None = None
 
 
 class DeliveryError(_Doc):
@@ -235,6 +241,8 @@ class MessageDoc(_Doc):
     chain_id: str | None = None
     depth: int = Field(default=0, description="teammate hops from the operator's message")
     reply_to: str | None = None
+    created_at: str | None = Field(default=None, description="when it was journaled (UTC)")
+    updated_at: str | None = Field(default=None, description="its delivery's last change (UTC)")
     usage: dict[str, Any] | None = Field(
         default=None, description="what the message's turns used (every attempt): "
         "input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd "
@@ -270,6 +278,8 @@ class SendResult(_Doc):
     chain_id: str | None = None
     depth: int = 0
     reply_to: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
     usage: dict[str, Any] | None = None
 
 
@@ -290,9 +300,15 @@ class Original(_Doc):
 
 class PlannedDoc(_Doc):
     name: str
+    number: int = Field(default=1, description="its [Image #N] in the message's text")
     original: Original
     variants: list[VariantDoc]
     warnings: list[str] = []
+    described_by: str | None = Field(
+        default=None, description="the member is text-only and opted in: the image would be "
+        "described by this 'runtime:model', and the description sent in its place")
+    description_cached: bool | None = Field(
+        default=None, description="whether that description is already known (no side call)")
 
 
 class DryRunPlan(_Doc):

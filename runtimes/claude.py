@@ -238,26 +238,42 @@ def _transcript_exists(config_dir: Path, session_id: str) -> bool:
 
 
 def user_line(turn: Turn) -> dict[str, Any]:
-    """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1): text blocks
-    first, then one base64 ``image`` content block per image (never base64 as text)."""
-    texts: list[dict[str, Any]] = []
-    images: list[dict[str, Any]] = []
+    """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1): the text, with
+    one base64 ``image`` content block right after the text that names it as ``[Image #N]``
+    (images it does not name after the text), never base64 as text."""
+    content: list[dict[str, Any]] = []
+    text, cut = "", 0
     for part in turn.parts:
         if isinstance(part, TextPart):
-            texts.append({"type": "text", "text": part.text})
+            _text_block(content, text[cut:])
+            text, cut = part.text, 0
         elif isinstance(part, ImagePart):
-            images.append({"type": "image", "source": {
+            end = len(text)
+            if part.anchor is not None and cut <= part.anchor <= end:
+                end = part.anchor
+            _text_block(content, text[cut:end])
+            cut = end
+            content.append({"type": "image", "source": {
                 "type": "base64", "media_type": part.mime,
                 "data": base64.b64encode(part.data).decode("ascii")}})
         else:
             assert_never(part)
-    content = texts + images
+    _text_block(content, text[cut:])
+    if not content:
+        content.append({"type": "text", "text": ""})
     return {
         "type": "user",
         "message": {"role": "user", "content": content},
         "parent_tool_use_id": None,
         "session_id": "",
     }
+
+
+def _text_block(content: list[dict[str, Any]], text: str) -> None:
+    """Append ``text`` as a text block, unless it is only whitespace (the API refuses empty
+    text blocks; a marker's surrounding spaces are not worth a block)."""
+    if text.strip():
+        content.append({"type": "text", "text": text})
 
 
 class _TurnState:

@@ -30,6 +30,8 @@ FailureCode = Literal[
     "attachment_artifact_write_failed",
     "attachment_provider_auth_required",
     "attachment_provider_quota_exceeded",
+    "attachment_marker_unknown",
+    "attachment_description_failed",
 ]
 
 _RETRYABLE: frozenset[str] = frozenset({

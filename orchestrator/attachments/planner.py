@@ -25,6 +25,7 @@ import anyio
 
 from orchestrator.attachments.failures import AttachmentError, AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.intake import Original, read_original
+from orchestrator.attachments.markers import unknown_markers
 from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits
 from orchestrator.attachments.sniff import SNIFF_BYTES, Format, sniff
 from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant, derive
@@ -84,7 +85,7 @@ class Planner:
         if not paths:
             return []
         entry = self.vision(target)
-        failures = self._gate(target, entry)
+        failures = self._gate(target, entry) + _markers(target, text, len(paths))
         planned: list[PlannedAttachment] = []
         for position, path in enumerate(paths):
             try:
@@ -176,3 +177,14 @@ class Planner:
                                           purpose, limits)
         self._artifacts.put(data)
         return variant, warnings
+
+
+def _markers(target: Target, text: str, count: int) -> list[AttachmentFailure]:
+    unknown = unknown_markers(text, count)
+    if not unknown:
+        return []
+    return [AttachmentFailure(
+        "attachment_marker_unknown",
+        f"the text names {', '.join(unknown)}, but the message has {count} "
+        f"attachment{'s' if count != 1 else ''} ([Image #1] to [Image #{count}], in the order "
+        "given); fix the marker or attach the image", member=target.member)]

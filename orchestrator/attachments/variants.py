@@ -42,18 +42,35 @@ class PlannedAttachment:
     original_bytes: int
     variant: PlannedVariant
     warnings: tuple[str, ...] = field(default=())
+    # delivered as a description (``describe_with``): who described it ("runtime:model") and
+    # what it said; the variant is then the one made for the describer
+    described_by: str | None = None
+    description: str | None = None
 
-    def to_wire(self) -> wire.PlannedDoc:
-        """The dry-run plan of this attachment."""
-        return wire.PlannedDoc(name=self.name, original=wire.Original(
-            sha256=self.original_sha256, mime=self.original_mime, bytes=self.original_bytes),
-            variants=[self.variant.to_wire()], warnings=list(self.warnings))
+    @property
+    def number(self) -> int:
+        """Its ``[Image #N]``."""
+        return self.position + 1
+
+    def to_wire(self, *, cached: bool | None = None) -> wire.PlannedDoc:
+        """The dry-run plan of this attachment (``cached``: whether a described image's
+        description is already known)."""
+        return wire.PlannedDoc(
+            name=self.name, number=self.number, original=wire.Original(
+                sha256=self.original_sha256, mime=self.original_mime,
+                bytes=self.original_bytes),
+            variants=[self.variant.to_wire()], warnings=list(self.warnings),
+            described_by=self.described_by,
+            description_cached=cached if self.described_by else None)
 
     def to_ref(self) -> wire.AttachmentRef:
         """The attachment as journaled with its message (history, send --wait)."""
         v = self.variant
-        return wire.AttachmentRef(name=self.name, sha256=v.sha256, mime=v.mime, width=v.width,
-                             height=v.height, original_sha256=self.original_sha256)
+        return wire.AttachmentRef(name=self.name, number=self.number, sha256=v.sha256,
+                                  mime=v.mime, width=v.width, height=v.height,
+                                  bytes=v.bytes, original_sha256=self.original_sha256,
+                                  described_by=self.described_by,
+                                  description=self.description)
 
 
 def derive(data: bytes, fmt: Format, name: str, purpose: str,

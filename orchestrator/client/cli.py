@@ -6,6 +6,7 @@ loaded by ``launch`` (to validate the team file before anything starts).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from orchestrator import client
-from orchestrator.errors import TeamctlError
+from orchestrator.errors import ClipboardError, TeamctlError
 from orchestrator.paths import Home
 
 __all__ = ["main"]
@@ -205,12 +206,43 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
             return
 
 
-@cli.command()
+class _SendCommand(click.Command):
+    """Remembers where ``--paste`` came among the ``--attach`` options: attachments are
+    numbered ``[Image #N]`` in the order given."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["paste_at"] = _paste_position(args)
+        return super().parse_args(ctx, args)
+
+
+def _paste_position(args: list[str]) -> int | None:
+    attaches = 0
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--":
+            break
+        elif arg == "--paste":
+            return attaches
+        elif arg == "--attach":
+            attaches, skip = attaches + 1, True
+        elif arg.startswith("--attach="):
+            attaches += 1
+        elif arg in ("--team", "--timeout"):
+            skip = True
+    return None
+
+
+@cli.command(cls=_SendCommand)
 @click.option("--team", default=None, callback=_name)
 @click.argument("member", callback=_name)
 @click.argument("text", required=False)
 @click.option("--attach", "attach", multiple=True, metavar="PATH",
               type=click.Path(path_type=Path), help="An image to send (repeatable, at most 32).")
+@click.option("--paste", is_flag=True,
+              help="Send the image on the clipboard too (wl-paste, xclip, osascript or "
+              "PowerShell), numbered where it is given among --attach.")
 @click.option("--wait", is_flag=True, help="Wait for the reply and print it.")
 @click.option("--timeout", type=Seconds(), default=600.0,
               show_default=True, help="Seconds to wait for the reply (with --wait).")
@@ -218,26 +250,42 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ...],
-         wait: bool, timeout: float, dry_run: bool, as_json: bool) -> None:
+         paste: bool, wait: bool, timeout: float, dry_run: bool, as_json: bool) -> None:
     """Send TEXT (or '-' for stdin) to MEMBER; print the message id, or with --wait the reply.
 
-    Attachments are validated and planned before anything is sent: on any failure the whole
-    message is refused (exit 3), one line per failure."""
-    if len(attach) > _MAX_ATTACHMENTS:
+    Attachments are numbered in the order given; TEXT may name them as [Image #N]. They are
+    validated and planned before anything is sent: on any failure the whole message is refused
+    (exit 3), one line per failure."""
+    count = len(attach) + int(paste)
+    if count > _MAX_ATTACHMENTS:
         raise click.UsageError(f"at most {_MAX_ATTACHMENTS} attachments per message "
-                               f"({len(attach)} given); send them in several messages")
-    text = _message_text(text, has_attachments=bool(attach))
-    params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
-              "timeout": timeout, "dry_run": dry_run,
-              "attachments": [str(p.expanduser().absolute()) for p in attach]}
-    try:
-        result = client.call(_home(), "send", params,
-                             timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * len(attach))
-    except TeamctlError as exc:
-        if exc.code != "attachment_refused":
-            raise
-        _refused(exc.details.get("failures") or [], as_json, exc.exit_code)
-        return
+                               f"({count} given); send them in several messages")
+    text = _message_text(text, has_attachments=bool(count))
+    paths = [str(p.expanduser().absolute()) for p in attach]
+    with contextlib.ExitStack() as stack:
+        if paste:
+            from orchestrator.client.clipboard import read_clipboard, staged
+
+            at = click.get_current_context().meta.get("paste_at")
+            try:
+                clipped = read_clipboard()
+            except ClipboardError as exc:  # refused before send, like an attachment
+                _refused([{"code": exc.code, "message": exc.message, "retryable":
+                           exc.retryable, "attachment": "clipboard", "member": member}],
+                         as_json, exc.exit_code)
+                return
+            pasted = stack.enter_context(staged(clipped, _home().root))
+            paths.insert(len(paths) if at is None else at, str(pasted))
+        params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
+                  "timeout": timeout, "dry_run": dry_run, "attachments": paths}
+        try:
+            result = client.call(_home(), "send", params,
+                                 timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * count)
+        except TeamctlError as exc:
+            if exc.code != "attachment_refused":
+                raise
+            _refused(exc.details.get("failures") or [], as_json, exc.exit_code)
+            return
     if dry_run:
         _print_plan(result, as_json)
         return
@@ -275,8 +323,14 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
         return
     for attachment in result["attachments"]:
         for v in attachment["variants"]:
-            click.echo(f"{attachment['name']}: {v['purpose']} {v['mime']} "
+            click.echo(f"[Image #{attachment.get('number', 1)}] "
+                       f"{attachment['name']}: {v['purpose']} {v['mime']} "
                        f"{v['width']}x{v['height']} {v['bytes']} bytes sha256={v['sha256']}")
+        if attachment.get("described_by"):
+            known = " (its description is known)" if attachment.get("description_cached") \
+                else ""
+            click.echo(f"  described by {attachment['described_by']}: the member receives the "
+                       f"description in place of the image{known}")
         for warning in attachment["warnings"]:
             click.echo(f"  warning: {warning}")
 

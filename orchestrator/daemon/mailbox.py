@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
 from orchestrator.attachments.failures import AttachmentError
+from orchestrator.attachments.markers import place
 from orchestrator.contracts import PreparedPart, TextPart, Turn
 from orchestrator.errors import (
     BudgetReached,
@@ -330,8 +331,14 @@ class Mailbox:
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
-        rebuilt from the original if its artifact is gone)."""
-        images = [await self._loader.load(p.original_sha256, p.variant) for p in planned]
+        rebuilt from the original if its artifact is gone), in ``[Image #N]`` marker order."""
+        by_position = {p.position: p for p in planned}
+        images: list[PreparedPart] = []
+        for placement in place(delivery.text, len(planned)):
+            attachment = by_position[placement.position]
+            image = await self._loader.load(attachment.original_sha256, attachment.variant)
+            images.append(replace(image, number=placement.position + 1,
+                                  anchor=placement.anchor))
         parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
         return Turn(delivery.message_id, (*parts, *images))
 

@@ -20,6 +20,7 @@ import sqlite3
 import time
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -251,6 +252,22 @@ _MIGRATIONS += (
     );
     """,
 )
+_MIGRATIONS += (
+    # 9: described images (issue 18): an attachment delivered as its description, journaled
+    # with the message; the descriptions a describer made, by variant, reused
+    """
+    ALTER TABLE message_attachments ADD COLUMN described_by TEXT;
+    ALTER TABLE message_attachments ADD COLUMN description TEXT;
+    CREATE TABLE descriptions (
+        variant_sha256 TEXT NOT NULL,
+        describer TEXT NOT NULL,
+        text TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (variant_sha256, describer)
+    );
+    """,
+)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -289,6 +306,8 @@ class Delivery:
     notes: tuple[str, ...] = ()
     origin: Origin = Origin()
     usage: dict[str, Any] | None = None
+    created_at: float | None = None  # the message's, journaled by send
+    updated_at: float | None = None  # the delivery's last change
 
     @property
     def terminal(self) -> bool:
@@ -306,19 +325,25 @@ class Delivery:
             sender=self.origin.sender or "operator", to=self.member,
             kind=self.origin.kind,  # type: ignore[arg-type]
             chain_id=self.origin.chain_id, depth=self.origin.depth,
-            reply_to=self.origin.reply_to, usage=self.usage)
+            reply_to=self.origin.reply_to, usage=self.usage,
+            created_at=_iso(self.created_at), updated_at=_iso(self.updated_at))
+
+
+def _iso(when: float | None) -> str | None:
+    return None if when is None else (
+        datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds"))
 
 
 _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
     "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to, "
-    "d.usage"
+    "d.usage, m.created_at, d.updated_at"
 )
 
 
 _ATTACHMENT_COLUMNS = (
     "message_id, member, position, name, original_sha256, original_mime, original_bytes, "
-    "variant_id, purpose, limits, sha256, mime, width, height, bytes"
+    "variant_id, purpose, limits, sha256, mime, width, height, bytes, described_by, description"
 )
 
 
@@ -330,7 +355,7 @@ def _attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple
     v = p.variant
     return (message_id, member, p.position, p.name, p.original_sha256, p.original_mime,
             p.original_bytes, v.variant_id, v.purpose, limits_json(v.limits), v.sha256, v.mime,
-            v.width, v.height, v.bytes)
+            v.width, v.height, v.bytes, p.described_by, p.description)
 
 
 def _planned(row: sqlite3.Row) -> PlannedAttachment:
@@ -339,7 +364,8 @@ def _planned(row: sqlite3.Row) -> PlannedAttachment:
                              row["width"], row["height"], row["bytes"],
                              Limits(int(edge), float(megapixels), int(max_bytes)))
     return PlannedAttachment(row["position"], row["name"], row["original_sha256"],
-                             row["original_mime"], row["original_bytes"], variant)
+                             row["original_mime"], row["original_bytes"], variant,
+                             described_by=row["described_by"], description=row["description"])
 
 
 def _delivery(row: sqlite3.Row) -> Delivery:
@@ -351,6 +377,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         tuple(json.loads(row["notes"])) if row["notes"] else (),
         Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"]),
         json.loads(row["usage"]) if row["usage"] else None,
+        row["created_at"], row["updated_at"],
     )
 
 
@@ -520,7 +547,7 @@ class Store:
             for member, planned in (attachments or {}).items():
                 db.executemany(
                     f"INSERT INTO message_attachments ({_ATTACHMENT_COLUMNS}) "
-                    f"VALUES ({','.join('?' * 15)})",
+                    f"VALUES ({','.join('?' * 17)})",
                     [_attachment_row(message_id, member, p) for p in planned],
                 )
 

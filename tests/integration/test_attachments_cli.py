@@ -122,3 +122,30 @@ def test_no_base64_reaches_the_logs(teamctl: Teamctl) -> None:
     assert "data:image" not in text
     planned = [e for e in teamctl.log_events() if e["event"] == "attachments_planned"]
     assert planned[0]["variants"][0]["mime"] == "image/png"
+
+
+def test_images_reach_the_runtime_in_marker_order_and_unknown_markers_refuse(
+        teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    shots = [images.save(images.screenshot(200 + 10 * i, 100), teamctl.workdir / f"s{i}.png",
+                         "PNG") for i in (1, 2, 3)]
+    attach = [arg for shot in shots for arg in ("--attach", str(shot))]
+    text = "is [Image #3] wider than [Image #1]?"
+    plan = teamctl.json("send", "--dry-run", *attach, "rev", text)
+    assert [a["number"] for a in plan["attachments"]] == [1, 2, 3]
+    sha = [a["variants"][0]["sha256"] for a in plan["attachments"]]
+    done = teamctl.run("send", *attach, "rev", text, "--wait")
+    assert done.returncode == 0, done.stderr
+    assert [r["sha256"] for r in images.reported(done.stdout)] == [sha[2], sha[0], sha[1]]
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert [(a["number"], a["sha256"]) for a in message["attachments"]] == [
+        (1, sha[0]), (2, sha[1]), (3, sha[2])]
+
+    for bad in ("[Image #0]", "[Image #99]"):
+        refused = teamctl.run("send", *attach, "rev", f"look at {bad}")
+        assert refused.returncode == 3
+        assert refused.stderr.startswith(f"attachment_marker_unknown: the text names {bad}, "
+                                         "but the message has 3 attachments"), refused.stderr
+    plain = teamctl.run("send", "rev", "the log line says [Image #99]", "--wait")
+    assert plain.returncode == 0, plain.stderr
+    assert len(teamctl.json("history", "rev")["messages"]) == 2, "refusals journal nothing"

@@ -151,3 +151,19 @@ def test_the_registry_has_one_adapter_per_row_of_the_runtime_table() -> None:
         adapter = adapters[row.name]
         assert (adapter.name, adapter.env_var, adapter.default_executable) == (
             row.name, row.env_var, row.default_executable)
+
+
+def test_user_line_places_each_image_right_after_the_marker_that_names_it() -> None:
+    text = "compare [Image #2] with [Image #1], then tell me"
+    second = ImagePart("image/png", 1, 1, "b" * 64, b"two", number=2,
+                       anchor=text.index("[Image #2]") + len("[Image #2]"))
+    first = ImagePart("image/png", 1, 1, "a" * 64, b"one", number=1,
+                      anchor=text.index("[Image #1]") + len("[Image #1]"))
+    unnamed = ImagePart("image/png", 1, 1, "c" * 64, b"three", number=3)
+    content = user_line(Turn("01A", (TextPart(text), second, first, unnamed)))["message"][
+        "content"]
+    kinds = [block.get("text") or base64.b64decode(block["source"]["data"]).decode()
+             for block in content]
+    assert kinds == ["compare [Image #2]", "two", " with [Image #1]", "one", ", then tell me",
+                     "three"]
+    assert "".join(b["text"] for b in content if b["type"] == "text") == text
