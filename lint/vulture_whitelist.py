@@ -61,3 +61,5 @@ total_usd
 total_tokens
 cost_unknown
 description_cached
+exported_at
+redacted

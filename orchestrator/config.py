@@ -17,6 +17,7 @@ from orchestrator.runtime_table import RuntimeName  # noqa: TC001 (pydantic read
 
 __all__ = [
     "NAME_PATTERN",
+    "DescribeWith",
     "MemberConfig",
     "TeamConfig",
     "TeamSection",
@@ -55,6 +56,20 @@ AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]{0,80}(\([^()]{1,500}
 Permissions = Literal["read", "edit", "full", "ask"]
 
 
+class DescribeWith(_Strict):
+    """A text-only member's opt-in to described images (docs/attachments.md): each image sent
+    to it is first described by one side call through this runtime's real CLI and model (which
+    must see images), and the member receives the description in place of the image."""
+
+    runtime: RuntimeName
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    login: Login | None = None  # default: the member's
+    timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0  # the whole side call
+
+
 class TeamSection(_Strict):
     name: Name
     workdir: str = "."
@@ -80,6 +95,7 @@ class MemberConfig(_Strict):
     model: str | None = None
     prompt: str | None = None
     vision: bool | None = None
+    describe_with: DescribeWith | None = None  # images described for a text-only member
     workdir: str | None = None
     command: str | None = None
     args: list[str] = []

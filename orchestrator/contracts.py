@@ -38,7 +38,9 @@ __all__ = [
     "Approver",
     "BudgetReached",
     "Capabilities",
+    "Description",
     "ExecutableNotFound",
+    "ImageDescriber",
     "ImagePart",
     "LaunchSpec",
     "LineTooLong",
@@ -290,3 +292,22 @@ def redact(text: str) -> str:
     from orchestrator.redaction import redact as _redact
 
     return _redact(text)
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a describer's one-shot side call said of one image (``describe_with``)."""
+
+    text: str
+    seconds: float
+    usage: TokenUsage | None = None
+    cost_usd: float | None = None
+
+
+class ImageDescriber(Protocol):
+    """A runtime that can describe an image in one side call through its real CLI: no tools,
+    no session kept, ``spec.turn_idle_timeout`` as its whole deadline. Raises a TeamctlError
+    (TurnFailed, RuntimeStuck, ExecutableNotFound...) when it cannot."""
+
+    async def describe(self, spec: LaunchSpec, image: ImagePart,
+                       instruction: str) -> Description: ...

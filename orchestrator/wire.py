@@ -33,6 +33,10 @@ __all__ = [
     "DryRunPlan",
     "ErrorDoc",
     "ErrorReply",
+    "ExportDoc",
+    "ExportedAttachment",
+    "ExportedMember",
+    "ExportedMessage",
     "Failure",
     "HistoryDoc",
     "KeptWorktree",
@@ -545,6 +549,40 @@ class BudgetDoc(_Doc):
     hold: str | None = None
 
 
+class ExportedAttachment(AttachmentRef):
+    """An attachment in an export: its metadata, and the bytes that were sent, inlined."""
+
+    data: str | None = Field(
+        default=None, description="the variant's bytes, base64 — the one place teamctl writes "
+        "base64 (null with --redact, or when the artifact is missing)")
+    missing: bool = Field(default=False, description="the artifact is gone from the store, or "
+                          "its bytes no longer match its sha256")
+
+
+class ExportedMessage(MessageDoc):
+    attachments: list[ExportedAttachment] = []  # type: ignore[assignment]
+
+
+class ExportedMember(_Doc):
+    name: str
+    runtime: str | None = None
+    model: str | None = None
+    messages: list[ExportedMessage]
+
+
+class ExportDoc(_Doc):
+    """``teamctl export``: whole conversations, standing alone (images inlined)."""
+
+    format: Literal["teamctl-export"] = "teamctl-export"
+    version: Literal[1] = 1
+    team: str
+    exported_at: str
+    redacted: bool = Field(default=False, description="--redact: image bytes left out")
+    members: list[ExportedMember]
+    missing: list[str] = Field(default=[], description="sha256 of every image whose bytes "
+                               "could not be inlined (its metadata is kept)")
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -567,4 +605,5 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "usage": UsageDoc,
     "prices": PricesDoc,
     "budget": BudgetDoc,
+    "export": ExportDoc,
 }

@@ -71,7 +71,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["ClaudeProcess", "ClaudeRuntime", "user_line"]
+__all__ = ["ClaudeProcess", "ClaudeRuntime", "anthropic_tokens", "build_env", "private_dirs",
+           "user_line"]
 
 log = structlog.get_logger("teamctl.runtime.claude")
 
@@ -122,7 +123,7 @@ class ClaudeRuntime:
             return await self._spawn(spec, fresh, tg)
 
     async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
-        dirs = _private_dirs(spec.state_dir, spec.login)
+        dirs = private_dirs(spec.state_dir, spec.login)
         resume = _transcript_exists(dirs["config"], session_id)
         argv = build_argv(spec, session_id, resume=resume, files=_write_files(spec))
         env = build_env(spec, dirs)
@@ -223,7 +224,7 @@ def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
     return member_environ(own, spec.env)
 
 
-def _private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
+def private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
     dirs = {"config": state_dir / "config", "tmp": state_dir / "tmp", "xdg": state_dir / "xdg"}
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -628,7 +629,7 @@ class ClaudeProcess(MemberProcess):
         message = event.get("message") or {}
         if not isinstance(message, dict) or message.get("model") == "<synthetic>":
             return
-        tokens = _tokens(message.get("usage"))
+        tokens = anthropic_tokens(message.get("usage"))
         if tokens is None:
             return
         state.usage[str(message.get("id"))] = tokens
@@ -642,7 +643,7 @@ class ClaudeProcess(MemberProcess):
         charges its increase (errors and interrupted turns too)."""
         cost = result.get("total_cost_usd")
         self._report(state, UsageReading(
-            tokens=_tokens(result.get("usage")) or TokenUsage(), counter=self._counter,
+            tokens=anthropic_tokens(result.get("usage")) or TokenUsage(), counter=self._counter,
             baseline=TokenUsage(), turn_tokens=True,
             cost_usd=float(cost) if isinstance(cost, int | float) else None,
             model=self._spec.model))
@@ -734,7 +735,7 @@ def session_counter(session_id: str) -> str:
     return f"claude-session:{session_id}"
 
 
-def _tokens(usage: Any) -> TokenUsage | None:
+def anthropic_tokens(usage: Any) -> TokenUsage | None:
     """Anthropic usage → TokenUsage: input counts cache reads and writes too."""
     if not isinstance(usage, dict):
         return None

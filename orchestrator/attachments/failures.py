@@ -46,10 +46,11 @@ class AttachmentFailure:
     diagnostic: str = ""
     attachment: str | None = None
     member: str | None = None
+    may_retry: bool | None = None  # when the cause knows better than the code
 
     @property
     def retryable(self) -> bool:
-        return self.code in _RETRYABLE
+        return self.code in _RETRYABLE if self.may_retry is None else self.may_retry
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": redact(self.message), "retryable": self.retryable,

@@ -5,7 +5,7 @@ again at delivery time when an artifact must be rebuilt (the encoding is determi
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from orchestrator import wire
@@ -52,16 +52,19 @@ class PlannedAttachment:
         """Its ``[Image #N]``."""
         return self.position + 1
 
-    def to_wire(self, *, cached: bool | None = None) -> wire.PlannedDoc:
-        """The dry-run plan of this attachment (``cached``: whether a described image's
-        description is already known)."""
+    def with_description(self, describer: str, text: str | None) -> PlannedAttachment:
+        return replace(self, described_by=describer, description=text)
+
+    def to_wire(self) -> wire.PlannedDoc:
+        """The dry-run plan of this attachment."""
         return wire.PlannedDoc(
             name=self.name, number=self.number, original=wire.Original(
                 sha256=self.original_sha256, mime=self.original_mime,
                 bytes=self.original_bytes),
             variants=[self.variant.to_wire()], warnings=list(self.warnings),
             described_by=self.described_by,
-            description_cached=cached if self.described_by else None)
+            description_cached=None if self.described_by is None
+            else self.description is not None)
 
     def to_ref(self) -> wire.AttachmentRef:
         """The attachment as journaled with its message (history, send --wait)."""

@@ -583,9 +583,10 @@ def doctor(teamfile: Path | None, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from orchestrator.client import approvals_cli, costs_cli, ui_cli
+    from orchestrator.client import approvals_cli, costs_cli, export_cli, ui_cli
 
-    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS):
+    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS,
+                    *export_cli.COMMANDS):
         cli.add_command(command)
 
 

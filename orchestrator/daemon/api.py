@@ -84,6 +84,10 @@ class HistoryParams(MemberParams):
     before: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
 
 
+class ExportParams(TeamParams):
+    member: str | None = Field(default=None, pattern=NAME_PATTERN)  # None: every member
+
+
 class WorktreesParams(TeamParams):
     prune: bool = False
 
@@ -191,6 +195,7 @@ class ControlServer:
             "status": (TeamParams, self._status),
             "send": (SendParams, self._send),
             "history": (HistoryParams, self._history),
+            "export": (ExportParams, self._export),
             "restart": (MemberParams, self._restart),
             "stop": (TeamParams, self._stop),
             "worktrees": (WorktreesParams, self._worktrees),
@@ -292,6 +297,9 @@ class ControlServer:
     async def _history(self, params: HistoryParams) -> BaseModel:
         return await self._teams.history(params.team, params.member, limit=params.limit,
                                          before=params.before)
+
+    async def _export(self, params: ExportParams) -> BaseModel:
+        return await self._teams.export(params.team, params.member)
 
     async def _restart(self, params: MemberParams) -> BaseModel:
         return await self._teams.restart(params.team, params.member)

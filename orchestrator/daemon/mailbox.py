@@ -26,6 +26,7 @@ import structlog
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.markers import place
 from orchestrator.contracts import PreparedPart, TextPart, Turn
+from orchestrator.daemon.describe import described_text
 from orchestrator.errors import (
     BudgetReached,
     InternalError,
@@ -336,6 +337,11 @@ class Mailbox:
         images: list[PreparedPart] = []
         for placement in place(delivery.text, len(planned)):
             attachment = by_position[placement.position]
+            if attachment.described_by is not None:  # describe_with: the text in its place
+                model = attachment.described_by.split(":", 1)[-1]
+                images.append(TextPart(described_text(attachment.number, model,
+                                                      attachment.description or "")))
+                continue
             image = await self._loader.load(attachment.original_sha256, attachment.variant)
             images.append(replace(image, number=placement.position + 1,
                                   anchor=placement.anchor))

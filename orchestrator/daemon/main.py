@@ -31,6 +31,7 @@ from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.connections import ControlSocket
+from orchestrator.daemon.describe import Descriptions
 from orchestrator.daemon.ledger import Ledger
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
@@ -43,11 +44,14 @@ from orchestrator.daemon.web.server import WebServer
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import ensure_private_dir
-from runtimes.registry import default_runtimes
+from runtimes.registry import default_describers, default_runtimes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from anyio.abc import TaskStatus
 
+    from orchestrator.contracts import ImageDescriber
     from orchestrator.paths import Home
     from runtimes.base import Runtime
 
@@ -100,9 +104,11 @@ def check_journal(home: Home) -> None:
 
 class Daemon:
     def __init__(self, home: Home, runtimes: dict[str, Runtime] | None = None, *,
+                 describers: Mapping[str, ImageDescriber] | None = None,
                  max_connections: int = 256, idle_timeout: float = 30.0) -> None:
         self.home = home
         self._runtimes = runtimes or default_runtimes()
+        self._describers = default_describers() if describers is None else describers
         self._shutdown = anyio.Event()
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
@@ -147,13 +153,17 @@ class Daemon:
             )
             artifacts = ArtifactStore(self.home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
-            mailbox = Mailbox(store, supervisor, VariantLoader(artifacts), tg, ledger=ledger)
+            loader = VariantLoader(artifacts)
+            mailbox = Mailbox(store, supervisor, loader, tg, ledger=ledger)
             mailbox.on_change = changes.bump
             ledger.on_release = mailbox.poke
             ledger.on_budget_change = functools.partial(_budget_changed, supervisor)
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
+            descriptions = Descriptions(store, planner, loader, self._describers, capabilities,
+                                        self.home)
             teams = Teams(store, supervisor, mailbox, planner, capabilities,
-                          worktree_root=self.home.worktrees, ledger=ledger)
+                          worktree_root=self.home.worktrees, ledger=ledger,
+                          descriptions=descriptions)
             router = Router(teams, supervisor, store, vision=lambda rt, model, override:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered

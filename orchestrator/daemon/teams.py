@@ -8,6 +8,7 @@ reverse start order).
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,9 @@ from orchestrator.wire import (
     BudgetDoc,
     DiffDoc,
     DryRunPlan,
+    ExportDoc,
+    ExportedMember,
+    ExportedMessage,
     HistoryDoc,
     KeptWorktree,
     PriceRow,
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
 
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.contracts import Capabilities
+    from orchestrator.daemon.describe import Descriptions
     from orchestrator.daemon.ledger import By, Ledger
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.store import AsyncStore, Delivery, Origin
@@ -85,8 +90,10 @@ _SETTLE_MARGIN = 5.0
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
                  planner: Planner, capabilities: Mapping[str, Capabilities], *,
-                 worktree_root: Path, ledger: Ledger | None = None) -> None:
+                 worktree_root: Path, ledger: Ledger | None = None,
+                 descriptions: Descriptions | None = None) -> None:
         self._worktree_root = worktree_root
+        self._descriptions = descriptions
         self._ledger = ledger
         self._prune_lock = anyio.Lock()
         self._store = store
@@ -143,6 +150,8 @@ class Teams:
             status = await self._team_status(config.name)
             return status.model_copy(update={"already_running": True,
                                              "resumed": config.name in self._resumed})
+        if self._descriptions is not None:  # a describer that cannot see: refused first
+            self._descriptions.check(config, file)
         if self._ledger is not None:  # an unenforceable budget is refused before anything
             await self._ledger.configure(config)
         workdirs = await self._worktrees(config)  # before anything is journaled or started
@@ -299,7 +308,7 @@ class Teams:
         """Plan the attachments (refusing the whole message on any failure), then journal it;
         with ``dry_run``, only plan. ``origin``: a teammate's message (the router's)."""
         config, member = self.resolve_member(team, member)
-        planned = await self._plan(config, member, text, attachments)
+        planned = await self._plan(config, member, text, attachments, dry_run=dry_run)
         if dry_run:
             return DryRunPlan(team=config.name, member=member,
                               attachments=[p.to_wire() for p in planned])
@@ -351,7 +360,7 @@ class Teams:
         return delivery is not None and delivery.state == "queued"
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
-                    paths: Sequence[str]) -> list[PlannedAttachment]:
+                    paths: Sequence[str], *, dry_run: bool = False) -> list[PlannedAttachment]:
         if not paths:
             return []
         spec = config.member(member)
@@ -359,8 +368,11 @@ class Teams:
         target = Target(config.name, member, spec.runtime, spec.model, spec.vision,
                         self._capabilities[spec.runtime])
         try:
-            planned: list[PlannedAttachment] = await self._planner.plan(
-                target, text, [Path(p) for p in paths])
+            if spec.describe_with is not None and self._descriptions is not None:
+                planned: list[PlannedAttachment] = await self._descriptions.plan(
+                    config, spec, text, [Path(p) for p in paths], dry_run=dry_run)
+            else:
+                planned = await self._planner.plan(target, text, [Path(p) for p in paths])
         except AttachmentRefused as exc:
             log.warning("attachments_refused", team=config.name, member=member,
                         codes=[f.code for f in exc.failures], attachments=len(paths),
@@ -388,6 +400,37 @@ class Teams:
         return HistoryDoc(team=name, member=member,
                           messages=[d.to_wire(attachments[d.message_id]) for d in rows],
                           before=rows[0].message_id if more and rows else None)
+
+    async def export(self, team: str | None, member: str | None) -> ExportDoc:
+        """Whole conversations (one member's, or with ``member`` None every member's) with
+        each attachment's metadata; the CLI inlines the bytes from the artifact store."""
+        name = await self._resolve_any(team)
+        members = await self._members_of(name)
+        if member is not None:
+            if member not in members:
+                raise NotFound("member", member, list(members))
+            members = {member: members[member]}
+        exported = []
+        for who, (runtime, model) in members.items():
+            rows, _ = await self._store.call(self._store.sync.history, name, who)
+            attachments = await self._store.call(self._store.sync.attachments_of,
+                                                 [d.message_id for d in rows], who)
+            messages = [ExportedMessage.model_validate(
+                d.to_wire(attachments[d.message_id]).model_dump()) for d in rows]
+            exported.append(ExportedMember(name=who, runtime=runtime, model=model,
+                                           messages=messages))
+        return ExportDoc(team=name, exported_at=datetime.now(UTC).isoformat(
+            timespec="seconds"), members=exported)
+
+    async def _members_of(self, team: str) -> dict[str, tuple[str | None, str | None]]:
+        """Each member of ``team`` (running, or as the journal last saw its file): its runtime
+        and model."""
+        if team in self._running:
+            return {m.name: (m.runtime, m.model) for m in self._running[team].members}
+        record = next(t for t in await self._store.call(self._store.sync.teams)
+                      if t.name == team)
+        return {str(m.get("name")): (m.get("runtime"), m.get("model"))
+                for m in record.config.get("members", []) if isinstance(m, dict)}
 
     # -- worktrees ----------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ It records every request (headers with the key redacted, the JSON body) and answ
 ``pong: <newest user text>``, or, when ``error_status`` is set, an API error of that status.
 Scripted tools (as protocols/teammates.md's fakes): a user text ``DO_WRITE <path>`` is
 answered with a ``Write`` tool call, ``DO_BASH <command>`` with a ``Bash`` one, ``DO_ASK
-<question>`` with an ``AskUserQuestion`` one; once the tool
+<question>`` with an ``AskUserQuestion`` one; teamctl's describer instruction ("Describe this
+image…") with the header facts of each image (MIME, size, sha256); once the tool
 result comes back, the answer is ``done: <the tool result's text>``.
 Images in the newest user message are decoded and described (MIME, width, height, sha256) so a
 test can prove the bytes that reached the API.
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 from imageinfo import describe
 
 from tests.e2e.fake_provider import FakeProvider, sse
+from tests.e2e.fake_responses import seen_images
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
@@ -95,6 +97,8 @@ class FakeAnthropic(FakeProvider):
         if result is not None:
             return self._text(model, f"done: {result}")
         text = newest_user_text(body)
+        if text.startswith("Describe this image"):  # teamctl's describer (describe_with)
+            return self._text(model, seen_images(newest_user_images(body)))
         if text.startswith("DO_SEND "):  # teamctl's MCP tool, as the model would call it
             _, to, message = text.split(" ", 2)
             return self._tool(model, "mcp__teamctl__send_message", {"to": to, "text": message})

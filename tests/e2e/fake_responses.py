@@ -53,6 +53,12 @@ def newest_user_images(body: dict[str, Any]) -> list[dict[str, Any]]:
     return images
 
 
+def seen_images(images: list[dict[str, Any]]) -> str:
+    """What the fake model "sees" when asked to describe images: each one's header facts."""
+    return "; ".join(f"a screenshot: {i['mime']} {i['width']}x{i['height']} sha256={i['sha256']}"
+                     for i in images) or "no image"
+
+
 class FakeResponses(FakeProvider):
     input_tokens, output_tokens = 100, 10  # what every response reports it used
 
@@ -78,6 +84,8 @@ class FakeResponses(FakeProvider):
             if isinstance(output, list):
                 output = " ".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
             text = f"done: {str(output)[-300:]}"
+        elif text.startswith("Describe this image"):  # teamctl's describer (describe_with)
+            text = seen_images(newest_user_images(body))
         elif text.startswith("DO_SEND "):  # an MCP tool: namespace + name (teammates.md §2.7)
             _, to, message = text.split(" ", 2)
             call = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",

@@ -42,7 +42,7 @@ def test_claude_operator_login_uses_the_operators_config_dir(tmp_path: Path,
     """No private CLAUDE_CONFIG_DIR (the CLI's own lock serializes refreshes; ~/.claude.json
     with user MCP servers stays where it is); nothing copied or linked."""
     spec = _spec(tmp_path, login="operator")
-    dirs = claude._private_dirs(spec.state_dir, "operator")
+    dirs = claude.private_dirs(spec.state_dir, "operator")
     env = claude.build_env(spec, dirs)
     assert "CLAUDE_CONFIG_DIR" not in env
     assert dirs["config"] == operator / ".claude"
@@ -52,7 +52,7 @@ def test_claude_operator_login_uses_the_operators_config_dir(tmp_path: Path,
 def test_claude_isolated_login_keeps_a_private_config_dir(tmp_path: Path,
                                                            operator: Path) -> None:
     spec = _spec(tmp_path, login="isolated")
-    env = claude.build_env(spec, claude._private_dirs(spec.state_dir, "isolated"))
+    env = claude.build_env(spec, claude.private_dirs(spec.state_dir, "isolated"))
     assert env["CLAUDE_CONFIG_DIR"] == str(spec.state_dir / "config")
 
 
@@ -66,7 +66,7 @@ def test_claude_permission_profiles(tmp_path: Path, profile: str, expected: list
     argv = claude.build_argv(spec, "sid", resume=False, files={})
     assert argv[-len(expected):] == expected
     assert not {"Write", "Edit", "Bash"} & set(claude.READ_TOOLS.split(","))
-    env = claude.build_env(spec, claude._private_dirs(spec.state_dir, "isolated"))
+    env = claude.build_env(spec, claude.private_dirs(spec.state_dir, "isolated"))
     assert ("IS_SANDBOX" in env) == (profile == "full" and os.geteuid() == 0)
 
 
