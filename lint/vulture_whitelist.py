@@ -63,3 +63,4 @@ cost_unknown
 description_cached
 exported_at
 redacted
+images_described

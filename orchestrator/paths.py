@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Home", "ensure_private_dir", "resolve_home"]
+__all__ = ["Home", "ensure_private_dir", "resolve_home", "write_private"]
 
 
 def resolve_home() -> Path:
@@ -28,6 +29,28 @@ def ensure_private_dir(path: Path) -> Path:
         os.chmod(directory, 0o700)
     os.chmod(path, 0o700)
     return path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a 0600 file, durably and atomically: a temp file beside
+    it, fsynced, renamed over it, the directory fsynced (a crash leaves the old file or the
+    new one, never half of one)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 @dataclass(frozen=True)

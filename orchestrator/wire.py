@@ -420,6 +420,9 @@ class MemberCard(_Doc):
     runtime: str
     model: str | None
     sees_images: bool | None
+    images_described: str | None = Field(
+        default=None, description="'runtime:model' describing the images sent to this "
+        "text-only member (describe_with)")
     launch: Launch
     readiness: Readiness
     you: bool

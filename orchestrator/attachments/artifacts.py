@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.attachments.failures import AttachmentError
+from orchestrator.paths import write_private
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["ArtifactMissing", "ArtifactStore"]
 
@@ -80,19 +83,4 @@ class ArtifactStore:
             if not path.is_dir():
                 path.mkdir(mode=0o700, exist_ok=True)
                 os.chmod(path, 0o700)  # whatever the umask
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_private(target, data)

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from orchestrator import client
 from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.client.cli import _home, _name, handles_errors
 from orchestrator.errors import UsageError
+from orchestrator.paths import write_private
 
 __all__ = ["COMMANDS", "inline_images"]
 
@@ -54,7 +53,7 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
         return
     target = out.expanduser().absolute()
     try:
-        _write_private(target, text)
+        write_private(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}; choose another --out") from None
     messages = sum(len(m["messages"]) for m in doc["members"])
@@ -87,21 +86,6 @@ def inline_images(doc: dict[str, Any], store: ArtifactStore, *,
                         missing.append(sha256)
     doc["missing"] = missing
     return count, len(missing)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` as 0600, atomically (a temp file beside it, renamed)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 COMMANDS = (export,)

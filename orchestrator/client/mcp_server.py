@@ -41,7 +41,9 @@ TOOLS: list[dict[str, Any]] = [
                          "text": {"type": "string", "description": "the message"},
                          "attachments": {"type": "array", "items": {"type": "string"},
                                          "description": "paths of image files you can read, "
-                                                        "sent with the message"}}}},
+                                                        "sent with the message; the text may "
+                                                        "name them [Image #1], [Image #2]… "
+                                                        "in this order"}}}},
     {"name": "list_team",
      "description": "Your teammates: name, runtime, model, whether it sees images, its state.",
      "inputSchema": {"type": "object", "additionalProperties": False, "properties": {}}},
@@ -127,6 +129,8 @@ def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
         for m in card["members"]:
             sees = {True: "sees images", False: "text only", None: "vision unknown"}[
                 m["sees_images"]]
+            if m.get("images_described"):
+                sees += f" (images described by {m['images_described']})"
             you = " (you)" if m["you"] else ""
             lines.append(f"- {m['name']}{you}: {m['runtime']} {m['model'] or 'default model'}, "
                          f"{sees}, {m['launch']}/{m['readiness']}")

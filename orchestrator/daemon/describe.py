@@ -19,6 +19,7 @@ its place, labelled ``[Image #1, described by MODEL: …]``.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -27,8 +28,8 @@ import structlog
 from orchestrator.attachments.failures import AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.markers import label
 from orchestrator.attachments.planner import Target
-from orchestrator.contracts import LaunchSpec, runtime_info
-from orchestrator.errors import TeamctlError, TeamFileError
+from orchestrator.contracts import Description, LaunchSpec, runtime_info
+from orchestrator.errors import BudgetReached, TeamctlError, TeamFileError
 from orchestrator.paths import ensure_private_dir
 from runtimes.base import resolve_executable
 
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
     from orchestrator.attachments.planner import Planner
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.config import DescribeWith, MemberConfig, TeamConfig
-    from orchestrator.contracts import Capabilities, Description, ImageDescriber
+    from orchestrator.contracts import Capabilities, ImageDescriber
+    from orchestrator.daemon.ledger import Ledger
     from orchestrator.daemon.store import AsyncStore, Store
     from orchestrator.paths import Home
 
-__all__ = ["INSTRUCTION", "Descriptions", "described_text", "describer_id"]
+__all__ = ["INSTRUCTION", "Described", "Descriptions", "described_text", "describer_id"]
 
 log = structlog.get_logger("teamctl.describe")
 
@@ -66,10 +68,21 @@ def described_text(number: int, model: str, description: str) -> str:
     return f"{label(number)[:-1]}, described by {model}: {description}]"
 
 
+@dataclass(frozen=True)
+class Described:
+    """A message's attachments, described; ``made``: the side calls this send made (what the
+    ledger charges to the message once it is journaled)."""
+
+    planned: list[PlannedAttachment]
+    made: list[Description] = field(default_factory=list)
+
+
 class Descriptions:
     def __init__(self, store: AsyncStore, planner: Planner, loader: VariantLoader,
                  describers: Mapping[str, ImageDescriber],
-                 capabilities: Mapping[str, Capabilities], home: Home) -> None:
+                 capabilities: Mapping[str, Capabilities], home: Home, *,
+                 ledger: Ledger | None = None) -> None:
+        self._ledger = ledger
         self._store = store
         self._planner = planner
         self._loader = loader
@@ -104,9 +117,10 @@ class Descriptions:
                       self._capabilities[describe.runtime])
 
     async def plan(self, config: TeamConfig, member: MemberConfig, text: str,
-                   paths: Sequence[Path], *, dry_run: bool) -> list[PlannedAttachment]:
+                   paths: Sequence[Path], *, dry_run: bool) -> Described:
         """The attachments planned for the member's describer, each with its description
-        (from the cache, or one side call each; none on a dry run)."""
+        (from the cache, or one side call each; none on a dry run). A member held by its
+        budget makes no side call: the message is refused, saying so."""
         describe = member.describe_with
         assert describe is not None
         planned = await self._planner.plan(self._target(config.name, member.name, describe),
@@ -115,14 +129,18 @@ class Descriptions:
         known = await self._store.call(_cached, self._store.sync,
                                        [p.variant.sha256 for p in planned], who)
         if dry_run:
-            return [p.with_description(who, known.get(p.variant.sha256)) for p in planned]
+            return Described([p.with_description(who, known.get(p.variant.sha256))
+                              for p in planned])
         failures: list[AttachmentFailure] = []
-        described: list[PlannedAttachment] = []
+        described = Described([])
         for attachment in planned:
             text_of = known.get(attachment.variant.sha256)
             if text_of is None:
                 try:
-                    text_of = await self._describe(config, member, describe, attachment)
+                    self._affordable(config.name, member.name)
+                    made = await self._describe(config, member, describe, attachment)
+                    described.made.append(made)
+                    text_of = made.text
                 except TeamctlError as exc:
                     failures.append(AttachmentFailure(
                         "attachment_description_failed",
@@ -131,19 +149,36 @@ class Descriptions:
                         may_retry=exc.retryable))
                     continue
                 known[attachment.variant.sha256] = text_of
-            described.append(attachment.with_description(who, text_of))
+            described.planned.append(attachment.with_description(who, text_of))
         if failures:
             raise AttachmentRefused(failures)
         return described
 
+    def _affordable(self, team: str, member: str) -> None:
+        hold = None if self._ledger is None else self._ledger.gate(team, member)
+        if hold is not None:
+            raise BudgetReached(member, hold.describe())
+
+    async def charge(self, team: str, member: MemberConfig, message_id: str,
+                     made: list[Description]) -> None:
+        """Charge the side calls a send made to its (now journaled) message."""
+        describe = member.describe_with
+        if self._ledger is None or describe is None:
+            return
+        for description in made:
+            await self._ledger.charge_side_call(team, member.name, message_id,
+                                                describe.runtime, describe.model,
+                                                description.usage, description.cost_usd)
+
     async def _describe(self, config: TeamConfig, member: MemberConfig, describe: DescribeWith,
-                        attachment: PlannedAttachment) -> str:
+                        attachment: PlannedAttachment) -> Description:
         spec = self._spec(config, member, describe)
         image = await self._loader.load(attachment.original_sha256, attachment.variant)
         async with self._calls:
-            description: Description = await self._describers[describe.runtime].describe(
+            description = await self._describers[describe.runtime].describe(
                 spec, image, INSTRUCTION)
         text = description.text[:MAX_DESCRIPTION_CHARS]
+        description = replace(description, text=text)
         await self._store.call(_remember, self._store.sync, attachment.variant.sha256,
                                describer_id(describe), text, description.seconds)
         log.info("image_described", team=config.name, member=member.name,
@@ -151,7 +186,7 @@ class Descriptions:
                  seconds=round(description.seconds, 3), chars=len(text),
                  cost_usd=description.cost_usd,
                  tokens=None if description.usage is None else description.usage.total)
-        return text
+        return description
 
     def _spec(self, config: TeamConfig, member: MemberConfig,
               describe: DescribeWith) -> LaunchSpec:

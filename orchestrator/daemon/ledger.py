@@ -554,6 +554,28 @@ class Ledger:
         self._changed()
         return charge
 
+    async def charge_side_call(self, team: str, member: str, message_id: str, runtime: str,
+                               model: str | None, tokens: TokenUsage | None,
+                               cost_usd: float | None) -> Charge:
+        """A side call made for a member's message (a described image): charged to the member
+        and journaled with the message, priced by the table when the runtime gave no cost."""
+        tokens = tokens or TokenUsage()
+        cost = cost_usd if cost_usd is not None else self._prices.cost(model, tokens)
+        charge = Charge(tokens, cost, False, model)
+        self._spent[(team, member)].add(charge)
+        self._spent[(team, TEAM)].add(charge)
+        try:
+            await self._store.call(self._journal.record, team, member, runtime, message_id,
+                                   charge, {})
+        except StoreError as exc:  # the totals above still hold the budget
+            log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
+                      error=exc.message, charge=charge.as_dict())
+        log.info("side_call_charged", team=team, member=member, message_id=message_id,
+                 runtime=runtime, **charge.as_dict())
+        self._over(team, member)
+        self._changed()
+        return charge
+
     # -- queries ------------------------------------------------------------------------------
 
     def spent(self, key: tuple[str, str]) -> _Totals:

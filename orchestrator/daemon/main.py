@@ -160,7 +160,7 @@ class Daemon:
             ledger.on_budget_change = functools.partial(_budget_changed, supervisor)
             capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
             descriptions = Descriptions(store, planner, loader, self._describers, capabilities,
-                                        self.home)
+                                        self.home, ledger=ledger)
             teams = Teams(store, supervisor, mailbox, planner, capabilities,
                           worktree_root=self.home.worktrees, ledger=ledger,
                           descriptions=descriptions)

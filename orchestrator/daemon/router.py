@@ -92,8 +92,11 @@ class Router:
         for state in self._supervisor.members(config.name):
             spec = state.config
             sees = self._vision(spec.runtime, spec.model, spec.vision)
+            described = spec.describe_with
             cards.append(MemberCard(name=state.name, runtime=spec.runtime, model=spec.model,
                                     sees_images=sees, launch=state.launch,
+                                    images_described=None if described is None else
+                                    f"{described.runtime}:{described.model}",
                                     readiness=state.readiness, you=state is sender))
         return TeamCard(team=config.name, members=cards)
 

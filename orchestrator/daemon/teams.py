@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from orchestrator.attachments.variants import PlannedAttachment
-    from orchestrator.contracts import Capabilities
+    from orchestrator.contracts import Capabilities, Description
     from orchestrator.daemon.describe import Descriptions
     from orchestrator.daemon.ledger import By, Ledger
     from orchestrator.daemon.mailbox import Mailbox
@@ -308,11 +308,15 @@ class Teams:
         """Plan the attachments (refusing the whole message on any failure), then journal it;
         with ``dry_run``, only plan. ``origin``: a teammate's message (the router's)."""
         config, member = self.resolve_member(team, member)
-        planned = await self._plan(config, member, text, attachments, dry_run=dry_run)
+        planned, made = await self._plan(config, member, text, attachments, dry_run=dry_run)
         if dry_run:
             return DryRunPlan(team=config.name, member=member,
                               attachments=[p.to_wire() for p in planned])
         message_id = await self._mailbox.send(config.name, member, text, planned, origin)
+        if made and self._descriptions is not None:  # described images: their side calls
+            spec = config.member(member)
+            assert spec is not None
+            await self._descriptions.charge(config.name, spec, message_id, made)
         if not wait:
             return SendResult(ok=True, id=message_id, team=config.name, member=member)
         delivery = await self._wait_reply(config.name, member, message_id, timeout)
@@ -360,17 +364,22 @@ class Teams:
         return delivery is not None and delivery.state == "queued"
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
-                    paths: Sequence[str], *, dry_run: bool = False) -> list[PlannedAttachment]:
+                    paths: Sequence[str], *, dry_run: bool = False
+                    ) -> tuple[list[PlannedAttachment], list[Description]]:
+        """The message's attachments, planned (refused whole on any failure); and the side
+        calls describing them made (``describe_with``)."""
         if not paths:
-            return []
+            return [], []
         spec = config.member(member)
         assert spec is not None
         target = Target(config.name, member, spec.runtime, spec.model, spec.vision,
                         self._capabilities[spec.runtime])
         try:
+            made: list[Description] = []
             if spec.describe_with is not None and self._descriptions is not None:
-                planned: list[PlannedAttachment] = await self._descriptions.plan(
+                described = await self._descriptions.plan(
                     config, spec, text, [Path(p) for p in paths], dry_run=dry_run)
+                planned, made = described.planned, described.made
             else:
                 planned = await self._planner.plan(target, text, [Path(p) for p in paths])
         except AttachmentRefused as exc:
@@ -384,7 +393,7 @@ class Teams:
                  variants=[{"mime": p.variant.mime, "width": p.variant.width,
                             "height": p.variant.height, "bytes": p.variant.bytes,
                             "sha256": p.variant.sha256} for p in planned])
-        return planned
+        return planned, made
 
     async def history(self, team: str | None, member: str, *, limit: int = 50,
                       before: str | None = None) -> HistoryDoc:

@@ -113,3 +113,23 @@ def test_a_describer_that_cannot_see_or_cannot_describe_is_refused_at_launch(
     assert "members[2] (c).describe_with: claude-unknown-9 (claude) is not known to see " \
         "images" in done.stderr
     assert teamctl.json("status")["teams"] == [], "nothing was launched"
+
+
+def test_the_side_call_is_charged_to_the_member_and_a_spent_budget_stops_it(
+        teamctl: Teamctl) -> None:
+    teamctl.run("launch", str(teamctl.write_team("web", [
+        fake_member("blind", vision=False, describe_with=describer(), budget_usd=0.015)])))
+    shots = [images.save(images.screenshot(300 + i, 200), teamctl.workdir / f"s{i}.png", "PNG")
+             for i in (1, 2)]
+    first = teamctl.json("send", "--attach", str(shots[0]), "blind", "look")
+    rows = teamctl.json("usage", "--by", "model")["rows"]
+    haiku = [r for r in rows if r["group"] == "claude-haiku-4-5"]
+    assert haiku and haiku[0]["cost_usd"] == 0.01, rows
+    refused = teamctl.run("send", "--attach", str(shots[1]), "blind", "and this?")
+    assert refused.returncode == 3
+    assert refused.stderr.startswith("attachment_description_failed: s2.png: budget reached"), \
+        refused.stderr
+    [message] = teamctl.json("history", "blind")["messages"]
+    assert message["id"] == first["id"]
+    described = [e for e in teamctl.log_events() if e["event"] == "image_described"]
+    assert len(described) == 1, "no side call once the budget is spent"

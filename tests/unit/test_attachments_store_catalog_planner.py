@@ -44,7 +44,7 @@ def test_artifacts_are_content_addressed_private_and_verified(tmp_path: Path) ->
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert store.get(digest) == b"hello image"
-    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+    assert [p.name for p in path.parent.iterdir()] == [digest], "no temp file is left"
     path.write_bytes(b"tampered")
     with pytest.raises(ArtifactMissing, match="checksum mismatch"):
         store.get(digest)
