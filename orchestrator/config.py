@@ -18,6 +18,7 @@ from orchestrator.runtime_table import RuntimeName  # noqa: TC001 (pydantic read
 __all__ = [
     "NAME_PATTERN",
     "DescribeWith",
+    "HostConfig",
     "MemberConfig",
     "TeamConfig",
     "TeamSection",
@@ -70,6 +71,24 @@ class DescribeWith(_Strict):
     timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0  # the whole side call
 
 
+# an ssh destination ("box", "user@box", "user@10.0.0.5"): never starting with "-" (ssh would
+# read it as an option), no spaces or shell characters
+SshDestination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}@?"
+                                              r"[A-Za-z0-9_.:-]{0,253}$")]
+SshOption = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{1,63}=[^\s\x00]{1,1000}$")]
+
+
+class HostConfig(_Strict):
+    """A machine members can run on, over the system OpenSSH client (docs/scaling.md)."""
+
+    address: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:\[\]-]{1,253}$")]
+    user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")] | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    identity_file: str | None = None
+    ssh_options: list[SshOption] = []  # "Key=value", as ssh -o takes them
+    workdir: str | None = None  # members' default working directory there (default: ~)
+
+
 class TeamSection(_Strict):
     name: Name
     workdir: str = "."
@@ -96,6 +115,9 @@ class MemberConfig(_Strict):
     prompt: str | None = None
     vision: bool | None = None
     describe_with: DescribeWith | None = None  # images described for a text-only member
+    # where its runtime runs: a [hosts.NAME] key, or an ssh destination ("user@box"); None:
+    # this machine. Its workdir is then a path on that host (docs/scaling.md)
+    host: SshDestination | None = None
     workdir: str | None = None
     command: str | None = None
     args: list[str] = []
@@ -136,6 +158,7 @@ class TeamConfig(_Strict):
     """A whole team file, with ``workdir`` already made absolute."""
 
     team: TeamSection
+    hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], HostConfig] = {}
     members: Annotated[list[MemberConfig], Field(min_length=1)]
 
     @model_validator(mode="before")
@@ -156,6 +179,20 @@ class TeamConfig(_Strict):
                     member.transport == "exec":
                 raise ValueError(f"members[{index}]: permissions = \"ask\" needs transport = "
                                  "\"app-server\" (codex exec cannot ask); remove transport")
+        return self
+
+    @model_validator(mode="after")
+    def _remote_members(self) -> TeamConfig:
+        """What a member on another host cannot do yet: run OpenCode, or a local worktree."""
+        for index, member in enumerate(self.members):
+            if member.host is None:
+                continue
+            if member.runtime == "opencode":
+                raise ValueError(f"members[{index}].host: OpenCode members run on this machine "
+                                 "only for now; use claude or codex there, or remove host")
+            if self.member_worktree(member):
+                raise ValueError(f"members[{index}].host: a member on another host has no "
+                                 "worktree here; set worktree = false for it")
         return self
 
     @model_validator(mode="after")
@@ -189,6 +226,23 @@ class TeamConfig(_Strict):
     def member_base(self, member: MemberConfig) -> str | None:
         return member.base or self.team.base
 
+    def member_host(self, member: MemberConfig) -> tuple[str, HostConfig] | None:
+        """The host a member runs on (its name and settings), None for this machine; a bare
+        ssh destination gets settings of its own (the operator's ssh config applies)."""
+        if member.host is None:
+            return None
+        if member.host in self.hosts:
+            return member.host, self.hosts[member.host]
+        user, _, address = member.host.rpartition("@")
+        return member.host, HostConfig(address=address, user=user or None)
+
+    def remote_workdir(self, member: MemberConfig) -> str | None:
+        """A remote member's working directory on its host (None: the remote home)."""
+        found = self.member_host(member)
+        if found is None:
+            return None
+        return member.workdir or found[1].workdir
+
     def member_workdir(self, member: MemberConfig) -> Path:
         base = Path(self.team.workdir)
         return (base / member.workdir).resolve() if member.workdir else base
@@ -218,6 +272,8 @@ def missing_workdirs(config: TeamConfig) -> list[str]:
         problems.append(f"team.workdir: {config.team.workdir} is not a directory (create it, "
                         "or point workdir at an existing one)")
     for index, member in enumerate(config.members):
+        if member.host is not None:
+            continue  # its workdir is on its host: the remote side checks it
         if member.workdir and not config.member_workdir(member).is_dir():
             problems.append(f"members[{index}].workdir: {config.member_workdir(member)} is not "
                             "a directory (create it, or fix the path)")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from orchestrator.errors import (
     BudgetReached,
     ExecutableNotFound,
+    HostUnavailable,
     LineTooLong,
     MemberStartFailed,
     PayloadTooLarge,
@@ -29,8 +30,10 @@ from orchestrator.errors import (
 from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
+
+    from anyio.abc import Process
 
 __all__ = [
     "ApprovalAnswer",
@@ -40,6 +43,7 @@ __all__ = [
     "Capabilities",
     "Description",
     "ExecutableNotFound",
+    "HostUnavailable",
     "ImageDescriber",
     "ImagePart",
     "LaunchSpec",
@@ -51,6 +55,7 @@ __all__ = [
     "PreparedPart",
     "ProtocolError",
     "RateLimited",
+    "RemoteHost",
     "RuntimeExited",
     "RuntimeInfo",
     "RuntimeNotLoggedIn",
@@ -128,6 +133,35 @@ class Approver(Protocol):
     async def confirmed(self, request_id: str) -> None: ...
 
 
+class RemoteHost(Protocol):
+    """Another machine, reached over SSH (runtimes/ssh.py). ``spawn`` is a Spawner: the local
+    process it returns is the ssh client, whose stdio is the remote runtime's, and the member's
+    private dir is mirrored there first; paths under it and under the operator's home are
+    rewritten to their place on the host."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process: ...
+
+    async def put_file(self, data: bytes, sha256: str) -> str:
+        """The path on the host of a content-addressed copy of ``data`` (verified there)."""
+        ...
+
+    async def exists(self, pattern: str) -> bool:
+        """Whether a glob (a local path, rewritten to the host's) matches a file there."""
+        ...
+
+    async def version(self, executable: str) -> dict[str, Any]:
+        """``EXECUTABLE --version`` there: ``found``, ``path``, ``version``."""
+        ...
+
+    async def close(self) -> None:
+        """Stop what is kept open to the host (its ControlMaster)."""
+        ...
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """Everything a runtime needs to start one member's process."""
@@ -163,6 +197,9 @@ class LaunchSpec:
     meter: Meter | None = None
     # Claude only: the CLI's own --max-budget-usd backstop (what is left of the budget)
     max_budget_usd: float | None = None
+    # the host the runtime runs on over SSH (None: this machine); ``workdir`` is then a path
+    # there ("~": the remote home) and the adapter spawns through it (docs/scaling.md)
+    host: RemoteHost | None = None
 
 
 @dataclass(frozen=True)

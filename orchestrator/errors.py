@@ -26,6 +26,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   └── ApprovalExpired         ...because its runtime process is gone (it will ask again)
     ├── MemberStartFailed           the runtime did not become ready
     │   ├── ExecutableNotFound      the runtime's executable is missing
+    │   ├── HostUnavailable         a member's SSH host: unreachable, key mismatch, login
+    │   │                           refused, no CLI there, a connection that hangs (its code)
     │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
     ├── SessionLost                 the runtime no longer knows the member's session (Claude
     │                               --resume, Codex "no rollout"): replaced once, never looped
@@ -80,6 +82,7 @@ __all__ = [
     "DaemonBusy",
     "DaemonUnavailable",
     "ExecutableNotFound",
+    "HostUnavailable",
     "InternalError",
     "JournalMissing",
     "LineTooLong",
@@ -332,6 +335,19 @@ class ExecutableNotFound(MemberStartFailed):
             f"or set command = \"/path/to/{executable}\" on the member (or {env_var})"
         )
         super().__init__(member, reason)
+
+
+class HostUnavailable(MemberStartFailed):
+    """A member's host could not be used over SSH; ``code`` says why (host_unreachable,
+    host_key_mismatch, host_auth_failed, host_runtime_missing, host_connect_hung); the message
+    says what to do. Only an unreachable or hung host is worth retrying."""
+
+    def __init__(self, member: str, host: str, code: str, reason: str, *,
+                 retryable: bool) -> None:
+        super().__init__(member, f"on host {host}: {reason}")
+        self.details["host"] = host
+        self.code = code
+        self.retryable = retryable
 
 
 class SessionLost(TeamctlError):

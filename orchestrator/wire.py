@@ -147,6 +147,8 @@ class MemberStatus(_Doc):
     name: str
     runtime: str
     model: str | None
+    host: str | None = Field(default=None, description="the SSH host it runs on (null: this "
+                             "machine); pid is then the local ssh client's")
     pid: int | None
     launch: Launch
     liveness: Liveness

@@ -14,7 +14,7 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -23,7 +23,9 @@ import anyio
 from orchestrator.contracts import (
     Capabilities,
     ExecutableNotFound,
+    ImagePart,
     LaunchSpec,
+    PreparedPart,
     Turn,
     TurnResult,
     redact,
@@ -45,6 +47,7 @@ __all__ = [
     "drain_stderr",
     "kill_group",
     "member_environ",
+    "on_host",
     "owned_process",
     "private_file",
     "process_stopped",
@@ -386,3 +389,16 @@ def token_count(values: Mapping[str, Any], key: str) -> int:
     value = values.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
         else 0
+
+
+async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:
+    """The turn with its image files where the runtime reads them: on a member's SSH host, a
+    verified content-addressed copy there (``RemoteHost.put_file``); here, as they are."""
+    if spec.host is None:
+        return turn
+    parts: list[PreparedPart] = []
+    for part in turn.parts:
+        if isinstance(part, ImagePart):
+            part = replace(part, path=Path(await spec.host.put_file(part.data, part.sha256)))
+        parts.append(part)
+    return replace(turn, parts=tuple(parts))

@@ -63,6 +63,7 @@ from runtimes.base import (
     drain_stderr,
     kill_group,
     member_environ,
+    on_host,
     private_file,
     spawn_process,
     stop_process,
@@ -122,8 +123,10 @@ class CodexRuntime:
         """Check the executable (``--version``) and the login; yield the member; stop its
         turn on exit."""
         version = await self._version(spec)
-        check_login(spec, codex_member_home(spec))
-        member = CodexMember(spec, self._spawner, version)
+        if spec.host is None:  # on a host, its own CLI says whether it is logged in there
+            check_login(spec, codex_member_home(spec))
+        member = CodexMember(spec, self._spawner if spec.host is None else spec.host.spawn,
+                             version)
         log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
                  session_id=spec.session_id, resumed=spec.session_id is not None)
         try:
@@ -133,6 +136,13 @@ class CodexRuntime:
 
     async def _version(self, spec: LaunchSpec) -> str:
         env = build_env(spec)
+        if spec.host is not None:
+            found = await spec.host.version(spec.executable)
+            if not found.get("found"):
+                raise MemberStartFailed(spec.member, f"{spec.executable} is not installed on "
+                                        f"host {spec.host.name}; install it there, or set "
+                                        "command to its absolute path there")
+            return str(found.get("version") or "")
         try:
             with anyio.fail_after(spec.start_timeout):
                 done = await anyio.run_process([spec.executable, "--version"], env=env,
@@ -183,8 +193,9 @@ def codex_member_home(spec: LaunchSpec) -> Path:
 
 
 def operator_config(spec: LaunchSpec) -> dict[str, Any]:
-    """The operator's own config.toml (operator login), without the keys never passed on."""
-    if spec.login != "operator":
+    """The operator's own config.toml (operator login), without the keys never passed on;
+    none for a member on another host (the one there applies)."""
+    if spec.login != "operator" or spec.host is not None:
         return {}
     path = codex_home() / "config.toml"
     try:
@@ -421,7 +432,7 @@ class CodexMember:
             self._exit_code = await stop_process(self._process)
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
-        text, images = self._split(turn)
+        text, images = self._split(await on_host(self._spec, turn))
         sent = False
 
         async def once() -> None:  # a retry on a fresh thread is the same delivery

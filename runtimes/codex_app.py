@@ -62,6 +62,7 @@ from runtimes.base import (
     OnSent,
     Spawner,
     drain_stderr,
+    on_host,
     owned_process,
     stop_process,
     token_count,
@@ -125,8 +126,11 @@ def native_binary(executable: str) -> tuple[str, dict[str, str]]:
 
 
 async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppServer:
-    check_login(spec, codex_member_home(spec))
-    executable, wrapper_env = native_binary(spec.executable)
+    if spec.host is None:  # on a host, its own CLI says whether it is logged in there
+        check_login(spec, codex_member_home(spec))
+        executable, wrapper_env = native_binary(spec.executable)
+    else:
+        spawner, (executable, wrapper_env) = spec.host.spawn, (spec.executable, {})
     argv = [executable, *spec.args, "app-server"]
     try:
         raw = await spawner(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
@@ -252,6 +256,7 @@ class CodexAppServer(MemberProcess):
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+        turn = await on_host(self._spec, turn)
         state = self._turn = _Turn(turn.message_id)
         self._activity = "starting the turn"
         try:

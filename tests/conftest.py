@@ -38,8 +38,11 @@ def toml_value(value: Any) -> str:
 
 
 def team_toml(name: str, members: list[dict[str, Any]], **team: Any) -> str:
+    hosts: dict[str, dict[str, Any]] = team.pop("hosts", {})  # [hosts.NAME] tables
     lines = ["[team]", f"name = {toml_value(name)}"]
     lines += [f"{k} = {toml_value(v)}" for k, v in team.items()]
+    for host, table in hosts.items():
+        lines += ["", f"[hosts.{host}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
     for member in members:
         lines += ["", "[[members]]"] + [f"{k} = {toml_value(v)}" for k, v in member.items()]
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import hashlib
 import os
 import resource
 import signal
@@ -45,13 +46,16 @@ from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import ensure_private_dir
 from runtimes.registry import default_describers, default_runtimes
+from runtimes.ssh import SshHost, SshTarget
+from runtimes.ssh import control_dir as ssh_control_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from anyio.abc import TaskStatus
 
-    from orchestrator.contracts import ImageDescriber
+    from orchestrator.config import MemberConfig, TeamConfig
+    from orchestrator.contracts import ImageDescriber, RemoteHost
     from orchestrator.paths import Home
     from runtimes.base import Runtime
 
@@ -113,6 +117,18 @@ class Daemon:
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
 
+    def _host(self, team: TeamConfig, member: MemberConfig) -> RemoteHost:
+        """A member's SSH host (runtimes/ssh.py): one per member, sharing the host's
+        ControlMaster with the team's other members there."""
+        found = team.member_host(member)
+        assert found is not None
+        name, host = found
+        return SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
+                                 tuple(host.ssh_options)),
+                       ssh_control_dir(self.home.root),
+                       hashlib.sha256(str(self.home.root).encode()).hexdigest()[:10],
+                       team.name, member.name, self.home.member_dir(team.name, member.name))
+
     def request_shutdown(self) -> None:
         self._shutdown.set()
 
@@ -150,6 +166,7 @@ class Daemon:
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
                 approvals=approvals, on_change=changes.bump, ledger=ledger,
+                hosts=self._host,
             )
             artifacts = ArtifactStore(self.home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))

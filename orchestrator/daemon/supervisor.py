@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import structlog
 
-from orchestrator.contracts import LaunchSpec, McpServer
+from orchestrator.contracts import LaunchSpec, McpServer, RemoteHost
 from orchestrator.daemon import orphans
 from orchestrator.daemon.approvals import Approvals, MemberApprover, parse_rule
 from orchestrator.daemon.restart_policy import RestartPolicy
@@ -56,6 +56,7 @@ VisionLookup = Callable[[str, str | None, bool | None], bool | None]
 Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 Claim = Callable[[], Awaitable[tuple[str, T] | None]]
+HostFactory = Callable[["TeamConfig", "MemberConfig"], RemoteHost]
 
 
 @dataclass(eq=False)
@@ -83,6 +84,7 @@ class MemberState:
     recycle_after_turn: str | None = None  # a recycle asked for while a turn was in flight
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
+    host: RemoteHost | None = None  # the SSH host it runs on (None: this machine)
     allow: list[str] = field(default_factory=list)  # the "ask" profile's pre-approved rules
     approver: MemberApprover | None = None  # this launch's, for the "ask" profile
     on_change: Callable[[], None] | None = None  # the live view's change feed
@@ -126,7 +128,8 @@ class MemberState:
         if self.approver is not None and self.approver.waiting_on is not None:
             activity = f"waiting for approval {self.approver.waiting_on}"
         return MemberStatus(
-            name=self.name, runtime=self.config.runtime, model=self.config.model,
+            name=self.name, host=None if self.host is None else self.host.name,
+            runtime=self.config.runtime, model=self.config.model,
             pid=process.pid if process is not None else self.pid, launch=self.launch,
             liveness=self.live, activity=activity,
             readiness=self.readiness, restarts=self.restarts, recycles=self.recycles,
@@ -153,9 +156,12 @@ class Supervisor:
         approvals: Approvals | None = None,
         on_change: Callable[[], None] | None = None,
         ledger: Ledger | None = None,
+        hosts: HostFactory | None = None,
     ) -> None:
         """``clock`` and ``sleep`` drive the restart policy's window and backoff (a test
-        passes a manual clock whose sleep advances it)."""
+        passes a manual clock whose sleep advances it); ``hosts`` gives a member on another
+        machine its SSH host."""
+        self._hosts = hosts
         self._sleep = sleep
         self._ledger = ledger
         self._approvals = approvals
@@ -195,15 +201,23 @@ class Supervisor:
         """Start every member (in file order) in its workdir (``workdirs``: those in a
         worktree); returns at once."""
         workdirs = workdirs or {}
-        states = [MemberState(team.name, m, str(workdirs.get(m.name) or team.member_workdir(m)),
+        states = [MemberState(team.name, m, self._workdir(team, m, workdirs),
                               login=team.member_login(m),
                               permissions=team.member_permissions(m),
-                              allow=team.member_allow(m))
+                              allow=team.member_allow(m),
+                              host=None if m.host is None or self._hosts is None
+                              else self._hosts(team, m))
                   for m in team.members]
         self._teams[team.name] = states
         for state in states:
             self._spawn(state)
         return states
+
+    @staticmethod
+    def _workdir(team: TeamConfig, member: MemberConfig, workdirs: Mapping[str, Path]) -> str:
+        if member.host is not None:  # a path on its host; "~": the remote home
+            return team.remote_workdir(member) or "~"
+        return str(workdirs.get(member.name) or team.member_workdir(member))
 
     async def wait_settled(self, team: str, timeout: float) -> None:
         """Wait until each member of ``team`` is ready or has failed its first start."""
@@ -219,6 +233,8 @@ class Supervisor:
         """Stop members in reverse start order, each with the stop ladder."""
         for state in reversed(self._teams.get(team, [])):
             await self._stop_member(state)
+        for host in {id(s.host): s.host for s in self._teams.get(team, []) if s.host}.values():
+            await host.close()  # its ControlMaster: nothing of ours stays on the host
         self._teams.pop(team, None)
 
     async def restart_member(self, team: str, name: str) -> MemberState:
@@ -227,7 +243,7 @@ class Supervisor:
         await self._stop_member(old)
         fresh = MemberState(team, old.config, old.workdir, old.login, old.permissions,
                             restarts=old.restarts + 1, allow=old.allow,
-                            last_exit=old.last_exit)
+                            last_exit=old.last_exit, host=old.host)
         members = self._teams[team]
         members[members.index(old)] = fresh
         old.notify()
@@ -443,11 +459,14 @@ class Supervisor:
 
     async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
         config = state.config
-        executable = resolve_executable(
-            state.name, config.command, env_var=runtime.env_var,
-            default=runtime.default_executable,
-        )
-        if not await anyio.Path(state.workdir).is_dir():
+        if state.host is not None:  # found on its host (host_runtime_missing if not)
+            executable = config.command or runtime.default_executable
+        else:
+            executable = resolve_executable(
+                state.name, config.command, env_var=runtime.env_var,
+                default=runtime.default_executable,
+            )
+        if state.host is None and not await anyio.Path(state.workdir).is_dir():
             raise MemberStartFailed(state.name, f"its workdir {state.workdir} is not a "
                                     "directory (create it, or fix workdir in the team file)")
         try:
@@ -466,12 +485,13 @@ class Supervisor:
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             image_input=self._vision(config.runtime, config.model, config.vision),
             login=state.login, permissions=state.permissions,
-            mcp=self._mcp(state) if config.messaging else None,
+            mcp=self._mcp(state) if config.messaging and state.host is None else None,
             transport=config.transport, approver=self._approver(state),
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
             max_budget_usd=None if self._ledger is None or config.runtime != "claude"
             else self._ledger.backstop_usd(state.team, state.name),
+            host=state.host,
         )
 
     def _approver(self, state: MemberState) -> MemberApprover | None:

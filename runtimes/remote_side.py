@@ -1,0 +1,246 @@
+"""What runs on a member's SSH host: this file's source is sent as ``python3 -c`` (standard
+library only, any python3 ≥ 3.8; nothing is installed there). Modes (``sys.argv[1]``):
+
+``probe``   print ``{"home", "python", "pid"}`` as one JSON line (reachability, the remote home).
+``run``     read one JSON header line on stdin (``root``, ``dirs``, ``files``, ``links``,
+            ``argv``, ``cwd``, ``env``, ``grace``), mirror the member's private dir under
+            ``root``, stop what an earlier run left behind, then start the runtime in its own
+            process group and pass the rest of stdin to it; its stdout and stderr are the
+            channel's. The runtime dies with its channel: when stdin ends (a stop, the local
+            ssh killed, the connection dropped) or the parent sshd goes away, its stdin is
+            closed, and after ``grace`` seconds its whole group is killed.
+``put``     ``put SHA256 SIZE``: keep stdin's bytes at ``~/.cache/teamctl/images/<sha[:2]>/<sha>``
+            (0600, verified against the hash; an intact copy is kept without reading stdin);
+            print the path.
+``exists``  ``exists GLOB``: print ``true`` or ``false``.
+``which``   ``which EXECUTABLE``: its path there (exit 127 when it is not installed).
+``version`` ``version EXECUTABLE``: the first line of ``EXECUTABLE --version`` (doctor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+BASE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
+
+
+def _private_write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = path + ".tmp-" + str(os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def probe() -> None:
+    _say(json.dumps({"home": os.path.expanduser("~"), "python": sys.version.split()[0],
+                     "pid": os.getpid()}))
+
+
+def put(sha256: str, size: str) -> int:
+    root = os.path.join(os.path.expanduser("~"), ".cache", "teamctl", "images")
+    path = os.path.join(root, sha256[:2], sha256)
+    try:
+        with open(path, "rb") as handle:
+            if hashlib.sha256(handle.read()).hexdigest() == sha256:
+                _say(path)
+                return 0
+    except OSError:
+        pass
+    data = sys.stdin.buffer.read(int(size) + 1)
+    if len(data) != int(size) or hashlib.sha256(data).hexdigest() != sha256:
+        sys.stderr.write("teamctl-remote: the image arrived damaged (size or sha256 differs)\n")
+        return 3
+    _private_write(path, data)
+    _say(path)
+    return 0
+
+
+def exists(pattern: str) -> None:
+    _say("true" if glob.glob(os.path.expanduser(pattern)) else "false")
+
+
+def version(executable: str) -> None:
+    found = shutil.which(executable)
+    if found is None:
+        _say(json.dumps({"found": False}))
+        return
+    try:
+        done = subprocess.run([found, "--version"], capture_output=True, timeout=30)
+        text = (done.stdout or done.stderr).decode("utf-8", "replace").strip().splitlines()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        text = [f"error: {exc}"]
+    _say(json.dumps({"found": True, "path": found, "version": text[0] if text else ""}))
+
+
+def _mirror(root: str, header: dict[str, Any]) -> None:
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    for relative in header.get("dirs", []):
+        os.makedirs(os.path.join(root, relative), mode=0o700, exist_ok=True)
+    for relative, text in header.get("files", {}).items():
+        _private_write(os.path.join(root, relative), text.encode("utf-8"))
+    for relative, target in header.get("links", {}).items():
+        path = os.path.join(root, relative)
+        if os.path.islink(path) or os.path.exists(path):
+            os.unlink(path)
+        os.symlink(target, path)
+
+
+def _stop_earlier(pid_file: str) -> None:
+    """An earlier run of this member (its daemon crashed, its channel hung): stop its group."""
+    try:
+        with open(pid_file) as handle:
+            pgid = int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)
+
+
+def _kill_group(child: subprocess.Popen[bytes], grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        if sig == signal.SIGTERM:
+            end = time.monotonic() + 2
+            while child.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+
+
+def _read_header() -> tuple[dict[str, Any], bytes]:
+    """The header line, read from fd 0 itself (a buffered reader would keep the runtime's
+    first bytes from it), and whatever followed it in the same reads."""
+    buffer = b""
+    while b"\n" not in buffer:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            raise SystemExit(0)  # the channel closed before a header: nothing to run
+        buffer += chunk
+    line, _, rest = buffer.partition(b"\n")
+    return json.loads(line.decode("utf-8")), rest
+
+
+def run() -> int:
+    header, rest = _read_header()
+    root = header["root"]
+    _mirror(root, header)
+    pid_file = os.path.join(root, "remote.pid")
+    _stop_earlier(pid_file)
+    env = {k: v for k, v in os.environ.items() if k in BASE_NAMES or k.startswith("LC_")}
+    env.update(header.get("env", {}))
+    argv = header["argv"]
+    executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+    if executable is None or not os.access(executable, os.X_OK):
+        sys.stderr.write(f"teamctl-remote: executable not found: {argv[0]}\n")
+        sys.stderr.flush()
+        return 127
+    cwd = header.get("cwd") or os.path.expanduser("~")
+    if not os.path.isdir(cwd):
+        sys.stderr.write(f"teamctl-remote: workdir not found: {cwd}\n")
+        sys.stderr.flush()
+        return 126
+    child = subprocess.Popen([executable, *argv[1:]], cwd=cwd, env=env,
+                             stdin=subprocess.PIPE, start_new_session=True)
+    with open(pid_file, "w") as handle:
+        handle.write(f"{child.pid}\n")
+    grace = float(header.get("grace", 5))
+    parent = os.getppid()
+    done = threading.Event()
+
+    def pump() -> None:
+        try:
+            assert child.stdin is not None
+            if rest:
+                child.stdin.write(rest)
+                child.stdin.flush()
+            while True:
+                chunk = os.read(0, 1 << 16)
+                if not chunk:
+                    break
+                assert child.stdin is not None
+                child.stdin.write(chunk)
+                child.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            if child.stdin is not None:
+                child.stdin.close()
+        except OSError:
+            pass
+        _kill_group(child, grace)
+        done.set()
+
+    def orphaned() -> None:
+        while not done.wait(1.0):
+            if os.getppid() != parent:  # sshd is gone: nobody will read us
+                _kill_group(child, 0)
+                return
+
+    def stop(signum: int, frame: object) -> None:
+        _kill_group(child, 0)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    threading.Thread(target=pump, daemon=True).start()
+    threading.Thread(target=orphaned, daemon=True).start()
+    code = child.wait()
+    _kill_group(child, 0)  # whatever it started and left behind
+    with contextlib.suppress(OSError):
+        os.unlink(pid_file)
+    return code if code >= 0 else 128 - code
+
+
+def main() -> int:
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "probe":
+        probe()
+        return 0
+    if mode == "put":
+        return put(sys.argv[2], sys.argv[3])
+    if mode == "exists":
+        exists(sys.argv[2])
+        return 0
+    if mode == "which":  # which EXECUTABLE: its path, or nothing (exit 127)
+        found = shutil.which(sys.argv[2])
+        _say(found or "")
+        return 0 if found else 127
+    if mode == "version":
+        version(sys.argv[2])
+        return 0
+    if mode == "run":
+        return run()
+    sys.stderr.write(f"teamctl-remote: unknown mode {mode!r}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

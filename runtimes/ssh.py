@@ -1,0 +1,330 @@
+"""Members on other machines, over the system OpenSSH client (docs/scaling.md).
+
+One ``SshHost`` per (team, host). Every ssh runs with ``BatchMode=yes`` (never a prompt), a
+bounded TCP connect, keepalives (a dead peer is noticed in ~15 s), and one ControlMaster per host
+so a member's start, an image copy or a resume check costs a round trip, not a handshake. A stale
+master makes ``ssh`` hang forever (ConnectTimeout bounds only the TCP dial), so the master is
+probed with ``ssh -O check`` under a short deadline before each use and, if it does not answer,
+its socket is removed and a fresh one made.
+
+Nothing is installed on the host: ``runtimes/remote_side.py`` is sent as ``python3 -c``. A
+member's start runs it in ``run`` mode: the member's private dir (the settings, prompt and
+config files the adapter wrote here, and its symlinks) is mirrored to
+``~/.teamctl-remote/<home id>/<team>/<member>`` there, paths under the private dir and the
+operator's home are rewritten to their place on the host (in argv, env and those files), the env
+travels on the encrypted channel's stdin (never argv), and the runtime dies with its channel.
+The local process is the ssh client: killing it, or losing the network, stops the remote
+runtime; the restart policy reconnects.
+
+Failures are typed (``HostUnavailable``): host_unreachable and host_connect_hung (retryable),
+host_key_mismatch, host_auth_failed, host_runtime_missing — each with its fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from orchestrator.contracts import HostUnavailable
+from runtimes.base import BASE_ENV_NAMES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from anyio.abc import Process
+
+__all__ = ["SshHost", "SshTarget", "classify", "control_dir"]
+
+log = structlog.get_logger("teamctl.ssh")
+
+_SIDE = (Path(__file__).with_name("remote_side.py")).read_text(encoding="utf-8")
+CONNECT_TIMEOUT = 10
+PROBE_TIMEOUT = 20.0
+MASTER_CHECK_TIMEOUT = 3.0
+CONTROL_PERSIST = 120
+_MIRROR_MAX_BYTES = 1 << 20
+_MIRROR_SKIP = {"tmp", "xdg", "runtime.pid", "describer"}
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and how to reach a host (a ``[hosts.NAME]`` table, or a bare destination)."""
+
+    name: str
+    address: str
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    options: tuple[str, ...] = ()
+
+    @property
+    def destination(self) -> str:
+        return f"{self.user}@{self.address}" if self.user else self.address
+
+
+@dataclass
+class _Remote:
+    home: str
+    python: str
+
+
+@dataclass
+class SshHost:
+    """A member's host: implements ``contracts.RemoteHost`` for one team member."""
+
+    target: SshTarget
+    control_dir: Path
+    home_id: str
+    team: str
+    member: str
+    state_dir: Path  # the member's local private dir, mirrored there
+    ssh: str = "ssh"
+    _remote: _Remote | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    # -- the ssh command line -----------------------------------------------------------------
+
+    def base_argv(self, *, master: bool = True) -> list[str]:
+        argv = [self.ssh, "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
+                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                "-o", "LogLevel=ERROR"]
+        if master:
+            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}",
+                     "-o", f"ControlPersist={CONTROL_PERSIST}"]
+        else:
+            argv += ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+        if self.target.port:
+            argv += ["-p", str(self.target.port)]
+        if self.target.identity_file:
+            argv += ["-i", os.path.expanduser(self.target.identity_file),
+                     "-o", "IdentitiesOnly=yes"]
+        for option in self.target.options:
+            argv += ["-o", option]
+        return [*argv, "--", self.target.destination]
+
+    @property
+    def control_path(self) -> str:
+        # a Unix socket path is limited to ~108 bytes: a short private dir, a hashed name
+        key = hashlib.sha256(json.dumps([self.target.destination, self.target.port,
+                                         self.target.identity_file, self.target.options]
+                                        ).encode()).hexdigest()[:16]
+        return str(self.control_dir / key)
+
+    def _side(self, *args: str) -> list[str]:
+        """The remote command: remote_side.py in a mode (one shell word per argument)."""
+        return [*self.base_argv(), "python3", "-c", shlex.quote(_SIDE),
+                *(shlex.quote(a) for a in args)]
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    async def connect(self) -> _Remote:
+        """Probe the host (and the ControlMaster) within deadlines; its home and python."""
+        await self._check_master()
+        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
+            done = await anyio.run_process(self._side("probe"), check=False,
+                                           stdin=subprocess.DEVNULL)
+        if scope.cancelled_caught:
+            raise self._hung(f"the probe did not answer within {PROBE_TIMEOUT:g}s")
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+        try:
+            info = json.loads(done.stdout.decode().strip().splitlines()[-1])
+            self._remote = _Remote(str(info["home"]), str(info["python"]))
+        except (ValueError, KeyError, IndexError):
+            raise HostUnavailable(self.member, self.name, "host_runtime_missing",
+                                  "its python3 answered something unexpected: "
+                                  f"{done.stdout[:200]!r}", retryable=False) from None
+        return self._remote
+
+    async def _check_master(self) -> None:
+        """A master that does not answer ``-O check`` within seconds is stale: remove it."""
+        if not await anyio.Path(self.control_path).exists():
+            return
+        argv = [self.ssh, "-o", f"ControlPath={self.control_path}", "-O", "check", "--",
+                self.target.destination]
+        with anyio.move_on_after(MASTER_CHECK_TIMEOUT) as scope:
+            done = await anyio.run_process(argv, check=False, stdin=subprocess.DEVNULL)
+        if scope.cancelled_caught or done.returncode != 0:
+            log.warning("ssh_master_stale", host=self.name, member=self.member,
+                        hung=scope.cancelled_caught)
+            with contextlib.suppress(OSError):
+                os.unlink(self.control_path)
+
+    async def close(self) -> None:
+        """Stop the host's ControlMaster (``teamctl stop``): nothing of ours stays there."""
+        if not await anyio.Path(self.control_path).exists():
+            return
+        with anyio.move_on_after(MASTER_CHECK_TIMEOUT):
+            await anyio.run_process([self.ssh, "-o", f"ControlPath={self.control_path}",
+                                     "-O", "exit", "--", self.target.destination],
+                                    check=False, stdin=subprocess.DEVNULL)
+
+    def _hung(self, what: str) -> HostUnavailable:
+        return HostUnavailable(self.member, self.name, "host_connect_hung",
+                               f"{what}; check the network to {self.target.address}, or "
+                               "the host's load", retryable=True)
+
+    # -- RemoteHost ---------------------------------------------------------------------------
+
+    @property
+    def remote_root(self) -> str:
+        assert self._remote is not None
+        return f"{self._remote.home}/.teamctl-remote/{self.home_id}/{self.team}/{self.member}"
+
+    def rewrite(self, value: str) -> str:
+        """A local path under the member's private dir or the operator's home, as it is on
+        the host; ``~`` alone (a remote default workdir) as the remote home."""
+        assert self._remote is not None
+        local_state, local_home = str(self.state_dir), os.path.expanduser("~")
+        if value == "~" or value.startswith("~/"):
+            return self._remote.home + value[1:]
+        if value == local_state or value.startswith(local_state + "/"):
+            return self.remote_root + value[len(local_state):]
+        return value.replace(local_state, self.remote_root).replace(
+            local_home + "/", self._remote.home + "/")
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process:
+        """Start ``argv`` on the host: the ssh client, whose stdio is the runtime's."""
+        await self.connect()
+        await self._installed(argv[0])
+        header = {
+            "root": self.remote_root, **self._mirror(),
+            "argv": [self.rewrite(a) for a in argv],
+            "cwd": self.rewrite(str(cwd)),
+            "env": {k: self.rewrite(v) for k, v in env.items() if k not in BASE_ENV_NAMES},
+            "grace": 5,
+        }
+        process = await anyio.open_process(self._side("run"), stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           start_new_session=True)
+        assert process.stdin is not None
+        await process.stdin.send(json.dumps(header).encode("utf-8") + b"\n")
+        log.info("remote_spawned", host=self.name, team=self.team, member=self.member,
+                 pid=process.pid, files=len(header["files"]))
+        return process
+
+    async def _installed(self, executable: str) -> None:
+        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
+            done = await anyio.run_process(self._side("which", self.rewrite(executable)),
+                                           check=False, stdin=subprocess.DEVNULL)
+        if scope.cancelled_caught:
+            raise self._hung("looking for the runtime's CLI there did not answer")
+        if done.returncode == 127 and not done.stderr.strip():
+            raise HostUnavailable(
+                self.member, self.name, "host_runtime_missing",
+                f"{executable} is not installed there (not on the PATH of a non-interactive "
+                f"ssh session); install it on {self.target.address}, or set command to its "
+                "absolute path there", retryable=False)
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+
+    def _mirror(self) -> dict[str, Any]:
+        """The member's private dir, as the header carries it: its dirs, its small text
+        files (paths in them rewritten), its symlinks (re-pointed)."""
+        dirs: list[str] = []
+        files: dict[str, str] = {}
+        links: dict[str, str] = {}
+        for path in sorted(self.state_dir.rglob("*")):
+            relative = path.relative_to(self.state_dir)
+            if relative.parts[0] in _MIRROR_SKIP:
+                continue
+            if path.is_symlink():
+                links[str(relative)] = self.rewrite(os.readlink(path))
+            elif path.is_dir():
+                dirs.append(str(relative))
+            elif path.is_file() and path.stat().st_size <= _MIRROR_MAX_BYTES:
+                try:
+                    files[str(relative)] = self.rewrite(path.read_text(encoding="utf-8"))
+                except (UnicodeDecodeError, OSError):
+                    continue
+        return {"dirs": dirs, "files": files, "links": links}
+
+    async def put_file(self, data: bytes, sha256: str) -> str:
+        await self.connect()
+        with anyio.move_on_after(PROBE_TIMEOUT + len(data) / 1e6) as scope:
+            done = await anyio.run_process(self._side("put", sha256, str(len(data))),
+                                           input=data, check=False)
+        if scope.cancelled_caught:
+            raise self._hung("copying an image there did not finish")
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+        return done.stdout.decode("utf-8").strip()
+
+    async def exists(self, pattern: str) -> bool:
+        await self.connect()
+        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
+            done = await anyio.run_process(self._side("exists", self.rewrite(pattern)),
+                                           check=False, stdin=subprocess.DEVNULL)
+        if scope.cancelled_caught:
+            raise self._hung("a file check there did not answer")
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+        return done.stdout.decode().strip() == "true"
+
+    async def version(self, executable: str) -> dict[str, Any]:
+        """``EXECUTABLE --version`` there (doctor): found, path, version."""
+        await self.connect()
+        done = await anyio.run_process(self._side("version", executable), check=False,
+                                       stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+        result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        return result
+
+
+def classify(member: str, target: SshTarget, code: int, stderr: str) -> HostUnavailable:
+    """What an ssh failure means, from OpenSSH's own words (exit 255: ssh itself failed)."""
+    text = " ".join(stderr.split())[-400:]
+    where = target.destination + (f" port {target.port}" if target.port else "")
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or "Host key verification failed" \
+            in stderr or "No ED25519 host key is known" in stderr or "host key for" in stderr:
+        return HostUnavailable(
+            member, target.name, "host_key_mismatch",
+            f"the host key of {where} is unknown or does not match known_hosts ({text}); "
+            "verify the host's key, then connect once with ssh to record it "
+            "(ssh-keygen -R removes a stale one)", retryable=False)
+    if "Permission denied" in stderr or "Too many authentication failures" in stderr:
+        return HostUnavailable(
+            member, target.name, "host_auth_failed",
+            f"ssh refused the login to {where} ({text}); check user and identity_file "
+            "(BatchMode: no password or passphrase prompt is possible)", retryable=False)
+    if code == 127 or "teamctl-remote: executable not found" in stderr \
+            or "python3: not found" in stderr or "python3: command not found" in stderr:
+        missing = "python3" if "python3" in stderr else "the runtime's CLI"
+        return HostUnavailable(
+            member, target.name, "host_runtime_missing",
+            f"{missing} is not installed there ({text}); install it on {target.address}, or "
+            "set command to its absolute path there", retryable=False)
+    return HostUnavailable(
+        member, target.name, "host_unreachable",
+        f"ssh to {where} failed ({text or f'exit {code}'}); is the host up and sshd "
+        "running? (teamctl doctor --host checks it)", retryable=True)
+
+
+def control_dir(home_root: Path) -> Path:
+    """A short 0700 directory for the ControlMaster sockets of one teamctl home."""
+    key = hashlib.sha256(str(home_root).encode()).hexdigest()[:10]
+    path = Path(tempfile.gettempdir()) / f"tc-{os.getuid()}-{key}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,168 @@
+"""A real OpenSSH server on 127.0.0.1 (Debian's openssh-server) for the SSH member tests: a
+throwaway host key, a throwaway user (when the tests run as root; else the current user, the
+only one a non-root sshd can log in) and a throwaway client key. Every wait is on a line sshd
+prints, with a deadline."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import secrets
+import select
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Sshd", "sshd"]
+
+SSHD = Path(os.environ.get("TEAMCTL_E2E_SSHD", "/usr/sbin/sshd"))
+DEADLINE = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Sshd:
+    root: Path
+    user: str
+    port: int
+    key: Path
+    known_hosts: Path
+    throwaway: bool
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def host(self) -> dict[str, Any]:
+        """A ``[hosts.NAME]`` table that reaches this server."""
+        return {"address": "127.0.0.1", "port": self.port, "user": self.user,
+                "identity_file": str(self.key),
+                "ssh_options": [f"UserKnownHostsFile={self.known_hosts}",
+                                "StrictHostKeyChecking=yes"]}
+
+    def start(self) -> None:
+        assert self.process is None
+        self.process = subprocess.Popen(
+            [str(SSHD), "-D", "-e", "-f", str(self.root / "sshd_config")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert self.process.stderr is not None
+        fd, seen = self.process.stderr.fileno(), b""
+        deadline = time.monotonic() + DEADLINE
+        while b"Server listening on 127.0.0.1" not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"sshd did not start: {seen[-800:]!r}"
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 4096)
+                assert chunk, f"sshd exited: {seen[-800:]!r}"
+                seen += chunk
+        os.set_blocking(fd, False)
+
+    def stop(self) -> None:
+        """Stop the listener and every session it serves (as a host going down would)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            assert self.process.stderr is not None
+            self.process.stderr.close()
+            self.process = None
+        for pid in self._sessions():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+
+    def _sessions(self) -> list[int]:
+        """sshd processes serving this server's sessions (``sshd: user@notty``)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if cmdline.startswith(f"sshd: {self.user}") or (
+                    str(self.root) in cmdline and "sshd" in cmdline):
+                found.append(int(entry.name))
+        return found
+
+    def user_processes(self) -> list[str]:
+        """The throwaway user's processes (the "remote" machine's), as ``pid cmdline``."""
+        if not self.throwaway:
+            marker = "teamctl-remote"
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                uid = (entry / "status").read_text().split("Uid:")[1].split()[0]
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, IndexError):
+                continue
+            if self.throwaway and int(uid) == self._uid():
+                found.append(f"{entry.name} {cmdline[:200]}")
+            elif not self.throwaway and marker in cmdline:
+                found.append(f"{entry.name} {cmdline[:200]}")
+        return found
+
+    def _uid(self) -> int:
+        import pwd
+
+        return pwd.getpwnam(self.user).pw_uid
+
+
+@contextlib.contextmanager
+def sshd() -> Iterator[Sshd]:
+    """A running sshd and its user; everything removed afterwards."""
+    assert SSHD.exists() and shutil.which("ssh"), \
+        "openssh-server and openssh-client are needed: apt-get install openssh-server (.ci/run does)"
+    root = Path(tempfile.mkdtemp(prefix="tc-sshd-"))
+    os.chmod(root, 0o755)  # the user reads its authorized_keys here
+    throwaway = os.geteuid() == 0
+    user = f"tcr{secrets.token_hex(3)}" if throwaway else getpass.getuser()
+    if throwaway:
+        # "*": no password, yet not locked (sshd without PAM refuses a locked account)
+        subprocess.run(["useradd", "--create-home", "--home-dir", str(root / "home"), "-p", "*",
+                        "--shell", "/bin/sh", user], check=True, capture_output=True)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f",
+                        str(root / name)], check=True, capture_output=True)
+    (root / "authorized_keys").write_text((root / "client.pub").read_text())
+    os.chmod(root / "authorized_keys", 0o644)
+    port = _free_port()
+    known = root / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {(root / 'host.pub').read_text().split(' ')[0]} "
+                     f"{(root / 'host.pub').read_text().split(' ')[1]}\n")
+    (root / "sshd_config").write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host'}",
+        f"PidFile {root / 'sshd.pid'}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+        "StrictModes no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "UsePAM no", "PubkeyAuthentication yes", f"AllowUsers {user}", "PrintMotd no",
+        "MaxSessions 50", "MaxStartups 50", ""]))
+    server = Sshd(root, user, port, root / "client", known, throwaway)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        if throwaway:
+            for _ in range(50):  # its processes die with their sessions
+                with contextlib.suppress(subprocess.CalledProcessError):
+                    subprocess.run(["pkill", "-9", "-u", user], check=False,
+                                   capture_output=True)
+                if subprocess.run(["userdel", "--remove", user], check=False,
+                                  capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+        shutil.rmtree(root, ignore_errors=True)
