@@ -98,8 +98,6 @@ class Sshd:
 
     def user_processes(self) -> list[str]:
         """The throwaway user's processes (the "remote" machine's), as ``pid cmdline``."""
-        if not self.throwaway:
-            marker = "teamctl-remote"
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -109,9 +107,8 @@ class Sshd:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except (OSError, IndexError):
                 continue
-            if self.throwaway and int(uid) == self._uid():
-                found.append(f"{entry.name} {cmdline[:200]}")
-            elif not self.throwaway and marker in cmdline:
+            ours = int(uid) == self._uid() if self.throwaway else "teamctl-remote" in cmdline
+            if ours:
                 found.append(f"{entry.name} {cmdline[:200]}")
         return found
 
@@ -125,7 +122,7 @@ class Sshd:
 def sshd() -> Iterator[Sshd]:
     """A running sshd and its user; everything removed afterwards."""
     assert SSHD.exists() and shutil.which("ssh"), \
-        "openssh-server and openssh-client are needed: apt-get install openssh-server (.ci/run does)"
+        "openssh-server is needed: apt-get install openssh-server (.ci/run does)"
     root = Path(tempfile.mkdtemp(prefix="tc-sshd-"))
     os.chmod(root, 0o755)  # the user reads its authorized_keys here
     throwaway = os.geteuid() == 0
