@@ -315,6 +315,11 @@ def classify(member: str, target: SshTarget, code: int, stderr: str) -> HostUnav
             member, target.name, "host_runtime_missing",
             f"{missing} is not installed there ({text}); install it on {target.address}, or "
             "set command to its absolute path there", retryable=False)
+    if "banner exchange" in stderr or "kex_exchange_identification" in stderr:
+        return HostUnavailable(
+            member, target.name, "host_connect_hung",
+            f"{where} accepted the connection but did not speak SSH ({text}); is it sshd on "
+            "that port, and is the host overloaded?", retryable=True)
     return HostUnavailable(
         member, target.name, "host_unreachable",
         f"ssh to {where} failed ({text or f'exit {code}'}); is the host up and sshd "

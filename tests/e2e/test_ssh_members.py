@@ -4,18 +4,27 @@ are survived (the message answered once); typed start failures; nothing left on 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import images
 from tests.conftest import FAKE_CLAUDE, fake_member
+from tests.e2e.conftest import claude_member, codex_member
+from tests.e2e.fake_anthropic import newest_user_images
+from tests.e2e.fake_responses import newest_user_images as responses_images
 from tests.sshd import sshd
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.conftest import LogFollower, Teamctl
+    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.e2e.fake_responses import FakeResponses
     from tests.sshd import Sshd
 
 pytestmark = pytest.mark.e2e
@@ -30,8 +39,9 @@ def box() -> Iterator[Sshd]:
 
 def remote_member(name: str, **extra: object) -> dict[str, object]:
     """A fake Claude member on the host, with a key of its own (the host has no login)."""
-    return fake_member(name, host="box", login="isolated",
-                       env={"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000"}, **extra)
+    member = {"host": "box", "login": "isolated",
+              "env": {"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000"}, **extra}
+    return fake_member(name, **member)
 
 
 def _until(what: str, check: object) -> None:
@@ -56,5 +66,135 @@ def test_a_remote_member_answers_and_leaves_nothing_behind(teamctl: Teamctl,
     assert done.stdout.strip() == "fake-claude (claude-sonnet-4-5) received: hello over there"
     remote = box.user_processes()
     assert any(str(FAKE_CLAUDE) in p for p in remote), remote
+    assert teamctl.run("stop", "web").returncode == 0
+    _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_each_bad_host_is_a_typed_start_failure_and_the_rest_of_the_team_works(
+        teamctl: Teamctl, box: Sshd) -> None:
+    import socket
+
+    hung = socket.socket()  # accepts the TCP connection, then never says a word
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)
+    closed = socket.socket()  # a port nothing listens on
+    closed.bind(("127.0.0.1", 0))
+    wrong_key = box.root / "wrong_known_hosts"
+    wrong_key.write_text(f"[127.0.0.1]:{box.port} ssh-ed25519 "
+                         "AAAAC3NzaC1lZDI1NTE5AAAAIJ2Kq0Ty0mJ8s2b5Wq1f2QK8oQmQb0m5w9P3a1b2c3d4\n")
+    hosts = {
+        "box": box.host(),
+        "gone": {**box.host(), "port": closed.getsockname()[1]},
+        "hung": {**box.host(), "port": hung.getsockname()[1]},
+        "imposter": {**box.host(), "ssh_options": [f"UserKnownHostsFile={wrong_key}",
+                                                   "StrictHostKeyChecking=yes"]},
+        "stranger": {**box.host(), "user": "nobody-of-ours"},
+    }
+    once = {"restart": "never"}
+    team = teamctl.write_team("web", [
+        remote_member("unreachable", **once) | {"host": "gone"},
+        remote_member("hangs", **once) | {"host": "hung"},
+        remote_member("mismatch", **once) | {"host": "imposter"},
+        remote_member("refused", **once) | {"host": "stranger"},
+        remote_member("nocli", command="/opt/nowhere/claude", **once),
+        fake_member("near"),
+    ], hosts=hosts)
+    try:
+        teamctl.run("launch", str(team), timeout=120)
+        members = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    finally:
+        hung.close()
+        closed.close()
+    expected = {"unreachable": "ssh to", "hangs": "", "mismatch": "host key",
+                "refused": "refused the login", "nocli": "/opt/nowhere/claude is not installed"}
+    for name, words in expected.items():
+        assert members[name]["launch"] in ("fatal", "stopped", "backoff"), members[name]
+        assert f"on host {'box' if name == 'nocli' else ''}" in (members[name]["error"] or ""), \
+            members[name]
+        assert words in members[name]["error"], members[name]
+    assert members["near"]["readiness"] == "ready"
+    assert teamctl.run("send", "near", "still here?", "--wait").returncode == 0
+    codes = {e["member"]: e.get("code") for e in teamctl.log_events()
+             if e["event"] in ("member_start_failed", "member_failed") and e.get("code")}
+    assert codes == {"unreachable": "host_unreachable", "hangs": "host_connect_hung",
+                     "mismatch": "host_key_mismatch", "refused": "host_auth_failed",
+                     "nocli": "host_runtime_missing"}, codes
+
+
+def test_a_cut_connection_restarts_the_member_and_the_turn_is_answered_once(
+        teamctl: Teamctl, box: Sshd, follow_logs: LogFollower) -> None:
+    import os
+    import signal
+
+    team = teamctl.write_team("web", [remote_member(
+        "far", backoff=[0.2, 1.0], max_restarts=50,
+        env={"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000", "FAKE_CLAUDE_TURN_DELAY": "2"})],
+        hosts={"box": box.host()})
+    assert teamctl.run("launch", str(team)).returncode == 0
+    [before] = teamctl.json("status")["teams"][0]["members"]
+    message_id = teamctl.run("send", "far", "survive this").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
+                         and e.get("message_id") == message_id)
+    os.kill(before["pid"], signal.SIGKILL)  # the local ssh client, mid-turn
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id, timeout=60)
+    [message] = teamctl.json("history", "far")["messages"]
+    assert (message["state"], message["attempts"]) == ("answered", 2)
+    assert message["reply"] == "fake-claude (claude-sonnet-4-5) received: survive this"
+    [after] = teamctl.json("status")["teams"][0]["members"]
+    assert after["session_id"] == before["session_id"], "the same runtime session, resumed"
+    assert after["restarts"] >= 1 and after["pid"] != before["pid"]
+
+    box.stop()  # the host goes down: every session with it
+    follow_logs.wait_for(lambda e: e["event"] == "member_start_failed"
+                         and e.get("code") == "host_unreachable", timeout=60)
+    box.start()  # and comes back on the same port
+    done = teamctl.run("send", "far", "back?", "--wait", "--timeout", "90")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fake-claude (claude-sonnet-4-5) received: back?"
+    answered = [e for e in teamctl.log_events() if e["event"] == "delivery_answered"]
+    assert [e["message_id"] for e in answered].count(message_id) == 1, "answered once"
+    assert teamctl.run("stop", "web").returncode == 0
+    _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_the_real_claude_cli_answers_as_a_remote_member(
+        teamctl: Teamctl, box: Sshd, claude_bin: Path, anthropic: FakeAnthropic) -> None:
+    team = teamctl.write_team("web", [claude_member(
+        "far", claude_bin, anthropic, host="box", login="isolated")], hosts={"box": box.host()})
+    launched = teamctl.run("launch", str(team))
+    assert launched.returncode == 0, launched.stderr
+    shot = images.save(images.screenshot(640, 360), teamctl.workdir / "s.png", "PNG")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "far", "look at [Image #1]")
+    done = teamctl.run("send", "--attach", str(shot), "far", "look at [Image #1]", "--wait",
+                       "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pong: look at [Image #1]"
+    [request] = [r for r in anthropic.message_requests() if "image" in json.dumps(r["body"])]
+    assert newest_user_images(request["body"])[0]["sha256"] == \
+        plan["attachments"][0]["variants"][0]["sha256"]
+    transcripts = list((box.root / "home" / ".teamctl-remote").rglob("*.jsonl"))
+    assert transcripts, "the session lives on the host"
+    assert teamctl.run("stop", "web").returncode == 0
+    _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_a_remote_codex_reads_its_image_from_a_verified_copy_on_the_host(
+        teamctl: Teamctl, box: Sshd, codex_bin: Path, responses: FakeResponses) -> None:
+    team = teamctl.write_team("web", [codex_member(
+        "far", codex_bin, responses, host="box", login="isolated")], hosts={"box": box.host()})
+    launched = teamctl.run("launch", str(team))
+    assert launched.returncode == 0, launched.stderr
+    shot = images.save(images.screenshot(500, 300), teamctl.workdir / "s.png", "PNG")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "far", "and [Image #1]?")
+    sha = plan["attachments"][0]["variants"][0]["sha256"]
+    done = teamctl.run("send", "--attach", str(shot), "far", "and [Image #1]?", "--wait",
+                       "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    [request] = [r for r in responses.response_requests() if "input_image" in str(r["body"])]
+    assert [i["sha256"] for i in responses_images(request["body"])] == [sha]
+    copy = box.root / "home" / ".cache" / "teamctl" / "images" / sha[:2] / sha
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == sha
+    assert copy.stat().st_mode & 0o777 == 0o600
     assert teamctl.run("stop", "web").returncode == 0
     _until("no process of the host's user is left", lambda: not box.user_processes())
