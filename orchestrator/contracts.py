@@ -161,6 +161,11 @@ class RemoteHost(Protocol):
         """Stop what is kept open to the host (its ControlMaster)."""
         ...
 
+    def forward_socket(self, local_socket: str, local_path: str) -> None:
+        """While the member runs, ``local_path`` (rewritten to the host's) is a Unix socket
+        there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LaunchSpec:

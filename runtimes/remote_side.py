@@ -13,6 +13,7 @@ library only, any python3 ≥ 3.8; nothing is installed there). Modes (``sys.arg
             (0600, verified against the hash; an intact copy is kept without reading stdin);
             print the path.
 ``exists``  ``exists GLOB``: print ``true`` or ``false``.
+``mkdir``   ``mkdir PATH``: a 0700 directory (where a forwarded socket will be).
 ``which``   ``which EXECUTABLE``: its path there (exit 127 when it is not installed).
 ``version`` ``version EXECUTABLE``: the first line of ``EXECUTABLE --version`` (doctor).
 """
@@ -228,6 +229,9 @@ def main() -> int:
         return put(sys.argv[2], sys.argv[3])
     if mode == "exists":
         exists(sys.argv[2])
+        return 0
+    if mode == "mkdir":  # mkdir PATH: a private directory (and its parents)
+        os.makedirs(sys.argv[2], mode=0o700, exist_ok=True)
         return 0
     if mode == "which":  # which EXECUTABLE: its path, or nothing (exit 127)
         found = shutil.which(sys.argv[2])

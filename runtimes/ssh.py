@@ -91,6 +91,7 @@ class SshHost:
     state_dir: Path  # the member's local private dir, mirrored there
     ssh: str = "ssh"
     _remote: _Remote | None = field(default=None, repr=False)
+    _forward: tuple[str, str] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -198,11 +199,23 @@ class SshHost:
         return value.replace(local_state, self.remote_root).replace(
             local_home + "/", self._remote.home + "/")
 
+    def forward_socket(self, local_socket: str, local_path: str) -> None:
+        self._forward = (local_socket, local_path)
+
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:
-        """Start ``argv`` on the host: the ssh client, whose stdio is the runtime's."""
+        """Start ``argv`` on the host: the ssh client, whose stdio is the runtime's (with the
+        daemon's socket forwarded there when the member has teamctl's MCP tools)."""
         await self.connect()
         await self._installed(argv[0])
+        ssh = self._side("run")
+        if self._forward is not None:
+            local_socket, local_path = self._forward
+            remote = self.rewrite(local_path)
+            await self._run_side("mkdir", os.path.dirname(remote))
+            at = ssh.index("--")  # a Unix-socket forward, through the master; a new path
+            # per launch (sshd will not bind over an old one)
+            ssh[at:at] = ["-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{local_socket}"]
         header = {
             "root": self.remote_root, **self._mirror(),
             "argv": [self.rewrite(a) for a in argv],
@@ -210,7 +223,7 @@ class SshHost:
             "env": {k: self.rewrite(v) for k, v in env.items() if k not in BASE_ENV_NAMES},
             "grace": 5,
         }
-        process = await anyio.open_process(self._side("run"), stdin=subprocess.PIPE,
+        process = await anyio.open_process(ssh, stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            start_new_session=True)
         assert process.stdin is not None
@@ -218,6 +231,18 @@ class SshHost:
         log.info("remote_spawned", host=self.name, team=self.team, member=self.member,
                  pid=process.pid, files=len(header["files"]))
         return process
+
+    async def _run_side(self, *args: str) -> str:
+        """One side call within the probe deadline; its stdout (typed failures)."""
+        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
+            done = await anyio.run_process(self._side(*args), check=False,
+                                           stdin=subprocess.DEVNULL)
+        if scope.cancelled_caught:
+            raise self._hung(f"{args[0]} there did not answer")
+        if done.returncode != 0:
+            raise classify(self.member, self.target, done.returncode,
+                           done.stderr.decode("utf-8", "replace"))
+        return str(done.stdout.decode("utf-8", "replace"))
 
     async def _installed(self, executable: str) -> None:
         with anyio.move_on_after(PROBE_TIMEOUT) as scope:

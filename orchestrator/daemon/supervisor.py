@@ -57,6 +57,11 @@ Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 Claim = Callable[[], Awaitable[tuple[str, T] | None]]
 HostFactory = Callable[["TeamConfig", "MemberConfig"], RemoteHost]
+# what ``teamctl mcp`` needs on a member's host (standard library only), and how it starts
+_MCP_MODULES = ("__init__.py", "errors.py", "rpc.py", "paths.py", "redaction.py",
+                "client/__init__.py", "client/calls.py", "client/mcp_server.py")
+_MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+             "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 
 
 @dataclass(eq=False)
@@ -485,7 +490,8 @@ class Supervisor:
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             image_input=self._vision(config.runtime, config.model, config.vision),
             login=state.login, permissions=state.permissions,
-            mcp=self._mcp(state) if config.messaging and state.host is None else None,
+            mcp=None if not config.messaging else self._mcp(state) if state.host is None
+            else self._remote_mcp(state, state_dir),
             transport=config.transport, approver=self._approver(state),
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
@@ -512,6 +518,23 @@ class Supervisor:
         if os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         return McpServer((sys.executable, "-m", "orchestrator", "mcp"), env)
+
+    def _remote_mcp(self, state: MemberState, state_dir: Path) -> McpServer:
+        """``teamctl mcp`` on the member's host: its standard-library modules shipped in the
+        member's private dir (mirrored there), the daemon's socket forwarded to a new path
+        for this launch; the token acts as this member only, as here."""
+        assert state.token is not None and state.host is not None
+        shipped = state_dir / "py"
+        package = Path(__file__).resolve().parents[1]
+        for module in _MCP_MODULES:
+            target = shipped / "orchestrator" / module
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
+        forwarded = state_dir / f"mcp-{secrets.token_hex(4)}"
+        state.host.forward_socket(str(self._home.socket), str(forwarded / "teamctl.sock"))
+        return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)),
+                         {"TEAMCTL_MEMBER_TOKEN": state.token,
+                          "TEAMCTL_MCP_HOME": str(forwarded)})
 
     async def _record_session(self, state: MemberState, session_id: str | None) -> None:
         state.session_id = session_id

@@ -198,3 +198,22 @@ def test_a_remote_codex_reads_its_image_from_a_verified_copy_on_the_host(
     assert copy.stat().st_mode & 0o777 == 0o600
     assert teamctl.run("stop", "web").returncode == 0
     _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_a_remote_member_messages_its_teammates_through_the_forwarded_socket(
+        teamctl: Teamctl, box: Sshd, follow_logs: LogFollower) -> None:
+    team = teamctl.write_team("web", [remote_member("far"), fake_member("near")],
+                              hosts={"box": box.host()})
+    assert teamctl.run("launch", str(team)).returncode == 0
+    args = json.dumps({"to": "near", "text": "from the other machine"})
+    done = teamctl.run("send", "far", f"MCP send_message {args}", "--wait")
+    assert done.returncode == 0, done.stderr
+    receipt = next(ln for ln in done.stdout.splitlines() if ln.startswith("mcp: "))
+    assert "queued as " in receipt and "for near" in receipt, done.stdout
+    message_id = receipt.split("queued as ")[1].split()[0]
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id)
+    [to_near] = teamctl.json("history", "near")["messages"]
+    assert (to_near["sender"], to_near["text"]) == ("far", "from the other machine")
+    listed = teamctl.run("send", "far", "MCP list_team", "--wait")
+    assert "- far (you): claude claude-sonnet-4-5" in listed.stdout, listed.stdout
