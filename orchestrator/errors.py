@@ -346,6 +346,7 @@ class HostUnavailable(MemberStartFailed):
                  retryable: bool) -> None:
         super().__init__(member, f"on host {host}: {reason}")
         self.details["host"] = host
+        self.reason = reason
         self.code = code
         self.retryable = retryable
 

@@ -232,9 +232,9 @@ class SshHost:
                  pid=process.pid, files=len(header["files"]))
         return process
 
-    async def _run_side(self, *args: str) -> str:
-        """One side call within the probe deadline; its stdout (typed failures)."""
-        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
+    async def _run_side(self, *args: str, deadline: float = PROBE_TIMEOUT) -> str:
+        """One side call within a deadline; its stdout (typed failures)."""
+        with anyio.move_on_after(deadline) as scope:
             done = await anyio.run_process(self._side(*args), check=False,
                                            stdin=subprocess.DEVNULL)
         if scope.cancelled_caught:
@@ -308,12 +308,8 @@ class SshHost:
     async def version(self, executable: str) -> dict[str, Any]:
         """``EXECUTABLE --version`` there (doctor): found, path, version."""
         await self.connect()
-        done = await anyio.run_process(self._side("version", executable), check=False,
-                                       stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            raise classify(self.member, self.target, done.returncode,
-                           done.stderr.decode("utf-8", "replace"))
-        result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        out = await self._run_side("version", self.rewrite(executable), deadline=60.0)
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
 
 

@@ -112,7 +112,8 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
     header = ("MEMBER", "RUNTIME", "MODEL", "LAUNCH", "LIVENESS", "READINESS", "PID",
               "RESTARTS", "QUEUED", "COST")
     rows = [header] + [
-        (m["name"], m["runtime"], m.get("model") or "-", m["launch"], m["liveness"],
+        (m["name"], m["runtime"] + (f"@{m['host']}" if m.get("host") else ""),
+         m.get("model") or "-", m["launch"], m["liveness"],
          m["readiness"], str(m.get("pid") or "-"), str(m.get("restarts", 0)),
          str(m.get("queued", 0)), cost_text(m.get("spend")))
         for m in members
@@ -556,12 +557,22 @@ def daemon(notify_fd: int | None) -> None:
 
 @cli.command()
 @click.argument("teamfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--host", "host", default=None, metavar="NAME",
+              help="Check a member host over SSH instead: a [hosts.NAME] of TEAMFILE, or "
+              "user@box.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
-def doctor(teamfile: Path | None, as_json: bool) -> None:
-    """Which runtimes are installed; with TEAMFILE, which credential each member will use."""
-    from orchestrator.client.doctor import describe_logins, inspect_runtimes
+def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
+    """Which runtimes are installed; with TEAMFILE, which credential each member will use;
+    with --host, whether a member host answers over SSH and which CLIs it has."""
+    from orchestrator.client.doctor import describe_logins, inspect_host, inspect_runtimes
 
+    if host is not None:
+        from orchestrator.config import load_team_file
+
+        _host_report(inspect_host(host, load_team_file(teamfile) if teamfile else None),
+                     as_json)
+        return
     report = inspect_runtimes()
     if teamfile is not None:
         from orchestrator.config import load_team_file
@@ -580,6 +591,23 @@ def doctor(teamfile: Path | None, as_json: bool) -> None:
     click.echo(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
     state = "running" if report["daemon_running"] else "not running"
     click.echo(f"home: {report['home']} (daemon {state})")
+
+
+def _host_report(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _emit_json(report)
+    elif report["reachable"]:
+        click.echo(f"host {report['host']} ({report['destination']}): reachable in "
+                   f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
+        for row in report["runtimes"]:
+            where = f"{row.get('version') or '-'}  {row['path']}" if row.get("found") else \
+                f"not found ({row['command']}: install it there, or set command)"
+            click.echo(f"  {row['runtime']:<9} {where}")
+    else:
+        error = report["error"] or {}
+        click.echo(f"{error.get('code')}: {error.get('message')}", err=True)
+    if not report["reachable"]:
+        sys.exit(1)
 
 
 def _register() -> None:

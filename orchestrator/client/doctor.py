@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from orchestrator.config import MemberConfig, TeamConfig
 
-__all__ = ["describe_logins", "inspect_runtimes"]
+__all__ = ["describe_logins", "inspect_host", "inspect_runtimes"]
 
 
 def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
@@ -124,3 +124,47 @@ def _json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
+    """``doctor --host NAME``: can the daemon reach a member's host over SSH (BatchMode, the
+    same options members use), and which runtime CLIs does that host have?"""
+    import time
+
+    import anyio
+
+    from orchestrator.config import HostConfig
+    from orchestrator.errors import TeamctlError
+    from orchestrator.paths import Home
+    from runtimes.ssh import SshHost, SshTarget, control_dir
+
+    host = (config.hosts.get(name) if config is not None else None)
+    if host is None:
+        user, _, address = name.rpartition("@")
+        host = HostConfig(address=address, user=user or None)
+    commands = {r.name: r.default_executable for r in RUNTIMES}
+    for member in config.members if config is not None else []:
+        if member.host == name and member.command:
+            commands[member.runtime] = member.command
+    home = Home.from_env()
+    link = SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
+                             tuple(host.ssh_options)), control_dir(home.root), "doctor",
+                   "doctor", "doctor", home.root / "doctor")
+    report: dict[str, Any] = {"host": name, "destination": link.target.destination,
+                              "port": host.port, "reachable": False, "error": None}
+
+    async def probe() -> None:
+        started = time.monotonic()
+        remote = await link.connect()
+        report.update(reachable=True, home=remote.home, python=remote.python,
+                      seconds=round(time.monotonic() - started, 3))
+        report["runtimes"] = [{"runtime": runtime, "command": command,
+                               **await link.version(command)}
+                              for runtime, command in commands.items()]
+
+    try:
+        anyio.run(probe)
+    except TeamctlError as exc:
+        report["error"] = {"code": exc.code, "message": getattr(exc, "reason", exc.message),
+                           "retryable": exc.retryable}
+    return report

@@ -217,3 +217,19 @@ def test_a_remote_member_messages_its_teammates_through_the_forwarded_socket(
     assert (to_near["sender"], to_near["text"]) == ("far", "from the other machine")
     listed = teamctl.run("send", "far", "MCP list_team", "--wait")
     assert "- far (you): claude claude-sonnet-4-5" in listed.stdout, listed.stdout
+
+
+def test_doctor_checks_a_host_and_its_clis(teamctl: Teamctl, box: Sshd) -> None:
+    team = teamctl.write_team("web", [remote_member("far")], hosts={
+        "box": box.host(), "gone": {**box.host(), "port": 1}})
+    report = teamctl.json("doctor", str(team), "--host", "box")
+    assert report["reachable"] is True and report["home"] == str(box.root / "home")
+    claude = next(r for r in report["runtimes"] if r["runtime"] == "claude")
+    assert (claude["found"], claude["path"], claude["version"]) == (
+        True, str(FAKE_CLAUDE), "2.1.332 (Claude Code)")
+    shown = teamctl.run("doctor", str(team), "--host", "box")
+    assert shown.returncode == 0 and f"claude    2.1.332 (Claude Code)  {FAKE_CLAUDE}" in \
+        shown.stdout, shown.stdout
+    gone = teamctl.run("doctor", str(team), "--host", "gone")
+    assert gone.returncode == 1
+    assert gone.stderr.startswith("host_unreachable: ssh to "), gone.stderr
