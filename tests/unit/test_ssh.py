@@ -1,0 +1,161 @@
+"""The SSH launcher without a network: how ssh failures are classified, how a member's private
+dir and paths are carried to the host, and the remote side's own behaviour run locally — its
+runtime dies with its channel, an earlier run is stopped, images are kept verified. (Against a
+real sshd: tests/e2e/test_ssh_members.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtimes import ssh
+from runtimes.ssh import SshHost, SshTarget, classify
+
+SIDE = Path(ssh.__file__).with_name("remote_side.py")
+TARGET = SshTarget("box", "10.0.0.5", "dev", 2222, "~/.ssh/id_box", ("Compression=yes",))
+
+
+@pytest.mark.parametrize(("stderr", "code", "expected"), [
+    ("ssh: connect to host 10.0.0.5 port 2222: Connection refused", 255, "host_unreachable"),
+    ("ssh: Could not resolve hostname nowhere: Name or service not known", 255,
+     "host_unreachable"),
+    ("Connection timed out during banner exchange", 255, "host_connect_hung"),
+    ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@", 255, "host_key_mismatch"),
+    ("Host key verification failed.", 255, "host_key_mismatch"),
+    ("dev@10.0.0.5: Permission denied (publickey).", 255, "host_auth_failed"),
+    ("sh: 1: python3: not found", 127, "host_runtime_missing"),
+])
+def test_ssh_failures_are_typed_with_their_fix(stderr: str, code: int, expected: str) -> None:
+    error = classify("lead", TARGET, code, stderr)
+    assert error.code == expected
+    assert error.retryable is (expected in ("host_unreachable", "host_connect_hung"))
+    assert "on host box" in error.message and error.exit_code == 1
+
+
+def _host(tmp_path: Path) -> SshHost:
+    host = SshHost(TARGET, tmp_path / "cm", "h0", "web", "lead", tmp_path / "state")
+    host._remote = ssh._Remote("/home/dev", "3.11.2")
+    return host
+
+
+def test_every_ssh_is_batch_bounded_and_multiplexed(tmp_path: Path) -> None:
+    argv = _host(tmp_path).base_argv()
+    for option in ("BatchMode=yes", f"ConnectTimeout={ssh.CONNECT_TIMEOUT}",
+                   "ServerAliveInterval=5", "ControlMaster=auto", "Compression=yes"):
+        assert option in argv
+    assert argv[-2:] == ["--", "dev@10.0.0.5"] and argv[argv.index("-p") + 1] == "2222"
+    assert len(ssh.control_dir(Path("/" + "x" * 200)).as_posix()) + 17 < 100, \
+        "a Unix socket path stays under the kernel's limit"
+
+
+def test_paths_and_the_private_dir_are_carried_to_the_host(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    state = tmp_path / "state"
+    (state / "codex-home").mkdir(parents=True)
+    (state / "codex-home" / "config.toml").write_text(f'sqlite_home = "{state}/db"\n')
+    (state / "codex-home" / "auth.json").symlink_to(Path.home() / ".codex" / "auth.json")
+    (state / "tmp").mkdir()
+    (state / "tmp" / "junk").write_text("x")
+    (state / "big.bin").write_bytes(b"\0" * (ssh._MIRROR_MAX_BYTES + 1))
+    root = "/home/dev/.teamctl-remote/h0/web/lead"
+    assert host.rewrite(str(state / "config")) == f"{root}/config"
+    assert host.rewrite("~") == "/home/dev" and host.rewrite("~/src") == "/home/dev/src"
+    assert host.rewrite(f"--settings={state}/s.json") == f"--settings={root}/s.json"
+    mirrored = host._mirror()
+    assert mirrored["files"] == {"codex-home/config.toml": f'sqlite_home = "{root}/db"\n'}
+    assert mirrored["links"] == {"codex-home/auth.json": "/home/dev/.codex/auth.json"}
+    assert mirrored["dirs"] == ["codex-home"], "tmp is the host's own, big files stay here"
+
+
+def _side(home: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, str(SIDE), *args], input=stdin, capture_output=True,
+                          timeout=30, env={"HOME": str(home), "PATH": os.environ["PATH"]},
+                          check=False)
+
+
+def test_images_are_kept_verified_on_the_host(tmp_path: Path) -> None:
+    data = b"\x89PNG fake image bytes"
+    sha = hashlib.sha256(data).hexdigest()
+    kept = _side(tmp_path, "put", sha, str(len(data)), stdin=data)
+    path = Path(kept.stdout.decode().strip())
+    assert path == tmp_path / ".cache" / "teamctl" / "images" / sha[:2] / sha
+    assert path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o600
+    again = _side(tmp_path, "put", sha, str(len(data)))  # intact: stdin is not even read
+    assert again.returncode == 0 and again.stdout.decode().strip() == str(path)
+    damaged = _side(tmp_path, "put", "0" * 64, str(len(data)), stdin=data)
+    assert damaged.returncode == 3 and b"damaged" in damaged.stderr
+    assert _side(tmp_path, "exists", str(path.parent / "*")).stdout.strip() == b"true"
+    assert _side(tmp_path, "which", "no-such-cli-here").returncode == 127
+    assert json.loads(_side(tmp_path, "probe").stdout)["home"] == str(tmp_path)
+
+
+def _run(home: Path, root: Path, argv: list[str]) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, str(SIDE), "run"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={"HOME": str(home), "PATH": os.environ["PATH"]})
+    assert process.stdin is not None and process.stdout is not None
+    header = {"root": str(root), "dirs": ["a"], "files": {"a/s.json": "{}"}, "links": {},
+              "argv": argv, "cwd": str(home), "env": {"X_TOKEN": "secret"}, "grace": 0.5}
+    process.stdin.write(json.dumps(header).encode() + b"\nhello\n")
+    process.stdin.flush()
+    return process
+
+
+CHILD = [sys.executable, "-c", "import os, sys, time; print(os.getpid(), os.getpgid(0), "
+         "sys.stdin.readline().strip(), os.environ['X_TOKEN'], flush=True); time.sleep(600)"]
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_runtime_dies_with_its_channel(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    side = _run(tmp_path, root, CHILD)
+    assert side.stdout is not None and side.stdin is not None
+    pid, pgid, first, token = side.stdout.readline().decode().split()
+    assert (first, token) == ("hello", "secret"), "stdin after the header, env from it"
+    assert pid == pgid, "its own process group"
+    assert (root / "a" / "s.json").read_text() == "{}"
+    assert (root / "a" / "s.json").stat().st_mode & 0o777 == 0o600
+    side.stdin.close()  # the channel drops
+    assert _gone(int(pid)), "the runtime is killed after the grace"
+    side.wait(timeout=20)
+    _close(side)
+
+
+def test_an_earlier_run_of_the_member_is_stopped(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    first = _run(tmp_path, root, CHILD)
+    assert first.stdout is not None
+    old_pid = int(first.stdout.readline().decode().split()[0])
+    second = _run(tmp_path, root, CHILD)  # the first channel hangs: never closed
+    assert second.stdout is not None
+    new_pid = int(second.stdout.readline().decode().split()[0])
+    assert _gone(old_pid) and new_pid != old_pid
+    for process in (first, second):
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        _close(process)
+    assert _gone(new_pid), "SIGTERM to the remote side takes its runtime with it"
+
+
+def _close(process: subprocess.Popen[bytes]) -> None:
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None and not stream.closed:
+            stream.close()
