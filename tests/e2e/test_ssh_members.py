@@ -233,3 +233,36 @@ def test_doctor_checks_a_host_and_its_clis(teamctl: Teamctl, box: Sshd) -> None:
     gone = teamctl.run("doctor", str(team), "--host", "gone")
     assert gone.returncode == 1
     assert gone.stderr.startswith("host_unreachable: ssh to "), gone.stderr
+
+
+def test_a_crashed_daemon_leaves_no_orphan_on_the_host(
+        teamctl: Teamctl, box: Sshd, follow_logs: LogFollower) -> None:
+    import os
+    import signal
+
+    from tests.conftest import wait_pid_exit
+    from tests.faults.test_daemon_faults import _start_daemon
+
+    team = teamctl.write_team("web", [remote_member(
+        "far", env={"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000",
+                    "FAKE_CLAUDE_TURN_DELAY": "2"})], hosts={"box": box.host()})
+    assert teamctl.run("launch", str(team)).returncode == 0
+    message_id = teamctl.run("send", "far", "survive the daemon").stdout.strip()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
+                         and e.get("message_id") == message_id)
+    old = [p.split()[0] for p in box.user_processes() if str(FAKE_CLAUDE) in p]
+    assert len(old) == 1
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+    _start_daemon(teamctl)
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id, timeout=60)
+    _until("only the new runtime runs on the host", lambda: [
+        p.split()[0] for p in box.user_processes() if str(FAKE_CLAUDE) in p] not in ([], old)
+        and len([p for p in box.user_processes() if str(FAKE_CLAUDE) in p]) == 1)
+    answered = [e for e in teamctl.log_events() if e["event"] == "delivery_answered"]
+    assert [e["message_id"] for e in answered].count(message_id) == 1
+    assert teamctl.run("stop", "web").returncode == 0
+    _until("no process of the host's user is left", lambda: not box.user_processes())
