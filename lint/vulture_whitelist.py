@@ -64,3 +64,4 @@ description_cached
 exported_at
 redacted
 images_described
+_._remote_members

@@ -205,7 +205,7 @@ def run() -> int:
                 _kill_group(child, 0)
                 return
 
-    def stop(signum: int, frame: object) -> None:
+    def stop(signum: int, _frame: object) -> None:
         _kill_group(child, 0)
         sys.exit(128 + signum)
 

@@ -135,21 +135,14 @@ class SshHost:
     async def connect(self) -> _Remote:
         """Probe the host (and the ControlMaster) within deadlines; its home and python."""
         await self._check_master()
-        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
-            done = await anyio.run_process(self._side("probe"), check=False,
-                                           stdin=subprocess.DEVNULL)
-        if scope.cancelled_caught:
-            raise self._hung(f"the probe did not answer within {PROBE_TIMEOUT:g}s")
-        if done.returncode != 0:
-            raise classify(self.member, self.target, done.returncode,
-                           done.stderr.decode("utf-8", "replace"))
+        out = await self._run_side("probe")
         try:
-            info = json.loads(done.stdout.decode().strip().splitlines()[-1])
+            info = json.loads(out.strip().splitlines()[-1])
             self._remote = _Remote(str(info["home"]), str(info["python"]))
         except (ValueError, KeyError, IndexError):
             raise HostUnavailable(self.member, self.name, "host_runtime_missing",
                                   "its python3 answered something unexpected: "
-                                  f"{done.stdout[:200]!r}", retryable=False) from None
+                                  f"{out[:200]!r}", retryable=False) from None
         return self._remote
 
     async def _check_master(self) -> None:
@@ -232,24 +225,28 @@ class SshHost:
                  pid=process.pid, files=len(header["files"]))
         return process
 
-    async def _run_side(self, *args: str, deadline: float = PROBE_TIMEOUT) -> str:
-        """One side call within a deadline; its stdout (typed failures)."""
+    async def _call(self, *args: str, stdin: bytes | None = None,
+                    deadline: float = PROBE_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
+        """One side call, bounded (``host_connect_hung`` past the deadline)."""
         with anyio.move_on_after(deadline) as scope:
-            done = await anyio.run_process(self._side(*args), check=False,
-                                           stdin=subprocess.DEVNULL)
-        if scope.cancelled_caught:
-            raise self._hung(f"{args[0]} there did not answer")
+            if stdin is None:
+                return await anyio.run_process(self._side(*args), check=False,
+                                               stdin=subprocess.DEVNULL)
+            return await anyio.run_process(self._side(*args), input=stdin, check=False)
+        assert scope.cancelled_caught
+        raise self._hung(f"{args[0]} there did not answer within {deadline:g}s")
+
+    async def _run_side(self, *args: str, stdin: bytes | None = None,
+                        deadline: float = PROBE_TIMEOUT) -> str:
+        """One side call's stdout; a failure typed from ssh's own words."""
+        done = await self._call(*args, stdin=stdin, deadline=deadline)
         if done.returncode != 0:
             raise classify(self.member, self.target, done.returncode,
                            done.stderr.decode("utf-8", "replace"))
         return str(done.stdout.decode("utf-8", "replace"))
 
     async def _installed(self, executable: str) -> None:
-        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
-            done = await anyio.run_process(self._side("which", self.rewrite(executable)),
-                                           check=False, stdin=subprocess.DEVNULL)
-        if scope.cancelled_caught:
-            raise self._hung("looking for the runtime's CLI there did not answer")
+        done = await self._call("which", self.rewrite(executable))
         if done.returncode == 127 and not done.stderr.strip():
             raise HostUnavailable(
                 self.member, self.name, "host_runtime_missing",
@@ -283,27 +280,13 @@ class SshHost:
 
     async def put_file(self, data: bytes, sha256: str) -> str:
         await self.connect()
-        with anyio.move_on_after(PROBE_TIMEOUT + len(data) / 1e6) as scope:
-            done = await anyio.run_process(self._side("put", sha256, str(len(data))),
-                                           input=data, check=False)
-        if scope.cancelled_caught:
-            raise self._hung("copying an image there did not finish")
-        if done.returncode != 0:
-            raise classify(self.member, self.target, done.returncode,
-                           done.stderr.decode("utf-8", "replace"))
-        return done.stdout.decode("utf-8").strip()
+        out = await self._run_side("put", sha256, str(len(data)), stdin=data,
+                                   deadline=PROBE_TIMEOUT + len(data) / 1e6)
+        return out.strip()
 
     async def exists(self, pattern: str) -> bool:
         await self.connect()
-        with anyio.move_on_after(PROBE_TIMEOUT) as scope:
-            done = await anyio.run_process(self._side("exists", self.rewrite(pattern)),
-                                           check=False, stdin=subprocess.DEVNULL)
-        if scope.cancelled_caught:
-            raise self._hung("a file check there did not answer")
-        if done.returncode != 0:
-            raise classify(self.member, self.target, done.returncode,
-                           done.stderr.decode("utf-8", "replace"))
-        return done.stdout.decode().strip() == "true"
+        return (await self._run_side("exists", self.rewrite(pattern))).strip() == "true"
 
     async def version(self, executable: str) -> dict[str, Any]:
         """``EXECUTABLE --version`` there (doctor): found, path, version."""

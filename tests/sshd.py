@@ -9,15 +9,17 @@ import contextlib
 import getpass
 import os
 import secrets
-import select
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tests.xserver import wait_line
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,6 +45,7 @@ class Sshd:
     known_hosts: Path
     throwaway: bool
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _drain: threading.Thread | None = field(default=None, repr=False)
 
     def host(self) -> dict[str, Any]:
         """A ``[hosts.NAME]`` table that reaches this server."""
@@ -57,29 +60,27 @@ class Sshd:
             [str(SSHD), "-D", "-e", "-f", str(self.root / "sshd_config")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert self.process.stderr is not None
-        fd, seen = self.process.stderr.fileno(), b""
-        deadline = time.monotonic() + DEADLINE
-        while b"Server listening on 127.0.0.1" not in seen:
-            left = deadline - time.monotonic()
-            assert left > 0, f"sshd did not start: {seen[-800:]!r}"
-            ready, _, _ = select.select([fd], [], [], left)
-            if ready:
-                chunk = os.read(fd, 4096)
-                assert chunk, f"sshd exited: {seen[-800:]!r}"
-                seen += chunk
-        os.set_blocking(fd, False)
+        stderr = self.process.stderr
+        wait_line(stderr.fileno(), b"Server listening on 127.0.0.1", "sshd")
+        # its log goes on (-e): keep draining it, or sshd would block on a full pipe
+        self._drain = threading.Thread(
+            target=lambda: [None for _ in iter(lambda: stderr.read1(65536), b"")], daemon=True)
+        self._drain.start()
 
     def stop(self) -> None:
         """Stop the listener and every session it serves (as a host going down would)."""
         if self.process is not None:
             self.process.kill()
             self.process.wait()
-            assert self.process.stderr is not None
-            self.process.stderr.close()
-            self.process = None
         for pid in self._sessions():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
+        if self.process is not None:
+            assert self.process.stderr is not None
+            if self._drain is not None:
+                self._drain.join(timeout=10)  # EOF once sshd and its sessions are gone
+            self.process.stderr.close()
+            self.process = None
 
     def _sessions(self) -> list[int]:
         """sshd processes serving this server's sessions (``sshd: user@notty``)."""

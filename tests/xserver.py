@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["clipboard_owner", "x_server"]
+__all__ = ["clipboard_owner", "wait_line", "x_server"]
 
 DEADLINE = 15.0
 
@@ -26,7 +26,7 @@ def _need(name: str) -> str:
     return found
 
 
-def _line(fd: int, wanted: bytes, what: str) -> bytes:
+def wait_line(fd: int, wanted: bytes, what: str) -> bytes:
     """Read ``fd`` until a line holding ``wanted`` (a deadline, never a sleep)."""
     deadline, seen = time.monotonic() + DEADLINE, b""
     while wanted not in seen:
@@ -50,7 +50,7 @@ def x_server() -> Iterator[str]:
         stderr=subprocess.DEVNULL)
     os.close(write)
     try:
-        number = _line(read, b"\n", "Xvfb").strip().decode()
+        number = wait_line(read, b"\n", "Xvfb").strip().decode()
         yield f":{number}"
     finally:
         os.close(read)
@@ -71,7 +71,7 @@ def clipboard_owner(display: str, data: bytes, mime: str | None) -> Iterator[Non
     try:
         process.stdin.write(data)
         process.stdin.close()
-        _line(process.stderr.fileno(), b"Waiting for selection requests", "xclip")
+        wait_line(process.stderr.fileno(), b"Waiting for selection requests", "xclip")
         yield
     finally:
         process.kill()
