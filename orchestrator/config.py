@@ -45,6 +45,14 @@ _FIXES = {
 }
 
 
+_PATTERN_FIXES = {
+    "ssh_options": "one option as ssh -o takes it: Key=value, no spaces",
+    "address": "a host name or IP address, not starting with '-'",
+    "host": "a [hosts.NAME] key, or an ssh destination like user@box",
+    "user": "a user name, not starting with '-'",
+}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -81,7 +89,7 @@ SshOption = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{1,63}=[^\s\x00]{
 class HostConfig(_Strict):
     """A machine members can run on, over the system OpenSSH client (docs/scaling.md)."""
 
-    address: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:\[\]-]{1,253}$")]
+    address: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\[][A-Za-z0-9_.:\[\]-]{0,252}$")]
     user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")] | None = None
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     identity_file: str | None = None
@@ -340,6 +348,9 @@ def _describe(exc: ValidationError, text: str, shown: str) -> list[str]:
         line = _locate(text, loc)
         where = f"{shown}:{line}" if line else shown
         fix = _FIXES.get(error["type"], "")
+        if error["type"] == "string_pattern_mismatch":  # the name hint fits names only
+            fix = _PATTERN_FIXES.get(str(loc[-1] if isinstance(loc[-1], str) else loc[-2]),
+                                     fix)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"

@@ -67,3 +67,42 @@ def test_errors_name_file_line_and_key(tmp_path: Path, text: str, expected: str)
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TeamFileError, match="cannot read it"):
         load_team_file(tmp_path / "nope.toml")
+
+
+_REMOTE = '[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "claude"\n'
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ('host = "-oProxyCommand=touch /tmp/x"\n', "members[0].host"),
+    ('host = "dev@box; rm"\n', "members[0].host"),
+    ('host = "gpu1"\n[hosts.gpu1]\naddress = "10.0.0.1"\nssh_options = ["ProxyCommand sh"]\n',
+     "hosts.gpu1.ssh_options[0]"),
+    ('host = "gpu1"\n[hosts.gpu1]\naddress = "-x"\n', "hosts.gpu1.address"),
+    ('host = "gpu1"\n[hosts.gpu1]\naddress = "10.0.0.1"\nport = 0\n', "hosts.gpu1.port"),
+    ('host = "gpu1"\nworktree = true\n[hosts.gpu1]\naddress = "10.0.0.1"\n',
+     "set worktree = false for it"),
+])
+def test_hostile_host_settings_are_refused(tmp_path: Path, extra: str, expected: str) -> None:
+    path = _write(tmp_path, _REMOTE + extra)
+    with pytest.raises(TeamFileError) as info:
+        load_team_file(path)
+    assert expected in info.value.message, info.value.message
+
+
+def test_an_opencode_member_on_a_host_is_refused_and_hosts_resolve(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "opencode"'
+                            '\nhost = "dev@box"\n')
+    with pytest.raises(TeamFileError, match="OpenCode members run on this machine only"):
+        load_team_file(path)
+    path = _write(tmp_path, _REMOTE + 'host = "gpu1"\nworkdir = "/srv/x"\n[[members]]\n'
+                  'name = "b"\nruntime = "codex"\nhost = "dev@10.0.0.2"\n[hosts.gpu1]\n'
+                  'address = "10.0.0.1"\nuser = "ci"\nport = 2222\nworkdir = "/srv"\n')
+    config = load_team_file(path)
+    name, host = config.member_host(config.members[0]) or ("", None)
+    assert host is not None and (name, host.user, host.port) == (
+        "gpu1", "ci", 2222)
+    assert config.remote_workdir(config.members[0]) == "/srv/x"
+    name, host = config.member_host(config.members[1]) or ("", None)
+    assert host is not None
+    assert (name, host.address, host.user) == ("dev@10.0.0.2", "10.0.0.2", "dev")
+    assert config.remote_workdir(config.members[1]) is None, "the remote home"
