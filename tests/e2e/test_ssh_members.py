@@ -266,3 +266,30 @@ def test_a_crashed_daemon_leaves_no_orphan_on_the_host(
     assert [e["message_id"] for e in answered].count(message_id) == 1
     assert teamctl.run("stop", "web").returncode == 0
     _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_a_stale_control_master_is_replaced_not_waited_on(teamctl: Teamctl, box: Sshd) -> None:
+    """The field bug: a master socket that accepts and never answers makes every ssh through it
+    hang forever; ``-O check`` under a deadline finds it, and a fresh connection is made."""
+    import socket
+    from pathlib import Path
+
+    from runtimes.ssh import SshHost, SshTarget, control_dir
+
+    host = box.host()
+    target = SshTarget("box", host["address"], host["user"], host["port"],
+                       host["identity_file"], tuple(host["ssh_options"]))
+    root = Path(teamctl.env["TEAMCTL_HOME"]).expanduser().absolute()  # as the daemon has it
+    path = SshHost(target, control_dir(root), "", "", "", Path()).control_path
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(path)
+    stale.listen(8)  # accepts, never speaks: what a wedged master looks like from outside
+    try:
+        team = teamctl.write_team("web", [remote_member("far")], hosts={"box": host})
+        launched = teamctl.run("launch", str(team))
+        assert launched.returncode == 0, launched.stderr
+        done = teamctl.run("send", "far", "through a fresh master", "--wait")
+        assert done.returncode == 0, done.stderr
+    finally:
+        stale.close()
+    assert [e for e in teamctl.log_events() if e["event"] == "ssh_master_stale"]
