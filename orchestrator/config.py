@@ -191,13 +191,10 @@ class TeamConfig(_Strict):
 
     @model_validator(mode="after")
     def _remote_members(self) -> TeamConfig:
-        """What a member on another host cannot do yet: run OpenCode, or a local worktree."""
+        """What a member on another host cannot have: a worktree made here."""
         for index, member in enumerate(self.members):
             if member.host is None:
                 continue
-            if member.runtime == "opencode":
-                raise ValueError(f"members[{index}].host: OpenCode members run on this machine "
-                                 "only for now; use claude or codex there, or remove host")
             if self.member_worktree(member):
                 raise ValueError(f"members[{index}].host: a member on another host has no "
                                  "worktree here; set worktree = false for it")

@@ -161,6 +161,15 @@ class RemoteHost(Protocol):
         """Stop what is kept open to the host (its ControlMaster)."""
         ...
 
+    def remote_path(self, path: str) -> str:
+        """A local path (or ``~``) as it is on the host (known once connected)."""
+        ...
+
+    async def forward_port(self, port: int) -> int:
+        """While the member runs, ``127.0.0.1:port`` here reaches a free port on the host's
+        loopback (OpenCode's serve), which is returned."""
+        ...
+
     def forward_socket(self, local_socket: str, local_path: str) -> None:
         """While the member runs, ``local_path`` (rewritten to the host's) is a Unix socket
         there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""

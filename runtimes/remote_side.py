@@ -13,6 +13,7 @@ library only, any python3 ≥ 3.8; nothing is installed there). Modes (``sys.arg
             (0600, verified against the hash; an intact copy is kept without reading stdin);
             print the path.
 ``exists``  ``exists GLOB``: print ``true`` or ``false``.
+``freeport`` a free TCP port on the host's loopback.
 ``mkdir``   ``mkdir PATH``: a 0700 directory (where a forwarded socket will be).
 ``which``   ``which EXECUTABLE``: its path there (exit 127 when it is not installed).
 ``version`` ``version EXECUTABLE``: the first line of ``EXECUTABLE --version`` (doctor).
@@ -27,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -229,6 +231,11 @@ def main() -> int:
         return put(sys.argv[2], sys.argv[3])
     if mode == "exists":
         exists(sys.argv[2])
+        return 0
+    if mode == "freeport":  # a free TCP port on the loopback here (a forward's far end)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            _say(str(sock.getsockname()[1]))
         return 0
     if mode == "mkdir":  # mkdir PATH: a private directory (and its parents)
         os.makedirs(sys.argv[2], mode=0o700, exist_ok=True)

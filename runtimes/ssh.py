@@ -92,6 +92,8 @@ class SshHost:
     ssh: str = "ssh"
     _remote: _Remote | None = field(default=None, repr=False)
     _forward: tuple[str, str] | None = field(default=None, repr=False)
+    _port: tuple[int, int] | None = field(default=None, repr=False)  # this launch's
+    _forwarded: tuple[int, int] | None = field(default=None, repr=False)  # in the master now
 
     @property
     def name(self) -> str:
@@ -180,6 +182,9 @@ class SshHost:
         assert self._remote is not None
         return f"{self._remote.home}/.teamctl-remote/{self.home_id}/{self.team}/{self.member}"
 
+    def remote_path(self, path: str) -> str:
+        return self.rewrite(path)
+
     def rewrite(self, value: str) -> str:
         """A local path under the member's private dir or the operator's home, as it is on
         the host; ``~`` alone (a remote default workdir) as the remote home."""
@@ -195,6 +200,25 @@ class SshHost:
     def forward_socket(self, local_socket: str, local_path: str) -> None:
         self._forward = (local_socket, local_path)
 
+    async def forward_port(self, port: int) -> int:
+        await self.connect()
+        remote = int((await self._run_side("freeport")).strip())
+        self._port = (port, remote)
+        return remote
+
+    async def _cancel_port(self) -> None:
+        """The master keeps a forward past the client that asked for it: let the previous
+        launch's go (bounded), so a member's restarts do not pile up listening ports."""
+        if self._forwarded is None or self._forwarded == self._port:
+            return
+        spec = f"127.0.0.1:{self._forwarded[0]}:127.0.0.1:{self._forwarded[1]}"
+        self._forwarded = None
+        with anyio.move_on_after(MASTER_CHECK_TIMEOUT):
+            await anyio.run_process([self.ssh, "-o", f"ControlPath={self.control_path}",
+                                     "-O", "cancel", "-L", spec, "--",
+                                     self.target.destination],
+                                    check=False, stdin=subprocess.DEVNULL)
+
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:
         """Start ``argv`` on the host: the ssh client, whose stdio is the runtime's (with the
@@ -209,6 +233,12 @@ class SshHost:
             at = ssh.index("--")  # a Unix-socket forward, through the master; a new path
             # per launch (sshd will not bind over an old one)
             ssh[at:at] = ["-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{local_socket}"]
+        if self._port is not None:  # loopback to loopback
+            await self._cancel_port()
+            at = ssh.index("--")
+            ssh[at:at] = ["-o", "ExitOnForwardFailure=yes",
+                          "-L", f"127.0.0.1:{self._port[0]}:127.0.0.1:{self._port[1]}"]
+            self._forwarded = self._port
         header = {
             "root": self.remote_root, **self._mirror(),
             "argv": [self.rewrite(a) for a in argv],

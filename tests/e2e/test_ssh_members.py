@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from tests.conftest import LogFollower, Teamctl
     from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.e2e.fake_chat import FakeChat
     from tests.e2e.fake_responses import FakeResponses
     from tests.sshd import Sshd
 
@@ -293,3 +294,27 @@ def test_a_stale_control_master_is_replaced_not_waited_on(teamctl: Teamctl, box:
     finally:
         stale.close()
     assert [e for e in teamctl.log_events() if e["event"] == "ssh_master_stale"]
+
+
+def test_a_remote_opencode_serve_is_reached_through_a_forwarded_port(
+        teamctl: Teamctl, box: Sshd, opencode_bin: Path, chat: FakeChat) -> None:
+    from tests.e2e.conftest import opencode_member
+    from tests.e2e.fake_chat import newest_user_images as chat_images
+
+    team = teamctl.write_team("web", [opencode_member(
+        "far", opencode_bin, chat, model="fake/vision-model", vision=True, host="box",
+        login="isolated")], hosts={"box": box.host()})
+    launched = teamctl.run("launch", str(team), timeout=180)
+    assert launched.returncode == 0, launched.stderr
+    shot = images.save(images.screenshot(600, 400), teamctl.workdir / "s.png", "PNG")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "far", "what is off?")
+    done = teamctl.run("send", "--attach", str(shot), "far", "what is off?", "--wait",
+                       "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pong: what is off?"
+    [image] = chat_images(chat.chat_requests()[-1]["body"])
+    assert image["sha256"] == plan["attachments"][0]["variants"][0]["sha256"]
+    serve = [p for p in box.user_processes() if "serve" in p and "--port" in p]
+    assert serve, "opencode serve runs on the host"
+    assert teamctl.run("stop", "web").returncode == 0
+    _until("no process of the host's user is left", lambda: not box.user_processes())

@@ -89,11 +89,7 @@ def test_hostile_host_settings_are_refused(tmp_path: Path, extra: str, expected:
     assert expected in info.value.message, info.value.message
 
 
-def test_an_opencode_member_on_a_host_is_refused_and_hosts_resolve(tmp_path: Path) -> None:
-    path = _write(tmp_path, '[team]\nname = "w"\n[[members]]\nname = "a"\nruntime = "opencode"'
-                            '\nhost = "dev@box"\n')
-    with pytest.raises(TeamFileError, match="OpenCode members run on this machine only"):
-        load_team_file(path)
+def test_hosts_resolve_to_their_settings(tmp_path: Path) -> None:
     path = _write(tmp_path, _REMOTE + 'host = "gpu1"\nworkdir = "/srv/x"\n[[members]]\n'
                   'name = "b"\nruntime = "codex"\nhost = "dev@10.0.0.2"\n[hosts.gpu1]\n'
                   'address = "10.0.0.1"\nuser = "ci"\nport = 2222\nworkdir = "/srv"\n')
