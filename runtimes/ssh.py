@@ -243,7 +243,7 @@ class SshHost:
             "root": self.remote_root, **self._mirror(),
             "argv": [self.rewrite(a) for a in argv],
             "cwd": self.rewrite(str(cwd)),
-            "env": {k: self.rewrite(v) for k, v in env.items() if k not in BASE_ENV_NAMES},
+            "env": {k: self.rewrite(v) for k, v in env.items() if not _inherited(k, v)},
             "grace": 5,
         }
         process = await anyio.open_process(ssh, stdin=subprocess.PIPE,
@@ -324,6 +324,12 @@ class SshHost:
         out = await self._run_side("version", self.rewrite(executable), deadline=60.0)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
+
+
+def _inherited(name: str, value: str) -> bool:
+    """A variable the member only inherited from the daemon (PATH, HOME, the locale…): the
+    host's own session has its own; one the runtime set (OpenCode's private HOME) travels."""
+    return name in BASE_ENV_NAMES and os.environ.get(name) == value
 
 
 def classify(member: str, target: SshTarget, code: int, stderr: str) -> HostUnavailable:
