@@ -134,9 +134,13 @@ class SshHost:
 
     # -- connecting ---------------------------------------------------------------------------
 
-    async def connect(self) -> _Remote:
-        """Probe the host (and the ControlMaster) within deadlines; its home and python."""
+    async def connect(self, *, fresh: bool = False) -> _Remote:
+        """Probe the host (and the ControlMaster) within deadlines; its home and python —
+        the probe once, or again with ``fresh`` (each start: a host may have come back
+        different); the master before every use (a wedged one would hang the call)."""
         await self._check_master()
+        if self._remote is not None and not fresh:
+            return self._remote
         out = await self._run_side("probe")
         try:
             info = json.loads(out.strip().splitlines()[-1])
@@ -223,7 +227,7 @@ class SshHost:
                     env: Mapping[str, str]) -> Process:
         """Start ``argv`` on the host: the ssh client, whose stdio is the runtime's (with the
         daemon's socket forwarded there when the member has teamctl's MCP tools)."""
-        await self.connect()
+        await self.connect(fresh=True)
         await self._installed(argv[0])
         ssh = self._side("run")
         if self._forward is not None:
