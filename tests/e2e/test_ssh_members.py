@@ -318,3 +318,21 @@ def test_a_remote_opencode_serve_is_reached_through_a_forwarded_port(
     assert serve, "opencode serve runs on the host"
     assert teamctl.run("stop", "web").returncode == 0
     _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_the_ask_profile_works_for_a_remote_member(teamctl: Teamctl, box: Sshd,
+                                                   follow_logs: LogFollower) -> None:
+    from tests.asking import next_request, wait_answered
+
+    team = teamctl.write_team("web", [remote_member("far", permissions="ask")],
+                              hosts={"box": box.host()})
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert "claude@box" in teamctl.run("status").stdout
+    message_id = teamctl.run("send", "far", "WRITE out.txt hello").stdout.strip()
+    row = next_request(teamctl, follow_logs)
+    assert (row["tool"], row["message_id"]) == ("Write", message_id)
+    written = box.root / "home" / "out.txt"  # its workdir there: the remote home
+    assert not written.exists()
+    assert teamctl.run("approve", row["id"]).returncode == 0
+    wait_answered(follow_logs, message_id)
+    assert written.read_text() == "hello\n", "written on the host, once approved here"

@@ -211,7 +211,9 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
         hold="budget reached: member 'rev' spent $1.2000 of $1.00")
     unknown = held.model_copy(update={"name": "dev", "hold": None, "spend": Spend(
         cost_usd=0.0, cost_unknown=3, tokens=5000, budget_tokens=100000)})
-    table = render.members([("web", held), ("web", unknown)], {}, {})
+    remote = held.model_copy(update={"name": "far", "host": "gpu<1>", "hold": None})
+    table = render.members([("web", held), ("web", unknown), ("web", remote)], {}, {})
+    assert "<td>claude @gpu&lt;1&gt;</td>" in table, "a remote member shows its host, escaped"
     assert '<td class="cost">$1.2000 / $1.00</td>' in table
     assert '<td class="cost">$0.0000 + ? (5000/100000 tokens)</td>' in table
     needs = render.needs_you([], [held], [])
