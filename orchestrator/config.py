@@ -20,6 +20,7 @@ __all__ = [
     "DescribeWith",
     "HostConfig",
     "MemberConfig",
+    "SshDestination",
     "TeamConfig",
     "TeamSection",
     "load_team_file",

@@ -39,6 +39,8 @@ __all__ = [
     "ExportedMessage",
     "Failure",
     "HistoryDoc",
+    "HostReport",
+    "HostRuntime",
     "KeptWorktree",
     "LastExit",
     "Launch",
@@ -370,6 +372,29 @@ class DoctorReport(_Doc):
     members: list[MemberLogin] = []
 
 
+class HostRuntime(_Doc):
+    runtime: str
+    command: str = Field(description="what the host is asked for (a member's command, else "
+                         "the default name)")
+    found: bool
+    path: str | None = None
+    version: str | None = None
+
+
+class HostReport(_Doc):
+    """``teamctl doctor [TEAMFILE] --host NAME --json``: a member host, checked over SSH."""
+
+    host: str
+    destination: str
+    port: int | None = None
+    reachable: bool
+    error: ErrorDoc | None = None
+    home: str | None = None
+    python: str | None = None
+    seconds: float | None = Field(default=None, description="the probe's round trip")
+    runtimes: list[HostRuntime] = []
+
+
 class WorktreeInfo(_Doc):
     team: str
     member: str
@@ -599,6 +624,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "rpc-error": WireError,
     "logs": LogEvent,
     "doctor": DoctorReport,
+    "doctor-host": HostReport,
     "stop": StopResult,
     "restart": RestartResult,
     "worktrees": WorktreesDoc,

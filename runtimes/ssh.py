@@ -54,7 +54,7 @@ PROBE_TIMEOUT = 20.0
 MASTER_CHECK_TIMEOUT = 3.0
 CONTROL_PERSIST = 120
 _MIRROR_MAX_BYTES = 1 << 20
-_MIRROR_SKIP = {"tmp", "xdg", "runtime.pid", "describer"}
+_MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}  # the host's own, or here only
 
 
 @dataclass(frozen=True)

@@ -128,18 +128,26 @@ def _json(path: Path) -> dict[str, Any]:
 
 def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
     """``doctor --host NAME``: can the daemon reach a member's host over SSH (BatchMode, the
-    same options members use), and which runtime CLIs does that host have?"""
+    same options members use), and which runtime CLIs does that host have? A HostReport."""
     import time
 
     import anyio
+    from pydantic import TypeAdapter, ValidationError
 
-    from orchestrator.config import HostConfig
-    from orchestrator.errors import TeamctlError
+    from orchestrator.config import HostConfig, SshDestination
+    from orchestrator.errors import TeamctlError, UsageError
     from orchestrator.paths import Home
+    from orchestrator.wire import ErrorDoc, HostReport, HostRuntime
     from runtimes.ssh import SshHost, SshTarget, control_dir
 
-    host = (config.hosts.get(name) if config is not None else None)
+    host = config.hosts.get(name) if config is not None else None
     if host is None:
+        try:
+            TypeAdapter(SshDestination).validate_python(name)
+        except ValidationError:
+            known = ", ".join(config.hosts) if config is not None and config.hosts else "none"
+            raise UsageError(f"--host {name!r}: neither a [hosts.NAME] of the team file "
+                             f"(known: {known}) nor an ssh destination like user@box") from None
         user, _, address = name.rpartition("@")
         host = HostConfig(address=address, user=user or None)
     commands = {r.name: r.default_executable for r in RUNTIMES}
@@ -150,21 +158,21 @@ def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
     link = SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
                              tuple(host.ssh_options)), control_dir(home.root), "doctor",
                    "doctor", "doctor", home.root / "doctor")
-    report: dict[str, Any] = {"host": name, "destination": link.target.destination,
-                              "port": host.port, "reachable": False, "error": None}
+    report = HostReport(host=name, destination=link.target.destination, port=host.port,
+                        reachable=False)
 
     async def probe() -> None:
         started = time.monotonic()
         remote = await link.connect()
-        report.update(reachable=True, home=remote.home, python=remote.python,
-                      seconds=round(time.monotonic() - started, 3))
-        report["runtimes"] = [{"runtime": runtime, "command": command,
-                               **await link.version(command)}
-                              for runtime, command in commands.items()]
+        report.reachable, report.home, report.python = True, remote.home, remote.python
+        report.seconds = round(time.monotonic() - started, 3)
+        report.runtimes = [HostRuntime(runtime=runtime, command=command,
+                                       **await link.version(command))
+                           for runtime, command in commands.items()]
 
     try:
         anyio.run(probe)
     except TeamctlError as exc:
-        report["error"] = {"code": exc.code, "message": getattr(exc, "reason", exc.message),
-                           "retryable": exc.retryable}
-    return report
+        report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
+                                retryable=exc.retryable)
+    return report.model_dump(mode="json")
