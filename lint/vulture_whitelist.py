@@ -65,3 +65,4 @@ exported_at
 redacted
 images_described
 _._remote_members
+reachable
