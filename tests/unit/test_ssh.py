@@ -159,3 +159,32 @@ def _close(process: subprocess.Popen[bytes]) -> None:
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None and not stream.closed:
             stream.close()
+
+
+def _fake_ssh(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "ssh"
+    path.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
+    path.chmod(0o700)
+    return str(path)
+
+
+@pytest.mark.anyio
+async def test_a_host_that_answers_garbage_or_hangs_is_a_typed_bounded_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.errors import HostUnavailable
+
+    host = SshHost(TARGET, tmp_path, "h0", "web", "lead", tmp_path / "state",
+                   ssh=_fake_ssh(tmp_path, 'print("Welcome! MOTD banner, not JSON")'))
+    with pytest.raises(HostUnavailable) as caught:
+        await host.connect()
+    assert caught.value.code == "host_runtime_missing" and "unexpected" in caught.value.message
+    host.ssh = _fake_ssh(tmp_path, "time.sleep(3600)")
+    monkeypatch.setattr(ssh, "PROBE_TIMEOUT", 0.5)
+    with pytest.raises(HostUnavailable) as caught:
+        await host._run_side("probe", deadline=0.5)
+    assert caught.value.code == "host_connect_hung" and caught.value.retryable
+    host.ssh = _fake_ssh(tmp_path, 'sys.stderr.write("Permission denied (publickey).\\n")\n'
+                                   "sys.exit(255)")
+    with pytest.raises(HostUnavailable) as caught:
+        await host.put_file(b"x", hashlib.sha256(b"x").hexdigest())
+    assert caught.value.code == "host_auth_failed"
