@@ -155,13 +155,10 @@ class SshHost:
         """A master that does not answer ``-O check`` within seconds is stale: remove it."""
         if not await anyio.Path(self.control_path).exists():
             return
-        argv = [self.ssh, "-o", f"ControlPath={self.control_path}", "-O", "check", "--",
-                self.target.destination]
-        with anyio.move_on_after(MASTER_CHECK_TIMEOUT) as scope:
-            done = await anyio.run_process(argv, check=False, stdin=subprocess.DEVNULL)
-        if scope.cancelled_caught or done.returncode != 0:
+        code = await self._control("check")
+        if code != 0:
             log.warning("ssh_master_stale", host=self.name, member=self.member,
-                        hung=scope.cancelled_caught)
+                        hung=code is None)
             with contextlib.suppress(OSError):
                 os.unlink(self.control_path)
 
@@ -169,10 +166,17 @@ class SshHost:
         """Stop the host's ControlMaster (``teamctl stop``): nothing of ours stays there."""
         if not await anyio.Path(self.control_path).exists():
             return
+        await self._control("exit")
+
+    async def _control(self, command: str, *extra: str) -> int | None:
+        """``ssh -O COMMAND`` to the host's master, bounded: its exit status, None if it hung
+        (a wedged master answers nothing)."""
         with anyio.move_on_after(MASTER_CHECK_TIMEOUT):
-            await anyio.run_process([self.ssh, "-o", f"ControlPath={self.control_path}",
-                                     "-O", "exit", "--", self.target.destination],
-                                    check=False, stdin=subprocess.DEVNULL)
+            done = await anyio.run_process(
+                [self.ssh, "-o", f"ControlPath={self.control_path}", "-O", command, *extra,
+                 "--", self.target.destination], check=False, stdin=subprocess.DEVNULL)
+            return done.returncode
+        return None
 
     def _hung(self, what: str) -> HostUnavailable:
         return HostUnavailable(self.member, self.name, "host_connect_hung",
@@ -217,11 +221,7 @@ class SshHost:
             return
         spec = f"127.0.0.1:{self._forwarded[0]}:127.0.0.1:{self._forwarded[1]}"
         self._forwarded = None
-        with anyio.move_on_after(MASTER_CHECK_TIMEOUT):
-            await anyio.run_process([self.ssh, "-o", f"ControlPath={self.control_path}",
-                                     "-O", "cancel", "-L", spec, "--",
-                                     self.target.destination],
-                                    check=False, stdin=subprocess.DEVNULL)
+        await self._control("cancel", "-L", spec)
 
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:

@@ -63,8 +63,10 @@ def describer_id(describe: DescribeWith) -> str:
     return f"{describe.runtime}:{describe.model}"
 
 
-def described_text(number: int, model: str, description: str) -> str:
-    """What the member receives in place of ``[Image #number]``."""
+def described_text(number: int, described_by: str, description: str) -> str:
+    """What the member receives in place of ``[Image #number]`` (``described_by``: the
+    ``runtime:model`` of ``describer_id``; the label names the model)."""
+    model = described_by.split(":", 1)[-1]
     return f"{label(number)[:-1]}, described by {model}: {description}]"
 
 

@@ -338,8 +338,8 @@ class Mailbox:
         for placement in place(delivery.text, len(planned)):
             attachment = by_position[placement.position]
             if attachment.described_by is not None:  # describe_with: the text in its place
-                model = attachment.described_by.split(":", 1)[-1]
-                images.append(TextPart(described_text(attachment.number, model,
+                images.append(TextPart(described_text(attachment.number,
+                                                      attachment.described_by,
                                                       attachment.description or "")))
                 continue
             image = await self._loader.load(attachment.original_sha256, attachment.variant)
