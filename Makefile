@@ -11,7 +11,7 @@ CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
 OPENCODE_VERSION := 1.18.33
 OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
 
-.PHONY: help demo test unit e2e lint coverage bench soak venv clean
+.PHONY: help demo test unit e2e lint coverage bench soak venv install system-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z0-9]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -23,6 +23,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# teamctl on PATH: the venv's own entry point, linked into ~/.local/bin (no system pip needed).
+BIN_DIR ?= $(HOME)/.local/bin
+install: $(STAMP)  ## put `teamctl` on PATH: links .venv/bin/teamctl into ~/.local/bin (BIN_DIR=...)
+	mkdir -p $(BIN_DIR)
+	ln -sf $(abspath $(VENV))/bin/teamctl $(BIN_DIR)/teamctl
+	@echo "teamctl -> $(BIN_DIR)/teamctl"
+	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; \
+		*) echo "add it to PATH: export PATH=\"$(BIN_DIR):\$$PATH\"";; esac
+
+system-deps:  ## the Debian packages the e2e tests and benchmarks use (installed as root)
+	.ci/system-deps
 
 demo: $(STAMP)  ## a 3-member team of simulated teammates, launched, messaged, answered (offline)
 	$(PY) fixtures/demo/run_demo.py
@@ -69,8 +81,9 @@ coverage: $(STAMP)  ## line coverage of the core from the unit tests alone
 	$(PY) -m pytest tests/unit -q --cov=orchestrator.daemon.mailbox \
 		--cov=orchestrator.daemon.supervisor --cov=orchestrator.daemon.teams --cov-report=term-missing
 
-bench: $(STAMP)  ## every benchmark, with its figures
-	$(PY) bench/run_all.py
+bench: $(STAMP) system-deps $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)  ## every benchmark, with its figures (installs what they use)
+	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
+		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) $(PY) bench/run_all.py
 
 soak: $(STAMP)  ## 1000 messages to 5 members while members and the daemon are killed
 	cd bench && ../$(PY) soak.py

@@ -144,14 +144,19 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
 
     config = load_team_file(teamfile)
     home = _home()
-    client.ensure_daemon(home)
+    started = client.ensure_daemon(home)
     wait_for = timeout or max(m.start_timeout for m in config.members) + 5.0
-    team = client.call(
-        home, "launch",
-        {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
-         "wait": not no_wait, "timeout": timeout},
-        timeout=wait_for + _CALL_MARGIN,
-    )
+    try:
+        team = client.call(
+            home, "launch",
+            {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
+             "wait": not no_wait, "timeout": timeout},
+            timeout=wait_for + _CALL_MARGIN,
+        )
+    except TeamctlError:
+        if started:
+            _stop_idle_daemon(home)
+        raise
     failed = [m for m in team["members"] if m["launch"] in ("fatal", "backoff", "stopped")
               or (not no_wait and m["readiness"] == "not_ready")]
     if as_json:
@@ -170,6 +175,13 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
             names = ", ".join(m["name"] for m in failed)
             click.echo(f"teamctl: not ready: {names} (see 'teamctl logs')", err=True)
         sys.exit(1)
+
+
+def _stop_idle_daemon(home: Home) -> None:
+    """A refused launch leaves no daemon behind that it started itself (and nothing runs in it)."""
+    with contextlib.suppress(TeamctlError):
+        if not client.call(home, "status", {"team": None}).get("teams"):
+            client.call(home, "stop", {"team": None}, timeout=30.0)
 
 
 @cli.command()
