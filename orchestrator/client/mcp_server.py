@@ -11,6 +11,11 @@ It acts as one member only: the one whose per-launch token is in its environment
 of an earlier launch is refused by the daemon. Every failure — a guard of the router, an
 attachment the recipient cannot take, a daemon that is gone — comes back as a tool error
 (``isError: true``) whose text starts with its code; the member's turn goes on.
+
+Nothing a client sends ends the server: a line is at most ``_LINE_LIMIT`` bytes (a longer one
+is read to its end and refused once) and nests at most ``rpc.MAX_DEPTH`` levels (``rpc.decode``);
+a tool's arguments are checked against its ``inputSchema`` before anything reaches the daemon
+(``mcp_arguments_invalid``, a tool error): ``text: null`` is refused, never sent as "None".
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from orchestrator import rpc
 from orchestrator.client.calls import call
-from orchestrator.errors import TeamctlError
+from orchestrator.errors import TeamctlError, UsageError
 from orchestrator.paths import Home
 
 __all__ = ["TOOLS", "serve"]
@@ -53,6 +59,17 @@ TOOLS: list[dict[str, Any]] = [
      "inputSchema": {"type": "object", "additionalProperties": False, "required": ["id"],
                      "properties": {"id": {"type": "string", "description": "the message id"}}}},
 ]
+_TOOLS = {tool["name"]: tool for tool in TOOLS}
+
+
+class ToolArgumentsInvalid(UsageError):
+    """A tool call whose arguments do not match the tool's ``inputSchema`` (a tool error the
+    model can correct; nothing reaches the daemon)."""
+
+    code = "mcp_arguments_invalid"
+
+    def __init__(self, tool: str, problem: str) -> None:
+        super().__init__(f"{tool}: {problem}; see the tool's inputSchema (tools/list)")
 
 
 def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
@@ -66,27 +83,43 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
         if not line:
             return 0
         if len(line) > _LINE_LIMIT:
-            _write(writer, _error(None, -32600, "request too large"))
+            _discard_line(reader, line)
+            _write(writer, _error(None, rpc.INVALID_REQUEST,
+                                  f"request larger than {_LINE_LIMIT} bytes"))
+            continue
+        try:  # bounded: not JSON, not UTF-8 or nested too deep is refused, never raised
+            message = rpc.decode(line)
+        except rpc.RequestRejected as exc:
+            _write(writer, _error(None, exc.code, exc.message))
             continue
         try:
-            message = json.loads(line)
-        except ValueError:
-            _write(writer, _error(None, -32700, "not JSON"))
-            continue
-        if not isinstance(message, dict):
-            continue
-        answer = _answer(message, home, token)
+            answer = _answer(message, home, token)
+        except Exception as exc:  # a bug answers this request, never ends the server
+            answer = _error(message.get("id"), rpc.INTERNAL_ERROR,
+                            f"internal error: {type(exc).__name__}")
         if answer is not None:
             _write(writer, answer)
+
+
+def _discard_line(reader: BinaryIO, start: bytes) -> None:
+    """Read and drop the rest of an over-long line (to its newline or EOF), so it is answered
+    once and its tail is not taken for the next request."""
+    chunk = start
+    while chunk and not chunk.endswith(b"\n"):
+        chunk = reader.readline(_LINE_LIMIT)
 
 
 def _answer(message: dict[str, Any], home: Home, token: str) -> dict[str, Any] | None:
     method, request_id = message.get("method"), message.get("id")
     if request_id is None:  # a notification: initialized, cancelled, …
         return None
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    params = message.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return _error(request_id, rpc.INVALID_PARAMS, "params must be a JSON object")
     if method == "initialize":
-        asked = str((params or {}).get("protocolVersion") or "")
+        asked = params.get("protocolVersion")
         return _result(request_id, {
             "protocolVersion": asked if asked in _VERSIONS else _VERSIONS[1],
             "capabilities": {"tools": {"listChanged": False}},
@@ -99,28 +132,58 @@ def _answer(message: dict[str, Any], home: Home, token: str) -> dict[str, Any] |
     if method == "tools/list":
         return _result(request_id, {"tools": TOOLS})
     if method == "tools/call":
-        return _result(request_id, _call_tool(home, token, params or {}))
-    return _error(request_id, -32601, f"method not found: {method}")
+        return _result(request_id, _call_tool(home, token, params))
+    return _error(request_id, rpc.METHOD_NOT_FOUND, f"method not found: {str(method)[:64]}")
 
 
 def _call_tool(home: Home, token: str, params: dict[str, Any]) -> dict[str, Any]:
-    name = params.get("name")
-    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
     try:
-        text = _run(home, token, str(name), arguments or {})
+        name, arguments = _checked(params.get("name"), params.get("arguments"))
+        text = _run(home, token, name, arguments)
     except TeamctlError as exc:
         return {"content": [{"type": "text", "text": f"{exc.code}: {exc.message}"}],
                 "isError": True}
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
+def _checked(name: Any, arguments: Any) -> tuple[str, dict[str, Any]]:
+    """The tool and its arguments as its ``inputSchema`` says (ToolArgumentsInvalid if not):
+    an object, its required keys, no other key, each a string or an array of strings."""
+    tool = _TOOLS.get(name) if isinstance(name, str) else None
+    if tool is None:
+        raise TeamctlError(f"no tool named {str(name)[:64]!r}; tools: {', '.join(_TOOLS)}")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolArgumentsInvalid(name, "the arguments must be a JSON object")
+    schema = tool["inputSchema"]
+    properties: dict[str, Any] = schema["properties"]
+    for key in schema.get("required", ()):
+        if key not in arguments:
+            raise ToolArgumentsInvalid(name, f"{key!r} is required")
+    for key, value in arguments.items():
+        wanted = properties.get(key)
+        if wanted is None:
+            raise ToolArgumentsInvalid(name, f"no argument named {str(key)[:64]!r}; "
+                                             f"arguments: {', '.join(properties) or 'none'}")
+        if not _matches(wanted, value):
+            kind = "an array of strings" if wanted["type"] == "array" else "a string"
+            raise ToolArgumentsInvalid(name, f"{key!r} must be {kind}")
+    return name, arguments
+
+
+def _matches(schema: dict[str, Any], value: Any) -> bool:
+    if schema["type"] == "string":
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
     if name == "send_message":
         receipt = call(home, "member.send_message", {
-            "token": token, "to": str(arguments.get("to", "")),
-            "text": str(arguments.get("text", "")),
+            "token": token, "to": arguments["to"], "text": arguments["text"],
             "attachments": [str(Path(p).expanduser().absolute())
-                            for p in arguments.get("attachments") or []]},
+                            for p in arguments.get("attachments", [])]},
             timeout=_CALL_TIMEOUT)
         return str(receipt["text"])
     if name == "list_team":
@@ -137,7 +200,7 @@ def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
         return "\n".join(lines)
     if name == "message_status":
         status = call(home, "member.message_status",
-                      {"token": token, "id": str(arguments.get("id", ""))},
+                      {"token": token, "id": arguments["id"]},
                       timeout=_CALL_TIMEOUT)
         text = f"{status['id']} to {status['to']}: {status['state']}"
         if status.get("reply"):
@@ -145,8 +208,7 @@ def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
         if status.get("error"):
             text += f"; error: {status['error']}"
         return text
-    raise TeamctlError(f"no tool named {name!r}; tools: send_message, list_team, "
-                       "message_status")
+    raise AssertionError(name)  # _checked let only a listed tool through
 
 
 def _result(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from orchestrator.client import mcp_server
 
 if TYPE_CHECKING:
-    import pytest
+    from pathlib import Path
 
 
 def _serve(lines: list[bytes], monkeypatch: pytest.MonkeyPatch,
@@ -70,3 +79,129 @@ def test_garbage_never_stops_the_server(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert unknown_tool["result"]["isError"] and "no tool named 'rm_rf'" in \
         unknown_tool["result"]["content"][0]["text"]
     assert answers[-1] == {"jsonrpc": "2.0", "id": 11, "result": {}}
+
+
+# -- the real `teamctl mcp` process against hostile lines ---------------------------------------
+
+_DEADLINE = 20.0
+_HOSTILE_CALLS: dict[str, tuple[bytes, str]] = {
+    # name: (the line, what its answer is: an error code, or a tool error's text prefix)
+    "attachments_a_number": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "send_message", "arguments": {"to": "rev", "text": "hi", "attachments": 5}}}),
+        "mcp_arguments_invalid: send_message: 'attachments' must be an array of strings"),
+    "attachments_an_object_in_the_list": (_line({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "send_message", "arguments": {"to": "rev", "text": "hi",
+                                                  "attachments": [{}]}}}),
+        "mcp_arguments_invalid: send_message: 'attachments' must be an array of strings"),
+    "text_null": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "send_message", "arguments": {"to": "rev", "text": None}}}),
+        "mcp_arguments_invalid: send_message: 'text' must be a string"),
+    "text_a_list": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "send_message", "arguments": {"to": "rev", "text": ["hi"]}}}),
+        "mcp_arguments_invalid: send_message: 'text' must be a string"),
+    "text_nan": (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
+                 b'"send_message", "arguments": {"to": "rev", "text": NaN}}}\n',
+                 "mcp_arguments_invalid: send_message: 'text' must be a string"),
+    "to_missing": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "send_message", "arguments": {"text": "hi"}}}),
+        "mcp_arguments_invalid: send_message: 'to' is required"),
+    "an_unknown_argument": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "send_message", "arguments": {"to": "rev", "text": "hi", "as": "lead"}}}),
+        "mcp_arguments_invalid: send_message: no argument named 'as'"),
+    "arguments_a_number": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "message_status", "arguments": 5}}),
+        "mcp_arguments_invalid: message_status: the arguments must be a JSON object"),
+    "params_a_list": (_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": [1]}), "-32602"),
+    "nested_10000_deep": (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {'
+                          b'"name": "send_message", "arguments": {"to": "rev", "text": '
+                          + b"[" * 10_000 + b"]" * 10_000 + b"}}}\n", "-32700"),
+    "nested_100_deep": (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": '
+                        + b"[" * 100 + b"]" * 100 + b"}}\n", "-32700"),
+    "a_3_mib_line": (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "'
+                     + b"x" * (3 << 20) + b'"}}\n', "-32600"),
+}
+
+
+class _FakeDaemon:
+    """The daemon's socket: records each request and answers a receipt."""
+
+    def __init__(self, home: Path) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._server = socket.socket(socket.AF_UNIX)
+        self._server.bind(str(home / "teamctl.sock"))
+        self._server.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            with client:
+                data = b""
+                while not data.endswith(b"\n"):
+                    data += client.recv(65536)
+                request = json.loads(data)
+                self.requests.append(request)
+                client.sendall(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+                    "text": "queued as M1 for rev"}}).encode() + b"\n")
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def _answer(process: subprocess.Popen[bytes], line: bytes) -> dict[str, Any]:
+    """Send one line, read one answer line (a deadline: a dead or silent server fails)."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line)
+    process.stdin.flush()
+    fd, seen = process.stdout.fileno(), b""
+    deadline = time.monotonic() + _DEADLINE
+    while not seen.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no answer within {_DEADLINE}s: {seen[-300:]!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"the server ended: exit {process.wait()}"
+            seen += chunk
+    [answer] = [json.loads(part) for part in seen.splitlines()]
+    return dict(answer)
+
+
+@pytest.mark.parametrize("case", list(_HOSTILE_CALLS))
+def test_a_hostile_tool_call_is_a_typed_error_and_the_server_keeps_serving(
+        case: str, tmp_path: Path) -> None:
+    """``teamctl mcp`` (the real process) answers a bad argument, an over-deep or over-long
+    line with a typed error — a tool error (``isError``) the model can correct, or a JSON-RPC
+    error — and answers the next request; nothing of the bad call reaches the daemon (a
+    ``text: null`` is never queued as "None")."""
+    daemon = _FakeDaemon(tmp_path)
+    env = {**os.environ, "TEAMCTL_MEMBER_TOKEN": "t" * 32, "TEAMCTL_MCP_HOME": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        line, expected = _HOSTILE_CALLS[case]
+        answer = _answer(process, line)
+        if expected.startswith("-"):
+            assert answer["error"]["code"] == int(expected), answer
+        else:
+            assert answer["id"] == 1 and answer["result"]["isError"] is True
+            assert answer["result"]["content"][0]["text"].startswith(expected), answer
+        assert daemon.requests == [], "nothing of a bad call reaches the daemon"
+        good = _answer(process, _line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                       "params": {"name": "send_message",
+                                                  "arguments": {"to": "rev", "text": "hi"}}}))
+        assert good["result"] == {"content": [{"type": "text", "text": "queued as M1 for rev"}],
+                                  "isError": False}
+        [sent] = daemon.requests
+        assert sent["params"] == {"token": "t" * 32, "to": "rev", "text": "hi",
+                                  "attachments": []}
+    finally:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.close()
+        assert process.wait(timeout=_DEADLINE) == 0
+        process.stdout.close()
+        daemon.close()
