@@ -360,6 +360,13 @@ class MemberLogin(_Doc):
     permissions: str
     credential: str = Field(description="its kind (API key, subscription login, …) or none")
     source: str = Field(description="where it comes from; never the secret")
+    command: str = Field(description="what it runs: its command, else the runtime's variable, "
+                         "else the default name")
+    path: str | None = Field(description="that command found on PATH (None: not found, or the "
+                             "member runs on another host)")
+    version: str | None = None
+    problem: str | None = Field(default=None, description="why it cannot start (doctor exits 1)")
+    fix: str | None = None
 
 
 class DoctorReport(_Doc):

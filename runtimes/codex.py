@@ -70,6 +70,7 @@ from runtimes.base import (
     token_count,
     unwrap_group,
 )
+from runtimes.codex_provider import resolve_provider
 from runtimes.framing import decode_line, iter_lines
 from runtimes.logins import codex_home, link
 
@@ -248,18 +249,14 @@ def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def check_login(spec: LaunchSpec, home: Path) -> None:
     """The preflight: the credential the configured provider needs must be there — a member
     that is not logged in fails to start with the fix, not with a 401 on its first turn."""
-    config = effective_config(spec)
-    provider_id = str(config.get("model_provider") or "openai")
-    provider = (config.get("model_providers") or {}).get(provider_id) or {}
-    env_key = provider.get("env_key") if isinstance(provider, dict) else None
-    if env_key:
-        if env_key not in spec.env:
-            raise RuntimeNotLoggedIn(spec.member, "codex", f"its provider {provider_id!r} reads "
-                                     f"{env_key}: set it in the member's env (or pass_env)")
+    provider = resolve_provider(effective_config(spec), spec.args)
+    if provider.env_key:
+        if provider.env_key not in spec.env:
+            raise RuntimeNotLoggedIn(spec.member, "codex", f"its provider {provider.id!r} reads "
+                                     f"{provider.env_key}: set it in the member's env (or "
+                                     "pass_env)")
         return
-    needs_openai = provider_id == "openai" or (isinstance(provider, dict)
-                                               and provider.get("requires_openai_auth"))
-    if not needs_openai or "CODEX_API_KEY" in spec.env:
+    if not provider.needs_openai_auth or "CODEX_API_KEY" in spec.env:
         return
     if (home / "auth.json").exists():
         if _usable_auth(home / "auth.json"):

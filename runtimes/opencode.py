@@ -79,6 +79,7 @@ from runtimes.base import (
 )
 from runtimes.framing import iter_lines
 from runtimes.logins import link, opencode_config_dir, opencode_data_dir
+from runtimes.opencode_provider import PROVIDER_ENV, api_key_source, env_reference
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -206,23 +207,21 @@ def member_auth_file(spec: LaunchSpec) -> Path:
     return spec.state_dir / "xdg" / "data" / "opencode" / "auth.json"
 
 
-# The variable each catalog provider reads when no auth.json entry is there (the preflight
-# only judges these: a provider of the member's own config may need no key at all).
-PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
-                "openrouter": "OPENROUTER_API_KEY", "google": "GOOGLE_GENERATIVE_AI_API_KEY",
-                "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY",
-                "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY"}
-
-
 def check_login(spec: LaunchSpec) -> None:
     """The preflight: the member's model's provider has a credential (an auth.json entry —
     the operator's, linked —, ``OPENCODE_AUTH_CONTENT``, an ``apiKey`` in the config, or the
     provider's variable in the member's env); else it fails to start with the fix."""
     provider, _model = _split_model(spec.model)
-    if provider is None or provider not in PROVIDER_ENV:
+    if provider is None:
         return
     options = ((spec.config.get("provider") or {}).get(provider) or {}).get("options") or {}
-    if options.get("apiKey") or PROVIDER_ENV[provider] in spec.env:
+    variable = env_reference(options)
+    if variable is not None and variable not in spec.env:
+        raise RuntimeNotLoggedIn(spec.member, "opencode", f"its provider {provider!r} takes "
+                                 f"apiKey from {{env:{variable}}}: set {variable} in the "
+                                 "member's env (or pass_env)")
+    if provider not in PROVIDER_ENV or api_key_source(options, spec.env) is not None \
+            or PROVIDER_ENV[provider] in spec.env:
         return
     for text in (spec.env.get("OPENCODE_AUTH_CONTENT"), _read(member_auth_file(spec))):
         try:

@@ -577,7 +577,7 @@ def daemon(notify_fd: int | None) -> None:
 def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
     """Which runtimes are installed; with TEAMFILE, which credential each member will use;
     with --host, whether a member host answers over SSH and which CLIs it has."""
-    from orchestrator.client.doctor import describe_logins, inspect_host, inspect_runtimes
+    from orchestrator.client.doctor import describe_members, inspect_host, inspect_runtimes
 
     if host is not None:
         from orchestrator.config import load_team_file
@@ -589,13 +589,26 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
     if teamfile is not None:
         from orchestrator.config import load_team_file
 
-        report["members"] = describe_logins(load_team_file(teamfile))
+        report["members"] = describe_members(load_team_file(teamfile))
+    blocked = [row for row in report.get("members", []) if row.get("problem")]
     if as_json:
         _emit_json(report)
-        return
+    else:
+        _doctor_text(report)
+    if blocked:
+        if not as_json:
+            for row in blocked:
+                click.echo(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
+                           f"{row['fix']}", err=True)
+        sys.exit(1)
+
+
+def _doctor_text(report: dict[str, Any]) -> None:
     for row in report.get("members", []):
+        where = row["path"] or row["command"]
         click.echo(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
                    f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
+        click.echo(f"{'':<12} {where} {row.get('version') or ''}".rstrip())
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from orchestrator.config import MemberConfig, TeamConfig
 
-__all__ = ["describe_logins", "inspect_host", "inspect_runtimes"]
+__all__ = ["describe_members", "inspect_host", "inspect_runtimes"]
 
 
 def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
@@ -48,18 +48,65 @@ def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
             "home": str(home.root), "daemon_running": client.ping(home)}
 
 
-def describe_logins(config: TeamConfig) -> list[dict[str, Any]]:
-    """Per member of a team file: which credential its CLI will use — its kind and where it
-    comes from, never the secret — found the way the member's preflight looks for it."""
+def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Per member of a team file: the executable it will run (its ``command``, else the
+    runtime's variable, else the default — as the supervisor resolves it) and its version, and
+    which credential its CLI will use — its kind and where it comes from, never the secret —
+    found the way the member's preflight looks for it. ``problem``/``fix`` say why a member
+    could not start (``teamctl doctor TEAMFILE`` then exits 1)."""
+    versions: dict[str, tuple[str | None, str | None]] = {}
     rows = []
     for member in config.members:
         env = {k: os.environ[k] for k in member.pass_env if k in os.environ} | member.env
         login = config.member_login(member)
         kind, source = _credential(member, env, login)
-        rows.append({"member": member.name, "runtime": member.runtime, "login": login,
-                     "permissions": config.member_permissions(member),
-                     "credential": kind, "source": source})
+        row: dict[str, Any] = {"member": member.name, "runtime": member.runtime, "login": login,
+                               "permissions": config.member_permissions(member),
+                               "credential": kind, "source": source, "problem": None,
+                               "fix": None}
+        row |= _executable(member, versions, timeout)
+        if row.get("problem") is None and kind == "none":
+            row |= {"problem": f"no credential for its {member.runtime} CLI", "fix": source}
+        rows.append(row)
     return rows
+
+
+def _executable(member: MemberConfig, versions: dict[str, tuple[str | None, str | None]],
+                timeout: float) -> dict[str, Any]:
+    runtime = next(r for r in RUNTIMES if r.name == member.runtime)
+    wanted = member.command or os.environ.get(runtime.env_var) or runtime.default_executable
+    if member.host is not None:  # looked up there: doctor --host checks it
+        return {"command": wanted, "path": None, "version": None}
+    path = shutil.which(wanted)
+    if path is None:
+        return {"command": wanted, "path": None, "version": None,
+                "problem": f"{wanted!r} is not found",
+                "fix": f"install it, or set command = \"/path/to/{runtime.default_executable}\" "
+                       f"for this member (or {runtime.env_var})"}
+    path = os.path.abspath(path)
+    if path not in versions:
+        versions[path] = _version(path, timeout)
+    version, error = versions[path]
+    row: dict[str, Any] = {"command": wanted, "path": path, "version": version}
+    if error is not None:
+        row |= {"problem": f"{path} --version failed: {error}",
+                "fix": "check that the command is the runtime's CLI and that it runs"}
+    return row
+
+
+def _version(path: str, timeout: float) -> tuple[str | None, str | None]:
+    """(the first line ``--version`` prints, None) or (None, why it failed) — bounded."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {timeout:g}s"
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        return None, f"exit {done.returncode}" + (f": {lines[-1][:200]}" if lines else "")
+    return (lines[0][:200] if lines else None), None
 
 
 def _credential(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
@@ -86,12 +133,17 @@ def _claude(env: dict[str, str], login: str) -> tuple[str, str]:
 
 
 def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
-    provider_id = str(member.config.get("model_provider") or "openai")
-    provider = (member.config.get("model_providers") or {}).get(provider_id) or {}
-    if isinstance(provider, dict) and provider.get("env_key"):
-        var = str(provider["env_key"])
-        return ("API key", f"the member's env {var} (provider {provider_id})") if var in env \
-            else ("none", f"provider {provider_id} reads {var}: not in the member's env")
+    from runtimes.codex_provider import resolve_provider
+
+    operator = _toml(logins.codex_home() / "config.toml") \
+        if login == "operator" and member.host is None else {}
+    provider = resolve_provider(_merged(operator, member.config), member.args)
+    if provider.env_key:
+        var = provider.env_key
+        return ("API key", f"the member's env {var} (provider {provider.id})") if var in env \
+            else ("none", f"provider {provider.id} reads {var}: set it in the member's env")
+    if not provider.needs_openai_auth:
+        return "not needed", f"provider {provider.id} names no env_key"
     if env.get("CODEX_API_KEY"):
         return "API key", "the member's env CODEX_API_KEY"
     path = logins.codex_home() / "auth.json"
@@ -103,17 +155,43 @@ def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, 
 
 
 def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
+    from runtimes.opencode_provider import PROVIDER_ENV, api_key_source
+
     provider = (member.model or "").partition("/")[0]
     options = ((member.config.get("provider") or {}).get(provider) or {}).get("options") or {}
-    if options.get("apiKey"):
-        return "API key", f"the member's config (provider {provider})"
+    configured = api_key_source(options, env)
+    if configured is not None:
+        return "API key", f"the member's config (provider {provider}{configured})"
     path = logins.opencode_data_dir() / "auth.json"
     entry = _json(path).get(provider) if login == "operator" else None
     if isinstance(entry, dict):
         return f"{entry.get('type', 'unknown')} login ({provider})", f"{path} (linked)"
-    for var in (v for v in env if v.endswith("_API_KEY")):
+    var = PROVIDER_ENV.get(provider)
+    if var is not None and env.get(var):
         return "API key", f"the member's env {var}"
-    return "none", f"no credential found for provider {provider!r} (it may need none)"
+    if var is None:
+        return "not needed", f"provider {provider!r} is not one teamctl knows a key for " \
+            "(it may need none)"
+    return "none", f"no credential for provider {provider!r}: run 'opencode auth login', or " \
+        f"set {var} in the member's env"
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        old = merged.get(key)
+        merged[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) \
+            else value
+    return merged
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.conftest import Teamctl, fake_member
+from tests.conftest import FAKE_CLAUDE, Teamctl, fake_member
 from tests.integration.test_codex_member import codex_member
 from tests.integration.test_opencode_member import opencode_member
 
@@ -95,7 +95,7 @@ def test_doctor_shows_which_credential_each_member_will_use(teamctl: Teamctl) ->
         codex_member("rev"), opencode_member("des", model="openrouter/z-ai/glm-4.5v"),
         codex_member("nobody", login="isolated")])
     done = teamctl.run("doctor", str(team), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, "a member that cannot start (nobody: no login) fails doctor"
     assert secret not in done.stdout
     rows = {r["member"]: r for r in json.loads(done.stdout)["members"]}
     assert rows["lead"]["credential"] == "subscription login (max)"
@@ -106,5 +106,26 @@ def test_doctor_shows_which_credential_each_member_will_use(teamctl: Teamctl) ->
     assert "linked, never copied" in rows["rev"]["source"]
     assert rows["des"]["credential"] == "api login (openrouter)"
     assert rows["nobody"]["credential"] == "none"
+    assert [r["member"] for r in rows.values() if r["problem"]] == ["nobody"]
+    assert "codex login" in rows["nobody"]["fix"]
     text = teamctl.run("doctor", str(team)).stdout
     assert "lead" in text and "subscription login (max)" in text
+
+
+def test_doctor_uses_each_members_command_and_fails_when_one_cannot_start(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """doctor TEAMFILE runs each member's own ``command`` (not the default name on PATH),
+    prints its version, and exits 1 naming a member whose command is missing, with the fix."""
+    team = teamctl.write_team("web", [
+        fake_member("lead"), fake_member("ghost", command=str(tmp_path / "no-such-claude"))])
+    done = teamctl.run("doctor", str(team), "--json")
+    assert done.returncode == 1
+    rows = {r["member"]: r for r in json.loads(done.stdout)["members"]}
+    assert rows["lead"]["path"] == str(FAKE_CLAUDE) and rows["lead"]["problem"] is None
+    assert rows["lead"]["version"] == "2.1.332 (Claude Code)"
+    assert rows["ghost"]["path"] is None and "is not found" in rows["ghost"]["problem"]
+    text = teamctl.run("doctor", str(team))
+    assert text.returncode == 1
+    assert "member ghost cannot start" in text.stderr and "set command" in text.stderr
+    ok = teamctl.run("doctor", str(teamctl.write_team("web", [fake_member("lead")])))
+    assert ok.returncode == 0, ok.stderr
