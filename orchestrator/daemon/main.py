@@ -27,7 +27,7 @@ from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
-from orchestrator.daemon import orphans
+from orchestrator.daemon import orphans, stdio
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.changes import Changes
@@ -42,6 +42,7 @@ from orchestrator.daemon.teams import Teams
 from orchestrator.daemon.variant_cache import JournalVariantCache
 from orchestrator.daemon.web.app import View
 from orchestrator.daemon.web.server import WebServer
+from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import ensure_private_dir
@@ -135,7 +136,10 @@ class Daemon:
     async def run(self, *, notify_fd: int | None = None) -> None:
         self.home.prepare()
         _raise_fd_limit()
+        web_settings = WebSettings.from_env()  # a malformed one: refused before anything runs
+        out_bytes = stdio.max_out_bytes()
         with ExitStack() as stack:
+            stack.enter_context(stdio.bounded_stdio(self.home.logs / "daemon.out", out_bytes))
             stack.enter_context(_take_lock(self.home))
             check_journal(self.home)
             stack.enter_context(configure(self.home.logs))
@@ -148,10 +152,11 @@ class Daemon:
                 log.warning("delivery_recovered", message_id=message_id, member=member,
                             state=state)
             Approvals.recover(store)
-            await self._serve(AsyncStore(store), notify_fd)
+            await self._serve(AsyncStore(store), notify_fd, web_settings)
             log.info("daemon_stopped", pid=os.getpid())
 
-    async def _serve(self, store: AsyncStore, notify_fd: int | None) -> None:
+    async def _serve(self, store: AsyncStore, notify_fd: int | None,
+                     web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
             approvals = Approvals(store)
             changes = Changes()
@@ -186,7 +191,8 @@ class Daemon:
             mailbox.on_answered = router.on_answered
             uploads = ensure_private_dir(self.home.root / "uploads")
             web = WebServer(View(teams, store, approvals, changes, artifacts,
-                                 self.home.logs / LOG_FILE_NAME, uploads), tg)
+                                 self.home.logs / LOG_FILE_NAME, uploads), tg,
+                            web_settings)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
                                    approvals=approvals, web=web)
             control = ControlSocket(self.home.socket, server.handle_connection,

@@ -1,7 +1,8 @@
 """Serving the live view: uvicorn inside the daemon's event loop, on a loopback socket bound
 on the first ``teamctl ui`` and kept for the daemon's life. uvicorn's own signal handling is
 off (the daemon owns SIGTERM) and so is its access log (a first request's URL carries the
-token)."""
+token). Its connections are capped, timed out and kept off the daemon's last descriptors
+(``guard``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import structlog
 import uvicorn
 
 from orchestrator.daemon.web.app import build_app
+from orchestrator.daemon.web.guard import ConnectionGuard, GuardedSocket, guarded_protocol
 from orchestrator.errors import UsageError
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from orchestrator.daemon.web.app import View
+    from orchestrator.daemon.web.settings import WebSettings
 
 __all__ = ["WebServer"]
 
@@ -34,11 +37,14 @@ class _Server(uvicorn.Server):
 
 
 class WebServer:
-    def __init__(self, view: View, tg: TaskGroup) -> None:
+    def __init__(self, view: View, tg: TaskGroup, settings: WebSettings) -> None:
         self._view = view
         self._tg = tg
         self.port: int | None = None
         self.changes = view.changes
+        self.guard = ConnectionGuard(settings)
+        view.sessions.idle = settings.session_idle
+        view.sessions.lifetime = settings.session_lifetime
 
     def url(self, port: int | None) -> str:
         """Start serving (on ``port``, or any free one) unless already; a URL with a new
@@ -53,7 +59,8 @@ class WebServer:
     def _start(self, port: int) -> None:
         # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets, and without it
         # every response on a kept-alive connection waits ~40 ms for a delayed ACK
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock = GuardedSocket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.guard = self.guard
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
@@ -65,8 +72,13 @@ class WebServer:
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
         self._view.sessions.port = self.port
+        settings = self.guard.settings
         config = uvicorn.Config(build_app(self._view), log_config=None, access_log=False,
-                                lifespan="off", timeout_graceful_shutdown=1)
+                                lifespan="off", timeout_graceful_shutdown=1,
+                                http=guarded_protocol(self.guard),
+                                timeout_keep_alive=int(max(1.0, settings.keep_alive)),
+                                h11_max_incomplete_event_size=16 * 1024)
         server = _Server(config)
-        self._tg.start_soon(server.serve, [sock], name="live view")
+        sockets: list[socket.socket] = [sock]
+        self._tg.start_soon(server.serve, sockets, name="live view")
         log.info("ui_serving", port=self.port)
