@@ -26,7 +26,9 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -44,7 +46,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-__all__ = ["SshHost", "SshTarget", "classify", "control_dir"]
+__all__ = ["ControlDirUntrusted", "SshHost", "SshTarget", "classify", "control_dir",
+           "trusted_dir", "trusted_socket"]
 
 log = structlog.get_logger("teamctl.ssh")
 
@@ -94,6 +97,7 @@ class SshHost:
     _forward: tuple[str, str] | None = field(default=None, repr=False)
     _port: tuple[int, int] | None = field(default=None, repr=False)  # this launch's
     _forwarded: tuple[int, int] | None = field(default=None, repr=False)  # in the master now
+    master_pid: int | None = field(default=None, repr=False)  # our ControlMaster's, as checked
 
     @property
     def name(self) -> str:
@@ -152,30 +156,51 @@ class SshHost:
         return self._remote
 
     async def _check_master(self) -> None:
-        """A master that does not answer ``-O check`` within seconds is stale: remove it."""
-        if not await anyio.Path(self.control_path).exists():
+        """A master that does not answer ``-O check`` within seconds is stale: remove it.
+        Only a master in this operator's private dir is ever used (``_trusted``)."""
+        if not self._trusted():
+            self.master_pid = None
             return
-        code = await self._control("check")
-        if code != 0:
+        done = await self._control("check")
+        if done is None or done.returncode != 0:
             log.warning("ssh_master_stale", host=self.name, member=self.member,
-                        hung=code is None)
+                        hung=done is None)
+            self.master_pid = None
             with contextlib.suppress(OSError):
                 os.unlink(self.control_path)
+            return
+        found = re.search(rb"pid=(\d+)", done.stderr)
+        self.master_pid = int(found.group(1)) if found else None
+
+    def _trusted(self) -> bool:
+        """Whether a master's socket is there — a socket of this uid in its private 0700
+        dir; anything else there (another owner, a symlink, a file) is refused: secrets
+        (the member's env on the stdin header) never go through a master teamctl did not
+        start (``host_control_untrusted``)."""
+        try:
+            return trusted_socket(Path(self.control_path))
+        except (ControlDirUntrusted, OSError) as exc:
+            log.error("ssh_control_untrusted", host=self.name, member=self.member,
+                      path=self.control_path, reason=str(exc))
+            raise HostUnavailable(
+                self.member, self.name, "host_control_untrusted",
+                f"its ssh ControlMaster socket is not this user's own ({exc}); remove "
+                f"{self.control_dir} and start the member again", retryable=False) from None
 
     async def close(self) -> None:
         """Stop the host's ControlMaster (``teamctl stop``): nothing of ours stays there."""
-        if not await anyio.Path(self.control_path).exists():
-            return
-        await self._control("exit")
+        with contextlib.suppress(HostUnavailable):
+            if self._trusted():
+                await self._control("exit")
 
-    async def _control(self, command: str, *extra: str) -> int | None:
-        """``ssh -O COMMAND`` to the host's master, bounded: its exit status, None if it hung
+    async def _control(self, command: str, *extra: str
+                       ) -> subprocess.CompletedProcess[bytes] | None:
+        """``ssh -O COMMAND`` to the host's master, bounded: how it ended, None if it hung
         (a wedged master answers nothing)."""
         with anyio.move_on_after(MASTER_CHECK_TIMEOUT):
-            done = await anyio.run_process(
+            return await anyio.run_process(
                 [self.ssh, "-o", f"ControlPath={self.control_path}", "-O", command, *extra,
                  "--", self.target.destination], check=False, stdin=subprocess.DEVNULL)
-            return done.returncode
         return None
 
     def _hung(self, what: str) -> HostUnavailable:
@@ -250,6 +275,7 @@ class SshHost:
             "env": {k: self.rewrite(v) for k, v in env.items() if not _inherited(k, v)},
             "grace": 5,
         }
+        await self._check_master()  # the header's secrets go to our own master only
         process = await anyio.open_process(ssh, stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            start_new_session=True)
@@ -370,10 +396,71 @@ def classify(member: str, target: SshTarget, code: int, stderr: str) -> HostUnav
         "running? (teamctl doctor --host checks it)", retryable=True)
 
 
+# a ControlPath is a Unix socket: at most 104 bytes on macOS (108 on Linux); ssh binds a
+# temporary name (the path + "." + 16 characters) first. The path: the dir + "/" + 16 hex.
+_SOCKET_PATH_MAX = 104
+_CONTROL_NAME_BYTES = 1 + 16 + 17
+_control_dirs: dict[Path, Path] = {}
+
+
+class ControlDirUntrusted(ValueError):
+    """A ControlMaster directory or socket this operator does not own privately."""
+
+
 def control_dir(home_root: Path) -> Path:
-    """A short 0700 directory for the ControlMaster sockets of one teamctl home."""
+    """The private 0700 directory of one teamctl home's ControlMaster sockets, owned by this
+    operator: ``ssh`` under the home (0700) when its socket paths fit the kernel's limit, else
+    ``$XDG_RUNTIME_DIR/teamctl-<key>``, else a fresh ``mkdtemp`` (this process's only) — never a
+    predictable shared name. A candidate that exists and is not this operator's 0700 directory
+    (another owner, another mode, a symlink) is refused (logged) and the next one taken."""
+    if home_root in _control_dirs:
+        return _control_dirs[home_root]
     key = hashlib.sha256(str(home_root).encode()).hexdigest()[:10]
-    path = Path(tempfile.gettempdir()) / f"tc-{os.getuid()}-{key}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    candidates = [home_root / "ssh"]
+    if runtime_dir and os.path.isabs(runtime_dir):
+        candidates.append(Path(runtime_dir) / f"teamctl-{key}")
+    for candidate in candidates:
+        if len(os.fsencode(candidate)) + _CONTROL_NAME_BYTES >= _SOCKET_PATH_MAX:
+            continue
+        try:
+            with contextlib.suppress(FileExistsError):
+                candidate.mkdir(mode=0o700)
+            trusted_dir(candidate)
+        except (OSError, ControlDirUntrusted) as exc:
+            log.warning("ssh_control_dir_refused", path=str(candidate), reason=str(exc))
+            continue
+        _control_dirs[home_root] = candidate
+        return candidate
+    fresh = Path(tempfile.mkdtemp(prefix="tc-"))  # 0700, a new random name, ours
+    _control_dirs[home_root] = fresh
+    return fresh
+
+
+def trusted_dir(path: Path) -> None:
+    """``path`` is a directory (not a symlink) this uid owns, mode 0700, in a parent no other
+    uid may write; ControlDirUntrusted (what is wrong) if not."""
+    status = os.lstat(path)
+    if not stat.S_ISDIR(status.st_mode):
+        raise ControlDirUntrusted(f"{path} is not a directory (a symlink is never followed)")
+    if status.st_uid != os.getuid():
+        raise ControlDirUntrusted(f"{path} belongs to uid {status.st_uid}, not {os.getuid()}")
+    if stat.S_IMODE(status.st_mode) != 0o700:
+        raise ControlDirUntrusted(f"{path} has mode {stat.S_IMODE(status.st_mode):o}, not 700")
+    parent = os.lstat(path.parent)
+    if parent.st_uid not in (0, os.getuid()) or (
+            parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+        raise ControlDirUntrusted(f"{path.parent} may be written by another user")
+
+
+def trusted_socket(path: Path) -> bool:
+    """Whether a ControlMaster socket is there: False if none; True if it is a socket this uid
+    owns in a trusted dir; ControlDirUntrusted if anything else is there."""
+    trusted_dir(path.parent)
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(status.st_mode) or status.st_uid != os.getuid():
+        raise ControlDirUntrusted(f"{path} is not a socket of uid {os.getuid()}")
+    return True

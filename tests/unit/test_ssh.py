@@ -8,16 +8,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from runtimes import ssh
 from runtimes.ssh import SshHost, SshTarget, classify
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SIDE = Path(ssh.__file__).with_name("remote_side.py")
 TARGET = SshTarget("box", "10.0.0.5", "dev", 2222, "~/.ssh/id_box", ("Compression=yes",))
@@ -52,8 +60,10 @@ def test_every_ssh_is_batch_bounded_and_multiplexed(tmp_path: Path) -> None:
                    "ServerAliveInterval=5", "ControlMaster=auto", "Compression=yes"):
         assert option in argv
     assert argv[-2:] == ["--", "dev@10.0.0.5"] and argv[argv.index("-p") + 1] == "2222"
-    assert len(ssh.control_dir(Path("/" + "x" * 200)).as_posix()) + 17 < 100, \
-        "a Unix socket path stays under the kernel's limit"
+    fallback = ssh.control_dir(Path("/" + "x" * 200))
+    assert len(fallback.as_posix()) + 34 < 104, \
+        "a Unix socket path (and ssh's temporary name for it) stays under the kernel's limit"
+    fallback.rmdir()
 
 
 def test_paths_and_the_private_dir_are_carried_to_the_host(tmp_path: Path) -> None:
@@ -188,3 +198,112 @@ async def test_a_host_that_answers_garbage_or_hangs_is_a_typed_bounded_failure(
     with pytest.raises(HostUnavailable) as caught:
         await host.put_file(b"x", hashlib.sha256(b"x").hexdigest())
     assert caught.value.code == "host_auth_failed"
+
+
+# -- the ControlMaster's directory is the operator's own ---------------------------------------
+
+OTHER_UID = 65534  # nobody
+
+
+def _predictable(home: Path) -> Path:
+    """Where the ControlMaster sockets used to be: a name anyone could compute and create."""
+    key = hashlib.sha256(str(home).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"tc-{os.getuid()}-{key}"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    root = tmp_path / "h"
+    root.mkdir(mode=0o700)
+    yield root
+    planted = _predictable(root)
+    if planted.is_symlink():
+        planted.unlink()
+    shutil.rmtree(planted, ignore_errors=True)
+
+
+def _owned_privately(path: Path) -> bool:
+    status = os.lstat(path)
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() \
+        and stat.S_IMODE(status.st_mode) == 0o700
+
+
+def test_a_control_dir_precreated_by_another_uid_is_never_used(home: Path) -> None:
+    """A directory another user created where teamctl looks (the old predictable /tmp name,
+    the home's ``ssh``) is neither used nor taken over (chmod): the sockets go to a 0700
+    directory of this uid."""
+    for planted in (_predictable(home), home / "ssh"):
+        planted.mkdir(mode=0o777)
+        os.chown(planted, OTHER_UID, OTHER_UID)
+        planted.chmod(0o777)
+    chosen = ssh.control_dir(home)
+    assert chosen not in (_predictable(home), home / "ssh") and _owned_privately(chosen)
+    assert chosen.name.startswith("tc-") and chosen.name != _predictable(home).name, \
+        "the fallback is a fresh random name"
+    for planted in (_predictable(home), home / "ssh"):
+        assert (os.lstat(planted).st_uid, stat.S_IMODE(os.lstat(planted).st_mode)) == (
+            OTHER_UID, 0o777), "never chmodded"
+    with pytest.raises(ssh.ControlDirUntrusted, match="belongs to uid 65534"):
+        ssh.trusted_dir(home / "ssh")
+    shutil.rmtree(chosen)
+
+
+def test_a_control_dir_that_is_a_symlink_is_refused(home: Path, tmp_path: Path) -> None:
+    """A symlink where the control dir goes is never followed (nor its target chmodded),
+    even to a 0700 dir of ours."""
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    for planted in (_predictable(home), home / "ssh"):
+        planted.symlink_to(target)
+    chosen = ssh.control_dir(home)
+    assert chosen not in (_predictable(home), home / "ssh") and _owned_privately(chosen)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755, "the target is left alone"
+    with pytest.raises(ssh.ControlDirUntrusted, match="not a directory"):
+        ssh.trusted_dir(home / "ssh")
+    _predictable(home).unlink()
+    shutil.rmtree(chosen)
+
+
+def test_a_control_dir_with_a_loose_mode_is_refused(home: Path) -> None:
+    """A control dir of ours that others may enter (0755) is refused, not silently fixed."""
+    for planted in (_predictable(home), home / "ssh"):
+        planted.mkdir(mode=0o755)
+        planted.chmod(0o755)
+    chosen = ssh.control_dir(home)
+    assert chosen not in (_predictable(home), home / "ssh") and _owned_privately(chosen)
+    with pytest.raises(ssh.ControlDirUntrusted, match="mode 755"):
+        ssh.trusted_dir(home / "ssh")
+    shutil.rmtree(chosen)
+
+
+def test_the_control_dir_is_under_the_home_when_its_sockets_fit(home: Path) -> None:
+    chosen = ssh.control_dir(home)
+    assert chosen == home / "ssh" and _owned_privately(chosen)
+    assert ssh.control_dir(home) == chosen, "one dir per home for the daemon's life"
+
+
+@pytest.mark.anyio
+async def test_a_master_socket_teamctl_did_not_make_is_refused_before_any_secret(
+        tmp_path: Path) -> None:
+    """In our dir, a ControlPath that is another uid's socket is a typed
+    ``host_control_untrusted`` failure before ssh runs: the stdin header,
+    with the member's secrets, never goes through a master teamctl did not start."""
+    from orchestrator.errors import HostUnavailable
+
+    ran = tmp_path / "ran"
+    control = tmp_path / "cm"
+    control.mkdir(mode=0o700)
+    host = SshHost(TARGET, control, "h0", "web", "lead", tmp_path / "state",
+                   ssh=_fake_ssh(tmp_path, f"open({str(ran)!r}, 'a').write('ran')"))
+    with socket.socket(socket.AF_UNIX) as fake:
+        fake.bind(host.control_path)
+        os.chown(host.control_path, OTHER_UID, OTHER_UID)
+        for attempt in (host.connect(), host.spawn(["claude"], cwd=tmp_path,
+                                                   env={"ANTHROPIC_API_KEY": "sk-secret"})):
+            with pytest.raises(HostUnavailable) as caught:
+                await attempt
+            assert caught.value.code == "host_control_untrusted"
+            assert not caught.value.retryable and str(control) in caught.value.message
+    assert not ran.exists(), "no ssh was run"
