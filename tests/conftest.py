@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_CLAUDE = REPO / "fixtures" / "bin" / "claude"
@@ -297,13 +297,15 @@ def follow_logs(teamctl: Teamctl) -> Iterator[LogFollower]:
 
 
 def queue_behind_a_busy_turn(teamctl: Teamctl, follow_logs: LogFollower, member: str,
-                             attachment: Path) -> dict[str, Any]:
-    """Keep ``member`` (a slow fake) busy, then send a message with ``attachment``: it is
-    journaled but not yet delivered. Its history entry (state ``queued``)."""
-    teamctl.run("send", member, "keep busy")
+                             attachment: Path) -> tuple[dict[str, Any], Callable[[], None]]:
+    """Hold ``member`` (a fake Claude) in a gated turn, then send a message with
+    ``attachment``: it is journaled but not delivered until the test calls the returned
+    ``release`` — whatever the machine's speed. Its history entry (state ``queued``)."""
+    gate = teamctl.workdir / f"gate-{member}-{len(list(teamctl.workdir.glob('gate-*')))}"
+    teamctl.run("send", member, f"GATE {gate}")
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
     queued = teamctl.json("send", "--attach", str(attachment), member, "look")
     [message] = [m for m in teamctl.json("history", member)["messages"]
                  if m["id"] == queued["id"]]
     assert message["state"] == "queued"
-    return dict(message)
+    return dict(message), gate.touch

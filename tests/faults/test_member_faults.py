@@ -82,11 +82,12 @@ def test_crash_loop_ends_fatal_and_messages_wait_in_the_journal(
 def test_reply_timeout_leaves_the_message_journaled_and_it_is_answered_later(
     teamctl: Teamctl, follow_logs: LogFollower
 ) -> None:
-    member = fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "2"})
-    teamctl.run("launch", str(teamctl.write_team("solo", [member])))
-    done = teamctl.run("send", "lead", "take your time", "--wait", "--timeout", "0.3")
+    teamctl.run("launch", str(teamctl.write_team("solo", [fake_member("lead")])))
+    gate = teamctl.workdir / "gate"
+    done = teamctl.run("send", "lead", f"GATE {gate}", "--wait", "--timeout", "0.3")
     assert done.returncode == 1
     assert "no reply" in done.stderr and "stays journaled" in done.stderr
+    gate.touch()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered")
     [message] = teamctl.json("history", "lead")["messages"]
     assert message["state"] == "answered"

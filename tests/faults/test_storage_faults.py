@@ -75,13 +75,13 @@ def test_a_permission_error_on_the_store_is_typed(teamctl: Teamctl) -> None:
 
 def test_artifacts_corrupted_beyond_rebuild_fail_the_delivery_typed(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    slow = fake_member("rev", env={"FAKE_CLAUDE_TURN_DELAY": "1.5"})
-    teamctl.run("launch", str(teamctl.write_team("web", [slow])))
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
     shot = images.save(images.screenshot(), teamctl.workdir / "s.png", "PNG")
-    queued = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
+    queued, release = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
     [attachment] = queued["attachments"]
     for sha in (attachment["sha256"], attachment["original_sha256"]):
         (teamctl.home / "artifacts" / sha[:2] / sha).write_bytes(b"bit rot")
+    release()
     event = follow_logs.wait_for(lambda e: e["event"] == "delivery_failed"
                                  and e.get("message_id") == queued["id"])
     assert event["code"] == "attachment_artifact_missing" and event["state"] == "failed"

@@ -98,13 +98,13 @@ def test_fifo_attachment_never_blocks(teamctl: Teamctl) -> None:
 
 def test_a_deleted_variant_is_rebuilt_before_delivery(teamctl: Teamctl,
                                                       follow_logs: LogFollower) -> None:
-    slow = fake_member("rev", env={"FAKE_CLAUDE_TURN_DELAY": "1.5"})
-    teamctl.run("launch", str(teamctl.write_team("web", [slow])))
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
     shot = images.save(images.screenshot(), teamctl.workdir / "s.png", "PNG")
-    queued = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
+    queued, release = queue_behind_a_busy_turn(teamctl, follow_logs, "rev", shot)
     sha = queued["attachments"][0]["sha256"]
     artifact = teamctl.home / "artifacts" / sha[:2] / sha
     artifact.unlink()
+    release()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == queued["id"])
     [answered] = [m for m in teamctl.json("history", "rev")["messages"]
