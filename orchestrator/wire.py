@@ -41,6 +41,8 @@ __all__ = [
     "HistoryDoc",
     "HostReport",
     "HostRuntime",
+    "KeptRuleDoc",
+    "KeptRulesDoc",
     "KeptWorktree",
     "LastExit",
     "Launch",
@@ -57,6 +59,7 @@ __all__ = [
     "Readiness",
     "Refusal",
     "RestartResult",
+    "RulePreviewDoc",
     "RuntimeRow",
     "SendResult",
     "Spend",
@@ -513,10 +516,39 @@ class ApprovalDoc(_Doc):
 
 class ApprovalsDoc(_Doc):
     """``teamctl approvals --json [--all]``: what waits (with ``--all``, the settled ones too),
-    oldest first; ``cursor`` is for ``-f`` (changes after it)."""
+    oldest first, one page of them (``--limit``, ``--offset``); ``total`` is how many there are
+    in all; ``cursor`` is for ``-f`` (requests after it)."""
 
     approvals: list[ApprovalDoc]
+    total: int = Field(default=0, description="how many match, beyond this page too")
     cursor: int = 0
+
+
+class KeptRuleDoc(_Doc):
+    """A rule ``approve --always`` kept for a member (docs/approvals.md)."""
+
+    team: str
+    member: str
+    rule: str = Field(description="TOOL(PATTERN), as --revoke takes it")
+    scope: str = Field(description="what it approves, as shown before it was kept")
+    approval_id: str | None = Field(default=None, description="the request it was kept on")
+    created_at: float
+    revoked_at: float | None = None
+    revoked_why: str | None = None
+
+
+class KeptRulesDoc(_Doc):
+    """``teamctl approvals --rules --json`` (the live rules; ``--all``: revoked ones too) and
+    ``teamctl approvals --revoke RULE --json`` (what it revoked)."""
+
+    rules: list[KeptRuleDoc]
+
+
+class RulePreviewDoc(_Doc):
+    """What ``approve --always`` would keep for a request, before it is kept."""
+
+    rule: str
+    scope: str
 
 
 class DecisionDoc(_Doc):
@@ -526,6 +558,7 @@ class DecisionDoc(_Doc):
     approval: ApprovalDoc
     confirmed: bool
     rule: str | None = Field(default=None, description="the rule --always left for the member")
+    scope: str | None = Field(default=None, description="what that rule approves")
 
 
 class ChangesDoc(_Doc):
@@ -639,6 +672,8 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "thread": ThreadDoc,
     "approvals": ApprovalsDoc,
     "decision": DecisionDoc,
+    "approval-rules": KeptRulesDoc,
+    "rule-preview": RulePreviewDoc,
     "ui": UiDoc,
     "usage": UsageDoc,
     "prices": PricesDoc,

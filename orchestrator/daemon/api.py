@@ -125,11 +125,25 @@ class ApprovalsParams(TeamParams):
     all: bool = False
     after: int = Field(default=0, ge=0)
     wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
+    limit: int = Field(default=1000, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class ApprovalRulesParams(TeamParams):
+    member: str | None = Field(default=None, pattern=NAME_PATTERN)
+    all: bool = False
+
+
+class RevokeRuleParams(TeamParams):
+    member: str | None = Field(default=None, pattern=NAME_PATTERN)
+    rule: str = Field(min_length=1, max_length=600)
 
 
 class ApproveParams(_Params):
     id: str = Field(pattern=APPROVAL_ID)
     always: bool = False
+    preview: bool = False  # --always: what would be kept, nothing settled
+    rule: str | None = Field(default=None, max_length=600)  # the rule the operator was shown
 
 
 class DenyParams(_Params):
@@ -206,6 +220,8 @@ class ControlServer:
             "member.message_status": (MemberStatusParams, self._member_status),
             "diff": (DiffParams, self._diff),
             "approvals": (ApprovalsParams, self._list_approvals),
+            "approval_rules": (ApprovalRulesParams, self._approval_rules),
+            "revoke_rule": (RevokeRuleParams, self._revoke_rule),
             "approve": (ApproveParams, self._approve),
             "deny": (DenyParams, self._deny),
             "answer": (AnswerParams, self._answer),
@@ -324,10 +340,20 @@ class ControlServer:
 
     async def _list_approvals(self, params: ApprovalsParams) -> BaseModel:
         return await self._queue().query(params.team, everything=params.all,
-                                         after=params.after, wait=params.wait)
+                                         after=params.after, wait=params.wait,
+                                         limit=params.limit, offset=params.offset)
+
+    async def _approval_rules(self, params: ApprovalRulesParams) -> BaseModel:
+        return await self._queue().rules(params.team, params.member, everything=params.all)
+
+    async def _revoke_rule(self, params: RevokeRuleParams) -> BaseModel:
+        return await self._queue().revoke(params.rule, params.team, params.member)
 
     async def _approve(self, params: ApproveParams) -> BaseModel:
-        return await self._queue().decide(params.id, "approve", always=params.always)
+        if params.preview:
+            return await self._queue().preview(params.id)
+        return await self._queue().decide(params.id, "approve", always=params.always,
+                                          rule=params.rule)
 
     async def _deny(self, params: DenyParams) -> BaseModel:
         return await self._queue().decide(params.id, "deny", message=params.message)

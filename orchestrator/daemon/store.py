@@ -28,6 +28,7 @@ import anyio
 
 from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant
+from orchestrator.daemon.kept_rules import SCHEMA as KEPT_RULES_SCHEMA
 from orchestrator.daemon.worktrees import Worktree
 from orchestrator.errors import StoreError, map_exceptions
 from orchestrator.wire import DeliveryError, MessageDoc
@@ -267,6 +268,11 @@ _MIGRATIONS += (
         PRIMARY KEY (variant_sha256, describer)
     );
     """,
+)
+_MIGRATIONS += (
+    # 10: the rules "approve --always" keeps, scoped to the member's worktree, revocable; its
+    # SQL is kept beside the code that uses it (orchestrator/daemon/kept_rules.py)
+    KEPT_RULES_SCHEMA,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -508,7 +508,8 @@ class Supervisor:
         state.approver = self._approvals.approver(
             state.team, state.name, state.config.runtime,
             allow=[parse_rule(rule) for rule in state.allow],
-            current_message=lambda: state.turn)
+            current_message=lambda: state.turn,
+            workdir=None if state.host is not None else state.workdir)  # path rules' root
         return state.approver
 
     def _mcp(self, state: MemberState) -> McpServer:

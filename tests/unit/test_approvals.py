@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.contracts import ApprovalRequest, TurnResult
 from orchestrator.daemon import approvals as queue_module
-from orchestrator.daemon.approvals import Approvals, Rule, parse_rule
+from orchestrator.daemon.approvals import Approvals
 from orchestrator.errors import (
     ApprovalExpired,
     ApprovalSettled,
@@ -127,20 +127,21 @@ async def test_rules_from_allow_and_always_approve_at_once(tmp_path: Path) -> No
     npm = ApprovalRequest("permission", "Bash", "npm test --watch=false")
     async with core(tmp_path) as c:
         c.runtime.script = [_asking(npm, outcomes), _asking(npm, outcomes),
-                            _asking(ApprovalRequest("permission", "write", "docs/x.md"),
-                                    outcomes)]
+                            _asking(ApprovalRequest("permission", "write",
+                                                    f"{tmp_path}/docs/x.md"), outcomes)]
         await _launch(c, tmp_path, allow=["Write(docs/*)"])
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: c.teams.send(None, "lead", "test", wait=True, timeout=30))
             row = await _next_pending(c)
             decided = await c.approvals.decide(row["id"], "approve", always=True)
-            assert decided.rule == "Bash(npm *)"
+            assert decided.rule == "Bash(npm test --watch=false)"
         for text in ("test again", "docs"):
             result = await c.teams.send(None, "lead", text, wait=True, timeout=30)
             assert result.reply == "approve: "  # type: ignore[union-attr]
         rows = (await c.approvals.query(everything=True)).approvals
         assert [(r.answer or {}).get("by") for r in rows] == ["operator", "rule", "rule"]
-        assert [r.answer["rule"] for r in rows[1:]] == ["Bash(npm *)", "Write(docs/*)"]  # type: ignore[index]
+        assert [r.answer["rule"] for r in rows[1:]] == [  # type: ignore[index]
+            "Bash(npm test --watch=false)", "Write(docs/*)"]
 
 
 async def test_a_flood_is_bounded_and_listed_in_order(tmp_path: Path,
@@ -181,13 +182,3 @@ async def test_the_daemon_restart_expires_what_was_pending(tmp_path: Path) -> No
             with pytest.raises(ApprovalExpired, match="daemon restarted"):
                 await c.approvals.decide(row["id"], "answer", text="blue")
             tg.cancel_scope.cancel()
-
-
-def test_rules_have_one_form() -> None:
-    assert parse_rule("Bash(npm test*)") == Rule("Bash", "npm test*")
-    assert str(parse_rule(" Write ")) == "Write"
-    for bad in ("", "Bash(", "a b", "Bash(x)(y)"):
-        with pytest.raises(UsageError, match="TOOL or TOOL"):
-            parse_rule(bad)
-    assert Rule("bash", "npm *").matches(ApprovalRequest("permission", "Bash", "npm i"))
-    assert not Rule("Bash").matches(ApprovalRequest("question", "Bash", "x"))
