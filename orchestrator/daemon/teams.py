@@ -454,8 +454,11 @@ class Teams:
             if prune:
                 for tree in trees:
                     running = tree.team in self._running
-                    reason = await anyio.to_thread.run_sync(
-                        functools.partial(worktrees.prune_one, tree, running=running))
+                    try:  # one worktree git cannot read is kept; the others are still pruned
+                        reason = await anyio.to_thread.run_sync(
+                            functools.partial(worktrees.prune_one, tree, running=running))
+                    except TeamctlError as exc:
+                        reason = f"it could not be checked ({exc.message})"
                     if reason is None:
                         await self._store.call(self._store.sync.forget_worktree, tree.team,
                                                tree.member)

@@ -20,11 +20,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import TeamctlError
 
-__all__ = ["Worktree", "WorktreeError", "create", "diff", "inspect", "is_git_repo", "prune_one",
-           "toplevel", "workdir_in"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["Changes", "Worktree", "WorktreeError", "changes", "create", "diff", "inspect",
+           "is_git_repo", "prune_one", "toplevel", "workdir_in"]
 
 _GIT_TIMEOUT = 120.0
 _NEVER_COPIED = "node_modules"
@@ -48,12 +52,14 @@ class Worktree:
     repo: Path
 
 
-def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _git(cwd: Path, *args: str, check: bool = True,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True,
+                              encoding="utf-8", errors="surrogateescape",  # names round-trip
                               timeout=_GIT_TIMEOUT, check=False,
                               env={"PATH": _path(), "GIT_TERMINAL_PROMPT": "0", "LANG": "C",
-                                   "HOME": str(Path.home())})
+                                   "HOME": str(Path.home()), **(env or {})})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TeamctlError(f"git {' '.join(args[:2])} failed: {exc}") from exc
     if check and done.returncode != 0:
@@ -104,8 +110,8 @@ def create(root: Path, team: str, member: str, workdir: Path, base: str | None,
     _git(repo, "worktree", "prune", check=False)  # forget worktrees whose dir is gone
     has_branch = _git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}",
                       check=False).returncode == 0
-    args = ["worktree", "add", str(path), branch] if has_branch else \
-        ["worktree", "add", "-b", branch, str(path), base_commit]
+    args = ["worktree", "add", "--", str(path), branch] if has_branch else \
+        ["worktree", "add", "-b", branch, "--", str(path), base_commit]
     done = _git(repo, *args, check=False)
     if done.returncode != 0:
         message = done.stderr.strip()
@@ -145,32 +151,114 @@ def _copy_included(repo: Path, path: Path) -> None:
                 shutil.copy2(source, target)
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What a worktree holds beyond its HEAD, from one NUL-separated ``git status``: tracked
+    files changed, untracked files (each file, also inside untracked directories) and ignored
+    paths that are work (an unchanged copy of the operator's ignored file, such as a
+    ``.worktreeinclude`` ``.env``, is not), and untracked git repositories inside it (git
+    lists one as ``dir/``; ``diff`` cannot show it as a file)."""
+
+    changed: list[str]
+    untracked: list[str]
+    ignored: list[str]
+    repositories: list[str]
+
+
+def changes(tree: Worktree) -> Changes:
+    """The one listing both ``inspect``'s counts and ``diff``'s untracked files come from."""
+    fields = iter(_git(tree.path, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                       "--ignored=matching", "--").stdout.split("\0"))
+    changed: list[str] = []
+    untracked: list[str] = []
+    ignored: list[str] = []
+    repositories: list[str] = []
+    for entry in fields:
+        if len(entry) < 4:
+            continue
+        code, name = entry[:2], entry[3:]
+        if code == "??":
+            (repositories if name.endswith("/") else untracked).append(name)
+        elif code == "!!":
+            if not _copied_unchanged(tree, name):
+                ignored.append(name)
+        else:
+            changed.append(name)
+            if "R" in code or "C" in code:
+                next(fields, None)  # a rename's or copy's source path follows
+    return Changes(changed, untracked, ignored, repositories)
+
+
+def _copied_unchanged(tree: Worktree, name: str) -> bool:
+    """True if every file under ``name`` in the worktree is a regular file identical to the
+    operator checkout's file at the same path (what ``_copy_included`` put there)."""
+    import filecmp
+    import os
+
+    top = tree.path / name
+    files: Iterable[Path] = [top] if top.is_symlink() or not top.is_dir() else (
+        Path(d) / f for d, _, names in os.walk(top) for f in names)  # lazily: stops early
+    for path in files:
+        source = tree.repo / path.relative_to(tree.path)
+        if path.is_symlink() or source.is_symlink() or not path.is_file() or \
+                not source.is_file() or not filecmp.cmp(path, source, shallow=False):
+            return False
+    return True
+
+
 def inspect(tree: Worktree) -> dict[str, object]:
-    """Path, branch, base, commits ahead, dirty files and the diffstat against the base."""
+    """Path, branch, base, commits ahead, dirty and untracked files and the diffstat against
+    the base (untracked files counted as added, as ``diff`` shows them)."""
     if not tree.path.exists():
         return {"team": tree.team, "member": tree.member, "path": str(tree.path),
                 "branch": tree.branch, "base": tree.base, "missing": True, "ahead": 0,
                 "dirty": 0, "untracked": 0, "diffstat": ""}
-    ahead = _git(tree.path, "rev-list", "--count", f"{tree.base_commit}..HEAD").stdout.strip()
-    status = _git(tree.path, "status", "--porcelain").stdout.splitlines()
-    stat = _git(tree.path, "diff", "--shortstat", tree.base_commit).stdout.strip()
+    ahead = _git(tree.path, "rev-list", "--count", f"{tree.base_commit}..HEAD", "--").stdout
+    held = changes(tree)
+    stat = _diff_with_untracked(tree, held.untracked, "--shortstat").strip()
     return {"team": tree.team, "member": tree.member, "path": str(tree.path),
-            "branch": tree.branch, "base": tree.base, "missing": False, "ahead": int(ahead),
-            "dirty": sum(1 for s in status if not s.startswith("??")),
-            "untracked": sum(1 for s in status if s.startswith("??")), "diffstat": stat}
+            "branch": tree.branch, "base": tree.base, "missing": False,
+            "ahead": int(ahead.strip()), "dirty": len(held.changed),
+            "untracked": len(held.untracked), "diffstat": stat}
 
 
 def diff(tree: Worktree, *, stat: bool) -> str:
     """The member's changes against its base: commits, uncommitted edits and new untracked
-    files alike."""
-    args = ["diff", "--stat" if stat else "--patch", tree.base_commit]
-    parts = [_git(tree.path, *args).stdout]
-    untracked = _git(tree.path, "ls-files", "--others", "--exclude-standard").stdout.split()
-    for name in untracked:
-        done = _git(tree.path, "diff", "--no-index", "--stat" if stat else "--patch",
-                    "/dev/null", name, check=False)
-        parts.append(done.stdout)
-    return "".join(parts)
+    files alike, in one git diff (untracked files as added files)."""
+    return _diff_with_untracked(tree, changes(tree).untracked,
+                                "--stat" if stat else "--patch")
+
+
+def _diff_with_untracked(tree: Worktree, untracked: list[str], mode: str) -> str:
+    """``git diff MODE base`` in which ``untracked`` show as new files: they are marked
+    intent-to-add in a throwaway copy of the worktree's index (the member's own index, and
+    the repository's objects, are untouched)."""
+    import os
+    import tempfile
+
+    index = Path(_git(tree.path, "rev-parse", "--git-path", "index").stdout.strip())
+    index = index if index.is_absolute() else tree.path / index
+    with tempfile.TemporaryDirectory(prefix="teamctl-diff-") as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index"), "GIT_LITERAL_PATHSPECS": "1"}
+        if index.is_file():
+            shutil.copyfile(index, env["GIT_INDEX_FILE"])
+        for batch in _batches(untracked):
+            _git(tree.path, "add", "--intent-to-add", "--", *batch, env=env)
+        text = _git(tree.path, "diff", mode, tree.base_commit, "--", env=env).stdout
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _batches(names: list[str], limit: int = 64_000) -> list[list[str]]:
+    """``names`` split so that no argv gets near the system's limit."""
+    batches: list[list[str]] = []
+    size = limit
+    for name in names:
+        if size + len(name) + 1 > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(name)
+        size += len(name) + 1
+    return batches
 
 
 def prune_one(tree: Worktree, *, running: bool) -> str | None:
@@ -180,16 +268,51 @@ def prune_one(tree: Worktree, *, running: bool) -> str | None:
     if not tree.path.exists():
         _git(tree.repo, "worktree", "prune", check=False)
         return None
-    info = inspect(tree)
-    if info["dirty"] or info["untracked"]:
-        return f"it has {info['dirty']} changed and {info['untracked']} untracked files"
+    locked = _lock_reason(tree)
+    if locked is not None:
+        return f"locked ({locked})" if locked else "locked"
+    held = changes(tree)
+    if held.changed or held.untracked or held.ignored or held.repositories:
+        return _held_reason(held)
     merged = _git(tree.repo, "merge-base", "--is-ancestor", _head(tree), tree.base,
-                  check=False).returncode == 0
+                  check=False).returncode == 0  # base never starts with "-" (config.GitRef)
     pushed = bool(_git(tree.path, "branch", "-r", "--contains", "HEAD").stdout.strip())
     if not merged and not pushed:
-        return f"{info['ahead']} commits are neither in {tree.base} nor pushed"
-    _git(tree.repo, "worktree", "remove", str(tree.path))
+        ahead = _git(tree.path, "rev-list", "--count", f"{tree.base_commit}..HEAD", "--")
+        return f"{ahead.stdout.strip()} commits are neither in {tree.base} nor pushed"
+    done = _git(tree.repo, "worktree", "remove", "--", str(tree.path), check=False)
+    if done.returncode != 0:
+        return f"git worktree remove refused: {_shown(done.stderr.strip())[:300]}"
     return None
+
+
+def _lock_reason(tree: Worktree) -> str | None:
+    """None if the worktree is not locked (``git worktree lock``), else the lock's reason."""
+    admin = _git(tree.path, "rev-parse", "--absolute-git-dir", check=False).stdout.strip()
+    lock = Path(admin) / "locked" if admin else None
+    if lock is None or not lock.is_file():
+        return None
+    return _shown(lock.read_text(errors="replace").strip())[:200]
+
+
+def _held_reason(held: Changes) -> str:
+    """E.g. ``1 changed file (app.py); 3 ignored files (.env, build/, notes.md)``."""
+    parts = []
+    for kind, names in (("changed file", held.changed), ("untracked file", held.untracked),
+                        ("ignored file", held.ignored),
+                        ("untracked repositor", held.repositories)):
+        if names:
+            shown = ", ".join(_shown(n) for n in names[:5]) + (
+                f", and {len(names) - 5} more" if len(names) > 5 else "")
+            ending = ("y" if len(names) == 1 else "ies") if kind.endswith("repositor") else (
+                "" if len(names) == 1 else "s")
+            parts.append(f"{len(names)} {kind}{ending} ({shown})")
+    return "; ".join(parts)
+
+
+def _shown(text: str) -> str:
+    """``text`` with control characters escaped (a file name may hold a newline)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _head(tree: Worktree) -> str:
