@@ -16,7 +16,7 @@ from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.contracts import ApprovalRequest, TurnResult
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.store import Origin
-from orchestrator.daemon.web.app import MAX_UPLOAD_BYTES, View, build_app
+from orchestrator.daemon.web.app import MAX_TEXT_BYTES, MAX_UPLOAD_BYTES, View, build_app
 from runtimes.claude import ClaudeRuntime
 from tests import images
 from tests.fakes import FakeProcess, FakeRuntime, core, team_config
@@ -219,3 +219,111 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
     needs = render.needs_you([], [held], [])
     assert 'class="held"' in needs and "spent $1.2000 of $1.00" in needs
     assert "2 queued" in needs and "teamctl budget rev --add USD" in needs
+
+
+SECRET = "sk-ant-api03-" + "Zq7" * 12  # a key shape the redactor knows (test_redaction.py)
+
+
+async def test_the_live_view_redacts_secrets_history_redacts_on_every_conversation_route(
+        tmp_path: Path) -> None:
+    """The routes called Teams.history directly and showed a key `teamctl history` redacts.
+    The promise: every fragment that shows conversation text (a message, its reply, a
+    teammate's message) passes through the same redactor as the control socket's answers."""
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+        await page.core.teams.send(None, "lead", f"use {SECRET} for the deploy", wait=True,
+                                   timeout=10)
+        await page.core.teams.send(None, "lead", f"token={SECRET}", wait=True, timeout=10,
+                                   origin=Origin(sender="dev", depth=1))
+        for route in ("/fragments/conversation?member=lead", "/fragments/between",
+                      "/fragments/needs-you", "/fragments/members", "/"):
+            shown = await page.client.get(route)
+            assert shown.status_code == 200, route
+            assert SECRET not in shown.text and "Zq7Zq7" not in shown.text, route
+        conversation = (await page.client.get("/fragments/conversation?member=lead")).text
+        assert "use sk-ant-[REDACTED] for the deploy" in conversation
+        assert "echo: use sk-ant-[REDACTED]" in conversation, "the reply too"
+        assert "token=[REDACTED]" in (await page.client.get("/fragments/between")).text
+
+
+def _multipart(boundary: str, fields: dict[str, bytes | int], *, chunk: int = 1 << 20,
+               sent: list[int] | None = None) -> Any:
+    """A chunked multipart body (no Content-Length): a bytes field as is, an int field as
+    that many bytes of a file part. ``sent`` counts the bytes the server pulled."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for name, value in fields.items():
+            head = f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"'
+            if isinstance(value, int):
+                yield (head + f'; filename="{name}.png"\r\nContent-Type: image/png\r\n\r\n'
+                       ).encode()
+                for start in range(0, value, chunk):
+                    if sent is not None:
+                        sent.append(min(chunk, value - start))
+                    yield b"\0" * min(chunk, value - start)
+            else:
+                yield (head + "\r\n\r\n").encode() + value
+            yield b"\r\n"
+        yield f"--{boundary}--\r\n".encode()
+
+    return body()
+
+
+async def _post_chunked(page: Page, fields: dict[str, bytes | int],
+                        sent: list[int] | None = None) -> httpx.Response:
+    boundary = "teamctlboundary"
+    return await page.client.post(
+        "/send", content=_multipart(boundary, fields, sent=sent),
+        headers={"x-csrf-token": page.csrf,
+                 "content-type": f"multipart/form-data; boundary={boundary}"})
+
+
+async def test_a_chunked_upload_over_the_limit_is_refused_as_it_streams(
+        tmp_path: Path) -> None:
+    """The 40 MiB limit was only a Content-Length check: a chunked upload was read whole (117
+    MiB) before the planner refused it. The promise: the body is counted as it streams, and
+    refused with the typed JSON error once it passes the limit; nothing is queued."""
+    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+        await page.sign_in()
+        sent: list[int] = []
+        huge = await _post_chunked(page, {"member": b"web/lead", "text": b"look",
+                                          "files": MAX_UPLOAD_BYTES + (20 << 20)}, sent)
+        assert huge.status_code == 413, huge.text
+        assert huge.json()["code"] == "request_too_large" and "at most" in huge.json()["error"]
+        assert sum(sent) <= MAX_UPLOAD_BYTES + (2 << 20), "reading stopped at the limit"
+        assert (await page.core.teams.history(None, "lead")).messages == []
+        assert not list((tmp_path / "uploads").iterdir())
+
+
+async def test_a_chunked_text_field_over_the_send_limit_is_refused(tmp_path: Path) -> None:
+    """A chunked 30 MiB text field was queued, though `teamctl send` refuses text over 1 MiB.
+    The promise: the composer's text has the CLI's limit (MAX_TEXT_BYTES), refused typed."""
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+        long = await _post_chunked(page, {"member": b"web/lead",
+                                          "text": b"x" * (MAX_TEXT_BYTES * 2)})
+        assert long.status_code == 413, long.text
+        assert long.json()["code"] == "request_too_large" and "1 MiB" in long.json()["error"]
+        assert (await page.core.teams.history(None, "lead")).messages == []
+        fits = await _post_chunked(page, {"member": b"web/lead", "text": b"x" * 1000})
+        assert fits.status_code == 200, fits.text
+
+
+async def test_an_expired_session_is_refused(tmp_path: Path) -> None:
+    """Sessions never expired. The promise: a session unused for ``session_idle`` seconds, or
+    older than ``session_lifetime``, is refused (401) and its event stream ends."""
+    async with _page(tmp_path) as page:
+        now = [1000.0]
+        page.view.sessions.clock = lambda: now[0]
+        page.view.sessions.idle, page.view.sessions.lifetime = 60.0, 300.0
+        await page.sign_in()
+        now[0] += 59
+        assert (await page.client.get("/fragments/members")).status_code == 200
+        now[0] += 61
+        idle = await page.client.get("/fragments/members")
+        assert idle.status_code == 401 and "expired" in idle.json()["error"]
+        await page.sign_in()
+        for _ in range(7):  # used every 50 s: never idle, but past its lifetime at the end
+            now[0] += 50
+            last = await page.client.get("/fragments/members")
+        assert last.status_code == 401 and "expired" in last.json()["error"]

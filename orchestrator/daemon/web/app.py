@@ -4,7 +4,9 @@ The page is server-rendered fragments, refreshed when the event stream (``/event
 events) says the journal changed — the stream waits on ``Changes``, it never polls. Reads go
 through the same ``Teams``/``Approvals`` objects as the control socket; a send goes through the
 same planner (a refusal comes back as its typed lines). Images are served by content hash, and
-only those of a message the page has shown.
+only those of a message the page has shown. What the routes show passes through the same
+redactor as every answer on the control socket (``_redacted``). A form's body is counted as it
+streams and refused past its limit, whatever its Content-Length says (chunked or not).
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import structlog
+from pydantic import BaseModel
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
+from starlette.formparsers import FormParser, MultiPartException, MultiPartParser
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
@@ -37,12 +42,12 @@ from orchestrator.daemon.web.security import (
     Sessions,
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
-from orchestrator.redaction import redact
+from orchestrator.redaction import redact, redact_value
+from orchestrator.rpc import REQUEST_LIMIT_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
-    from starlette.datastructures import FormData
     from starlette.requests import Request
 
     from orchestrator.attachments.artifacts import ArtifactStore
@@ -50,13 +55,16 @@ if TYPE_CHECKING:
     from orchestrator.daemon.changes import Changes
     from orchestrator.daemon.store import AsyncStore
     from orchestrator.daemon.teams import Teams
-    from orchestrator.wire import MemberStatus
+    from orchestrator.wire import MemberStatus, MessageDoc
 
-__all__ = ["MAX_UPLOAD_BYTES", "View", "build_app"]
+__all__ = ["MAX_TEXT_BYTES", "MAX_UPLOAD_BYTES", "View", "build_app"]
 
 log = structlog.get_logger("teamctl.web")
 
 MAX_UPLOAD_BYTES = 40 * 2**20  # a whole send form: the composer's images together
+MAX_TEXT_BYTES = REQUEST_LIMIT_BYTES  # a message's text: what `teamctl send` may send
+MAX_SMALL_FORM_BYTES = 64 * 1024  # an approval's answer, a sign-in
+_Doc = TypeVar("_Doc", bound=BaseModel)
 STATIC = Path(__file__).parent / "static"
 _STATIC_TYPES = {"app.js": "text/javascript", "app.css": "text/css"}
 HEARTBEAT = 15.0
@@ -88,7 +96,7 @@ def _guarded(view: View, handler: Callable[[Request], Awaitable[Response]], *,
                 view.sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
             response = await handler(request)
         except Refusal as exc:
-            response = JSONResponse({"error": exc.message}, status_code=exc.status)
+            response = exc.response()
         except AttachmentRefused as exc:
             response = HTMLResponse(render.refusal([f.to_json() for f in exc.failures]),
                                     status_code=422)
@@ -111,15 +119,27 @@ def build_app(view: View) -> Starlette:
             view.sessions.check_host(request.headers.get("host"))
             token = request.query_params.get("token")
             if token is not None:
-                session, _csrf = view.sessions.redeem(token)
-                response: Response = RedirectResponse("/", status_code=303)
-                response.set_cookie(COOKIE, session, httponly=True, samesite="strict",
-                                    path="/")
+                response: Response = _with_session(view, token,
+                                                   RedirectResponse("/", status_code=303))
             else:
                 csrf = view.sessions.csrf_of(request.cookies.get(COOKIE))
                 response = HTMLResponse(render.page(csrf, await _member_names(view)))
         except Refusal as exc:
-            response = JSONResponse({"error": exc.message}, status_code=exc.status)
+            response = exc.response()
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def sign_in(request: Request) -> Response:
+        """The one-time token POSTed by the sign-in file `teamctl ui --open` writes (never in
+        a URL there: a browser's argv is readable by every local user). The answer sends the
+        page on with a same-site navigation, so the SameSite=Strict cookie goes with it."""
+        try:
+            view.sessions.check_host(request.headers.get("host"))
+            form = await _form(request, MAX_SMALL_FORM_BYTES, max_files=0, max_fields=1)
+            response: Response = _with_session(view, str(form.get("token") or ""),
+                                               HTMLResponse(render.signed_in()))
+        except Refusal as exc:
+            response = exc.response()
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -130,11 +150,11 @@ def build_app(view: View) -> Starlette:
         return Response((STATIC / name).read_bytes(), media_type=_STATIC_TYPES[name])
 
     async def needs_you(request: Request) -> Response:
-        pending = (await view.approvals.query()).approvals
+        pending = _redacted(await view.approvals.query()).approvals
         rows = await _members(view)
         alarms = [m for _, m in rows if m.launch in ("fatal", "backoff") or m.hold]
         failed = [(m.name, message) for team, m in rows
-                  for message in (await view.teams.history(team, m.name, limit=20)).messages
+                  for message in await _history(view, team, m.name, 20)
                   if message.state == "failed"]
         return HTMLResponse(render.needs_you(pending, alarms, failed))
 
@@ -158,13 +178,13 @@ def build_app(view: View) -> Starlette:
         if chosen is None:
             return HTMLResponse(render.conversation(None, []))
         team, member = chosen
-        messages = (await view.teams.history(team, member.name, limit=30)).messages
+        messages = await _history(view, team, member.name, 30)
         view.shown.update(a.sha256 for message in messages for a in message.attachments)
         return HTMLResponse(render.conversation(member.name, messages))
 
     async def between(request: Request) -> Response:
         found = {m.id: m for team, member in await _members(view)
-                 for m in (await view.teams.history(team, member.name, limit=30)).messages
+                 for m in await _history(view, team, member.name, 30)
                  if m.sender != "operator"}
         return HTMLResponse(render.between([found[k] for k in sorted(found)][-50:]))
 
@@ -184,11 +204,17 @@ def build_app(view: View) -> Starlette:
                         headers={"cache-control": "private, max-age=86400, immutable"})
 
     async def events(request: Request) -> Response:
+        session = request.cookies.get(COOKIE)
+
         async def stream() -> AsyncIterator[bytes]:
             seen = view.changes.version
             yield f"event: change\ndata: {seen}\n\n".encode()
             while True:
                 version = await view.changes.wait(seen, HEARTBEAT)
+                try:
+                    view.sessions.csrf_of(session)  # an expired session's stream ends
+                except Refusal:
+                    return
                 if version == seen:
                     yield b": heartbeat\n\n"
                     continue
@@ -200,9 +226,9 @@ def build_app(view: View) -> Starlette:
 
     async def decide(request: Request) -> Response:
         approval_id, verb = request.path_params["id"], request.path_params["verb"]
-        async with request.form(max_files=0, max_fields=5) as form:
-            text = str(form.get("text") or "") or None
-            message = str(form.get("message") or "") or None
+        form = await _form(request, MAX_SMALL_FORM_BYTES, max_files=0, max_fields=5)
+        text = str(form.get("text") or "") or None
+        message = str(form.get("message") or "") or None
         if verb not in ("approve", "deny", "answer"):
             raise Refusal(404, f"no action {verb!r}")
         if verb == "answer" and not text:
@@ -212,13 +238,14 @@ def build_app(view: View) -> Starlette:
         return JSONResponse(doc.model_dump())
 
     async def send(request: Request) -> Response:
-        length = int(request.headers.get("content-length") or 0)
-        if length > MAX_UPLOAD_BYTES:
-            raise Refusal(413, f"the upload is {length} bytes; at most {MAX_UPLOAD_BYTES} "
-                               "bytes go in one message")
-        async with request.form(max_files=16, max_fields=10,
-                                max_part_size=MAX_UPLOAD_BYTES) as form:
+        length = request.headers.get("content-length") or "0"
+        if not length.isdigit() or int(length) > MAX_UPLOAD_BYTES:  # early, when it says so
+            raise _upload_too_large()
+        form = await _form(request, MAX_UPLOAD_BYTES, max_files=16, max_fields=10)
+        try:
             return await _send_form(view, form)
+        finally:
+            await form.close()
 
     def route(path: str, handler: Callable[[Request], Awaitable[Response]],
               methods: list[str] | None = None) -> Route:
@@ -228,6 +255,7 @@ def build_app(view: View) -> Starlette:
 
     return Starlette(routes=[
         Route("/", index),
+        Route("/signin", sign_in, methods=["POST"]),
         route("/static/{name}", static),
         route("/fragments/needs-you", needs_you),
         route("/fragments/members", members),
@@ -239,6 +267,60 @@ def build_app(view: View) -> Starlette:
         route("/approvals/{id}/{verb}", decide, ["POST"]),
         route("/send", send, ["POST"]),
     ])
+
+
+def _with_session(view: View, token: str, response: Response) -> Response:
+    """``response`` with the session cookie a valid one-time ``token`` becomes (403 if not)."""
+    session, _csrf = view.sessions.redeem(token)
+    response.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/")
+    return response
+
+
+class _TooLarge(Exception):
+    """The body passed its limit while it streamed."""
+
+
+def _upload_too_large() -> Refusal:
+    return Refusal(413, f"the upload is over {MAX_UPLOAD_BYTES} bytes; at most "
+                        f"{MAX_UPLOAD_BYTES} bytes go in one message", code="request_too_large")
+
+
+async def _form(request: Request, limit: int, *, max_files: int, max_fields: int) -> FormData:
+    """The request's form, its body counted as it streams (a Content-Length is a claim, and a
+    chunked body has none): past ``limit`` bytes, or a field past the text limit of `teamctl
+    send` (``MAX_TEXT_BYTES``), it is refused with a 413 and nothing is kept."""
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        total = 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise _TooLarge
+            yield chunk
+
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    stream = body()
+    try:
+        if kind == "multipart/form-data":
+            return await MultiPartParser(request.headers, stream, max_files=max_files,
+                                         max_fields=max_fields,
+                                         max_part_size=MAX_TEXT_BYTES).parse()
+        if kind == "application/x-www-form-urlencoded":
+            return await FormParser(request.headers, stream, max_fields=max_fields,
+                                    max_part_size=MAX_TEXT_BYTES).parse()
+    except _TooLarge:
+        raise (_upload_too_large() if limit == MAX_UPLOAD_BYTES else Refusal(
+            413, f"this form is at most {limit} bytes", code="request_too_large")) from None
+    except MultiPartException as exc:
+        if "maximum size" in exc.message:
+            raise Refusal(413, f"a message's text is at most {MAX_TEXT_BYTES // 2**20} MiB, "
+                               "as with 'teamctl send'; put long text in a file the member "
+                               "can read and send its path instead",
+                          code="request_too_large") from None
+        raise Refusal(400, f"a malformed form: {exc.message}") from None
+    finally:
+        await stream.aclose()
+    return FormData()
 
 
 async def _send_form(view: View, form: FormData) -> Response:
@@ -287,8 +369,17 @@ def _tail_events(path: Path, max_bytes: int = 64 * 1024) -> list[dict[str, objec
     return events
 
 
+def _redacted(doc: _Doc) -> _Doc:
+    """``doc`` as the control socket would answer it: through the one redactor."""
+    return type(doc).model_validate(redact_value(doc.model_dump(mode="json")))
+
+
+async def _history(view: View, team: str, member: str, limit: int) -> list[MessageDoc]:
+    return _redacted(await view.teams.history(team, member, limit=limit)).messages
+
+
 async def _members(view: View) -> list[tuple[str, MemberStatus]]:
-    status = await view.teams.status(None)
+    status = _redacted(await view.teams.status(None))
     return [(team.name, member) for team in status.teams for member in team.members]
 
 

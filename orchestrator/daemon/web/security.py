@@ -1,13 +1,20 @@
 """Who may use the live view: a one-time token (printed by ``teamctl ui``) becomes a session
-cookie (HttpOnly, SameSite=Strict); every state-changing request carries the session's CSRF
-token; the Host header must name the loopback address the page is served on (a DNS-rebinding
-page on another origin cannot pass); every answer carries a strict Content-Security-Policy."""
+cookie (HttpOnly, SameSite=Strict) that expires after an idle and an absolute lifetime; every
+state-changing request carries the session's CSRF token; the Host header must name the loopback
+address the page is served on (a DNS-rebinding page on another origin cannot pass); every answer
+carries a strict Content-Security-Policy."""
 
 from __future__ import annotations
 
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from starlette.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["COOKIE", "CSP", "Refusal", "Sessions"]
 
@@ -24,32 +31,55 @@ SECURITY_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "n
 class Refusal(Exception):
     """A request the view refuses: its HTTP status and a message that says what to do."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
+
+    def response(self) -> JSONResponse:
+        doc = {"error": self.message} | ({"code": self.code} if self.code else {})
+        return JSONResponse(doc, status_code=self.status)
+
+
+@dataclass
+class _Session:
+    csrf: str
+    started: float
+    used: float
 
 
 @dataclass
 class Sessions:
+    """``idle``: a session nobody used for this long is void; ``lifetime``: any session is void
+    this long after its sign-in (seconds; settings, docs/live-view.md)."""
+
     port: int = 0
+    idle: float = 3600.0
+    lifetime: float = 12 * 3600.0
+    clock: Callable[[], float] = time.monotonic
     _tokens: dict[str, float] = field(default_factory=dict)  # one-time token -> expiry
-    _sessions: dict[str, str] = field(default_factory=dict)  # session id -> csrf token
+    _sessions: dict[str, _Session] = field(default_factory=dict)  # by session id
 
     def new_token(self) -> str:
         token = secrets.token_urlsafe(32)
-        self._tokens[token] = time.monotonic() + TOKEN_LIFETIME
+        self._tokens[token] = self.clock() + TOKEN_LIFETIME
         return token
 
     def redeem(self, token: str) -> tuple[str, str]:
         """A valid unused token becomes a session: (session id, its CSRF token)."""
-        expiry = self._tokens.pop(token, None) if token else None
-        if expiry is None or expiry < time.monotonic():
+        now = self.clock()
+        self._tokens = {t: expiry for t, expiry in self._tokens.items() if expiry >= now}
+        if not token or self._tokens.pop(token, None) is None:
             raise Refusal(403, "this link's token is unknown, used or expired: run "
                                "'teamctl ui' again for a new one")
+        self._sessions = {k: s for k, s in self._sessions.items() if self._alive(s, now)}
         session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        self._sessions[session] = csrf
+        self._sessions[session] = _Session(csrf, now, now)
         return session, csrf
+
+    def _alive(self, session: _Session, now: float) -> bool:
+        return now - session.used <= self.idle and now - session.started <= self.lifetime
 
     def check_host(self, host: str | None) -> None:
         allowed = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
@@ -58,10 +88,16 @@ class Sessions:
                                f"not {host!r}")
 
     def csrf_of(self, session: str | None) -> str:
-        csrf = self._sessions.get(session or "")
-        if csrf is None:
+        """The CSRF token of a live session, which counts as used now (401 otherwise)."""
+        found = self._sessions.get(session or "")
+        now = self.clock()
+        if found is not None and not self._alive(found, now):
+            del self._sessions[session or ""]
+            raise Refusal(401, "this session expired: run 'teamctl ui' again to sign in")
+        if found is None:
             raise Refusal(401, "not signed in: open the link 'teamctl ui' prints")
-        return csrf
+        found.used = now
+        return found.csrf
 
     def check_csrf(self, session: str | None, sent: str | None) -> None:
         if not sent or not secrets.compare_digest(self.csrf_of(session), sent):
