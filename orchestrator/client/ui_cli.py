@@ -1,25 +1,41 @@
 """``teamctl ui``: the live view's address (docs/live-view.md). Registered by
-``orchestrator.client.cli``."""
+``orchestrator.client.cli``.
+
+``--open`` never puts the sign-in token on the browser's command line (``/proc/PID/cmdline`` is
+readable by every local user, who could redeem it first): it writes a 0600 page in the 0700
+``ui/`` of the home that POSTs the one-time token to the live view, and opens that file."""
 
 from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
 import click
 
 from orchestrator import client
 from orchestrator.client.cli import _emit_json, _home, handles_errors
+from orchestrator.paths import ensure_private_dir, write_private
 
-__all__ = ["COMMANDS"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from orchestrator.paths import Home
+
+__all__ = ["COMMANDS", "sign_in_page"]
 
 
 @click.command()
-@click.option("--open", "open_browser", is_flag=True, help="Also open it in the browser.")
+@click.option("--open", "open_browser", is_flag=True,
+              help="Also open it in the browser (through a private sign-in file).")
 @click.option("--port", type=click.IntRange(1024, 65535), default=None,
               help="Serve on this loopback port (default: a free one, on the first call).")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     """The live view: print its URL (with a one-time sign-in token) and return."""
-    doc = client.call(_home(), "ui", {"port": port})
+    home = _home()
+    doc = client.call(home, "ui", {"port": port})
     if as_json:
         _emit_json(doc)
     else:
@@ -29,7 +45,24 @@ def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     if open_browser:
         import webbrowser
 
-        webbrowser.open(doc["url"])
+        webbrowser.open(sign_in_page(home, doc["url"]).as_uri())
+
+
+def sign_in_page(home: Home, url: str) -> Path:
+    """Write the page that signs a browser in with ``url``'s one-time token: 0600, in the 0700
+    ``ui/`` of the home, replacing the previous one. Its own address holds no secret."""
+    parts = urlsplit(url)
+    token = parse_qs(parts.query).get("token", [""])[0]
+    action = f"{parts.scheme}://{parts.netloc}/signin"
+    page = ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<title>teamctl: signing in</title></head><body>'
+            f'<form id="f" method="post" action="{escape(action)}">'
+            f'<input type="hidden" name="token" value="{escape(token)}">'
+            "<noscript><button>Sign in to the live view</button></noscript></form>"
+            '<script>document.getElementById("f").submit()</script></body></html>')
+    path = ensure_private_dir(home.root / "ui") / "sign-in.html"
+    write_private(path, page.encode())
+    return path
 
 
 COMMANDS = (ui,)

@@ -1,17 +1,26 @@
-"""The live view's port against a local flood, with a real daemon: half-sent requests cannot
-lock the operator out of the control socket (a descriptor reserve, a connection cap), a request
-head that never ends is closed after the header timeout, and ``daemon.out`` stays bounded."""
+"""The live view against other local users, with a real daemon: half-sent requests cannot lock
+the operator out of the control socket (a descriptor reserve, a connection cap), a request head
+that never ends is closed after the header timeout, ``daemon.out`` stays bounded, and
+``ui --open`` gives the browser no reusable secret on its command line."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import resource
+import secrets
 import select
 import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
-from tests.conftest import fake_member
+import httpx
+
+from tests.conftest import fake_member, wait_for_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -114,3 +123,63 @@ def test_a_request_head_that_never_ends_is_closed_after_the_header_timeout(
         sock.sendall(f"GET /static/app.css HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                      "Connection: close\r\n\r\n".encode())
         assert sock.recv(64).startswith(b"HTTP/1.1 401"), "a whole request is still served"
+
+
+def _fake_browser(tmp: Path) -> tuple[Path, Path]:
+    """A BROWSER that records its argv (one JSON list) and exits; (script, its record)."""
+    record = tmp / "browser-argv.json"
+    script = tmp / "fake-browser"
+    script.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                      f"open({str(record)!r}, 'w').write(json.dumps(sys.argv))\n")
+    script.chmod(0o755)
+    return script, record
+
+
+@contextlib.contextmanager
+def _other_user() -> Iterator[str]:
+    """A throwaway local user (tests/sshd.py's pattern), removed afterwards."""
+    user = f"tcu{secrets.token_hex(3)}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", user], check=True,
+                   capture_output=True)
+    try:
+        yield user
+    finally:
+        subprocess.run(["userdel", user], check=False, capture_output=True)
+
+
+def test_ui_open_puts_no_sign_in_token_on_the_browsers_command_line(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """`ui --open` handed the sign-in URL, token included, to the browser's argv, which every
+    local user can read in /proc/PID/cmdline: another uid redeemed it first. The promise: the
+    browser is given a file:// address of a 0600 page in the 0700 home that POSTs the one-time
+    token; nothing in its argv signs anyone in, and another uid cannot read the page."""
+    script, record = _fake_browser(tmp_path)
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    done = teamctl.run("ui", "--open", extra_env={"BROWSER": str(script)})
+    assert done.returncode == 0, done.stderr
+    printed = urlparse(done.stdout.strip())
+    token = printed.query.removeprefix("token=")
+    assert wait_for_path(record, 30), "the browser was started"
+    argv = json.loads(record.read_text())
+    assert not any(token in arg for arg in argv), argv
+    page = Path(urlparse(argv[-1]).path)
+    assert argv[-1].startswith("file://") and page.is_file()
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    base = f"http://127.0.0.1:{printed.port}"
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        for arg in argv:  # nothing in argv redeems, as a URL or as a token
+            assert browser.get(f"/?token={quote(arg)}").status_code == 403
+            assert browser.post("/signin", data={"token": arg}).status_code == 403
+        html = page.read_text()
+        assert f'action="{base}/signin"' in html and token in html
+        signed = browser.post("/signin", data={"token": token})
+        assert signed.status_code == 200 and 'content="0;url=/"' in signed.text
+        assert browser.get("/").status_code == 200, "the page's own POST signs the browser in"
+        assert browser.get(f"/?token={token}").status_code == 403, "once"
+    with _other_user() as user:
+        for folder in (page.parent, *page.parents):  # even where every dir lets it pass
+            folder.chmod(folder.stat().st_mode | 0o001)
+        peek = subprocess.run(["cat", str(page)], user=user, capture_output=True, check=False)
+        assert peek.returncode != 0 and b"token" not in peek.stdout

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
 
 __all__ = ["between", "conversation", "log_tail", "members", "needs_you", "page", "refusal",
-           "sign_in_file", "signed_in"]
+           "signed_in"]
 
 _ALARM = {"fatal", "backoff"}
 
@@ -58,18 +58,6 @@ def signed_in() -> str:
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="refresh" content="0;url=/"><title>teamctl</title></head>'
             '<body><p>Signed in. <a href="/">Open the live view</a>.</p></body></html>')
-
-
-def sign_in_file(action: str, token: str) -> str:
-    """The 0600 page `teamctl ui --open` writes and opens: it POSTs the one-time token to
-    ``action`` at once, so the token is never on the browser's command line or in its history.
-    (A file of the operator's, not served: the live view's CSP does not apply to it.)"""
-    return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            '<title>teamctl: signing in</title></head><body>'
-            f'<form id="f" method="post" action="{_e(action)}">'
-            f'<input type="hidden" name="token" value="{_e(token)}">'
-            '<noscript><button>Sign in to the live view</button></noscript></form>'
-            '<script>document.getElementById("f").submit()</script></body></html>')
 
 
 def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
