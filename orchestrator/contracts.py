@@ -175,6 +175,11 @@ class RemoteHost(Protocol):
         there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""
         ...
 
+    async def forwarder(self) -> int | None:
+        """The pid of the local process whose connections to ``local_socket`` come from the
+        host (its ssh ControlMaster, checked now); None if there is none."""
+        ...
+
 
 @dataclass(frozen=True)
 class LaunchSpec:

@@ -22,12 +22,14 @@ host_key_mismatch, host_auth_failed, host_runtime_missing — each with its fix.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -239,6 +241,12 @@ class SshHost:
         self._port = (port, remote)
         return remote
 
+    async def forwarder(self) -> int | None:
+        """The ControlMaster's pid (``ssh -O check``, bounded): it carries the forwarded
+        socket's connections, so the daemon sees it as their peer (orchestrator/daemon/peers)."""
+        await self._check_master()
+        return self.master_pid
+
     async def _cancel_port(self) -> None:
         """The master keeps a forward past the client that asked for it: let the previous
         launch's go (bounded), so a member's restarts do not pile up listening ports."""
@@ -433,6 +441,7 @@ def control_dir(home_root: Path) -> Path:
         _control_dirs[home_root] = candidate
         return candidate
     fresh = Path(tempfile.mkdtemp(prefix="tc-"))  # 0700, a new random name, ours
+    atexit.register(shutil.rmtree, fresh, True)  # this process's own: gone with it
     _control_dirs[home_root] = fresh
     return fresh
 

@@ -14,6 +14,7 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import rpc
 from orchestrator.config import NAME_PATTERN, TeamConfig, missing_workdirs
+from orchestrator.daemon.peers import peer_pid
 from orchestrator.errors import (
     InternalError,
     RequestTooLarge,
@@ -46,6 +48,9 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 
 MAX_WAIT_SECONDS = 30 * 24 * 3600.0
+# the pid of the process at the other end of the connection being served (SO_PEERCRED); None
+# for a request that did not come over the socket
+_PEER_PID: ContextVar[int | None] = ContextVar("peer_pid", default=None)
 # answers that are a secret for the caller itself, over the 0600 socket to the same uid: the
 # live view's one-time sign-in link (it is never logged; the page redeems it once)
 _OWN_SECRET = frozenset({"ui"})
@@ -237,6 +242,7 @@ class ControlServer:
         if uid != self._allowed_uid:
             log.warning("control_peer_refused", peer_uid=uid)
             return
+        _PEER_PID.set(peer_pid(connection.raw_socket))  # this connection's task only
         while True:
             try:
                 line = await connection.receive_line()
@@ -377,15 +383,22 @@ class ControlServer:
             raise UsageError("this daemon routes no teammates' messages")
         return self._router
 
+    async def _member(self, token: str) -> Router:
+        """The router, once the caller is known to be the token's member's own process
+        (orchestrator/daemon/peers.py): a token read from a teammate's mcp.json is refused."""
+        router = self._routing()
+        await router.check_caller(token, _PEER_PID.get())
+        return router
+
     async def _member_send(self, params: MemberSendParams) -> BaseModel:
-        return await self._routing().send_message(params.token, params.to, params.text,
-                                                  params.attachments)
+        return await (await self._member(params.token)).send_message(
+            params.token, params.to, params.text, params.attachments)
 
     async def _member_team(self, params: TokenParams) -> BaseModel:
-        return await self._routing().list_team(params.token)
+        return await (await self._member(params.token)).list_team(params.token)
 
     async def _member_status(self, params: MemberStatusParams) -> BaseModel:
-        return await self._routing().message_status(params.token, params.id)
+        return await (await self._member(params.token)).message_status(params.token, params.id)
 
     async def _worktrees(self, params: WorktreesParams) -> BaseModel:
         return await self._teams.worktrees(params.team, prune=params.prune)

@@ -1,11 +1,13 @@
 """The router: teammates' messages to each other, with their guards, and replies routed back.
 
 A member reaches the router only through its MCP server (``teamctl mcp``), which presents the
-member's per-launch token — never a name: a member cannot send as another, and a token of an
-earlier launch is refused. Its message is journaled like the operator's, with its sender, the
-chain it belongs to and its depth (hops from the operator's message). When the recipient
-answers, the answer goes back to the sender as a new message ("reply from reviewer to <id>:
-…"); a reply is never routed again, so no pair of prompts can ping-pong through replies.
+member's per-launch token — never a name — from a process of that member's own (its runtime's
+tree; orchestrator/daemon/peers.py): a token read from a teammate's mcp.json is refused
+(``mcp_token_not_yours``), and a token of an earlier launch is refused. Its message is
+journaled like the operator's, with its sender, the chain it belongs to and its depth (hops
+from the operator's message). When the recipient answers, the answer goes back to the sender
+as a new message ("reply from reviewer to <id>: …"); a reply is never routed again, so no
+pair of prompts can ping-pong through replies.
 
 Guards live here, not in prompts (defaults, configurable in ``[team]``): a chain is at most
 ``max_chain_depth`` hops deep, counted over every member it passed through (A→B→C→A counts);
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from orchestrator.daemon.peers import belongs_to
 from orchestrator.daemon.store import Origin
 from orchestrator.errors import TeamctlError
 from orchestrator.wire import MemberCard, MessageStatus, Receipt, SendResult, TeamCard
@@ -132,6 +135,20 @@ class Router:
                  recipient=origin.sender, message_id=result.id, reply_to=delivery.message_id)
 
     # -- guards -------------------------------------------------------------------------------
+
+    async def check_caller(self, token: str, pid: int | None) -> None:
+        """A current token is good only from its member's own processes (peers.belongs_to):
+        ``mcp_token_not_yours`` otherwise, logged without the token; an unknown token is left
+        to the tool (``messaging_token_unknown``)."""
+        state = self._supervisor.by_token(token)
+        if state is None or (pid is not None and await belongs_to(state, pid)):
+            return
+        log.warning("mcp_token_not_yours", team=state.team, member=state.name, peer_pid=pid)
+        raise MessageRefused(
+            "mcp_token_not_yours",
+            "this MCP token belongs to another member, and this process is not one of that "
+            "member's (its runtime or a process it started); call the tools through your own "
+            "teamctl MCP server; nothing was done")
 
     def _sender(self, token: str) -> MemberState:
         state = self._supervisor.by_token(token)

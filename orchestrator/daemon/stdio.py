@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 __all__ = ["BoundedOut", "RepeatFilter", "bounded_stdio", "max_out_bytes"]
@@ -85,14 +85,16 @@ class BoundedOut(io.TextIOBase):
 class RepeatFilter(logging.Filter):
     """Lets a message through once per ``window`` seconds, with the count of those held back."""
 
-    def __init__(self, window: float = 60.0) -> None:
+    def __init__(self, window: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.window = window
+        self._clock = clock
         self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # -> (shown at, held back)
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, str(record.msg)[:200])
-        now = time.monotonic()
+        now = self._clock()
         shown_at, held = self._seen.get(key, (-self.window, 0))
         if now - shown_at < self.window:
             self._seen[key] = (shown_at, held + 1)

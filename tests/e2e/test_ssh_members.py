@@ -269,14 +269,22 @@ def test_a_crashed_daemon_leaves_no_orphan_on_the_host(
     _until("no process of the host's user is left", lambda: not box.user_processes())
 
 
-def test_a_stale_control_master_is_replaced_not_waited_on(teamctl: Teamctl, box: Sshd) -> None:
+def test_a_stale_control_master_is_replaced_not_waited_on(
+        teamctl: Teamctl, box: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
     """The field bug: a master socket that accepts and never answers makes every ssh through it
     hang forever; ``-O check`` under a deadline finds it, and a fresh connection is made."""
+    import shutil
     import socket
+    import tempfile
     from pathlib import Path
 
     from runtimes.ssh import SshHost, SshTarget, control_dir
 
+    # the home's path is too long for a socket: the daemon and this test share the control
+    # dir through $XDG_RUNTIME_DIR (a fallback mkdtemp would be each process's own)
+    runtime_dir = tempfile.mkdtemp(prefix="tc-xdg-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime_dir)
+    teamctl.env["XDG_RUNTIME_DIR"] = runtime_dir
     host = box.host()
     target = SshTarget("box", host["address"], host["user"], host["port"],
                        host["identity_file"], tuple(host["ssh_options"]))
@@ -293,6 +301,8 @@ def test_a_stale_control_master_is_replaced_not_waited_on(teamctl: Teamctl, box:
         assert done.returncode == 0, done.stderr
     finally:
         stale.close()
+        teamctl.shutdown()
+        shutil.rmtree(runtime_dir, ignore_errors=True)
     assert [e for e in teamctl.log_events() if e["event"] == "ssh_master_stale"]
 
 
