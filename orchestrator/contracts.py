@@ -252,6 +252,10 @@ class Turn:
 
     message_id: str
     parts: tuple[PreparedPart, ...]
+    # the parts continue an interrupted turn of this message in the same session (docs/
+    # architecture.md, "Effects once"): a runtime that finds the session gone raises
+    # SessionLost rather than send them to a new one (the message is then sent whole)
+    continues: bool = False
 
 
 @dataclass(frozen=True)

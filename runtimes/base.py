@@ -77,6 +77,13 @@ class RuntimeProcess(Protocol):
         ...
 
     @property
+    def resumed(self) -> bool:
+        """Whether the process went on with a session that existed before it started (Claude's
+        ``--resume``, Codex's thread resume, OpenCode's session found again): what earlier
+        turns on it did, a cut one included, is in the session."""
+        ...
+
+    @property
     def usable(self) -> bool:
         """False once the process has exited or is being killed: no turn may start on it."""
         ...

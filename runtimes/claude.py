@@ -137,6 +137,7 @@ class ClaudeRuntime:
         except OSError as exc:
             raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
         process = ClaudeProcess(raw, spec, session_id)
+        process.resumed = resume
         process.start_readers(tg)
         try:
             await process.handshake(spec.start_timeout)
@@ -307,6 +308,7 @@ class ClaudeProcess(MemberProcess):
         super().__init__(process)
         self._spec = spec
         self._session_id = session_id
+        self.resumed = False  # started with --resume: the session's earlier turns are in it
         self._write_lock = anyio.Lock()
         self._control: dict[str, anyio.Event] = {}
         self._answers: dict[str, dict[str, Any]] = {}  # control answers someone waits to read

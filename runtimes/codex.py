@@ -378,6 +378,7 @@ class CodexMember:
         self._spawner = spawner
         self.version = version
         self._thread_id = spec.session_id
+        self.resumed = spec.session_id is not None  # every exec resumes the recorded thread
         self._process: Process | None = None
         self._ring = StderrRing()
         self._closed = anyio.Event()
@@ -441,9 +442,11 @@ class CodexMember:
         try:
             return await self._run(self._prompt(text), images, once, turn.message_id)
         except SessionLost:
-            lost, self._thread_id = self._thread_id, None
+            lost, self._thread_id, self.resumed = self._thread_id, None, False
             log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                         lost_session=lost, reason="codex has no rollout for this thread")
+            if turn.continues:  # a continuation means nothing to a new thread: sent whole
+                raise
             return await self._run(self._prompt(text), images, once, turn.message_id)
 
     def _prompt(self, text: str) -> str:

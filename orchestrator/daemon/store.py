@@ -274,6 +274,17 @@ _MIGRATIONS += (
     # SQL is kept beside the code that uses it (orchestrator/daemon/kept_rules.py)
     KEPT_RULES_SCHEMA,
 )
+_MIGRATIONS += (
+    # effects once (issue 26): the runtime session a delivery last reached its member on (a cut
+    # turn continues there), and the sender's turn in flight a teammate's message was sent
+    # from (a redelivered turn that sends it again gets the first receipt)
+    """
+    ALTER TABLE deliveries ADD COLUMN sent_session TEXT;
+    ALTER TABLE messages ADD COLUMN origin_delivery TEXT;
+    CREATE INDEX messages_by_origin_delivery ON messages (origin_delivery, sender)
+        WHERE origin_delivery IS NOT NULL;
+    """,
+)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -295,6 +306,9 @@ class Origin:
     chain_id: str | None = None
     depth: int = 0
     reply_to: str | None = None
+    # the sender's turn in flight when it sent this (its message id; None: the operator, a
+    # routed reply, a message sent between turns): a redelivered turn's repeat is found by it
+    delivery: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +328,9 @@ class Delivery:
     usage: dict[str, Any] | None = None
     created_at: float | None = None  # the message's, journaled by send
     updated_at: float | None = None  # the delivery's last change
+    # the runtime session the message (or its continuation) last reached the member on; None:
+    # no attempt reached the runtime yet (or it had no session then)
+    sent_session: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -343,7 +360,7 @@ def _iso(when: float | None) -> str | None:
 _DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
     "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to, "
-    "d.usage, m.created_at, d.updated_at"
+    "d.usage, m.created_at, d.updated_at, d.sent_session, m.origin_delivery"
 )
 
 
@@ -381,9 +398,10 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         row["attempts"], row["reply"], row["error_code"], row["error_message"],
         None if retryable is None else bool(retryable),
         tuple(json.loads(row["notes"])) if row["notes"] else (),
-        Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"]),
+        Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"],
+               row["origin_delivery"]),
         json.loads(row["usage"]) if row["usage"] else None,
-        row["created_at"], row["updated_at"],
+        row["created_at"], row["updated_at"], row["sent_session"],
     )
 
 
@@ -542,9 +560,10 @@ class Store:
         o = origin or Origin()
         with self._tx() as db:
             db.execute("INSERT INTO messages (id, team, text, created_at, sender, kind, "
-                       "chain_id, depth, reply_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "chain_id, depth, reply_to, origin_delivery) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (message_id, team, text, now, o.sender, o.kind, o.chain_id or message_id,
-                        o.depth, o.reply_to))
+                        o.depth, o.reply_to, o.delivery))
             db.executemany(
                 "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",
@@ -556,6 +575,17 @@ class Store:
                     f"VALUES ({','.join('?' * 17)})",
                     [_attachment_row(message_id, member, p) for p in planned],
                 )
+
+    def sent_from(self, team: str, delivery: str, sender: str, recipient: str,
+                  text: str) -> str | None:
+        """The message ``sender`` already sent to ``recipient`` with ``text`` from its turn on
+        message ``delivery`` (an earlier attempt of a redelivered turn), if any."""
+        row = self._db.execute(
+            "SELECT m.id FROM messages m JOIN deliveries d ON d.message_id = m.id "
+            "WHERE m.origin_delivery = ? AND m.sender = ? AND m.team = ? AND m.text = ? "
+            "AND m.kind = 'message' AND d.member = ? ORDER BY m.seq LIMIT 1",
+            (delivery, sender, team, text, recipient)).fetchone()
+        return None if row is None else str(row["id"])
 
     def chain(self, message_id: str) -> list[Delivery]:
         """Every delivery of the chain ``message_id`` belongs to, in journal order."""
@@ -665,8 +695,16 @@ class Store:
             self._expect_one(cur, message_id, member, "prepared")
         return self.attachments(message_id, member)
 
-    def mark_sent(self, message_id: str, member: str) -> None:
-        self._transition(message_id, member, "prepared", "sent", durable=False)
+    def mark_sent(self, message_id: str, member: str, session: str | None = None) -> None:
+        """``prepared → sent``, with the runtime session the turn went to (None: unknown yet,
+        the one it last went to is kept). Not fsynced (see ``claim``)."""
+        with self._tx(durable=False) as db:
+            cur = db.execute(
+                "UPDATE deliveries SET state='sent', sent_session=COALESCE(?, sent_session), "
+                "updated_at=? WHERE message_id=? AND member=? AND state='prepared'",
+                (session, time.time(), message_id, member),
+            )
+            self._expect_one(cur, message_id, member, "sent")
 
     def mark_answered(self, message_id: str, member: str, reply: str,
                       notes: tuple[str, ...] = ()) -> None:
@@ -681,11 +719,14 @@ class Store:
             self._expect_one(cur, message_id, member, "answered")
 
     def mark_failed(self, message_id: str, member: str, *, code: str, message: str,
-                    retryable: bool, requeue: bool, held: bool = False) -> str:
+                    retryable: bool, requeue: bool, held: bool = False,
+                    session: str | None = None) -> str:
         """Record a failed attempt. With ``requeue`` and attempts left, the delivery goes back
         to ``queued`` (keeping the error as its last one); otherwise it ends ``failed``.
         ``held``: the member was paused (a budget, a rate limit): back to ``queued`` and the
-        attempt given back — a held message is never failed. Returns the new state."""
+        attempt given back — a held message is never failed. ``session``: the runtime session
+        an attempt that reached the runtime was cut on, if it learnt it only during the turn
+        (Codex's first ``thread.started``). Returns the new state."""
         with self._tx() as db:
             row = db.execute(
                 "SELECT attempts, state FROM deliveries WHERE message_id=? AND member=?",
@@ -697,9 +738,11 @@ class Store:
                 else "failed"
             db.execute(
                 "UPDATE deliveries SET state=?, error_code=?, error_message=?, retryable=?, "
-                "attempts=MAX(attempts - ?, 0), updated_at=? WHERE message_id=? AND member=?",
-                (state, code, message, int(retryable), int(held), time.time(), message_id,
-                 member),
+                "attempts=MAX(attempts - ?, 0), updated_at=?, sent_session=CASE WHEN "
+                "state = 'sent' THEN COALESCE(?, sent_session) ELSE sent_session END "
+                "WHERE message_id=? AND member=?",
+                (state, code, message, int(retryable), int(held), time.time(), session,
+                 message_id, member),
             )
             return state
 
@@ -722,16 +765,6 @@ class Store:
                 )
                 changed.append((row["message_id"], row["member"], state))
         return changed
-
-    def _transition(self, message_id: str, member: str, old: str, new: str, *,
-                    durable: bool = True) -> None:
-        with self._tx(durable=durable) as db:
-            cur = db.execute(
-                "UPDATE deliveries SET state=?, updated_at=? "
-                "WHERE message_id=? AND member=? AND state=?",
-                (new, time.time(), message_id, member, old),
-            )
-            self._expect_one(cur, message_id, member, new)
 
     @staticmethod
     def _expect_one(cur: sqlite3.Cursor, message_id: str, member: str, new: str) -> None:
