@@ -60,6 +60,7 @@ class FakeProcess:
         self.spec = spec
         self.number = next(_pids)
         self._session_id = spec.session_id or f"fake-session-{self.number}"
+        self.resumed = spec.session_id is not None  # a recorded session goes on
         self._exit_code: int | None = None
         self._exited = anyio.Event()
         self.responsive = True

@@ -26,6 +26,7 @@ import structlog
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.markers import place
 from orchestrator.contracts import PreparedPart, TextPart, Turn
+from orchestrator.daemon.continuation import continuation, continues
 from orchestrator.daemon.describe import described_text
 from orchestrator.errors import (
     BudgetReached,
@@ -34,6 +35,7 @@ from orchestrator.errors import (
     ReplyTimeout,
     RuntimeExited,
     RuntimeStuck,
+    SessionLost,
     StoreError,
     TeamctlError,
     TurnHeld,
@@ -97,6 +99,9 @@ class Mailbox:
         # journal-write start time of messages sent through this daemon (for the latency figure
         # on delivery_sent: journal write → line on the member's stdin)
         self._journaled_at: dict[str, float] = {}
+        # per member, the re-queued delivery whose attempt was cut and the process it ran on:
+        # its next attempt continues there if that process is still the member's
+        self._cut_on: dict[tuple[str, str], tuple[str, RuntimeProcess]] = {}
 
     def open_member(self, team: str, member: str) -> None:
         """Start delivering the member's queue (once)."""
@@ -118,6 +123,7 @@ class Mailbox:
             queue = self._queues.pop(key)
             queue.scope.cancel()
             await queue.done.wait()
+            self._cut_on.pop(key, None)
 
     async def send(self, team: str, member: str, text: str,
                    attachments: list[PlannedAttachment] | None = None,
@@ -243,13 +249,13 @@ class Mailbox:
         """Walk one claimed (``prepared``) delivery through its turn on ``process``."""
         team, member, message_id = delivery.team, delivery.member, delivery.message_id
         try:
-            turn = await self._prepare(delivery, planned)
+            turn = await self._turn(process, delivery, planned)
         except AttachmentError as exc:
             await self._record_failure(delivery, exc, requeue=exc.retryable)
             return
         try:
             try:
-                result = await _run_turn(process, turn, self._on_sent(delivery))
+                result = await _run_turn(process, turn, self._on_sent(delivery, process))
             finally:
                 if self._ledger is not None:  # what the attempt used, whatever its outcome
                     with anyio.CancelScope(shield=True):
@@ -259,9 +265,11 @@ class Mailbox:
                 self._ledger.rate_limited(team, member, exc.until, exc.message)
             elif isinstance(exc, BudgetReached) and self._ledger is not None:
                 self._ledger.hold_budget(team, member, exc.why)  # held until raised
+            await self._record_failure(delivery, exc, requeue=True, held=True, cut_on=process)
+        except SessionLost as exc:  # a continuation found its session gone: nothing was sent
             await self._record_failure(delivery, exc, requeue=True, held=True)
         except (RuntimeExited, RuntimeStuck) as exc:
-            await self._record_failure(delivery, exc, requeue=True)
+            await self._record_failure(delivery, exc, requeue=True, cut_on=process)
         except TeamctlError as exc:
             await self._record_failure(delivery, exc, requeue=False)
         except anyio.get_cancelled_exc_class():
@@ -269,7 +277,8 @@ class Mailbox:
                 await self._store.call(self._store.sync.mark_failed, message_id, member,
                                        code="member_stopped",
                                        message="the member was stopped during this delivery",
-                                       retryable=True, requeue=True)
+                                       retryable=True, requeue=True,
+                                       session=process.session_id)
             raise
         else:
             await self._persist(delivery, lambda: self._store.call(
@@ -285,16 +294,31 @@ class Mailbox:
                     except Exception:  # a routing bug must not fail a delivery that was answered
                         log.exception("reply_routing_failed", message_id=message_id)
 
-    def _on_sent(self, delivery: Delivery) -> OnSent:
-        """The runtime's "the transport took it" callback: ``prepared → sent``. A journal that
-        cannot record it does not stop the turn (the outcome is written later)."""
+    async def _turn(self, process: RuntimeProcess, delivery: Delivery,
+                    planned: list[PlannedAttachment]) -> Turn:
+        """What this attempt sends: a continuation when ``process`` carries on the session an
+        earlier attempt reached and was cut on, else the whole message."""
+        cut = self._cut_on.pop((delivery.team, delivery.member), None)
+        cut_on = cut[1] if cut is not None and cut[0] == delivery.message_id else None
+        if continues(delivery, process, cut_on):
+            log.info("delivery_continued", team=delivery.team, member=delivery.member,
+                     message_id=delivery.message_id, session_id=delivery.sent_session,
+                     cut=delivery.error_code, same_process=cut_on is process)
+            return continuation(delivery)
+        return await self._prepare(delivery, planned)
+
+    def _on_sent(self, delivery: Delivery, process: RuntimeProcess) -> OnSent:
+        """The runtime's "the transport took it" callback: ``prepared → sent``, with the
+        session it went to. A journal that cannot record it does not stop the turn (the
+        outcome is written later)."""
         message_id, member = delivery.message_id, delivery.member
 
         async def on_sent() -> None:
             started = self._journaled_at.pop(message_id, None)
             latency = None if started is None else (time.perf_counter() - started) * 1000
             try:
-                await self._store.call(self._store.sync.mark_sent, message_id, member)
+                await self._store.call(self._store.sync.mark_sent, message_id, member,
+                                       process.session_id)
             except StoreError as exc:
                 self._journal_trouble(delivery, exc)
             if self.on_change is not None:
@@ -349,7 +373,10 @@ class Mailbox:
         return Turn(delivery.message_id, (*parts, *images))
 
     async def _record_failure(self, delivery: Delivery, exc: TeamctlError, *,
-                              requeue: bool, held: bool = False) -> None:
+                              requeue: bool, held: bool = False,
+                              cut_on: RuntimeProcess | None = None) -> None:
+        """Record a failed attempt; ``cut_on``: the process a re-queued attempt was cut on
+        (its session id is journaled, and its next attempt may continue there)."""
         state = "missing"
 
         async def write() -> None:
@@ -357,7 +384,7 @@ class Mailbox:
             state = await self._store.call(
                 self._store.sync.mark_failed, delivery.message_id, delivery.member,
                 code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue,
-                held=held)
+                held=held, session=None if cut_on is None else cut_on.session_id)
 
         await self._persist(delivery, write)
         log.warning("delivery_failed", team=delivery.team, member=delivery.member,
@@ -365,6 +392,8 @@ class Mailbox:
                     retryable=exc.retryable, state=state, attempt=delivery.attempts + 1)
         if state != "queued":
             self._settle(delivery.message_id)
+        elif cut_on is not None:
+            self._cut_on[(delivery.team, delivery.member)] = (delivery.message_id, cut_on)
 
     def _settle(self, message_id: str) -> None:
         self._journaled_at.pop(message_id, None)

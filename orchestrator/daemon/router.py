@@ -24,6 +24,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
 import structlog
 
 from orchestrator.daemon.peers import belongs_to
@@ -64,6 +65,8 @@ class Router:
         self._clock = clock
         self._sent: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
         self._pairs: dict[tuple[str, str, str], float] = {}
+        # one send_message at a time per sender: a repeat is looked up before it is sent
+        self._sending: defaultdict[tuple[str, str], anyio.Lock] = defaultdict(anyio.Lock)
 
     # -- the tools ----------------------------------------------------------------------------
 
@@ -72,15 +75,20 @@ class Router:
         sender = self._sender(token)
         config = self._config(sender)
         origin = await self._origin(sender)
-        try:
-            self._check(config, sender, to, origin)
-            result = await self._teams.send(config.name, to, text, wait=False, timeout=1.0,
-                                            attachments=[str(Path(a)) for a in attachments],
-                                            origin=origin)
-            assert isinstance(result, SendResult)
-        except TeamctlError as exc:
-            await self._refused(config.name, sender.name, to, exc, origin.chain_id)
-            raise
+        async with self._sending[(config.name, sender.name)]:
+            again = await self._sent_before(config.name, sender.name, origin, to, text)
+            if again is not None:
+                return again
+            try:
+                self._check(config, sender, to, origin)
+                result = await self._teams.send(config.name, to, text, wait=False,
+                                                timeout=1.0,
+                                                attachments=[str(Path(a)) for a in attachments],
+                                                origin=origin)
+                assert isinstance(result, SendResult)
+            except TeamctlError as exc:
+                await self._refused(config.name, sender.name, to, exc, origin.chain_id)
+                raise
         self._count(config.name, sender.name, to)
         log.info("teammate_message", team=config.name, sender=sender.name, recipient=to,
                  message_id=result.id, chain_id=origin.chain_id, depth=origin.depth)
@@ -172,7 +180,25 @@ class Router:
         if current is None:
             return Origin(sender=sender.name, depth=1)
         return Origin(sender=sender.name, chain_id=current.origin.chain_id,
-                      depth=current.origin.depth + 1)
+                      depth=current.origin.depth + 1, delivery=current.message_id)
+
+    async def _sent_before(self, team: str, sender: str, origin: Origin, to: str,
+                           text: str) -> Receipt | None:
+        """Effects once: the receipt of the same message (recipient, text) already sent from
+        an earlier attempt of the sender's turn in flight (a redelivered turn doing its steps
+        again) — not sent again, not counted by the guards; None when it is new."""
+        if origin.delivery is None:
+            return None
+        first = await self._store.call(self._store.sync.sent_from, team, origin.delivery,
+                                       sender, to, text)
+        if first is None:
+            return None
+        log.info("teammate_message_repeated", team=team, sender=sender, recipient=to,
+                 message_id=first, turn=origin.delivery)
+        return Receipt(id=first, to=to, depth=origin.depth,
+                       text=f"already sent as {first} for {to} earlier in this turn (before "
+                            "it was interrupted): not sent again; their reply will come to "
+                            "you as a new message")
 
     def _check(self, config: TeamConfig, sender: MemberState, to: str, origin: Origin) -> None:
         names = [m.name for m in config.members]

@@ -1,0 +1,55 @@
+"""Effects once: a cut turn goes on where its runtime session still holds it.
+
+A turn that reached the runtime (``sent``) and was cut — the daemon killed, the member's
+process crashed, a budget hold, an interrupt — already did some of its work: files written,
+commands run, teammates messaged. Handing the same message again as if it were new invites the
+model to do all of it again. So when the member's process carries on the very session the cut
+attempt was sent on (the same process, or one that resumed that session), the next attempt is
+a short continuation prompt on that session instead: what was interrupted, why, and that what
+was already done has taken effect. Its images are not sent again (they are in the session).
+Only when the session is gone (a fresh one, ``SessionLost``) is the message sent whole:
+"at least once" is kept either way (docs/architecture.md, "Effects once").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.contracts import TextPart, Turn
+
+if TYPE_CHECKING:
+    from orchestrator.daemon.store import Delivery
+    from runtimes.base import RuntimeProcess
+
+__all__ = ["continuation", "continues"]
+
+# why the last attempt was cut, as the model reads it (by the error code it left)
+_WHY = {
+    "daemon_restarted": "teamctl's daemon stopped",
+    "runtime_exited": "your process exited",
+    "runtime_stuck": "it printed nothing for too long and was interrupted",
+    "budget_reached": "the budget was reached; it has been raised since",
+    "rate_limited": "the account's rate limit was reached; it has reset since",
+    "member_stopped": "you were stopped",
+}
+
+
+def continues(delivery: Delivery, process: RuntimeProcess,
+              cut_on: RuntimeProcess | None) -> bool:
+    """Whether ``process`` carries on the session an earlier attempt of ``delivery`` reached:
+    the same session id, and either the very process that attempt was cut on (``cut_on``) or
+    one that resumed that session when it started."""
+    session = delivery.sent_session
+    return session is not None and process.session_id == session and (
+        cut_on is process or process.resumed)
+
+
+def continuation(delivery: Delivery) -> Turn:
+    """The turn that tells the member its previous turn on this message was interrupted."""
+    code = delivery.error_code or ""
+    why = _WHY.get(code, f"it was cut: {code or 'unknown'}")
+    text = (f"[teamctl] your previous turn on message {delivery.message_id} was interrupted "
+            f"({why}) before you answered; what you already did has taken effect — check "
+            "before repeating any step (a file written, a command run, a teammate messaged), "
+            "then finish and answer it")
+    return Turn(delivery.message_id, (TextPart(text),), continues=True)

@@ -1,0 +1,271 @@
+"""Effects once (issue 26), in process: a turn that reached the runtime and was cut goes on in
+the same session as a continuation — never the same message handed again as new — and is sent
+whole only when its session is gone; a redelivered turn's repeated send_message yields the
+first receipt, one message to the recipient, uncounted by the guards."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from orchestrator.contracts import (
+    BudgetReached,
+    RuntimeExited,
+    SessionLost,
+    TextPart,
+    Turn,
+    TurnResult,
+)
+from orchestrator.daemon.store import SCHEMA_VERSION, Store
+from tests.fakes import FakeProcess, FakeRuntime, ManualClock, core, team_config
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from orchestrator.contracts import LaunchSpec
+    from tests.fakes import Core
+
+pytestmark = pytest.mark.anyio
+
+CONTINUATION = "[teamctl] your previous turn on message "
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _text(turn: Turn) -> str:
+    return " ".join(p.text for p in turn.parts if isinstance(p, TextPart))
+
+
+async def _launch(c: Core, tmp_path: Path, *members: dict[str, object], **limits: object) -> None:
+    config = team_config(tmp_path, *(members or ({"name": "lead"},)))
+    config = config.model_copy(update={"team": config.team.model_copy(update=limits)})
+    await c.teams.launch(config, "team.toml", wait=True, timeout=10)
+
+
+class ForgetfulRuntime(FakeRuntime):
+    """Every process after the first starts a new session: the recorded one is gone (Claude's
+    ``--resume`` answering "No conversation found", an OpenCode session deleted)."""
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[FakeProcess]:
+        async with super().open(replace(spec, session_id=None)) as process:
+            yield process
+
+
+class UnresumedRuntime(FakeRuntime):
+    """Processes get the recorded session id but do not resume it (Claude's ``--session-id``
+    when no transcript was written yet): the cut attempt is not in that session."""
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[FakeProcess]:
+        async with super().open(spec) as process:
+            process.resumed = False
+            yield process
+
+
+async def test_a_turn_cut_by_a_member_crash_continues_in_the_resumed_session(
+        tmp_path: Path) -> None:
+    """The member's process dies mid-turn: the restarted process resumes the session, and the
+    message is not handed to it again as new — a continuation saying why is."""
+    runtime = FakeRuntime(["exit"])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [0.01, 0.1]})
+        result = await c.teams.send(None, "lead", "touch done.txt", wait=True, timeout=10)
+        assert (result.state, result.attempts) == ("answered", 2)
+        first, second = runtime.opened
+        assert second.session_id == first.session_id and second.resumed
+        [again] = second.turns
+        assert again.continues and again.message_id == result.id
+        assert _text(again).startswith(f"{CONTINUATION}{result.id} was interrupted (your "
+                                       "process exited) before you answered")
+        assert "touch done.txt" not in _text(again), "not the same message again"
+        assert [_text(t) for t in runtime.turns].count("touch done.txt") == 1
+
+
+async def test_a_stuck_turn_interrupted_continues_on_the_same_process(tmp_path: Path) -> None:
+    """An interrupted turn (the idle watchdog) whose process lives on continues there, even
+    though that process never resumed anything: it is the process the turn was cut on."""
+    runtime = FakeRuntime(["stuck"])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        result = await c.teams.send(None, "lead", "long work", wait=True, timeout=10)
+        assert result.state == "answered"
+        [process] = runtime.opened
+        assert not process.resumed
+        first, again = process.turns
+        assert not first.continues and again.continues
+        assert "(it printed nothing for too long and was interrupted)" in _text(again)
+
+
+async def test_a_turn_held_by_a_budget_continues_when_released(tmp_path: Path) -> None:
+    """A budget hold stops a turn that already ran some of its steps: its release hands the
+    continuation, not the message again, and the attempt was given back."""
+    runtime = FakeRuntime([BudgetReached("lead", "the budget was reached during the turn")])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        result = await c.teams.send(None, "lead", "touch x", wait=True, timeout=10)
+        assert (result.state, result.attempts) == ("answered", 1)
+        first, again = runtime.turns
+        assert _text(first) == "touch x" and again.continues
+        assert "(the budget was reached; it has been raised since)" in _text(again)
+
+
+async def test_a_lost_session_gets_the_whole_message(tmp_path: Path) -> None:
+    """When the cut attempt's session is gone (a fresh one was started), the message is sent
+    whole again: at least once is kept."""
+    runtime = ForgetfulRuntime(["exit"])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [0.01, 0.1]})
+        result = await c.teams.send(None, "lead", "touch done.txt", wait=True, timeout=10)
+        assert (result.state, result.attempts) == ("answered", 2)
+        first, second = runtime.opened
+        assert second.session_id != first.session_id
+        assert [(_text(t), t.continues) for t in runtime.turns] == [
+            ("touch done.txt", False), ("touch done.txt", False)]
+
+
+async def test_a_same_named_session_that_was_not_resumed_gets_the_whole_message(
+        tmp_path: Path) -> None:
+    """The same session id is not enough: a process that started it anew (nothing resumed)
+    does not hold the cut attempt, so the message goes whole."""
+    runtime = UnresumedRuntime(["exit"])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [0.01, 0.1]})
+        result = await c.teams.send(None, "lead", "m", wait=True, timeout=10)
+        first, second = runtime.opened
+        assert second.session_id == first.session_id and not second.resumed
+        assert [(_text(t), t.continues) for t in runtime.turns] == [("m", False),
+                                                                   ("m", False)]
+        assert result.state == "answered"
+
+
+async def test_a_continuation_that_finds_its_session_gone_is_sent_whole_next(
+        tmp_path: Path) -> None:
+    """A runtime that learns only when the turn runs that the session is gone (Codex exec)
+    raises SessionLost for a continuation: nothing was sent, the attempt is given back, and
+    the message goes whole on the new session."""
+    async def lost(process: FakeProcess, turn: Turn) -> TurnResult:
+        assert turn.continues
+        process._session_id = "fresh-thread"  # the runtime dropped the unknown thread
+        raise SessionLost("lead", "old-thread", "codex has no rollout for this thread")
+
+    async def exited(process: FakeProcess, turn: Turn) -> TurnResult:
+        raise RuntimeExited("lead", None, [])
+
+    runtime = FakeRuntime([exited, lost])
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        result = await c.teams.send(None, "lead", "m", wait=True, timeout=10)
+        assert (result.state, result.attempts) == ("answered", 2), "the lost one given back"
+        assert [(_text(t) == "m", t.continues) for t in runtime.turns] == [
+            (True, False), (False, True), (True, False)]
+
+
+async def test_the_journal_keeps_the_session_a_delivery_was_sent_on(tmp_path: Path) -> None:
+    """``sent`` records the session (kept when a later attempt's is unknown); a cut attempt
+    records the one it learnt during the turn; the schema is one migration newer."""
+    store = Store(tmp_path / "j.db")
+    try:
+        assert store.schema_version == SCHEMA_VERSION
+        store.add_message("m1", "web", "hi", ["lead"])
+        store.claim("m1", "lead")
+        store.mark_sent("m1", "lead", None)
+        store.mark_failed("m1", "lead", code="runtime_exited", message="x", retryable=True,
+                          requeue=True, session="thread-1")
+        delivery = store.delivery("m1", "lead")
+        assert delivery is not None and delivery.sent_session == "thread-1"
+        store.claim("m1", "lead")
+        store.mark_sent("m1", "lead", None)
+        assert store.recover_in_flight() == [("m1", "lead", "queued")]
+        delivery = store.delivery("m1", "lead")
+        assert delivery is not None and delivery.sent_session == "thread-1"
+        store.claim("m1", "lead")  # cut before it reached the runtime: nothing learnt
+        store.mark_failed("m1", "lead", code="runtime_exited", message="x", retryable=True,
+                          requeue=True, session="other")
+        delivery = store.delivery("m1", "lead")
+        assert delivery is not None and delivery.sent_session == "thread-1"
+    finally:
+        store.close()
+
+
+class Lead:
+    """A lead whose every turn messages ``rev`` (as a model calling the MCP tool would) — the
+    same text again on a continuation, as a model that does not check would — and whose
+    first turn is cut after that call."""
+
+    def __init__(self) -> None:
+        self.c: Core | None = None
+        self.receipts: list[tuple[str, str]] = []
+        self.cut_once = True
+
+    async def turn(self, process: FakeProcess, turn: Turn) -> TurnResult:
+        assert self.c is not None
+        if process.spec.member != "lead":
+            return TurnResult(reply=f"rev read: {_text(turn)}")
+        if _text(turn).startswith("reply from "):  # the routed reply: nothing more to send
+            return TurnResult(reply="thanks")
+        token = self.c.supervisor.member("web", "lead").token
+        assert token is not None
+        text = "please review" if turn.continues else _text(turn)
+        receipt = await self.c.router.send_message(token, "rev", text)
+        self.receipts.append((receipt.id, receipt.text))
+        if self.cut_once:
+            self.cut_once = False
+            raise RuntimeExited("lead", None, [])
+        return TurnResult(reply="lead done")
+
+
+async def test_a_redelivered_turn_sends_a_teammate_message_once(tmp_path: Path) -> None:
+    """The lead's turn sent a message, was cut, and its continuation sends it again: the
+    second call returns the first receipt (same id, saying it was already sent), the reviewer
+    gets one message and sends one reply, and the repeat is not counted by the guards (a
+    counted one would hit the pair cooldown)."""
+    lead = Lead()
+    clock = ManualClock()
+    runtime = FakeRuntime([lead.turn] * 20)
+    async with core(tmp_path, runtime, clock=clock) as c:
+        lead.c = c
+        await _launch(c, tmp_path, {"name": "lead"}, {"name": "rev"}, pair_cooldown=600.0)
+        result = await c.teams.send(None, "lead", "please review", wait=True, timeout=10)
+        assert result.state == "answered"
+        (first, first_text), (again, again_text) = lead.receipts
+        assert again == first
+        assert first_text.startswith(f"queued as {first}")
+        assert again_text.startswith(f"already sent as {first} for rev earlier in this turn")
+        with anyio.fail_after(10):
+            while True:
+                rev = c.store.sync.history("web", "rev")[0]
+                replies = [d for d in c.store.sync.history("web", "lead")[0]
+                           if d.origin.kind == "reply"]
+                if rev and rev[0].terminal and replies:
+                    break
+                await anyio.sleep(0.01)
+        assert [(d.message_id, d.text) for d in rev] == [(first, "please review")]
+        assert len(replies) == 1
+        assert rev[0].origin.delivery == result.id, "journaled with the turn it came from"
+        refusals = c.store.sync.refusals("web")
+        assert refusals == [], "the repeat is not a guarded send"
+
+
+async def test_the_same_text_from_another_turn_is_a_new_message(tmp_path: Path) -> None:
+    """Idempotence is per originating turn: the same text sent from a later turn (another
+    message to the lead) is sent again."""
+    lead = Lead()
+    lead.cut_once = False
+    runtime = FakeRuntime([lead.turn] * 20)
+    async with core(tmp_path, runtime) as c:
+        lead.c = c
+        await _launch(c, tmp_path, {"name": "lead"}, {"name": "rev"}, pair_cooldown=0.0)
+        for _ in range(2):
+            done = await c.teams.send(None, "lead", "please review", wait=True, timeout=10)
+            assert done.state == "answered"
+        [(first, _), (second, text)] = lead.receipts[:2]
+        assert first != second and text.startswith(f"queued as {second}")
