@@ -66,3 +66,6 @@ redacted
 images_described
 _._remote_members
 reachable
+writable  # io.TextIOBase: BoundedOut is a writable stream (daemon/stdio.py)
+exc_text  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)
+exc_info  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)

@@ -53,7 +53,6 @@ class BoundedOut(io.TextIOBase):
         self.path = path
         self.max_bytes = max_bytes
         self._lock = lock
-        self.rotations = 0
 
     def writable(self) -> bool:
         return True
@@ -79,7 +78,6 @@ class BoundedOut(io.TextIOBase):
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        self.rotations += 1
 
 
 class RepeatFilter(logging.Filter):

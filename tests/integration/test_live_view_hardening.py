@@ -46,7 +46,7 @@ def _start_ui(teamctl: Teamctl, **settings: str) -> tuple[int, int]:
     return daemon, port
 
 
-def _half_sent(port: int) -> socket.socket | None:
+def half_sent(port: int) -> socket.socket | None:
     """A connection that sends the start of a request head and never its end (None: refused)."""
     sock = socket.socket()
     try:
@@ -60,7 +60,7 @@ def _half_sent(port: int) -> socket.socket | None:
 
 @contextlib.contextmanager
 def _flood(port: int, count: int) -> Iterator[list[socket.socket]]:
-    held = [s for s in (_half_sent(port) for _ in range(count)) if s is not None]
+    held = [s for s in (half_sent(port) for _ in range(count)) if s is not None]
     try:
         yield held
     finally:
