@@ -8,6 +8,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     TeamctlError
     ├── UsageError                  exit 2
     │   ├── TeamFileError           the team file is invalid (file, line, key, fix)
+    │   ├── OutputExists            --out names an existing file and --force was not given
+    │   ├── OutputNotRegular        --out names a symlink, FIFO or other non-regular file
+    │   │                           (both in client.out_file)
     │   └── RequestTooLarge         a control request over the socket's size bound
     ├── RemoteError                 a daemon-side error rebuilt by the CLI (its code, exit code)
     ├── DaemonUnavailable           exit 4: no daemon answers on the control socket

@@ -23,8 +23,8 @@ import click
 from orchestrator import client
 from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.client.cli import _home, _name, handles_errors
+from orchestrator.client.out_file import check_out, write_out
 from orchestrator.errors import UsageError
-from orchestrator.paths import write_private
 
 __all__ = ["COMMANDS", "inline_images"]
 
@@ -36,24 +36,29 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 @click.argument("member", required=False, callback=_name)
 @click.option("--all", "every", is_flag=True, help="Every member of the team.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the document to FILE (0600) instead of standard output.")
+              help="Write the document to FILE (0600, a new file; - is standard output) "
+                   "instead of standard output.")
+@click.option("--force", is_flag=True,
+              help="With --out: replace an existing regular file (never a symlink or FIFO).")
 @click.option("--redact", is_flag=True, help="Leave the image bytes out (metadata only).")
 @handles_errors
 def export(team: str | None, member: str | None, every: bool, out: Path | None,
-           redact: bool) -> None:
+           force: bool, redact: bool) -> None:
     """Export MEMBER's conversation (or --all members') as JSON with its images inlined."""
     if (member is None) == (not every):
         raise click.UsageError("give MEMBER, or --all for every member (not both)")
+    target = None if out is None or str(out) == "-" else out.expanduser().absolute()
+    if target is not None:
+        check_out(target, force=force)  # refused before the daemon is asked
     doc: dict[str, Any] = client.call(_home(), "export", {"team": team, "member": member},
                                       timeout=120.0)
     images, missing = inline_images(doc, ArtifactStore(_home().artifacts), redact=redact)
     text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
-    if out is None:
+    if target is None:
         sys.stdout.write(text)
         return
-    target = out.expanduser().absolute()
     try:
-        write_private(target, text.encode("utf-8"))
+        write_out(target, text.encode("utf-8"), force=force)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}; choose another --out") from None
     messages = sum(len(m["messages"]) for m in doc["members"])

@@ -90,3 +90,61 @@ def test_bad_requests_name_what_to_do(teamctl: Teamctl) -> None:
     assert teamctl.run("stop", "web").returncode == 0
     after = json.loads(teamctl.run("export", "--team", "web", "rev").stdout)
     assert len(after["members"][0]["messages"]) == 1, "a stopped team's journal exports too"
+
+
+def _team_with_a_message(teamctl: Teamctl) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")]))
+                       ).returncode == 0
+    assert teamctl.run("send", "rev", "hello", "--wait").returncode == 0
+
+
+def test_export_out_refuses_to_replace_an_existing_file_without_force(
+        teamctl: Teamctl) -> None:
+    """--out never replaces what is at the path unless --force: a typed refusal that says
+    how to go on, the file untouched; with --force a regular file is replaced (0600)."""
+    _team_with_a_message(teamctl)
+    out = teamctl.workdir / "precious.json"
+    out.write_text("precious\n")
+    done = teamctl.run("export", "rev", "--out", str(out))
+    assert done.returncode == 2
+    assert "already exists" in done.stderr and "pass --force or choose another path" in \
+        done.stderr
+    assert out.read_text() == "precious\n"
+    forced = teamctl.run("export", "rev", "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(out.read_text())["members"][0]["messages"][0]["text"] == "hello"
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in teamctl.workdir.iterdir() if p.name.startswith(".precious")] == []
+
+
+def test_export_out_never_follows_or_replaces_a_symlink_or_a_fifo(teamctl: Teamctl) -> None:
+    """A symlink at --out is neither followed (its target keeps its bytes) nor replaced, and
+    a FIFO is not replaced, even with --force: typed refusals, nothing written."""
+    import os
+
+    _team_with_a_message(teamctl)
+    target = teamctl.workdir / "target.txt"
+    target.write_text("someone else's\n")
+    link = teamctl.workdir / "link.json"
+    link.symlink_to(target)
+    dangling = teamctl.workdir / "dangling.json"
+    dangling.symlink_to(teamctl.workdir / "nowhere.json")
+    fifo = teamctl.workdir / "fifo.json"
+    os.mkfifo(fifo)
+    for path in (link, dangling, fifo):
+        for force in ((), ("--force",)):
+            done = teamctl.run("export", "rev", "--out", str(path), *force, timeout=30)
+            assert done.returncode == 2, (path, force, done.stderr)
+            assert "not a regular file" in done.stderr and "choose another path" in done.stderr
+    assert target.read_text() == "someone else's\n" and link.is_symlink()
+    assert dangling.is_symlink() and not (teamctl.workdir / "nowhere.json").exists()
+    assert fifo.is_fifo()
+
+
+def test_export_out_dash_writes_to_standard_output(teamctl: Teamctl) -> None:
+    """`--out -` is standard output, not a file named "-"."""
+    _team_with_a_message(teamctl)
+    done = teamctl.run("export", "rev", "--out", "-")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["members"][0]["messages"][0]["text"] == "hello"
+    assert not (teamctl.workdir / "-").exists()
