@@ -136,14 +136,15 @@ def _copy_included(repo: Path, path: Path) -> None:
     include = repo / ".worktreeinclude"
     if not include.is_file():
         return
-    for line in include.read_text().splitlines():
+    for line in include.read_text(errors="replace").splitlines():
         pattern = line.strip()
-        if not pattern or pattern.startswith("#"):
-            continue
+        if not pattern or pattern.startswith("#") or Path(pattern).is_absolute() or \
+                ".." in Path(pattern).parts:
+            continue  # only globs inside the repository
         for source in repo.glob(pattern):
             relative = source.relative_to(repo)
-            if _NEVER_COPIED in relative.parts or not source.is_file() or \
-                    relative.parts[0] == ".git":
+            if _NEVER_COPIED in relative.parts or source.is_symlink() or \
+                    not source.is_file() or relative.parts[0] == ".git":
                 continue
             target = path / relative
             if not target.exists():

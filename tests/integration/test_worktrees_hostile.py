@@ -124,3 +124,27 @@ def test_worktrees_counts_the_untracked_files_diff_shows(teamctl: Teamctl) -> No
     assert row["untracked"] == shown == len(HOSTILE_NAMES)
     assert row["diffstat"] == (f"{len(HOSTILE_NAMES)} files changed, "
                                f"{len(HOSTILE_NAMES)} insertions(+)")
+
+
+def test_worktreeinclude_never_copies_from_or_to_outside_the_worktree(
+        teamctl: Teamctl) -> None:
+    """.worktreeinclude globs stay inside the repository: a ``..`` or absolute pattern and a
+    symlink leaving the repository copy nothing (the launch goes on), a plain one still
+    copies."""
+    repo = teamctl.workdir / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (teamctl.workdir / "outside.txt").write_text("not the repo's\n")
+    (repo / ".gitignore").write_text(".env\nlink\n")
+    (repo / ".env").write_text("LOCAL=1\n")
+    (repo / "link").symlink_to(teamctl.workdir / "outside.txt")
+    (repo / ".worktreeinclude").write_text("../outside.txt\n/etc/hostname\nlink\n.env\n")
+    _git(repo, "add", ".gitignore", ".worktreeinclude")
+    _git(repo, "commit", "-q", "-m", "initial")
+    team = teamctl.write_team("web", [fake_member("a")], workdir="repo", worktree=True)
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 0, done.stderr
+    trees = teamctl.home / "worktrees" / "web"
+    assert (trees / "a" / ".env").read_text() == "LOCAL=1\n"
+    assert not (trees / "outside.txt").exists() and not (trees / "a" / "link").exists()
+    assert not (trees / "a" / "etc").exists()
