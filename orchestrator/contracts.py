@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
     ExecutableNotFound,
@@ -30,7 +31,7 @@ from orchestrator.errors import (
 from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from anyio.abc import Process
@@ -70,7 +71,9 @@ __all__ = [
     "map_exceptions",
     "redact",
     "runtime_info",
+    "token_count",
     "unwrap_group",
+    "usd",
 ]
 
 
@@ -331,6 +334,12 @@ class Meter(Protocol):
     def counted(self, counter: str) -> float:
         """The cost a running total was last charged up to (0: never seen) — e.g. where a
         resumed session's own total starts."""
+        ...
+
+    def on_stop(self, message_id: str, stop: Callable[[], None]) -> None:
+        """``stop`` interrupts the turn ``message_id`` now, as a reading answered True would:
+        the ledger calls it (once) when another member's turn crossed the team's budget while
+        this one is in flight (docs/costs.md). Registered when the turn starts."""
         ...
 
 

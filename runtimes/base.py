@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
 
@@ -29,6 +29,7 @@ from orchestrator.contracts import (
     Turn,
     TurnResult,
     redact,
+    token_count,
     unwrap_group,
 )
 
@@ -388,14 +389,6 @@ async def drain_stderr(process: Process, ring: StderrRing) -> None:
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
     ring.flush()
-
-
-def token_count(values: Mapping[str, Any], key: str) -> int:
-    """A token count from a runtime's usage report: a non-negative int, else 0 (a runtime's
-    garbage is never charged)."""
-    value = values.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
-        else 0
 
 
 async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:

@@ -47,6 +47,7 @@ from orchestrator.contracts import (
     TurnResult,
     UsageReading,
     runtime_info,
+    usd,
 )
 from runtimes.base import (
     MemberProcess,
@@ -430,6 +431,8 @@ class ClaudeProcess(MemberProcess):
         if len(line) > MAX_TURN_LINE_BYTES:
             raise PayloadTooLarge(len(line), MAX_TURN_LINE_BYTES)  # before a broken pipe
         state = self._turn = _TurnState(turn.message_id)
+        if self._spec.meter is not None:  # a team budget crossed by another member stops it
+            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
         try:
             await self._write_raw(line)
             await on_sent()
@@ -648,11 +651,10 @@ class ClaudeProcess(MemberProcess):
         """The turn's ``result``: ``usage`` covers this turn; ``total_cost_usd`` is the
         session's running total, carried across ``--resume`` (docs/costs.md) — the ledger
         charges its increase (errors and interrupted turns too)."""
-        cost = result.get("total_cost_usd")
         self._report(state, UsageReading(
             tokens=anthropic_tokens(result.get("usage")) or TokenUsage(), counter=self._counter,
             baseline=TokenUsage(), turn_tokens=True,
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
+            cost_usd=usd(result.get("total_cost_usd"), "total_cost_usd"),
             model=self._spec.model))
 
     def _report(self, state: _TurnState, reading: UsageReading) -> None:
@@ -661,12 +663,17 @@ class ClaudeProcess(MemberProcess):
         meter = self._spec.meter
         if meter is None or not state.message_id:
             return
-        if meter.reading(state.message_id, reading) and reading.estimate and \
-                not state.budget_stop and not state.done.is_set() and self._tg is not None:
-            state.budget_stop = True
-            log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
-                        message_id=state.message_id, action="interrupt")
-            self._tg.start_soon(self._stop_over_budget, state)
+        if meter.reading(state.message_id, reading) and reading.estimate:
+            self._budget_stop(state)
+
+    def _budget_stop(self, state: _TurnState) -> None:
+        """Interrupt the turn for a budget (once; a turn already over stands)."""
+        if state.budget_stop or state.done.is_set() or self._tg is None:
+            return
+        state.budget_stop = True
+        log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
+                    message_id=state.message_id, action="interrupt")
+        self._tg.start_soon(self._stop_over_budget, state)
 
     async def _stop_over_budget(self, state: _TurnState) -> None:
         if not await self._interrupt(state, "budget reached: interrupting"):

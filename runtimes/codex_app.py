@@ -258,6 +258,8 @@ class CodexAppServer(MemberProcess):
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         turn = await on_host(self._spec, turn)
         state = self._turn = _Turn(turn.message_id)
+        if self._spec.meter is not None:  # a team budget crossed by another member stops it
+            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
         self._activity = "starting the turn"
         try:
             result = await self._request("turn/start", {
@@ -506,7 +508,12 @@ class CodexAppServer(MemberProcess):
         over = meter.reading(state.message_id, UsageReading(
             tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}",
             baseline=None if last is None else total - last))
-        if over and not state.budget_stop and not state.done.is_set():
+        if over:
+            self._budget_stop(state)
+
+    def _budget_stop(self, state: _Turn) -> None:
+        """Interrupt the turn for a budget (once; a turn already over stands)."""
+        if not state.budget_stop and not state.done.is_set():
             state.budget_stop = True
             self._tg.start_soon(self._interrupt, state, "turn_over_budget")
 

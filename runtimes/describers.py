@@ -31,6 +31,7 @@ from orchestrator.contracts import (
     TokenUsage,
     Turn,
     TurnFailed,
+    usd,
 )
 from runtimes import claude, codex
 from runtimes.base import Spawner, StderrRing, drain_stderr, kill_group, spawn_process, token_count
@@ -118,9 +119,8 @@ class ClaudeDescriber:
             status = result.get("api_error_status")
             raise _failed(spec, ran, f"failed: {str(text or result.get('errors'))[:300]}",
                           status=status if isinstance(status, int) else None)
-        cost = result.get("total_cost_usd")
         return Description(text.strip(), ran.seconds, claude.anthropic_tokens(result.get("usage")),
-                           float(cost) if isinstance(cost, int | float) else None)
+                           usd(result.get("total_cost_usd"), "total_cost_usd"))
 
 
 class CodexDescriber:

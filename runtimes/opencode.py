@@ -63,6 +63,7 @@ from orchestrator.contracts import (
     UsageReading,
     map_exceptions,
     runtime_info,
+    usd,
 )
 from runtimes.base import (
     MemberProcess,
@@ -569,8 +570,7 @@ class OpenCodeServer(MemberProcess):
             + token_count(cache, "write"),
             cached_input_tokens=token_count(cache, "read"),
             output_tokens=token_count(tokens, "output") + token_count(tokens, "reasoning"),
-            reasoning_output_tokens=token_count(tokens, "reasoning")),
-            float(cost) if isinstance(cost, int | float) and cost >= 0 else None)
+            reasoning_output_tokens=token_count(tokens, "reasoning")), usd(cost, "cost"))
         meter = self._spec.meter
         if meter is None or not turn.message_id:
             return
@@ -578,8 +578,12 @@ class OpenCodeServer(MemberProcess):
         costs = [c for _, c in turn.steps.values()]
         if meter.reading(turn.message_id, UsageReading(
                 tokens=used, model=self._spec.model,
-                cost_usd=None if None in costs else sum(c for c in costs if c is not None))) \
-                and turn.held is None:
+                cost_usd=None if None in costs else sum(c for c in costs if c is not None))):
+            self._budget_stop(turn)
+
+    def _budget_stop(self, turn: _Turn) -> None:
+        """Abort the turn for a budget (once; a turn that ended first stands)."""
+        if turn.held is None:
             turn.held = BudgetReached(self._spec.member, "the budget was reached during the turn")
             log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
                         message_id=turn.message_id, action="abort")
@@ -609,6 +613,8 @@ class OpenCodeServer(MemberProcess):
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         body = self._body(turn)
         state = self._turn = _Turn(turn.message_id)
+        if self._spec.meter is not None:  # a team budget crossed by another member stops it
+            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:

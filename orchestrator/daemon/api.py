@@ -175,6 +175,9 @@ _TOKENS = Field(default=None, ge=0, le=10**13)
 
 
 class BudgetParams(TeamParams):
+    """Strict: "5" and true are refused, not coerced to 5.0 and 1.0 (an int is a float)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
     member: str | None = Field(default=None, pattern=NAME_PATTERN)
     usd: float | None = _USD
     add_usd: float | None = _USD

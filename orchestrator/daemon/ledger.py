@@ -31,7 +31,10 @@ import anyio
 import structlog
 
 from orchestrator.contracts import TokenUsage, UsageReading
+from orchestrator.costs.figures import checked_reading, checked_tokens
+from orchestrator.costs.figures import usd as usd_figure
 from orchestrator.costs.prices import PriceTable, load_prices
+from orchestrator.costs.text import usd_text
 from orchestrator.errors import NotFound, StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ WARN_AT = 0.8
 BACKSTOP_MARGIN = 0.25  # Claude's --max-budget-usd: the budget left plus this share of it
 RATE_LIMIT_DEFAULT_HOLD = 300.0  # a limit that named no reset time
 RATE_LIMIT_MAX_HOLD = 8 * 24 * 3600.0  # a reset time further out than this is not believed
+WRITE_RETRY = (0.5, 5.0)  # a charge the journal refused: first retry, longest wait (doubling)
 By = Literal["member", "model", "day"]
 
 
@@ -165,10 +169,11 @@ class LedgerJournal:
             row["reasoning_output_tokens"]), row["cost_usd"]) for row in rows}
 
     def record(self, team: str, member: str, runtime: str, message_id: str, charge: Charge,
-               counters: dict[str, _Counter]) -> None:
-        """One settled attempt: its usage row, the message's running usage (for history) and
-        the counters' new baselines, in one transaction."""
-        now = time.time()
+               counters: dict[str, _Counter], at: float | None = None) -> None:
+        """One settled attempt (``at``: when; a retried write keeps it): its usage row, the
+        message's running usage (for history) and the counters' new baselines, in one
+        transaction."""
+        now = time.time() if at is None else at
         with self._store.transaction() as db:
             if not charge.empty:
                 t = charge.tokens
@@ -229,7 +234,8 @@ class Ledger:
     """Usage accounting, budgets and holds for every member of every running team."""
 
     def __init__(self, store: AsyncStore, tg: TaskGroup, *, prices: PriceTable | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 write_retry: tuple[float, float] = WRITE_RETRY) -> None:
         self._store = store
         self._journal = LedgerJournal(store.sync)
         self._tg = tg
@@ -241,6 +247,11 @@ class Ledger:
         self._holds: dict[tuple[str, str], Hold] = {}
         self._runtimes: dict[tuple[str, str], str] = {}
         self._counters: dict[tuple[str, str], dict[str, _Counter]] = {}
+        # per member: the turn in flight and what stops it now (Meter.on_stop)
+        self._stops: dict[tuple[str, str], tuple[str, Callable[[], None]]] = {}
+        self._unwritten: list[tuple[Any, ...]] = []  # charges the journal refused, in order
+        self._write_retry = write_retry
+        self._writing = False
         self.on_release: Callable[[str, str], None] | None = None  # the mailbox's poke
         self.on_budget_change: Callable[[str, str | None], None] | None = None
         self.on_change: Callable[[], None] | None = None
@@ -251,11 +262,14 @@ class Ledger:
         for row in await self._store.call(self._journal.totals):
             tokens = TokenUsage(int(row["i"] or 0), int(row["c"] or 0), int(row["o"] or 0),
                                 int(row["r"] or 0))
+            # refused: a total in a journal written before the figures were checked
+            cost = usd_figure(row["usd"] or 0.0, f"journal total of {row['member']}")
+            tokens = checked_tokens(tokens, f"journal total of {row['member']}")
             for key in ((row["team"], row["member"]), (row["team"], TEAM)):
                 totals = self._spent[key]
                 totals.tokens = totals.tokens + tokens
-                totals.cost_usd += float(row["usd"] or 0.0)
-                totals.unknown += int(row["unknown"] or 0)
+                totals.cost_usd += cost or 0.0
+                totals.unknown += int(row["unknown"] or 0) + (cost is None)
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -412,17 +426,23 @@ class Ledger:
         """Which budget the member is at or past, including the turn in flight, or None."""
         for key, what in (((team, member), f"member {member!r}"), ((team, TEAM),
                                                                    f"team {team!r}")):
-            budget = self._budgets.get(key)
-            if budget is None or not budget.set:
-                continue
-            spent = self.spent(key)
-            if budget.usd is not None and spent.cost_usd >= budget.usd:
-                return (f"budget reached: {what} spent ${spent.cost_usd:.4f} of "
-                        f"{_usd(budget.usd)}")
-            if budget.tokens is not None and spent.tokens.total >= budget.tokens:
-                return (f"token budget reached: {what} used {spent.tokens.total} of "
-                        f"{budget.tokens} tokens")
-            self._warn(key, budget, spent, what)
+            why = self._reached(key, what)
+            if why is not None:
+                return why
+        return None
+
+    def _reached(self, key: tuple[str, str], what: str) -> str | None:
+        """Which of ``key``'s budgets is reached, or None (the 80 % warning, once)."""
+        budget = self._budgets.get(key)
+        if budget is None or not budget.set:
+            return None
+        spent = self.spent(key)
+        if budget.usd is not None and spent.cost_usd >= budget.usd:
+            return f"budget reached: {what} spent ${spent.cost_usd:.4f} of {usd_text(budget.usd)}"
+        if budget.tokens is not None and spent.tokens.total >= budget.tokens:
+            return (f"token budget reached: {what} used {spent.tokens.total} of "
+                    f"{budget.tokens} tokens")
+        self._warn(key, budget, spent, what)
         return None
 
     def _warn(self, key: tuple[str, str], budget: _Budget, spent: _Totals, what: str) -> None:
@@ -454,7 +474,9 @@ class Ledger:
 
     def observe(self, team: str, member: str, message_id: str, reading: UsageReading,
                 model: str | None) -> bool:
-        """One reading of a turn in flight; True when a budget is now reached (stop it)."""
+        """One reading of a turn in flight; True when a budget is now reached (stop it). A team
+        budget reached stops the team's other turns in flight too (``on_stop``)."""
+        reading = checked_reading(reading)
         attempt = self._inflight.get((team, member))
         if attempt is None or attempt.message_id != message_id:
             attempt = self._inflight[(team, member)] = _Attempt(message_id, model)
@@ -471,9 +493,12 @@ class Ledger:
                 base = self._baseline(team, member, reading)
                 attempt.started[reading.counter] = base
             start = attempt.started[reading.counter]
-            value = _Counter(start.tokens + reading.tokens if reading.turn_tokens
-                             else reading.tokens, reading.cost_usd)
             previous = attempt.latest.get(reading.counter) or start
+            # a running total's cost the reading left out (refused) keeps its last value: the
+            # next good total is charged the whole increase
+            value = _Counter(start.tokens + reading.tokens if reading.turn_tokens
+                             else reading.tokens,
+                             previous.cost_usd if reading.cost_usd is None else reading.cost_usd)
             if value.tokens.below(previous.tokens) or (
                     value.cost_usd is not None and previous.cost_usd is not None
                     and value.cost_usd < previous.cost_usd - 1e-9):
@@ -481,14 +506,37 @@ class Ledger:
                             counter=reading.counter, was=previous.tokens.as_dict(),
                             now=value.tokens.as_dict(), was_usd=previous.cost_usd,
                             now_usd=value.cost_usd)
-                return self._over(team, member) is not None
+                return self._check(team, member)
             attempt.latest[reading.counter] = value
             attempt.model = priced_model
         if not reading.estimate:
             attempt.final_seen = True
             if attempt.own is not None and attempt.own_estimate:
                 attempt.own = None  # the runtime's own figure replaces the estimate
-        return self._over(team, member) is not None
+        return self._check(team, member)
+
+    def _check(self, team: str, member: str) -> bool:
+        """Whether the member's turn must stop; a team budget reached stops every other turn
+        of the team in flight at once, so the team overshoots by the calls in flight at the
+        crossing only — not by one more call per member (docs/costs.md)."""
+        if self._over(team, member) is None:
+            return False
+        self._stops.pop((team, member), None)  # its runtime stops it on this answer
+        if self._reached((team, TEAM), f"team {team!r}") is not None:
+            for (t, other), (message_id, stop) in list(self._stops.items()):
+                if t != team or other == member:
+                    continue
+                del self._stops[(t, other)]
+                log.warning("team_budget_stop", team=team, member=other, message_id=message_id,
+                            crossed_by=member)
+                try:
+                    stop()
+                except Exception:  # a runtime's bug must not break the crossing member's reading
+                    log.exception("team_budget_stop_failed", team=team, member=other)
+        return True
+
+    def on_stop(self, team: str, member: str, message_id: str, stop: Callable[[], None]) -> None:
+        self._stops[(team, member)] = (message_id, stop)
 
     def _baseline(self, team: str, member: str, reading: UsageReading) -> _Counter:
         assert reading.counter is not None
@@ -531,10 +579,21 @@ class Ledger:
 
     async def settle(self, team: str, member: str, message_id: str) -> Charge | None:
         """The attempt is over (answered, failed or cut): journal its charge (with the
-        message's running usage and the counters' new baselines) and add it to the totals."""
+        message's running usage and the counters' new baselines) and add it to the totals.
+        Never raises: accounting never fails a turn that was answered (a bug is logged)."""
+        if self._stops.get((team, member), ("",))[0] == message_id:
+            del self._stops[(team, member)]
         attempt = self._inflight.pop((team, member), None)
         if attempt is None or attempt.message_id != message_id:
             return None
+        try:
+            return await self._settle(team, member, message_id, attempt)
+        except Exception:
+            log.exception("usage_unrecorded", team=team, member=member, message_id=message_id)
+            return None
+
+    async def _settle(self, team: str, member: str, message_id: str, attempt: _Attempt
+                      ) -> Charge | None:
         charge = self._charge(attempt)
         if charge.empty and not attempt.latest and attempt.own is None:
             return None
@@ -542,34 +601,64 @@ class Ledger:
         self._spent[(team, TEAM)].add(charge)
         self._counters.setdefault((team, member), {}).update(attempt.latest)
         runtime = self._runtimes.get((team, member), "?")
-        try:
-            await self._store.call(self._journal.record, team, member, runtime, message_id,
-                                   charge, dict(attempt.latest))
-        except StoreError as exc:  # the totals above still hold the budget
-            log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
-                      error=exc.message, charge=charge.as_dict())
+        await self._journal_charge(team, member, runtime, message_id, charge,
+                                   dict(attempt.latest))
         log.info("turn_charged", team=team, member=member, message_id=message_id,
                  **charge.as_dict())
         self._over(team, member)  # the 80 % warning, once
         self._changed()
         return charge
 
+    async def _journal_charge(self, team: str, member: str, runtime: str, message_id: str,
+                              charge: Charge, counters: dict[str, _Counter]) -> None:
+        """Write one charge; a journal that refuses it (a full disk) gets it again, in order,
+        from a background writer with a growing wait, as a delivery's outcome is — the totals
+        in memory hold the budget meanwhile, and the member goes on."""
+        write = (team, member, runtime, message_id, charge, counters, self._clock())
+        if not self._unwritten:
+            try:
+                await self._store.call(self._journal.record, *write)
+                return
+            except StoreError as exc:
+                log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
+                          error=exc.message, charge=charge.as_dict(), retry=True)
+        self._unwritten.append(write)
+        if not self._writing:
+            self._writing = True
+            self._tg.start_soon(self._write_unwritten, name="ledger: unwritten charges")
+
+    async def _write_unwritten(self) -> None:
+        delay, longest = self._write_retry
+        try:
+            while self._unwritten:
+                await anyio.sleep(delay)
+                write = self._unwritten[0]
+                try:
+                    await self._store.call(self._journal.record, *write)
+                except StoreError:
+                    delay = min(delay * 2, longest)
+                    continue
+                self._unwritten.pop(0)
+                delay = self._write_retry[0]
+                log.info("usage_recorded_late", team=write[0], member=write[1],
+                         message_id=write[3])
+        finally:
+            self._writing = False
+            if self._unwritten:  # the daemon stops with the journal still refusing them
+                log.error("usage_lost", charges=len(self._unwritten))
+
     async def charge_side_call(self, team: str, member: str, message_id: str, runtime: str,
                                model: str | None, tokens: TokenUsage | None,
                                cost_usd: float | None) -> Charge:
         """A side call made for a member's message (a described image): charged to the member
         and journaled with the message, priced by the table when the runtime gave no cost."""
-        tokens = tokens or TokenUsage()
-        cost = cost_usd if cost_usd is not None else self._prices.cost(model, tokens)
-        charge = Charge(tokens, cost, False, model)
+        tokens = checked_tokens(tokens or TokenUsage(), "side call tokens")
+        cost = usd_figure(cost_usd, "side call cost_usd")
+        charge = Charge(tokens, cost if cost is not None else self._prices.cost(model, tokens),
+                        False, model)
         self._spent[(team, member)].add(charge)
         self._spent[(team, TEAM)].add(charge)
-        try:
-            await self._store.call(self._journal.record, team, member, runtime, message_id,
-                                   charge, {})
-        except StoreError as exc:  # the totals above still hold the budget
-            log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
-                      error=exc.message, charge=charge.as_dict())
+        await self._journal_charge(team, member, runtime, message_id, charge, {})
         log.info("side_call_charged", team=team, member=member, message_id=message_id,
                  runtime=runtime, **charge.as_dict())
         self._over(team, member)
@@ -608,11 +697,6 @@ class Ledger:
             self.on_change()
 
 
-def _usd(value: float) -> str:
-    """$5.00; a budget finer than cents keeps its digits ($0.0030)."""
-    return f"${value:.2f}" if round(value, 2) == value else f"${value:.4f}"
-
-
 @dataclass(eq=False)
 class MemberMeter:
     """The ``Meter`` one member's runtime gets (``LaunchSpec.meter``)."""
@@ -623,7 +707,15 @@ class MemberMeter:
     model: str | None
 
     def reading(self, message_id: str, reading: UsageReading) -> bool:
-        return self.ledger.observe(self.team, self.member, message_id, reading, self.model)
+        try:
+            return self.ledger.observe(self.team, self.member, message_id, reading, self.model)
+        except Exception:  # accounting never breaks the runtime's reader (the turn goes on)
+            log.exception("usage_reading_failed", team=self.team, member=self.member,
+                          message_id=message_id)
+            return False
+
+    def on_stop(self, message_id: str, stop: Callable[[], None]) -> None:
+        self.ledger.on_stop(self.team, self.member, message_id, stop)
 
     def rate_limited(self, until: float | None, message: str) -> None:
         self.ledger.rate_limited(self.team, self.member, until, message)
