@@ -154,7 +154,10 @@ class MemberConfig(_Strict):
     restart_window: Seconds = 300.0
     start_timeout: Seconds = 60.0
     turn_idle_timeout: Seconds = 600.0
-    liveness_interval: Seconds = 30.0
+    # an idle member is probed on its runtime's cheapest real channel every interval; no
+    # answer within the deadline: liveness "unresponsive", killed, restarted (docs/architecture.md)
+    liveness_interval: Seconds = 15.0
+    liveness_deadline: Seconds = 10.0
 
     @model_validator(mode="after")
     def _backoff_ordered(self) -> MemberConfig:

@@ -164,6 +164,11 @@ class RemoteHost(Protocol):
         """Stop what is kept open to the host (its ControlMaster)."""
         ...
 
+    async def master_answers(self, deadline: float) -> bool:
+        """Liveness of the way to the host: its ControlMaster answers ``ssh -O check`` within
+        ``deadline`` seconds (True when no master is kept: nothing to ask)."""
+        ...
+
     def remote_path(self, path: str) -> str:
         """A local path (or ``~``) as it is on the host (known once connected)."""
         ...

@@ -77,7 +77,8 @@ __all__ = [
 ]
 
 Launch = Literal["pending", "starting", "running", "backoff", "stopping", "stopped", "fatal"]
-Liveness = Literal["alive", "dead", "unknown"]
+# unresponsive: it did not answer its liveness probe within the deadline (killed, restarted)
+Liveness = Literal["alive", "unresponsive", "dead", "unknown"]
 Readiness = Literal["ready", "busy", "not_ready"]
 DeliveryState = Literal["queued", "prepared", "sent", "answered", "failed", "blocked"]
 
@@ -160,6 +161,8 @@ class MemberStatus(_Doc):
     readiness: Readiness
     activity: str | None = None
     restarts: int
+    epoch: int = Field(default=0, description="its launch number: each start of its process "
+                       "(restart or recycle) is a new epoch; events of an older one are ignored")
     recycles: int = Field(default=0, description="planned restarts (recycle_turns, "
                           "recycle_rss_mb, recycle_children): not failures")
     session_id: str | None

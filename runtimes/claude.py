@@ -57,7 +57,6 @@ from runtimes.base import (
     member_environ,
     owned_process,
     private_file,
-    process_stopped,
     spawn_process,
     stop_process,
     token_count,
@@ -553,8 +552,11 @@ class ClaudeProcess(MemberProcess):
         self.kill()
 
     async def probe(self, timeout: float) -> bool:
-        """A harmless control request (``mcp_status``) answered within ``timeout``."""
-        if process_stopped(self._process.pid):
+        """A control request the CLI answers itself, no model call (``mcp_status``: the real
+        CLI answers ``{"mcpServers": [...]}`` in 0.1-0.3 s), answered within ``timeout``. A
+        stopped process is given the whole deadline: one continued in time (SIGCONT, a
+        debugger) answers and stays."""
+        if not self.usable:
             return False
         request_id = self._next_request_id("probe")
         waiter = self._control[request_id] = anyio.Event()

@@ -417,7 +417,10 @@ class CodexMember:
         return self._exit_code
 
     async def probe(self, timeout: float) -> bool:
-        """No process lives between turns: nothing can be frozen."""
+        """No process lives between turns, so nothing can freeze: an idle exec member is
+        alive while it is open (its executable was found at start; each turn is its own
+        process, watched by the turn's idle timeout). On an SSH host the supervisor also
+        asks the host's master (``RemoteHost.master_answers``)."""
         return self.usable
 
     def kill(self) -> None:

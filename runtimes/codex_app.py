@@ -207,9 +207,15 @@ class CodexAppServer(MemberProcess):
         return self._activity if self._turn is not None else None
 
     async def probe(self, timeout: float) -> bool:
+        """``thread/read`` of its thread (answered from the server's own state, no model
+        call), within ``timeout``; an error answer is an answer: the server is alive."""
         with anyio.move_on_after(timeout):
-            with suppress(TeamctlRpcError):
+            try:
                 await self._request("thread/read", {"threadId": self._thread_id})
+            except TeamctlRpcError:
+                pass  # e.g. a thread not yet written: the server answered
+            except (RuntimeExited, RuntimeStuck):
+                return False
             return self.usable
         return False
 

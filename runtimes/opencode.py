@@ -72,7 +72,6 @@ from runtimes.base import (
     drain_stderr,
     member_environ,
     owned_process,
-    process_stopped,
     spawn_process,
     stop_process,
     token_count,
@@ -601,8 +600,15 @@ class OpenCodeServer(MemberProcess):
         self.kill()
 
     async def probe(self, timeout: float) -> bool:
-        """The event stream's heartbeats are the probe (a stopped server sends none)."""
-        return self.healthy and not process_stopped(self._process.pid)
+        """``GET /session/status`` (served from the member's project instance, no model call:
+        ``{}`` when idle) answered 200 within ``timeout``; the event stream's heartbeats stay
+        a second witness (``healthy``)."""
+        if not self.usable:
+            return False
+        with anyio.move_on_after(timeout), suppress(httpx.HTTPError, ValueError):
+            response = await self._http.get("/session/status", timeout=timeout)
+            return response.status_code == 200 and isinstance(response.json(), dict)
+        return False
 
     # -- turns --------------------------------------------------------------------------------
 

@@ -189,6 +189,20 @@ class SshHost:
                 f"its ssh ControlMaster socket is not this user's own ({exc}); remove "
                 f"{self.control_dir} and start the member again", retryable=False) from None
 
+    async def master_answers(self, deadline: float) -> bool:
+        """The liveness probe's second half for a member here: the master its channel runs
+        through answers ``ssh -O check`` within ``deadline`` (a frozen master stalls every
+        channel while the member's own process looks fine). True when none is kept."""
+        try:
+            if not self._trusted():
+                return True
+        except HostUnavailable:  # not ours any more: the restart refuses it, typed
+            return False
+        with anyio.move_on_after(deadline):
+            done = await self._control("check")
+            return done is not None and done.returncode == 0
+        return False
+
     async def close(self) -> None:
         """Stop the host's ControlMaster (``teamctl stop``): nothing of ours stays there."""
         with contextlib.suppress(HostUnavailable):

@@ -26,10 +26,16 @@ from orchestrator.contracts import LaunchSpec, McpServer, RemoteHost
 from orchestrator.daemon import orphans
 from orchestrator.daemon.approvals import Approvals, MemberApprover, parse_rule
 from orchestrator.daemon.restart_policy import RestartPolicy
-from orchestrator.errors import MemberStartFailed, NotFound
+from orchestrator.errors import MemberStartFailed, NotFound, TeamctlError
 from orchestrator.paths import Home, ensure_private_dir
 from orchestrator.wire import LastExit, Launch, Liveness, MemberStatus, Readiness
-from runtimes.base import Runtime, RuntimeProcess, process_tree, resolve_executable
+from runtimes.base import (
+    Runtime,
+    RuntimeProcess,
+    process_stopped,
+    process_tree,
+    resolve_executable,
+)
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -78,6 +84,10 @@ class MemberState:
     busy: bool = False
     pid: int | None = None
     restarts: int = 0
+    # its launch number: +1 at each start of its process (restart, recycle, teamctl restart);
+    # what a turn or a probe of an older epoch reports is ignored (``Supervisor._is_current``)
+    epoch: int = 0
+    probing: bool = False  # a liveness probe is out: no turn is claimed until it answers
     last_exit: dict[str, Any] | None = None
     session_id: str | None = None
     error: str | None = None
@@ -121,8 +131,10 @@ class MemberState:
 
     @property
     def live(self) -> Liveness:
-        """Liveness now: the process's own evidence (its pid, or e.g. heartbeats) decides."""
-        if self.process is not None and not self.process.healthy:
+        """Liveness now: the process's own evidence (its pid, or e.g. heartbeats) decides;
+        ``unresponsive`` (a probe went unanswered) stays until a new process is up."""
+        if self.liveness != "unresponsive" and self.process is not None \
+                and not self.process.healthy:
             return "dead"
         return self.liveness
 
@@ -138,6 +150,7 @@ class MemberState:
             pid=process.pid if process is not None else self.pid, launch=self.launch,
             liveness=self.live, activity=activity,
             readiness=self.readiness, restarts=self.restarts, recycles=self.recycles,
+            epoch=self.epoch,
             session_id=self.session_id,
             last_exit=None if last is None else LastExit(code=last["code"], at=last["at"]),
             error=self.error, note=self.note, queued=queued,
@@ -247,7 +260,7 @@ class Supervisor:
         old = self.member(team, name)
         await self._stop_member(old)
         fresh = MemberState(team, old.config, old.workdir, old.login, old.permissions,
-                            restarts=old.restarts + 1, allow=old.allow,
+                            restarts=old.restarts + 1, allow=old.allow, epoch=old.epoch,
                             last_exit=old.last_exit, host=old.host)
         members = self._teams[team]
         members[members.index(old)] = fresh
@@ -264,39 +277,58 @@ class Supervisor:
         claim. The member only reads ``busy`` once a turn was claimed: an idle member whose
         queue looks for work (after every ready and every turn) stays ``ready``.
 
-        Waits without a deadline (messages wait in the journal while a member is down);
-        cancelling the wait is safe. One caller per member (its mailbox queue).
+        Waits without a deadline (messages wait in the journal while a member is down, or
+        while a liveness probe is out: a frozen process is never handed a turn the probe is
+        about to prove lost); cancelling the wait is safe. One caller per member (its
+        mailbox queue). The claim carries the process's epoch (bound to every event logged
+        during the turn); the turn's end is applied only if that epoch is still current.
         """
         while True:
             state = self.member(team, name)
             changed = state.changed()
             if state.process is not None and state.process.usable and not state.busy \
-                    and state.recycle is None:
+                    and state.recycle is None and not state.probing:
                 break
             await changed.wait()
-        process = state.process
+        process, epoch = state.process, state.epoch
         claimed = await claim()  # not busy yet: an idle member reads "ready" while it claims
         if claimed is None:
             yield None
             return
-        state.turn, work = claimed
+        message_id, work = claimed
+        state.turn = message_id
         state.busy = True
         state.turns_started += 1
         state.notify()
         try:
-            yield process, work
+            with structlog.contextvars.bound_contextvars(epoch=epoch):
+                yield process, work
         finally:
-            state.busy = False
-            state.process_turns += 1
-            if process.usable:  # a dead process keeps its cut turn for the incident report
-                state.turn = None
-                state.recycle = recycle_reason(state.config, process.pid, state.process_turns) \
-                    or state.recycle_after_turn
-                state.recycle_after_turn = None
-            state.notify()
-            if process.session_id != state.session_id:  # e.g. Codex's first thread.started
-                with anyio.CancelScope(shield=True):
-                    await self._record_session(state, process.session_id)
+            if self._is_current(state, epoch):
+                self._turn_ended(state, process)
+                if process.session_id != state.session_id:  # e.g. Codex's first thread.started
+                    with anyio.CancelScope(shield=True):
+                        await self._record_session(state, process.session_id)
+            else:  # its process was replaced meanwhile: nothing of it reaches the new one
+                log.warning("stale_event_ignored", team=team, member=name, what="turn_end",
+                            epoch=epoch, current=self.member(team, name).epoch,
+                            message_id=message_id, session_id=process.session_id)
+
+    def _is_current(self, state: MemberState, epoch: int) -> bool:
+        """Whether ``epoch`` is the launch ``state`` runs now, and ``state`` the member's."""
+        return state.epoch == epoch and any(
+            s is state for s in self._teams.get(state.team, ()))
+
+    @staticmethod
+    def _turn_ended(state: MemberState, process: RuntimeProcess) -> None:
+        state.busy = False
+        state.process_turns += 1
+        if process.usable:  # a dead process keeps its cut turn for the incident report
+            state.turn = None
+            state.recycle = recycle_reason(state.config, process.pid, state.process_turns) \
+                or state.recycle_after_turn
+            state.recycle_after_turn = None
+        state.notify()
 
     def recycle_member(self, team: str, name: str, reason: str) -> None:
         """Restart the member's process as hygiene (not a crash): now if it is idle, after
@@ -343,7 +375,8 @@ class Supervisor:
             state.launch = "stopped"
             log.info("member_stopped", team=state.team, member=state.name,
                      exit=(state.last_exit or {}).get("code"))
-        state.liveness = "dead" if state.liveness != "unknown" else "unknown"
+        if state.liveness == "alive":  # "unresponsive" says why it went
+            state.liveness = "dead"
         state.notify()
         state.done.set()
 
@@ -362,7 +395,7 @@ class Supervisor:
                 uptime=self._clock() - state.started_at,
             )
             log.info("member_restart_decision", team=state.team, member=state.name,
-                     action=decision.action, delay=round(decision.delay, 3),
+                     epoch=state.epoch, action=decision.action, delay=round(decision.delay, 3),
                      reason=decision.reason)
             if decision.action != "restart":
                 state.launch = "fatal" if decision.action == "fatal" else "stopped"
@@ -375,7 +408,13 @@ class Supervisor:
             state.restarts += 1
 
     async def _run_once(self, state: MemberState) -> int | None:
-        """One start → ready → exit cycle. Returns the exit status (None: no process)."""
+        """One start → ready → exit cycle, a new epoch (on every event logged during it, the
+        runtime's own included). Returns the exit status (None: no process)."""
+        state.epoch += 1
+        with structlog.contextvars.bound_contextvars(epoch=state.epoch):
+            return await self._launch_once(state)
+
+    async def _launch_once(self, state: MemberState) -> int | None:
         state.launch, state.error = "starting", None
         state.started_at = self._clock()
         state.notify()
@@ -411,7 +450,8 @@ class Supervisor:
             return None
         finally:
             state.process, state.busy, state.pid = None, False, None
-            state.liveness = "dead"
+            if state.liveness != "unresponsive":  # that says why, until the next one is up
+                state.liveness = "dead"
             if state.approver is not None:
                 with anyio.CancelScope(shield=True):
                     await state.approver.close("the member process that asked is gone")
@@ -427,27 +467,9 @@ class Supervisor:
         return exit_code
 
     async def _watch(self, state: MemberState, process: RuntimeProcess) -> int | None:
-        """Until the process exits: probe it while idle, every ``liveness_interval``; one that
-        does not answer (frozen, SIGSTOPped, deadlocked) is killed, so the restart policy
-        brings it back. A busy member is not probed: its turn's idle watchdog covers it."""
-        interval = state.config.liveness_interval
+        """Until the process exits: prove it alive while idle (``_probe_loop``), and leave it
+        when a recycle is wanted."""
         async with anyio.create_task_group() as tg:
-            async def probe_loop() -> None:
-                while True:
-                    await anyio.sleep(interval)
-                    turns = state.turns_started
-                    if state.busy or not process.usable:
-                        continue
-                    answered = await process.probe(max(5.0, interval))
-                    if answered or state.busy or state.turns_started != turns:
-                        continue
-                    state.liveness = "dead"
-                    state.notify()
-                    log.warning("member_unresponsive", team=state.team, member=state.name,
-                                pid=process.pid, probe_timeout=max(5.0, interval))
-                    process.kill()
-                    return
-
             async def recycle_wanted() -> None:
                 while True:
                     changed = state.changed()
@@ -456,11 +478,70 @@ class Supervisor:
                         return
                     await changed.wait()
 
-            tg.start_soon(probe_loop)
+            tg.start_soon(self._probe_loop, state, process, state.epoch)
             tg.start_soon(recycle_wanted)
             exit_code = await process.wait()
             tg.cancel_scope.cancel()
         return exit_code if state.recycle is None else process.exit_code
+
+    async def _probe_loop(self, state: MemberState, process: RuntimeProcess,
+                          epoch: int) -> None:
+        """Every ``liveness_interval``, an idle member proves it is alive: its runtime's
+        cheapest real channel (Claude's ``mcp_status`` control request, the app-server's
+        ``thread/read``, OpenCode's ``GET /session/status``) and, on an SSH host, the master
+        (``ssh -O check``) answer within ``liveness_deadline``. One that does not (frozen,
+        SIGSTOPped, deadlocked, a wedged master) is ``unresponsive``: killed, so the restart
+        policy brings it back; its queue waits and goes to the new process. A busy member
+        is not probed (its turn's idle watchdog covers it)."""
+        interval, deadline = state.config.liveness_interval, state.config.liveness_deadline
+        while True:
+            await anyio.sleep(interval)
+            if state.busy or not process.usable:
+                continue
+            turns = state.turns_started
+            state.probing = True
+            try:
+                answered = await self._prove(state, process, deadline)
+            finally:
+                state.probing = False
+                state.notify()
+            if answered or state.busy or state.turns_started != turns:
+                continue
+            if not self._is_current(state, epoch):
+                log.warning("stale_event_ignored", team=state.team, member=state.name,
+                            what="probe_unanswered", epoch=epoch, current=state.epoch)
+                return
+            state.liveness = "unresponsive"
+            state.notify()
+            log.warning("member_unresponsive", team=state.team, member=state.name,
+                        pid=process.pid, deadline=deadline, interval=interval,
+                        stopped=process_stopped(process.pid))
+            process.kill()
+            return
+
+    async def _prove(self, state: MemberState, process: RuntimeProcess,
+                     deadline: float) -> bool:
+        """One probe within ``deadline``; an answer past half of it is logged (late), and
+        so is the late answer that still came in time (recovered)."""
+        started = time.monotonic()
+        late = anyio.Event()
+
+        async def warn_late() -> None:
+            await anyio.sleep(deadline / 2)
+            late.set()
+            log.warning("member_probe_late", team=state.team, member=state.name,
+                        pid=process.pid, waited=round(deadline / 2, 3), deadline=deadline)
+
+        answered = False
+        with anyio.move_on_after(deadline):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(warn_late)
+                answered = await _answers(process, state.host, deadline)
+                tg.cancel_scope.cancel()
+        if answered and late.is_set():
+            log.info("member_probe_recovered", team=state.team, member=state.name,
+                     pid=process.pid, seconds=round(time.monotonic() - started, 3))
+        return answered
 
     async def _launch_spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
         config = state.config
@@ -557,6 +638,16 @@ class Supervisor:
                  session_id=process.session_id)
         state.settled.set()
         state.notify()
+
+
+async def _answers(process: RuntimeProcess, host: RemoteHost | None, deadline: float) -> bool:
+    """The runtime answered its probe, and the host's master too (an SSH member)."""
+    try:
+        return await process.probe(deadline) and (
+            host is None or await host.master_answers(deadline))
+    except TeamctlError as exc:  # a runtime's probe should say False; never end the watch
+        log.warning("member_probe_failed", code=exc.code, error=exc.message)
+        return False
 
 
 def recycle_reason(config: MemberConfig, pid: int | None, turns: int) -> str | None:

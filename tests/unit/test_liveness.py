@@ -1,0 +1,216 @@
+"""Liveness is proven, not assumed (the core, in process with the fake runtime).
+
+An idle member answers a probe every ``liveness_interval`` within ``liveness_deadline``; one
+that does not reads ``unresponsive``, is restarted, and its queue goes on to the new process.
+Each process is an epoch: nothing a replaced process reports reaches its successor.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from orchestrator.contracts import Turn, TurnResult
+from runtimes.ssh import SshHost, SshTarget
+from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from orchestrator.daemon.supervisor import MemberState
+    from tests.fakes import Core
+
+pytestmark = pytest.mark.anyio
+
+FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.5, "backoff": [0.01, 0.1]}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _launch(c: Core, tmp_path: Path, **member: object) -> MemberState:
+    config = team_config(tmp_path, {"name": "lead", **FAST, **member})
+    await c.teams.launch(config, "team.toml", wait=True, timeout=10)
+    return c.supervisor.member("web", "lead")
+
+
+async def _until(c: Core, check: Callable[[MemberState], bool], timeout: float = 10
+                 ) -> MemberState:
+    """The member once ``check`` holds, looked at the moment it changes (no poll, no sleep)."""
+    with anyio.fail_after(timeout):
+        while True:
+            state = c.supervisor.member("web", "lead")
+            changed = state.changed()
+            if check(state):
+                return state
+            await changed.wait()
+
+
+async def test_a_member_that_misses_its_probe_reads_unresponsive_not_alive(
+        tmp_path: Path) -> None:
+    """A member that does not answer its probe reads ``unresponsive`` (was: ``dead``, or
+    ``alive`` for as long as the probe waited) until a new process is up — a new epoch — and
+    a message queued meanwhile is answered once, by the new process."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        state = await _launch(c, tmp_path)
+        assert state.snapshot().liveness == "alive"
+        [frozen] = runtime.opened
+        frozen.responsive = False
+        down = await _until(c, lambda s: s.liveness == "unresponsive")
+        assert down.snapshot().liveness == "unresponsive" and frozen.exit_code == -9
+        result = await c.teams.send(None, "lead", "are you back?", wait=True, timeout=10)
+        assert result.state == "answered" and result.attempts == 1
+        [_, fresh] = runtime.opened
+        assert frozen.turns == [] and [t.message_id for t in fresh.turns] == [result.id]
+        row = state.snapshot()
+        assert (row.liveness, row.epoch, row.restarts) == ("alive", 2, 1)
+
+
+async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
+        tmp_path: Path) -> None:
+    """While a probe waits for its answer no turn is claimed: a message sent to a member that
+    froze since its last probe goes to the process that replaces it, not into the frozen one
+    (where it would wait for the turn's idle timeout, 600 s by default)."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, liveness_deadline=2.0)
+        [frozen] = runtime.opened
+        asked = anyio.Event()
+
+        async def never_answers(timeout: float) -> bool:
+            asked.set()
+            await anyio.sleep_forever()
+            return True  # pragma: no cover
+
+        frozen.probe = never_answers  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            await asked.wait()
+        result = await c.teams.send(None, "lead", "hello", wait=True, timeout=20)
+        assert result.state == "answered"
+        assert frozen.turns == [], "nothing was written to the frozen process"
+        assert [t.message_id for t in runtime.opened[1].turns] == [result.id]
+
+
+async def test_a_probe_answered_before_the_deadline_keeps_the_member(tmp_path: Path) -> None:
+    """A slow answer that still comes within the deadline (a process continued after a
+    SIGSTOP) keeps the member alive, on the same process and epoch."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        state = await _launch(c, tmp_path, liveness_deadline=1.0)
+        [slow] = runtime.opened
+        answered = anyio.Event()
+
+        async def late(timeout: float) -> bool:
+            await anyio.sleep(0.6)  # past half the deadline: logged late, then recovered
+            answered.set()
+            return True
+
+        with capture_logs() as logs:
+            slow.probe = late  # type: ignore[method-assign]
+            with anyio.fail_after(10):
+                await answered.wait()
+            await _until(c, lambda s: not s.probing)
+        events = [e["event"] for e in logs]
+        assert "member_probe_late" in events and "member_probe_recovered" in events
+        assert "member_unresponsive" not in events
+        assert (state.liveness, state.epoch, len(runtime.opened)) == ("alive", 1, 1)
+
+
+async def test_a_turn_end_from_an_old_epoch_never_changes_the_new_process(
+        tmp_path: Path) -> None:
+    """A turn that ends after its process was replaced (a late answer from a dead process)
+    is ignored by the supervisor and logged: it used to record the dead process's session id
+    over the new one's (the next start resumed the wrong session) and count its turn against
+    the new process."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        state = await _launch(c, tmp_path)
+        kept = state.session_id
+
+        async def late_answer(process: FakeProcess, turn: Turn) -> TurnResult:
+            process._session_id = "session-of-the-dead-process"
+            process.kill()  # the member restarts: epoch 2
+            await _until(c, lambda s: s.process not in (None, process)
+                         and s.readiness != "not_ready")
+            return TurnResult(reply="late", session_id=process.session_id)
+
+        runtime.script = [late_answer]
+        with capture_logs() as logs:
+            await c.teams.send(None, "lead", "one", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "two", wait=True, timeout=10)  # after its slot
+        recorded = [e["session_id"] for e in logs if e["event"] == "member_session"]
+        assert "session-of-the-dead-process" not in recorded
+        assert state.session_id == kept == runtime.opened[1].session_id
+        assert await c.store.call(c.store.sync.session_id, "web", "lead") == kept
+        assert state.process_turns == 1, "only the new process's own turn"
+        [stale] = [e for e in logs if e["event"] == "stale_event_ignored"]
+        assert (stale["epoch"], stale["current"], stale["what"]) == (1, 2, "turn_end")
+
+
+class _Host:
+    """A member's SSH host whose ControlMaster stops answering ``-O check``."""
+
+    name = "box"
+
+    def __init__(self) -> None:
+        self.answers = True
+        self.asked = 0
+
+    async def master_answers(self, deadline: float) -> bool:
+        self.asked += 1
+        return self.answers
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_member_whose_ssh_master_stops_answering_is_unresponsive(
+        tmp_path: Path) -> None:
+    """On an SSH host the runtime's answer is not enough: the master every channel runs
+    through must answer ``ssh -O check`` too, or the member is unresponsive and restarted."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        state = await _launch(c, tmp_path)
+        host = _Host()
+        state.host = host  # type: ignore[assignment]
+        await _until(c, lambda s: host.asked > 0 and not s.probing)
+        assert state.liveness == "alive"
+        host.answers = False
+        await _until(c, lambda s: s.liveness == "unresponsive")
+        assert runtime.opened[0].exit_code == -9
+
+
+def _fake_ssh(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "ssh"
+    path.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
+    path.chmod(0o700)
+    return str(path)
+
+
+async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -> None:
+    """``master_answers``: True when ``-O check`` exits 0, False when it fails or hangs past
+    the deadline; True when no master is kept (nothing to ask)."""
+    control = tmp_path / "cm"
+    control.mkdir(mode=0o700)
+    target = SshTarget("box", "10.0.0.5", "dev", None, None, ())
+    host = SshHost(target, control, "h0", "web", "lead", tmp_path / "state",
+                   ssh=_fake_ssh(tmp_path, "sys.exit(0)"))
+    assert await host.master_answers(1.0), "no master socket: nothing to ask"
+    with socket.socket(socket.AF_UNIX) as master:
+        master.bind(host.control_path)
+        assert await host.master_answers(5.0)
+        host.ssh = _fake_ssh(tmp_path, "sys.exit(255)")
+        assert not await host.master_answers(5.0)
+        host.ssh = _fake_ssh(tmp_path, "time.sleep(3600)")
+        with anyio.fail_after(5):
+            assert not await host.master_answers(0.5)
+    assert await anyio.Path(host.control_path).exists(), "a probe never removes the master"
