@@ -15,6 +15,10 @@ at most ``max_messages_per_minute`` per sender; ``pair_cooldown`` seconds betwee
 from one member to the same other; never to oneself; an unknown recipient is answered with the
 names that exist. Every refusal is journaled, logged and returned to the sender as a typed tool
 error — nothing is dropped silently.
+
+A turn's message is sent once: ``send_message`` is idempotent per (the sender's turn in
+flight, recipient, text), so a cut turn that is continued and sends it again gets the first
+receipt, uncounted by the guards (docs/architecture.md, "Effects once").
 """
 
 from __future__ import annotations

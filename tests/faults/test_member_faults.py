@@ -19,7 +19,8 @@ def test_a_hung_turn_is_interrupted_and_redelivered_on_the_same_process(
     pid = teamctl.member_pids()[0]
     done = teamctl.run("send", "lead", "are you there?", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("received: are you there?")
+    assert "received: [teamctl] your previous turn on message " in done.stdout, \
+        "the interrupted turn is continued, not handed again (docs/architecture.md)"
     assert teamctl.member_pids() == [pid], "the interrupt ended the turn: no restart"
     [message] = teamctl.json("history", "lead")["messages"]
     assert message["state"] == "answered" and message["attempts"] == 2
