@@ -132,12 +132,14 @@ def test_bad_budgets_are_refused_with_the_key_and_nothing_starts(teamctl: Teamct
     bad = teamctl.write_team("web", [fake_member("rev", budget_usd=-1.0)])
     done = teamctl.run("launch", str(bad))
     assert done.returncode == 2 and "members[0].budget_usd" in done.stderr
-    codex = {"name": "dev", "runtime": "codex", "model": "gpt-5.4-mini", "budget_usd": 5.0,
+    codex = {"name": "dev", "runtime": "codex", "model": "gpt-oss-120b", "budget_usd": 5.0,
              "command": str(Path(__file__).resolve().parents[2] / "fixtures/bin/codex")}
     refused = teamctl.run("launch", str(teamctl.write_team("web", [codex])))
     assert refused.returncode == 2, refused.stderr
     assert "budget_usd cannot be enforced" in refused.stderr
-    assert teamctl.run("status").stdout.strip() == "no team is running"
+    status = teamctl.run("status")  # nothing started (a refused launch starts no daemon)
+    assert status.stdout.strip() == "no team is running" or \
+        "no teamctl daemon is reachable" in status.stderr, status
     assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")]))) \
         .returncode == 0
     assert teamctl.run("budget", "rev", "--set", "-1").returncode == 2

@@ -196,3 +196,36 @@ def test_the_budget_column_rounded_a_sub_cent_budget_to_cents() -> None:
     assert cost_text({"cost_usd": 0.006, "budget_usd": 0.005}) == "$0.0060 / $0.0050"
     assert cost_text({"cost_usd": 1.2, "budget_usd": 5.0}) == "$1.2000 / $5.00"
     assert cost_text({"cost_usd": 0.0, "budget_usd": 0.012345}) == "$0.0000 / $0.012345"
+
+
+def test_the_readme_and_demo_codex_model_had_no_price() -> None:
+    """Every model README.md, the demo team and the vision catalog name has a price in the
+    table (with a source the table names) or is listed under [unpriced] with the reason:
+    the README's own Codex model (gpt-5.4-mini) is priced, so its cost is not '+ ?' and a
+    dollar budget on it is enforceable."""
+    import re
+    import tomllib
+    from importlib import resources
+    from pathlib import Path
+
+    from orchestrator.costs.prices import load_prices
+
+    repo = Path(__file__).resolve().parents[2]
+    table = tomllib.loads(resources.files("orchestrator.costs").joinpath(
+        "price_table.toml").read_text(encoding="utf-8"))
+    prices, unpriced = load_prices(), table["unpriced"]
+    named = set(re.findall(r'model = "([^"]+)"', (repo / "README.md").read_text()))
+    named |= set(re.findall(r'model = "([^"]+)"',
+                            (repo / "fixtures/demo/team.toml").read_text()))
+    catalog = tomllib.loads((repo / "orchestrator/attachments/vision_catalog.toml").read_text())
+    for runtime in ("claude", "codex", "opencode"):
+        named |= set(catalog[runtime])
+    assert {"gpt-5.4-mini", "claude-sonnet-4-5", "claude-haiku-4-5",
+            "openrouter/moonshotai/kimi-k2.6"} <= named
+    missing = sorted(m for m in named if prices.price(m) is None and m not in unpriced)
+    assert missing == [], "priced, or listed under [unpriced] with why"
+    for model, price in prices.items():
+        assert price.source in table["sources"], model
+    mini = prices.price("gpt-5.4-mini")
+    assert mini is not None and (mini.input, mini.cached_input, mini.output) == (0.75, 0.075,
+                                                                                  4.50)
