@@ -129,7 +129,8 @@ def test_real_claude_stuck_turn_is_interrupted_and_redelivered(
     anthropic.hang_next = True
     done = teamctl.run("send", "rev", "are you stuck?", "--wait", "--timeout", "120")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pong: are you stuck?"
+    assert done.stdout.strip().startswith("pong: [teamctl] your previous turn on message "), \
+        "the interrupted turn is continued in its session, not handed again"
     [message] = teamctl.json("history", "rev")["messages"]
     assert message["state"] == "answered" and message["attempts"] == 2
     stuck = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]

@@ -105,7 +105,7 @@ def test_a_member_killed_mid_turn_gets_a_continuation_without_its_images(
     assert f"received: {CONTINUATION}{message_id} was interrupted (your process exited)" \
         in message["reply"]
     [session] = _sessions(teamctl, "lead")
-    assert [(r["content"], len(r["images"])) for r in session][0] == (f"GATE {gate}", 1)
+    assert (session[0]["content"], len(session[0]["images"])) == (f"GATE {gate}", 1)
     assert len(session) == 2 and session[1]["images"] == [], "the image is not sent again"
 
 
@@ -145,7 +145,7 @@ def test_a_turn_held_by_its_budget_continues_once_raised(
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id, timeout=60)
     [session] = _sessions(teamctl, "lead")
-    assert [r["content"] for r in session][0] == "SPEND 6.0 20"
+    assert session[0]["content"] == "SPEND 6.0 20"
     assert str(session[1]["content"]).startswith(
         f"{CONTINUATION}{message_id} was interrupted (the budget was reached; it has been "
         "raised since)")
