@@ -230,6 +230,9 @@ class AttachmentRef(_Doc):
         default=None, description="'runtime:model' of the describer when the member received "
         "a description in place of the image (describe_with)")
     description: str | None = None
+    cli_transform: str | None = Field(
+        default=None, description="what the member's CLI does to these bytes before the API "
+        "sees them ('re-encoded by the CLI to …'); null: the API receives exactly this sha256")
 
 
 class DeliveryError(_Doc):
@@ -304,6 +307,9 @@ class VariantDoc(_Doc):
     height: int
     bytes: int
     sha256: str = Field(description="sha256 of the exact bytes that would be sent")
+    cli_transform: str | None = Field(
+        default=None, description="what the member's CLI would do to them before the API "
+        "sees them; null: the API receives exactly this sha256")
 
 
 class Original(_Doc):

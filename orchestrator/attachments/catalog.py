@@ -75,10 +75,14 @@ class Catalog:
 
 def _limits(raw: dict[str, Any], fallback: Limits | None) -> Limits:
     base = fallback or Limits(2000, 4.0, 15 * 1024 * 1024)
+    patches = raw.get("max_patches", base.max_patches)
+    cli_bytes = raw.get("cli_max_bytes", base.cli_max_bytes)
     return Limits(
         long_edge=int(raw.get("long_edge", base.long_edge)),
         megapixels=float(raw.get("megapixels", base.megapixels)),
         max_bytes=int(raw.get("max_bytes", base.max_bytes)),
+        max_patches=None if patches is None else int(patches),
+        cli_max_bytes=None if cli_bytes is None else int(cli_bytes),
     )
 
 

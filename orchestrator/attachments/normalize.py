@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import math
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import PIL
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageChops, ImageOps, UnidentifiedImageError
 
+from orchestrator.attachments.cli_rules import patch_count, patch_fit
 from orchestrator.attachments.failures import AttachmentError
 
 if TYPE_CHECKING:
@@ -38,12 +40,16 @@ __all__ = [
     "make_variant",
 ]
 
-OPTIMIZER_VERSION = f"teamctl-1/pillow-{PIL.__version__}"
+OPTIMIZER_VERSION = f"teamctl-2/pillow-{PIL.__version__}"
 MAX_PIXELS = 64_000_000
 # The smallest downscale factor for a lossless source (a screenshot): below it, text would be
 # unreadable, so the operator is asked to crop or split instead.
 MIN_SCREENSHOT_SCALE = 0.18
 _JPEG_QUALITIES = (90, 85)
+# When no encoding fits the byte budget at the planned size: shrink by this factor, at most
+# this many times (a lossless source never below MIN_SCREENSHOT_SCALE of its size).
+_SHRINK_STEP = 0.85
+_MAX_SHRINK_STEPS = 6
 # zlib level 3: within a few percent of level 6's size for screenshots, at about 2/3 the time.
 _PNG_COMPRESS_LEVEL = 3
 # Pillow first reduces by an integer factor with a box filter while the remaining scale stays
@@ -57,14 +63,41 @@ Image.MAX_IMAGE_PIXELS = None  # teamctl checks MAX_PIXELS itself, from the head
 
 @dataclass(frozen=True)
 class Limits:
-    """What a model accepts for one image: long edge (px), megapixels, encoded bytes."""
+    """What reaches a model untouched, for one image: long edge (px), megapixels and encoded
+    bytes its API accepts; and what the member's CLI passes through without changing it
+    (``cli_rules``): at most ``max_patches`` 32-px patches (codex), at most ``cli_max_bytes``
+    (Claude Code re-encodes larger images)."""
 
     long_edge: int
     megapixels: float
     max_bytes: int
+    max_patches: int | None = None
+    cli_max_bytes: int | None = None
+
+    @property
+    def budget(self) -> int:
+        """The bytes a still variant is planned within."""
+        return min(self.max_bytes, self.cli_max_bytes or self.max_bytes)
 
     def key(self) -> str:
-        return f"{self.long_edge}px/{self.megapixels:g}MP/{self.max_bytes}B"
+        extra = (f"/{self.max_patches}patches" if self.max_patches else "") + (
+            f"/cli{self.cli_max_bytes}B" if self.cli_max_bytes else "")
+        return f"{self.long_edge}px/{self.megapixels:g}MP/{self.max_bytes}B{extra}"
+
+    def to_json(self) -> str:
+        """As the journal keeps it (the CLI fields only when set: older rows stay valid)."""
+        fields: list[float | None] = [self.long_edge, self.megapixels, self.max_bytes]
+        if self.max_patches is not None or self.cli_max_bytes is not None:
+            fields += [self.max_patches, self.cli_max_bytes]
+        return json.dumps(fields)
+
+    @classmethod
+    def from_json(cls, text: str) -> Limits:
+        edge, megapixels, max_bytes, *cli = json.loads(text)
+        patches, cli_bytes = [*cli, None, None][:2]
+        return cls(int(edge), float(megapixels), int(max_bytes),
+                   None if patches is None else int(patches),
+                   None if cli_bytes is None else int(cli_bytes))
 
 
 @dataclass(frozen=True)
@@ -156,12 +189,15 @@ def _draft_jpeg(image: Image.Image, size: tuple[int, int], *, turned: bool) -> N
 
 
 def target_size(size: tuple[int, int], limits: Limits) -> tuple[int, int]:
-    """The largest size within ``limits`` with the same aspect ratio (never upscaled)."""
+    """The largest size within ``limits`` with the same aspect ratio (never upscaled); with a
+    patch budget, shrunk the way codex would shrink it, so codex then leaves it alone."""
     width, height = size
     scale = _scale(size, limits)
-    if scale >= 1.0:
-        return width, height
-    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+    if scale < 1.0:
+        width, height = max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+    if limits.max_patches:
+        width, height = patch_fit(width, height, limits.max_patches)
+    return width, height
 
 
 def _scale(size: tuple[int, int], limits: Limits) -> float:
@@ -189,7 +225,9 @@ def _normalize_mode(image: Image.Image) -> Image.Image:
 
 def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits,
                  name: str) -> Variant:
-    """The variant for ``purpose`` within ``limits``, or AttachmentError."""
+    """The variant for ``purpose`` within ``limits``, or AttachmentError. How it was encoded,
+    when that is not the source's own kind (lossless PNG, or JPEG for a JPEG), is added to
+    ``decoded.warnings``: the plan records the choice."""
     if decoded.animated:
         return _animated_passthrough(original, decoded, purpose, limits, name)
     image = decoded.image
@@ -206,24 +244,84 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
     size = target_size((width, height), limits)
     if size != image.size:
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=_REDUCING_GAP)
-    for mime, data in _encodings(image, prefer_jpeg=not lossless_source):
-        if len(data) <= limits.max_bytes:
-            return Variant(purpose, mime, image.width, image.height, data)
+    for step in range(_MAX_SHRINK_STEPS + 1):
+        smaller = _shrunk(image, step)
+        if step and lossless_source and smaller.width / width < MIN_SCREENSHOT_SCALE:
+            break
+        for encoding in _encodings(smaller, prefer_jpeg=not lossless_source):
+            if len(encoding.data) <= limits.budget:
+                decoded.warnings += _recorded(encoding, smaller, image, limits)
+                return Variant(purpose, encoding.mime, smaller.width, smaller.height,
+                               encoding.data)
     raise AttachmentError(
         "attachment_too_large_optimized",
         f"{name}: even at {image.width}×{image.height} it is larger than the model accepts "
-        f"({limits.max_bytes // 1024} KiB) without losing legibility; crop it",
+        f"({limits.budget // 1000} KB) without losing legibility; crop it",
     )
 
 
-def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[tuple[str, bytes]]:
-    """Candidate encodings in order of preference, made lazily (the first that fits wins).
-    Never a JPEG of a transparent image."""
+def _shrunk(image: Image.Image, step: int) -> Image.Image:
+    if not step:
+        return image
+    factor = _SHRINK_STEP ** step
+    size = (max(1, math.floor(image.width * factor)), max(1, math.floor(image.height * factor)))
+    return image.resize(size, Image.Resampling.LANCZOS, reducing_gap=_REDUCING_GAP)
+
+
+@dataclass(frozen=True)
+class _Encoding:
+    mime: str
+    data: bytes = field(repr=False)
+    what: str  # "" for the source's own kind; else how it was encoded, for the plan
+    png_bytes: int | None = None  # the lossless PNG it replaces, when that was made
+
+
+def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[_Encoding]:
+    """Candidate encodings in order of preference, made lazily (the first that fits wins):
+    PNG; the same pixels as a palette PNG when they have at most 256 colours (still lossless);
+    then JPEG at 90, then 85. Never a JPEG of a transparent image."""
+    png: int | None = None
     if not prefer_jpeg or image.mode == "RGBA":
-        yield "image/png", _encode(image, "PNG")
+        data = _encode(image, "PNG")
+        png = len(data)
+        yield _Encoding("image/png", data, "")
+        palette = _palette_png(image)
+        if palette is not None:
+            yield _Encoding("image/png", palette, "palette PNG (lossless: at most 256 colours)",
+                            png)
     if image.mode != "RGBA":
         for quality in _JPEG_QUALITIES:
-            yield "image/jpeg", _encode(image, "JPEG", quality=quality)
+            default = prefer_jpeg and quality == _JPEG_QUALITIES[0]
+            yield _Encoding("image/jpeg", _encode(image, "JPEG", quality=quality),
+                            "" if default else f"JPEG quality {quality}", png)
+
+
+def _palette_png(image: Image.Image) -> bytes | None:
+    """The image as a palette PNG if that loses nothing (at most 256 distinct colours)."""
+    if image.mode not in ("RGB", "RGBA") or image.getcolors(256) is None:
+        return None
+    paletted = image.quantize(256, method=Image.Quantize.FASTOCTREE if image.mode == "RGBA"
+                              else Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    if ImageChops.difference(paletted.convert(image.mode), image).getbbox() is not None:
+        return None
+    return _encode(paletted, "PNG")
+
+
+def _recorded(encoding: _Encoding, sent: Image.Image, planned: Image.Image,
+              limits: Limits) -> list[str]:
+    """What the plan records about an encoding that is not the source's own kind."""
+    why = (f"the {limits.budget:,} B the member's CLI passes unchanged"
+           if limits.cli_max_bytes is not None and limits.budget == limits.cli_max_bytes
+           else f"the {limits.budget:,} B the model accepts")
+    notes = []
+    if sent.size != planned.size:
+        notes.append(f"downscaled_to_fit: {sent.width}×{sent.height} instead of "
+                     f"{planned.width}×{planned.height}, to fit {why}")
+    if encoding.what:
+        was = (f": as PNG it is {encoding.png_bytes:,} B"
+               if encoding.png_bytes is not None else "")
+        notes.append(f"encoded_to_fit: {encoding.what}{was}, within {why}")
+    return notes
 
 
 def _encode(image: Image.Image, fmt: str, *, quality: int = 90) -> bytes:
@@ -241,7 +339,8 @@ def _animated_passthrough(original: bytes, decoded: Decoded, purpose: str, limit
     width, height = decoded.image.size
     fits = (max(width, height) <= limits.long_edge
             and width * height <= limits.megapixels * 1_000_000
-            and len(original) <= limits.max_bytes)
+            and len(original) <= limits.max_bytes
+            and patch_count(width, height) <= (limits.max_patches or patch_count(width, height)))
     if not fits:
         raise AttachmentError(
             "attachment_animated_too_large",

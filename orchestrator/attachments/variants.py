@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from orchestrator import wire
+from orchestrator.attachments.cli_rules import cli_transform
 from orchestrator.attachments.normalize import Limits, decode, make_variant
 
 if TYPE_CHECKING:
@@ -28,9 +29,17 @@ class PlannedVariant:
     bytes: int
     limits: Limits
 
+    @property
+    def cli_transform(self) -> str | None:
+        """What the member's CLI does to these bytes before the API sees them; None: it
+        passes them through, so the API receives exactly this sha256."""
+        return cli_transform(self.purpose, self.mime, self.width, self.height, self.bytes,
+                             self.limits)
+
     def to_wire(self) -> wire.VariantDoc:
         return wire.VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
-                          height=self.height, bytes=self.bytes, sha256=self.sha256)
+                               height=self.height, bytes=self.bytes, sha256=self.sha256,
+                               cli_transform=self.cli_transform)
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,8 @@ class PlannedAttachment:
                                   mime=v.mime, width=v.width, height=v.height,
                                   bytes=v.bytes, original_sha256=self.original_sha256,
                                   described_by=self.described_by,
-                                  description=self.description)
+                                  description=self.description,
+                                  cli_transform=v.cli_transform)
 
 
 def derive(data: bytes, fmt: Format, name: str, purpose: str,

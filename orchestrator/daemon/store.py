@@ -371,7 +371,7 @@ _ATTACHMENT_COLUMNS = (
 
 
 def limits_json(limits: Limits) -> str:
-    return json.dumps([limits.long_edge, limits.megapixels, limits.max_bytes])
+    return limits.to_json()
 
 
 def _attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple[Any, ...]:
@@ -382,10 +382,9 @@ def _attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple
 
 
 def _planned(row: sqlite3.Row) -> PlannedAttachment:
-    edge, megapixels, max_bytes = json.loads(row["limits"])
     variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
                              row["width"], row["height"], row["bytes"],
-                             Limits(int(edge), float(megapixels), int(max_bytes)))
+                             Limits.from_json(row["limits"]))
     return PlannedAttachment(row["position"], row["name"], row["original_sha256"],
                              row["original_mime"], row["original_bytes"], variant,
                              described_by=row["described_by"], description=row["description"])

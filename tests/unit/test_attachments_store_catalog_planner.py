@@ -95,8 +95,11 @@ def test_operator_override_is_recorded_as_operator() -> None:
 
 def test_catalog_limits() -> None:
     catalog = load_catalog()
-    assert catalog.lookup("claude", "claude-opus-4-5").limits == Limits(1568, 1.15, 3_932_160)
-    assert catalog.lookup("codex", "gpt-5.4-mini").limits.long_edge == 2048
+    assert catalog.lookup("claude", "claude-opus-4-5").limits == Limits(
+        1568, 1.15, 3_932_160, cli_max_bytes=500_000)
+    assert catalog.lookup("codex", "gpt-5.4-mini").limits == Limits(
+        2048, 2.56, 20_971_520, max_patches=2500)
+    assert catalog.lookup("codex", "gpt-5.5").limits.max_patches == 10_000
     assert catalog.lookup("codex", "gpt-5.5").limits.megapixels == 10.0
     assert catalog.checked == "2026-11-29"
 
@@ -139,7 +142,8 @@ def test_plan_stores_original_and_variant(tmp_path: Path) -> None:
     assert hashlib.sha256(store.get(planned.variant.sha256)).hexdigest() == planned.variant.sha256
     assert planned.variant.purpose == "claude-inline-image"
     doc = planned.to_wire().model_dump()
-    assert doc["variants"][0].keys() == {"purpose", "mime", "width", "height", "bytes", "sha256"}
+    assert doc["variants"][0].keys() == {"purpose", "mime", "width", "height", "bytes", "sha256",
+                                         "cli_transform"}
 
 
 def test_every_failure_of_the_message_is_reported_at_once(tmp_path: Path) -> None:
@@ -237,4 +241,4 @@ def test_variants_are_identical_across_processes(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
     assert runs[0] == runs[1] and len(runs[0].split()) == 4
-    assert normalize.OPTIMIZER_VERSION.startswith("teamctl-1/pillow-")
+    assert normalize.OPTIMIZER_VERSION.startswith("teamctl-2/pillow-")

@@ -136,7 +136,8 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
         thumbs = "".join(
             f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_e(a.name)}"'
             f' width="{min(a.width, 240)}"><figcaption>{_e(a.name)} {a.width}×{a.height} '
-            f"{_e(a.mime)}, as sent (passed the vision gate)</figcaption></figure>"
+            f"{_e(a.mime)}, {_e(a.cli_transform or 'as sent')} (passed the vision gate)"
+            "</figcaption></figure>"
             for a in message.attachments)
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in message.notes)
         reply = f'<p class="reply">{_e(message.reply)}</p>' if message.reply else ""
