@@ -82,8 +82,8 @@ def test_always_keeps_a_rule_that_the_next_launch_applies_and_allow_preapproves(
                                                   allow=["Write(*notes*)"]))
     first = teamctl.run("send", "lead", "WRITE a.txt one").stdout.strip()
     row = next_request(teamctl, follow_logs)
-    done = teamctl.run("approve", "--always", row["id"])
-    assert done.returncode == 0 and "rule kept for web/lead: Write" in done.stdout
+    done = teamctl.run("approve", "--always", row["id"], input="")
+    assert done.returncode == 0 and "rule kept for web/lead: Write(**)" in done.stdout
     wait_answered(follow_logs, first)
     assert teamctl.run("restart", "lead").returncode == 0
     second = teamctl.run("send", "lead", "WRITE b.txt two", "--wait")
@@ -93,7 +93,7 @@ def test_always_keeps_a_rule_that_the_next_launch_applies_and_allow_preapproves(
     rows = teamctl.json("approvals", "--all")["approvals"]
     by_rule = [(r["member"], r["answer"]["rule"]) for r in rows
                if (r["answer"] or {}).get("by") == "rule"]
-    assert by_rule == [("lead", "Write"), ("dev", "Write(*notes*)")]
+    assert by_rule == [("lead", "Write(**)"), ("dev", "Write(*notes*)")]
 
 
 def test_hostile_and_stale_answers_are_typed_and_apply_nothing(teamctl: Teamctl) -> None:
