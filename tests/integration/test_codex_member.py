@@ -48,7 +48,8 @@ def test_turns_continue_one_thread_and_survive_a_relaunch(teamctl: Teamctl) -> N
     usage = [e for e in teamctl.log_events() if e["event"] == "turn_usage"]
     assert [e["thread_tokens"] for e in usage] == [120, 240, 360]
     per_turn = {"input_tokens": 100, "cached_input_tokens": 0, "output_tokens": 20,
-                "reasoning_output_tokens": 0, "cost_usd": None}  # gpt-5.4-mini: no price
+                "reasoning_output_tokens": 0,
+                "cost_usd": 0.000165}  # gpt-5.4-mini: 100 in at $0.75/M + 20 out at $4.50/M
     history = teamctl.json("history", "rev")["messages"]
     assert [m["usage"] for m in history] == [per_turn] * 3, \
         "exec reports the thread's running total: the ledger charges its increase, and keeps" \

@@ -160,13 +160,13 @@ async def test_an_unknown_price_is_unknown_not_zero_and_tokens_still_bound_it(
     async with anyio.create_task_group() as tg:
         ledger = Ledger(journal, tg, clock=Clock())
         team = TeamConfig.model_validate({"team": {"name": "web"}, "members": [
-            {"name": "dev", "runtime": "codex", "model": "gpt-5.4-mini",
+            {"name": "dev", "runtime": "codex", "model": "gpt-oss-120b",
              "budget_tokens": 1500}]})
         await ledger.configure(team)
-        await ledger.meter("web", "dev", "codex", "gpt-5.4-mini")
+        await ledger.meter("web", "dev", "codex", "gpt-oss-120b")
         ledger.observe("web", "dev", "m1", UsageReading(
             tokens=TokenUsage(input_tokens=1000, output_tokens=600),
-            counter="codex-thread:x"), "gpt-5.4-mini")
+            counter="codex-thread:x"), "gpt-oss-120b")
         charge = await ledger.settle("web", "dev", "m1")
         assert charge is not None and charge.cost_usd is None
         assert ledger.spent(("web", "dev")).unknown == 1
@@ -178,7 +178,7 @@ async def test_an_unknown_price_is_unknown_not_zero_and_tokens_still_bound_it(
 async def test_a_money_budget_that_could_never_be_enforced_is_refused(
         journal: AsyncStore) -> None:
     team = TeamConfig.model_validate({"team": {"name": "web"}, "members": [
-        {"name": "dev", "runtime": "codex", "model": "gpt-5.4-mini", "budget_usd": 5.0}]})
+        {"name": "dev", "runtime": "codex", "model": "gpt-oss-120b", "budget_usd": 5.0}]})
     async with anyio.create_task_group() as tg:
         with pytest.raises(UsageError, match=r"budget_usd cannot be enforced.*budget_tokens"):
             await Ledger(journal, tg).configure(team)
@@ -262,7 +262,7 @@ def test_the_price_table_names_its_sources_and_prices_snapshots_and_prefixes() -
     sonnet = table.price("claude-sonnet-4-5-20250929")
     assert sonnet is not None and sonnet.input == 3.0
     assert table.price("openrouter/openai/gpt-5-mini") == table.price("gpt-5-mini")
-    assert table.price("gpt-5.4-mini") is None and table.cost("nope", TokenUsage(1)) is None
+    assert table.price("gpt-oss-120b") is None and table.cost("nope", TokenUsage(1)) is None
     tokens = TokenUsage(input_tokens=1_000_000, cached_input_tokens=400_000,
                         output_tokens=100_000)
     assert table.cost("gpt-5-mini", tokens) == pytest.approx(0.6 * 0.25 + 0.4 * 0.025 + 0.2)
