@@ -11,6 +11,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -264,36 +266,62 @@ class TreeUsage:
     children: int
 
 
-def process_tree(pid: int) -> TreeUsage | None:
+_table_lock = threading.Lock()
+_table: tuple[float, dict[int, list[int]]] | None = None  # (taken at, parent -> children)
+
+
+def _children_table(max_age: float) -> dict[int, list[int]]:
+    """Every process's children, from one scan of /proc's ``stat`` files — reused while it is
+    younger than ``max_age`` seconds, so a hundred members' checks cost one scan, not a hundred.
+    (``/proc/PID/task/TID/children`` would walk one tree only, but kernels without
+    CONFIG_PROC_CHILDREN, and gVisor, lack it.)"""
+    global _table
+    with _table_lock:
+        now = time.monotonic()
+        if _table is not None and max_age > 0 and now - _table[0] < max_age:
+            return _table[1]
+        children: dict[int, list[int]] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"{entry.path}/stat", "rb") as file:
+                    stat = file.read()
+            except OSError:
+                continue  # it exited while we looked
+            parent = int(stat.rpartition(b") ")[2].split(maxsplit=2)[1])
+            children.setdefault(parent, []).append(int(entry.name))
+            children.setdefault(int(entry.name), [])
+        _table = (now, children)
+        return children
+
+
+def process_tree(pid: int, *, max_age: float = 0.0) -> TreeUsage | None:
     """What ``pid`` and every process below it hold now, from /proc (None: no such process).
     Descendants are found by parent pid, so a child that left the process group still counts;
-    one that was re-parented away (its parent died) does not — the group kill covers those."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-            statm = Path(entry.path, "statm").read_text().split()
-        except OSError:
-            continue  # it exited while we looked
-        fields = stat.rpartition(") ")[2].split()
-        parents[int(entry.name)] = int(fields[1])
-        rss[int(entry.name)] = int(statm[1]) * page if len(statm) > 1 else 0
-    if pid not in parents:
+    one that was re-parented away (its parent died) does not — the group kill covers those.
+    ``max_age``: how old a shared scan of the process table may be (0: a fresh one)."""
+    children_of = _children_table(max_age)
+    if pid not in children_of:
         return None
     tree, frontier = {pid}, [pid]
-    children_of: dict[int, list[int]] = {}
-    for child, parent in parents.items():
-        children_of.setdefault(parent, []).append(child)
     while frontier:
         for child in children_of.get(frontier.pop(), ()):
             if child not in tree:
                 tree.add(child)
                 frontier.append(child)
-    return TreeUsage(rss_bytes=sum(rss.get(p, 0) for p in tree), children=len(tree) - 1)
+    page = os.sysconf("SC_PAGE_SIZE")
+    rss = 0
+    for member in tree:
+        try:
+            with open(f"/proc/{member}/statm", "rb") as file:
+                fields = file.read().split()
+        except OSError:
+            continue
+        rss += int(fields[1]) * page if len(fields) > 1 else 0
+    if not Path(f"/proc/{pid}").exists():
+        return None
+    return TreeUsage(rss_bytes=rss, children=len(tree) - 1)
 
 
 def kill_group(process: Process) -> None:

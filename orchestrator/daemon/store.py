@@ -1,4 +1,9 @@
-"""The journal: one SQLite file (WAL, ``synchronous=FULL``), one writer connection.
+"""The journal: one SQLite file (WAL), one writer connection.
+
+Durability: the connection runs ``synchronous=NORMAL`` and a durable commit is followed by an
+fsync of the WAL file — what ``synchronous=FULL`` does, but decided per commit, so a group of
+calls (``AsyncStore``'s group commit) pays one fsync, and transitions that recovery undoes anyway
+(prepared, sent) pay none. SQLite syncs the WAL before each checkpoint itself.
 
 (The variant cache keeps its table in the same file: ``variant_cache``.)
 
@@ -34,7 +39,7 @@ from orchestrator.errors import StoreError, map_exceptions
 from orchestrator.wire import DeliveryError, MessageDoc
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -415,10 +420,12 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot open the journal {path}: {exc.strerror}") from exc
         try:
+            self._group: _Group | None = None  # set while run_group runs its calls
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # + an fsync per durable commit
+            self._wal = f"{path}-wal"
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
@@ -427,6 +434,79 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+
+    # -- group commit -------------------------------------------------------------------------
+
+    def run_group(self, calls: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+        """Run ``calls`` in one transaction, each write a savepoint of it, then commit once:
+        one fsync for every call that was waiting (group commit). Each call's outcome is
+        ``(True, result)`` or ``(False, exception)``; a call that fails rolls back its own
+        savepoint only. If the commit itself fails, every call that wrote fails with it
+        (a call that only read keeps its result); nothing is reported written that is not."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:  # e.g. busy or full: each call on its own, as without a group
+            return [_outcome(call) for call in calls]
+        group = _Group()
+        self._group = group
+        outcomes, wrote = [], []
+        try:
+            for call in calls:
+                before, group.savepoints = self._db.total_changes, 0
+                outcomes.append(_outcome(call))
+                changed = self._db.total_changes != before
+                wrote.append(changed or group.savepoints > 0)
+                group.durable |= changed and group.savepoints == 0  # a write outside _tx
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        finally:
+            self._group = None
+        try:
+            self._commit(durable=group.durable)
+        except StoreError as exc:
+            return [(False, exc) if did else outcome for outcome, did in zip(outcomes, wrote,
+                                                                              strict=True)]
+        return outcomes
+
+    def _commit(self, *, durable: bool) -> None:
+        """COMMIT, then (durable) fsync the WAL that now holds the commit — the row is on disk
+        before the caller hears it was written."""
+        try:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"the journal could not be written: {exc}") from exc
+        if durable:
+            try:
+                descriptor = os.open(self._wal, os.O_RDONLY)
+                try:
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
+            except OSError as exc:
+                raise StoreError("the journal could not be made durable: "
+                                 f"{exc.strerror or exc}") from exc
+
+    @contextmanager
+    def _savepoint(self, group: _Group, *, durable: bool) -> Iterator[None]:
+        try:
+            self._db.execute("SAVEPOINT tc_call")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK TO tc_call")
+                self._db.execute("RELEASE tc_call")
+                raise
+            self._db.execute("RELEASE tc_call")
+        except sqlite3.Error as exc:
+            raise StoreError(f"the journal could not be written: {exc}") from exc
+        group.savepoints += 1
+        group.durable |= durable
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -441,22 +521,22 @@ class Store:
     def _tx(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction. ``durable=False`` commits without the fsync
         (``synchronous=NORMAL``): the row survives a crash of the daemon but may roll back on
-        power loss — only used for transitions that recovery undoes anyway (prepared, sent)."""
+        power loss — only used for transitions that recovery undoes anyway (prepared, sent).
+        Inside a group (``run_group``) it is a savepoint, committed with the group."""
+        if self._group is not None:
+            with self._savepoint(self._group, durable=durable):
+                yield self._db
+            return
         try:
-            if not durable:
-                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"the journal could not be written: {exc}") from exc
-        finally:
-            if not durable:
-                self._db.execute("PRAGMA synchronous=FULL")
+        self._commit(durable=durable)
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -771,21 +851,87 @@ class Store:
             raise StoreError(f"delivery {message_id} to {member} cannot move to {new}")
 
 
+@dataclass
+class _Group:
+    """What the calls of one group did: savepoints in the current call, and whether any write
+    needs the fsync (a ``durable=False`` transition alone does not)."""
+
+    savepoints: int = 0
+    durable: bool = False
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[bool, Any]:
+    try:
+        with map_exceptions({sqlite3.Error: _read_failed}):
+            return True, call()
+    except Exception as exc:  # handed back to the caller that asked for this call
+        return False, exc
+
+
+class _Call:
+    __slots__ = ("outcome", "run", "wake")
+
+    def __init__(self, run: Callable[[], Any]) -> None:
+        self.run = run
+        self.wake = anyio.Event()
+        self.outcome: tuple[bool, Any] | None = None
+
+
 class AsyncStore:
-    """Runs Store calls one at a time in a worker thread (the single writer)."""
+    """Runs Store calls in a worker thread, one group at a time (the single writer).
+
+    Group commit: calls that arrive while a group is being written wait for the next group, and
+    a group is one transaction with one fsync, however many calls it holds — under a fan-out,
+    a hundred members' answers cost a few fsyncs, not a hundred. A call returns only after the
+    commit that holds its write (so ``send`` still returns journaled). The first caller that
+    finds no group running leads: it writes groups until the queue is empty.
+
+    Cancellation: a call cancelled before its group started is never run; once its group runs,
+    it completes (the thread is not abandoned) and the cancellation is delivered after.
+    """
 
     def __init__(self, store: Store) -> None:
         self.sync = store
-        self._limiter = anyio.CapacityLimiter(1)
+        self._queue: list[_Call] = []
+        self._leading = False
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one journal call in the writer thread; a raw ``sqlite3.Error`` (a read that
         failed: writes already raise StoreError) comes out as StoreError."""
-        def run() -> T:
-            with map_exceptions({sqlite3.Error: _read_failed}):
-                return fn(*args, **kwargs)
+        call = _Call(lambda: fn(*args, **kwargs))
+        self._queue.append(call)
+        try:
+            while call.outcome is None:
+                if not self._leading:
+                    await self._lead()
+                else:
+                    call.wake = anyio.Event()
+                    await call.wake.wait()
+        except BaseException:
+            if call in self._queue:  # cancelled before its group: never run
+                self._queue.remove(call)
+            if not self._leading and self._queue:  # nobody leads now: a waiting call takes over
+                self._queue[0].wake.set()
+            raise
+        ok, value = call.outcome
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
-        return await anyio.to_thread.run_sync(run, limiter=self._limiter)
+    async def _lead(self) -> None:
+        self._leading = True
+        try:
+            while self._queue:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                group, self._queue = self._queue, []
+                with anyio.CancelScope(shield=True):  # a group, once taken, is answered
+                    outcomes = await anyio.to_thread.run_sync(
+                        self.sync.run_group, [c.run for c in group])
+                for call, outcome in zip(group, outcomes, strict=True):
+                    call.outcome = outcome
+                    call.wake.set()
+        finally:
+            self._leading = False
 
 
 def _read_failed(exc: BaseException) -> StoreError:

@@ -70,6 +70,11 @@ _MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
              "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 
 
+# A member's process tree is measured after each turn from a scan of /proc at most this old:
+# under a 100-member fan-out a fresh scan per turn was half the daemon's time (issue 26).
+_PROCESS_TABLE_AGE = 2.0
+
+
 @dataclass(eq=False)
 class MemberState:
     """One member as the supervisor sees it."""
@@ -325,7 +330,8 @@ class Supervisor:
         state.process_turns += 1
         if process.usable:  # a dead process keeps its cut turn for the incident report
             state.turn = None
-            state.recycle = recycle_reason(state.config, process.pid, state.process_turns) \
+            state.recycle = recycle_reason(state.config, process.pid, state.process_turns,
+                                           table_age=_PROCESS_TABLE_AGE) \
                 or state.recycle_after_turn
             state.recycle_after_turn = None
         state.notify()
@@ -650,15 +656,17 @@ async def _answers(process: RuntimeProcess, host: RemoteHost | None, deadline: f
         return False
 
 
-def recycle_reason(config: MemberConfig, pid: int | None, turns: int) -> str | None:
+def recycle_reason(config: MemberConfig, pid: int | None, turns: int, *,
+                   table_age: float = 0.0) -> str | None:
     """Why a long-lived member process should be recycled now (hygiene, not a crash), or
     None: ``recycle_turns`` turns served, or it and its descendants above ``recycle_rss_mb``
-    or ``recycle_children`` (a runtime with no process between turns: turns only)."""
+    or ``recycle_children`` (a runtime with no process between turns: turns only).
+    ``table_age``: how old a shared scan of /proc may be (one scan serves every member)."""
     if config.recycle_turns and turns >= config.recycle_turns:
         return f"{turns} turns (recycle_turns = {config.recycle_turns})"
-    if pid is None:
+    if pid is None or not (config.recycle_rss_mb or config.recycle_children):
         return None
-    tree = process_tree(pid)
+    tree = process_tree(pid, max_age=table_age)
     if tree is None:
         return None
     rss_mb = tree.rss_bytes / 2**20

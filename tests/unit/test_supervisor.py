@@ -190,3 +190,27 @@ def test_recycle_reason_counts_turns_memory_and_children() -> None:
             child.kill()
             child.wait()
     assert process_tree(children[0].pid) is None, "a process that is gone"
+
+
+def test_process_tree_scans_proc_once_for_many_members() -> None:
+    """A fresh /proc scan per finished turn was half the daemon's time under a 100-member
+    fan-out: checks within ``max_age`` share one scan (a child born after it is not seen yet),
+    and ``max_age=0`` always scans afresh."""
+    import os
+    import subprocess
+
+    from runtimes.base import process_tree
+
+    before = process_tree(os.getpid())
+    assert before is not None
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        cached = process_tree(os.getpid(), max_age=3600.0)
+        fresh = process_tree(os.getpid())
+        assert cached is not None and fresh is not None
+        assert cached.children == before.children, "the shared scan was reused"
+        assert fresh.children == before.children + 1, "max_age=0 scans afresh"
+        assert process_tree(child.pid, max_age=3600.0) is not None
+    finally:
+        child.kill()
+        child.wait()
