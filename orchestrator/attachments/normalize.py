@@ -279,7 +279,8 @@ class _Encoding:
 def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[_Encoding]:
     """Candidate encodings in order of preference, made lazily (the first that fits wins):
     PNG; the same pixels as a palette PNG when they have at most 256 colours (still lossless);
-    then JPEG at 90, then 85. Never a JPEG of a transparent image."""
+    then JPEG at 90, then 85 — or, for a transparent image (never a JPEG), a palette PNG
+    quantized to 256 colours."""
     png: int | None = None
     if not prefer_jpeg or image.mode == "RGBA":
         data = _encode(image, "PNG")
@@ -289,6 +290,9 @@ def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[_Encoding]:
         if palette is not None:
             yield _Encoding("image/png", palette, "palette PNG (lossless: at most 256 colours)",
                             png)
+        elif image.mode == "RGBA":  # no JPEG for it: fewer colours before fewer pixels
+            yield _Encoding("image/png", _encode(_quantized(image), "PNG"),
+                            "palette PNG of 256 colours (quantized; transparency kept)", png)
     if image.mode != "RGBA":
         for quality in _JPEG_QUALITIES:
             default = prefer_jpeg and quality == _JPEG_QUALITIES[0]
@@ -300,11 +304,17 @@ def _palette_png(image: Image.Image) -> bytes | None:
     """The image as a palette PNG if that loses nothing (at most 256 distinct colours)."""
     if image.mode not in ("RGB", "RGBA") or image.getcolors(256) is None:
         return None
-    paletted = image.quantize(256, method=Image.Quantize.FASTOCTREE if image.mode == "RGBA"
-                              else Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    paletted = _quantized(image)
     if ImageChops.difference(paletted.convert(image.mode), image).getbbox() is not None:
         return None
     return _encode(paletted, "PNG")
+
+
+def _quantized(image: Image.Image) -> Image.Image:
+    """At most 256 colours, without dithering (median cut; fast octree where there is alpha,
+    which median cut does not take)."""
+    method = Image.Quantize.FASTOCTREE if image.mode == "RGBA" else Image.Quantize.MEDIANCUT
+    return image.quantize(256, method=method, dither=Image.Dither.NONE)
 
 
 def _recorded(encoding: _Encoding, sent: Image.Image, planned: Image.Image,

@@ -5,7 +5,7 @@ real pinned CLIs in between. Where a CLI changes an image anyway (Claude Code an
 GIF over 500 KiB), the receipt and history say so instead of "as sent".
 
 Each test launches one team and sends the images one message each. Run with ``-s`` to see the
-table of planned and API sha256 (also ``bench/bench_image_bytes.py``).
+table of planned and API sha256 and sizes (the figures in docs/attachments.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from tests import screens
 from tests.e2e import fake_anthropic, fake_chat, fake_responses
@@ -118,8 +118,13 @@ def test_real_claude_api_receives_the_planned_bytes(
         claude_member("rev", claude_bin, anthropic)])))
     assert launched.returncode == 0, launched.stderr + launched.stdout
     seen = _newest(anthropic.message_requests, fake_anthropic.newest_user_images)
+    window = screens.screenshot(2880, 1800).convert("RGBA")
+    mask = Image.new("L", window.size, 0)
+    ImageDraw.Draw(mask).rounded_rectangle((0, 0, 2879, 1799), 48, fill=255)
+    window.putalpha(mask)  # a macOS window capture: transparent corners
+    window.save(teamctl.workdir / "window-2880x1800.png", "PNG")
     rows = [_send(teamctl, "rev", path, seen, "claude claude-sonnet-4-5")
-            for path in shots.values()]
+            for path in [*shots.values(), teamctl.workdir / "window-2880x1800.png"]]
     _print_table(rows)
     assert sum("refused" in row for row in rows) == 1, "only the 9000 px page (crop it)"
     plan = teamctl.json("send", "--dry-run", "--attach", str(shots["retina-2560x1600.png"]),

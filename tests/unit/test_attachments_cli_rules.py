@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.cli_rules import (
@@ -148,23 +148,39 @@ def test_few_colours_stay_lossless_as_a_palette_png() -> None:
     assert warnings[0].startswith("encoded_to_fit: palette PNG (lossless: at most 256 colours)")
 
 
-def test_a_transparent_screenshot_over_the_budget_is_downscaled_never_jpeg() -> None:
+def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg() -> None:
+    """A window capture with transparent corners (macOS) keeps its size and its alpha: fewer
+    colours, not fewer pixels, and never a JPEG."""
     shot = screens.screenshot(2560, 1600).convert("RGBA")
-    shot.putalpha(Image.linear_gradient("L").resize(shot.size).point(lambda v: 128 + v // 2))
-    variant, warnings, _ = _plan(_bytes(shot), "claude-inline-image", CLAUDE)
+    mask = Image.new("L", shot.size, 0)
+    ImageDraw.Draw(mask).rounded_rectangle((0, 0, 2559, 1599), 40, fill=255)
+    shot.putalpha(mask)
+    variant, warnings, data = _plan(_bytes(shot), "claude-inline-image", CLAUDE)
+    assert (variant.mime, variant.width, variant.height) == ("image/png", 1356, 847)
+    assert variant.bytes <= 500_000 and Image.open(io.BytesIO(data)).mode == "P"
+    assert warnings[0].startswith("encoded_to_fit: palette PNG of 256 colours (quantized; "
+                                  "transparency kept): as PNG it is ")
+
+
+def _alpha_noise(seed: int) -> bytes:
+    return _bytes(Image.frombytes("RGBA", (1356, 847), random.Random(seed).randbytes(
+        1356 * 847 * 4)))
+
+
+def test_a_transparent_image_that_does_not_fit_quantized_is_downscaled() -> None:
+    variant, warnings, _ = _plan(_alpha_noise(9), "claude-inline-image", CLAUDE)
     assert variant.mime == "image/png" and variant.bytes <= 500_000
     assert variant.width < 1356
-    assert warnings[0].startswith(f"downscaled_to_fit: {variant.width}×{variant.height} "
-                                  "instead of 1356×847")
+    assert warnings[0] == (f"downscaled_to_fit: {variant.width}×{variant.height} instead of "
+                           "1356×847, to fit the 500,000 B the member's CLI passes unchanged")
 
 
-def test_a_transparent_image_that_cannot_fit_legibly_is_refused() -> None:
-    rng = random.Random(9)
-    noise = Image.frombytes("RGBA", (1356, 847), rng.randbytes(1356 * 847 * 4))
+def test_an_image_that_cannot_fit_legibly_is_refused() -> None:
+    tiny = Limits(1568, 1.15, 3_932_160, cli_max_bytes=20_000)
     with pytest.raises(AttachmentError) as refused:
-        _plan(_bytes(noise), "claude-inline-image", CLAUDE)
+        _plan(_alpha_noise(9), "claude-inline-image", tiny)
     assert refused.value.failure.code == "attachment_too_large_optimized"
-    assert "500 KB" in refused.value.failure.message
+    assert "(20 KB) without losing legibility" in refused.value.failure.message
 
 
 def test_other_runtimes_keep_the_lossless_png(retina: bytes) -> None:
