@@ -63,8 +63,9 @@ async def test_error_group_from_a_stuck_turn_goes_back_to_the_queue(tmp_path: Pa
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path)
         result = await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
-        assert result.state == "answered" and result.reply == "echo: hello"
-        assert result.attempts == 2
+        assert result.state == "answered" and result.attempts == 2
+        assert result.reply.startswith("echo: [teamctl] your previous turn on message "), \
+            "continued on the process it was cut on (docs/architecture.md, Effects once)"
 
 
 async def test_an_unexpected_bug_fails_only_that_delivery(tmp_path: Path) -> None:
