@@ -36,9 +36,9 @@ from orchestrator.wire import ChangesDoc, Ping, StopResult, UiDoc
 if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.connections import Connection
+    from orchestrator.daemon.live_view import LazyLiveView
     from orchestrator.daemon.router import Router
     from orchestrator.daemon.teams import Teams
-    from orchestrator.daemon.web.server import WebServer
 
 __all__ = ["ControlServer", "peer_uid"]
 
@@ -203,7 +203,7 @@ class ControlServer:
 
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
                  allowed_uid: int | None = None, router: Router | None = None,
-                 approvals: Approvals | None = None, web: WebServer | None = None) -> None:
+                 approvals: Approvals | None = None, web: LazyLiveView | None = None) -> None:
         self._teams = teams
         self._web = web
         self._router = router

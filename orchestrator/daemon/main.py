@@ -34,14 +34,13 @@ from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.describe import Descriptions
 from orchestrator.daemon.ledger import Ledger
+from orchestrator.daemon.live_view import LazyLiveView
 from orchestrator.daemon.mailbox import Mailbox
 from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.supervisor import Supervisor
 from orchestrator.daemon.teams import Teams
 from orchestrator.daemon.variant_cache import JournalVariantCache
-from orchestrator.daemon.web.app import View
-from orchestrator.daemon.web.server import WebServer
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
 
     from orchestrator.config import MemberConfig, TeamConfig
     from orchestrator.contracts import ImageDescriber, RemoteHost
+    from orchestrator.daemon.web.server import WebServer
     from orchestrator.paths import Home
     from runtimes.base import Runtime
 
@@ -190,9 +190,16 @@ class Daemon:
                             load_catalog().lookup(rt, model, operator_vision=override).image_input)
             mailbox.on_answered = router.on_answered
             uploads = ensure_private_dir(self.home.root / "uploads")
-            web = WebServer(View(teams, store, approvals, changes, artifacts,
-                                 self.home.logs / LOG_FILE_NAME, uploads), tg,
-                            web_settings)
+
+            def live_view() -> WebServer:
+                from orchestrator.daemon.web.app import View
+                from orchestrator.daemon.web.server import WebServer
+
+                return WebServer(View(teams, store, approvals, changes, artifacts,
+                                      self.home.logs / LOG_FILE_NAME, uploads), tg,
+                                 web_settings)
+
+            web = LazyLiveView(changes, live_view)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
                                    approvals=approvals, web=web)
             control = ControlSocket(self.home.socket, server.handle_connection,
