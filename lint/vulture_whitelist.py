@@ -66,6 +66,8 @@ redacted
 images_described
 _._remote_members
 reachable
+revoked_at  # KeptRuleDoc: what --rules --all shows (wire.py)
+revoked_why
 writable  # io.TextIOBase: BoundedOut is a writable stream (daemon/stdio.py)
 exc_text  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)
 exc_info  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)

@@ -18,13 +18,14 @@ Rules: the team file's ``allow`` patterns and what ``approve --always`` kept (ta
 anything else — is ``approval_rules``; what is kept, and its table, ``kept_rules``.
 
 The journal may refuse a write (a full disk): a request's row is retried for up to
-``WRITE_DEADLINE`` seconds, then that one request is denied with the reason — the member's
-runtime goes on, and asks again on its next turn.
+``WRITE_DEADLINE`` seconds (``TEAMCTL_APPROVAL_WRITE_DEADLINE``), then that one request is
+denied with the reason — the member's runtime goes on, and asks again on its next turn.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -66,7 +67,9 @@ log = structlog.get_logger("teamctl.approvals")
 MAX_PENDING_PER_MEMBER = 100
 CONFIRM_WAIT = 10.0
 PAGE = 1000  # rows in one answer, at most
-WRITE_DEADLINE = 30.0  # how long a request's row waits for the journal before it is denied
+# how long a request's row waits for the journal before it is denied (a test shortens it
+# with TEAMCTL_APPROVAL_WRITE_DEADLINE)
+WRITE_DEADLINE = 30.0
 WRITE_RETRY_FIRST, WRITE_RETRY_MAX = 0.05, 2.0
 _COLUMNS = ("id, team, member, runtime, kind, tool, summary, questions, message_id, state, "
             "answer, reason, asked_at, settled_at, confirmed_at, seq")
@@ -194,6 +197,7 @@ class Approvals:
 
     def __init__(self, db: AsyncStore) -> None:
         self._db = db
+        self.write_deadline = _write_deadline()
         self._waiters: dict[str, _Waiter] = {}
         self._changed = anyio.Event()
         self.on_change: Callable[[], None] | None = None  # the live view's change feed
@@ -381,7 +385,8 @@ class MemberApprover:
         would not take it."""
         db, approval_id = self._queue._db, values["id"]
         try:
-            state = await _retrying(lambda: db.call(_insert, db.sync, values))
+            state = await _retrying(lambda: db.call(_insert, db.sync, values),
+                                    self._queue.write_deadline)
         except StoreError as exc:
             self._forget(approval_id)
             log.error("approval_unrecorded", approval_id=approval_id, team=self.team,
@@ -462,10 +467,24 @@ class MemberApprover:
         return next((r for r in (*self._allow, *kept) if r.matches(request, target)), None)
 
 
-async def _retrying(write: Callable[[], Awaitable[str]]) -> str:
+def _write_deadline() -> float:
+    raw = os.environ.get("TEAMCTL_APPROVAL_WRITE_DEADLINE")
+    if raw is None:
+        return WRITE_DEADLINE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise UsageError(f"TEAMCTL_APPROVAL_WRITE_DEADLINE={raw!r} is not a positive number of "
+                         "seconds; fix or unset it and start the daemon again")
+    return value
+
+
+async def _retrying(write: Callable[[], Awaitable[str]], within: float) -> str:
     """``write()``, again after a growing pause while the journal refuses it (StoreError),
-    until ``WRITE_DEADLINE`` has passed; then its last StoreError."""
-    deadline = time.monotonic() + WRITE_DEADLINE
+    until ``within`` seconds have passed; then its last StoreError."""
+    deadline = time.monotonic() + within
     delay = WRITE_RETRY_FIRST
     while True:
         try:

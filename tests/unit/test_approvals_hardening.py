@@ -19,7 +19,6 @@ from tests.fakes import core, team_config
 from tests.unit.test_approvals import _asking
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from tests.fakes import Core
@@ -32,18 +31,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class FullDisk(Store):
-    """A journal whose approvals writes (the modules' ``transaction``) fail while ``refusals``
-    is above 0 (each failure spends one; -1: until told otherwise), as on a full disk."""
+class FullDisk:
+    """The approvals queue's row insert, refused while ``refusals`` is above 0 (each refusal
+    spends one; -1: until told otherwise), as on a full disk."""
 
-    refusals = 0
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.refusals = 0
+        insert = queue_module._insert
 
-    def transaction(self, *, durable: bool = True
-                    ) -> AbstractContextManager[sqlite3.Connection]:
-        if self.refusals:
-            self.refusals -= 1 if self.refusals > 0 else 0
-            raise StoreError("the journal could not be written: database or disk is full")
-        return super().transaction(durable=durable)
+        def refusing(store: Store, values: dict[str, Any]) -> str:
+            if self.refusals:
+                self.refusals -= 1 if self.refusals > 0 else 0
+                raise StoreError("the journal could not be written: database or disk is full")
+            return insert(store, values)
+
+        monkeypatch.setattr(queue_module, "_insert", refusing)
 
 
 async def _launch(c: Core, tmp_path: Path, **member: Any) -> None:
@@ -64,12 +66,11 @@ async def test_a_full_disk_no_longer_turns_a_permission_request_into_a_fatal_mem
     """A journal that refuses a request's row: the write is retried; if it still fails, that
     one request is denied with the reason and the member goes on — once there is room the
     next request waits in the queue as usual."""
-    monkeypatch.setattr(queue_module, "WRITE_DEADLINE", 0.3, raising=False)
-    (tmp_path / "home").mkdir()
-    store = FullDisk(tmp_path / "home" / "state.db")
+    monkeypatch.setenv("TEAMCTL_APPROVAL_WRITE_DEADLINE", "0.3")
+    store = FullDisk(monkeypatch)
     outcomes: list[Any] = []
     write = ApprovalRequest("permission", "Write", f"{tmp_path}/a.txt")
-    async with core(tmp_path, store=store) as c:
+    async with core(tmp_path) as c:
         c.runtime.script = [_asking(write, outcomes), _asking(write, outcomes),
                             _asking(write, outcomes)]
         await _launch(c, tmp_path)
