@@ -2,7 +2,8 @@
 Selenium) against a running team of fake members: the page lists the members, a message sent
 from the composer with an image is answered and its thumbnail appears, a refused attachment
 shows its code, an approval clicked in the page is applied, and a member killed by the test
-turns to `backoff` on the page without a reload. A screenshot goes to docs/images/."""
+turns to `backoff` on the page without a reload; what the operator types survives the journal's
+changes. A screenshot goes to docs/images/."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests import images
@@ -105,3 +107,62 @@ def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None
     target = REPO / "docs" / "images" / "live-view.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(target))
+
+
+_TYPING = """const el = document.activeElement;
+const row = el.closest('li.approval');
+return {probe: el.probe || null, value: el.value, start: el.selectionStart,
+        end: el.selectionEnd, member: row ? row.dataset.member : null};"""
+
+
+def _deny_field(member: str) -> str:
+    return f"#needs-you li.approval[data-member='{member}'] form.deny input[name='message']"
+
+
+def test_a_half_typed_deny_reason_survives_journal_changes(teamctl: Teamctl,
+                                                           browser: WebDriver) -> None:
+    """Every journal change replaced the Needs-you panel's HTML, so a half-typed deny reason,
+    the focus and the caret were gone at the next change (another member asking, a message
+    answered). The promise: the page patches its panels row by row (data-key) — the field being
+    typed in is the same element with its text, focus and caret; a field typed in and left keeps
+    its text; the new rows appear; and the finished reason is what the model is told."""
+    team = teamctl.write_team("web", [fake_member("lead"),
+                                      fake_member("asker", permissions="ask"),
+                                      fake_member("other", permissions="ask")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    browser.get(teamctl.run("ui").stdout.strip())
+    asked = teamctl.run("send", "asker", "WRITE denied.txt never").stdout.strip()
+    assert len(asked) == 26, asked  # its id
+    _until(browser, "asker's approval", lambda d: d.find_elements(By.CSS_SELECTOR,
+                                                                  _deny_field("asker")))
+    field = browser.find_element(By.CSS_SELECTOR, _deny_field("asker"))
+    field.click()
+    field.send_keys("the tests are")
+    field.send_keys(Keys.ARROW_LEFT * 4)  # the caret inside the text: "the tests| are"
+    browser.execute_script("arguments[0].probe = 'kept';", field)
+
+    teamctl.run("send", "other", "WRITE other.txt later")
+    assert teamctl.run("send", "lead", "hello", "--wait").returncode == 0
+    _until(browser, "the new approval and the answer", lambda d: d.find_elements(
+        By.CSS_SELECTOR, _deny_field("other")) and "received: hello" in _text(d, "#conversation"))
+    assert browser.execute_script(_TYPING) == {
+        "probe": "kept", "value": "the tests are", "start": 9, "end": 9, "member": "asker"}
+
+    draft = browser.find_element(By.ID, "send-text")  # the deny field is left, dirty
+    draft.click()
+    draft.send_keys("a draft")
+    assert teamctl.run("send", "lead", "again", "--wait").returncode == 0
+    _until(browser, "the second answer", lambda d: "received: again" in
+           _text(d, "#conversation"))
+    assert browser.execute_script(_TYPING) == {
+        "probe": None, "value": "a draft", "start": 7, "end": 7, "member": None}
+    assert browser.find_element(By.CSS_SELECTOR, _deny_field("asker")).get_attribute(
+        "value") == "the tests are"
+
+    field.click()
+    field.send_keys(Keys.END, " red", Keys.ENTER)
+    browser.find_element(By.CSS_SELECTOR, "#members a[data-member-link='asker']").click()
+    _until(browser, "the model told the whole reason", lambda d: d.find_elements(
+        By.CSS_SELECTOR, f"#conversation li#m-{asked}[data-state='answered']"))
+    assert "denied: the tests are red" in _text(browser, f"#conversation li#m-{asked}")
+    assert not browser.find_elements(By.CSS_SELECTOR, _deny_field("asker"))

@@ -4,6 +4,7 @@ shown messages, approvals answered from the page, uploads bounded and refused wi
 
 from __future__ import annotations
 
+import json
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,11 @@ class Page:
         return await self.client.post(url, headers={"x-csrf-token": self.csrf}, **kwargs)
 
 
+def _message(response: httpx.Response) -> str:
+    message: str = response.json()["error"]["message"]
+    return message
+
+
 @asynccontextmanager
 async def _page(tmp_path: Path, runtime: FakeRuntime | None = None, **member: Any
                 ) -> AsyncIterator[Page]:
@@ -89,11 +95,11 @@ async def test_sign_in_cookie_host_and_csrf(tmp_path: Path) -> None:
         token = page.view.sessions.new_token()
         assert (await client.get(f"/?token={token}")).status_code == 303
         again = await client.get(f"/?token={token}")
-        assert again.status_code == 403 and "used or expired" in again.json()["error"]
+        assert again.status_code == 403 and "used or expired" in _message(again)
         foreign = await client.get("/fragments/members", headers={"host": "evil.example"})
         assert foreign.status_code == 421, "DNS rebinding: a foreign Host is refused"
         no_csrf = await client.post("/send", data={"member": "web/lead", "text": "x"})
-        assert no_csrf.status_code == 403 and "CSRF" in no_csrf.json()["error"]
+        assert no_csrf.status_code == 403 and "CSRF" in _message(no_csrf)
         ok = await client.get("/fragments/members")
         assert ok.status_code == 200 and "web/lead" in ok.text
         csp = ok.headers["content-security-policy"]
@@ -120,7 +126,7 @@ async def test_a_message_with_an_image_shows_its_thumbnail_and_nothing_else_is_s
         image = await page.client.get(f"/artifacts/{digest}")
         assert image.status_code == 200 and image.headers["content-type"] == "image/png"
         other = await page.client.get("/artifacts/" + "0" * 64)
-        assert other.status_code == 404 and "not an attachment" in other.json()["error"]
+        assert other.status_code == 404 and "not an attachment" in _message(other)
         assert not list((tmp_path / "uploads").iterdir()), "uploads are not kept"
 
 
@@ -130,13 +136,13 @@ async def test_uploads_are_bounded_and_refused_with_their_codes(tmp_path: Path) 
         huge = await page.post("/send", data={"member": "web/lead", "text": "x"},
                                files={"files": ("big.png", b"\0" * (MAX_UPLOAD_BYTES + 1),
                                                 "image/png")})
-        assert huge.status_code == 413 and "at most" in huge.json()["error"]
+        assert huge.status_code == 413 and "at most" in _message(huge)
         text = await page.post("/send", data={"member": "web/lead", "text": "x"},
                                files={"files": ("notes.png", b"just text", "image/png")})
         assert text.status_code == 422 and "attachment_unsupported_mime" in text.text
         assert "notes.png" in text.text
         nobody = await page.post("/send", data={"member": "web/ghost", "text": "x"})
-        assert nobody.status_code == 404 and "ghost" in nobody.json()["error"]
+        assert nobody.status_code == 404 and "ghost" in _message(nobody)
         empty = await page.post("/send", data={"member": "web/lead", "text": ""})
         assert empty.status_code == 400
         preview = await page.post("/send", data={"member": "web/lead", "text": "x",
@@ -177,7 +183,7 @@ async def test_an_approval_is_answered_from_the_page(tmp_path: Path) -> None:
             assert done.status_code == 200 and done.json()["confirmed"] is True
         assert [a.decision for a in outcome] == ["approve"]
         stale = await page.post(f"/approvals/{row.id}/deny", data={"message": "no"})
-        assert stale.status_code == 409 and stale.json()["code"] == "approval_settled"
+        assert stale.status_code == 409 and stale.json()["error"]["code"] == "approval_settled"
         calm = await page.client.get("/fragments/needs-you")
         assert "nothing waits on you" in calm.text
 
@@ -289,7 +295,7 @@ async def test_a_chunked_upload_over_the_limit_is_refused_as_it_streams(
         huge = await _post_chunked(page, {"member": b"web/lead", "text": b"look",
                                           "files": MAX_UPLOAD_BYTES + (20 << 20)}, sent)
         assert huge.status_code == 413, huge.text
-        assert huge.json()["code"] == "request_too_large" and "at most" in huge.json()["error"]
+        assert huge.json()["error"]["code"] == "request_too_large" and "at most" in _message(huge)
         assert sum(sent) <= MAX_UPLOAD_BYTES + (2 << 20), "reading stopped at the limit"
         assert (await page.core.teams.history(None, "lead")).messages == []
         assert not list((tmp_path / "uploads").iterdir())
@@ -303,7 +309,7 @@ async def test_a_chunked_text_field_over_the_send_limit_is_refused(tmp_path: Pat
         long = await _post_chunked(page, {"member": b"web/lead",
                                           "text": b"x" * (MAX_TEXT_BYTES * 2)})
         assert long.status_code == 413, long.text
-        assert long.json()["code"] == "request_too_large" and "1 MiB" in long.json()["error"]
+        assert long.json()["error"]["code"] == "request_too_large" and "1 MiB" in _message(long)
         assert (await page.core.teams.history(None, "lead")).messages == []
         fits = await _post_chunked(page, {"member": b"web/lead", "text": b"x" * 1000})
         assert fits.status_code == 200, fits.text
@@ -321,9 +327,116 @@ async def test_an_expired_session_is_refused(tmp_path: Path) -> None:
         assert (await page.client.get("/fragments/members")).status_code == 200
         now[0] += 61
         idle = await page.client.get("/fragments/members")
-        assert idle.status_code == 401 and "expired" in idle.json()["error"]
+        assert idle.status_code == 401 and "expired" in _message(idle)
         await page.sign_in()
         for _ in range(7):  # used every 50 s: never idle, but past its lifetime at the end
             now[0] += 50
             last = await page.client.get("/fragments/members")
-        assert last.status_code == 401 and "expired" in last.json()["error"]
+        assert last.status_code == 401 and "expired" in _message(last)
+
+
+def _assert_refusal(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """``response`` is a refusal in the view's one shape (the CLI's ``--json`` error)."""
+    assert response.status_code == status, (response.request.url, response.text)
+    assert response.headers["content-type"] == "application/json", response.text
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    body: dict[str, Any] = response.json()
+    error = body["error"]
+    assert body["ok"] is False and set(error) == {"code", "message", "retryable"}, body
+    assert error["code"] == code, (response.request.url, body)
+    assert error["message"] and isinstance(error["retryable"], bool)
+    return body
+
+
+GUARDED = [("GET", "/"), ("GET", "/static/app.js"), ("GET", "/fragments/needs-you"),
+           ("GET", "/fragments/members"), ("GET", "/fragments/conversation"),
+           ("GET", "/fragments/between"), ("GET", "/fragments/log"), ("GET", "/events"),
+           ("GET", "/artifacts/" + "0" * 64), ("POST", "/approvals/apv_x/approve"),
+           ("POST", "/send")]
+
+
+async def test_every_route_refuses_in_one_json_error_shape(tmp_path: Path) -> None:
+    """The routes refused in three shapes: ``{"error": "..."}`` with a ``code`` beside it
+    only sometimes, Starlette's plain-text 404/405/500, and an HTML fragment for /send. The
+    promise: every refusal of every route is ``{"ok": false, "error": {"code", "message",
+    "retryable"}}`` — the CLI's --json error — with the security headers."""
+    async with _page(tmp_path) as page:
+        client = page.client
+        for method, url in GUARDED:
+            _assert_refusal(await client.request(method, url), 401, "not_signed_in")
+            _assert_refusal(await client.request(method, url, headers={"host": "evil.example"}),
+                            421, "wrong_host")
+        _assert_refusal(await client.get("/?token=wrong"), 403, "sign_in_token_invalid")
+        _assert_refusal(await client.post("/signin", data={"token": "wrong"}), 403,
+                        "sign_in_token_invalid")
+        await page.sign_in()
+        for url in ("/send", "/approvals/apv_x/deny"):
+            _assert_refusal(await client.post(url), 403, "csrf_token_invalid")
+        _assert_refusal(await client.get("/static/nope.js"), 404, "not_found")
+        _assert_refusal(await client.get("/artifacts/" + "0" * 64), 404, "not_found")
+        _assert_refusal(await client.get("/nowhere"), 404, "not_found")
+        _assert_refusal(await client.get("/send"), 405, "method_not_allowed")
+        _assert_refusal(await page.post("/approvals/apv_x/frob"), 404, "not_found")
+        _assert_refusal(await page.post("/approvals/apv_x/answer"), 400, "usage_error")
+        _assert_refusal(await page.post("/approvals/apv_nope/deny"), 404, "not_found")
+        _assert_refusal(await page.post("/send", data={"member": "web/lead", "text": ""}),
+                        400, "usage_error")
+        _assert_refusal(await page.post("/send", data={"member": "web/ghost", "text": "x"}),
+                        404, "not_found")
+        _assert_refusal(await _post_chunked(page, {"member": b"web/lead",
+                                                   "text": b"x" * (MAX_TEXT_BYTES * 2)}),
+                        413, "request_too_large")
+        page.view.sessions.idle = -1.0
+        _assert_refusal(await client.get("/fragments/members"), 401, "session_expired")
+
+
+async def test_a_route_that_fails_unexpectedly_answers_a_typed_internal_error(
+        tmp_path: Path) -> None:
+    """An exception no route expected was Starlette's plain-text "Internal Server Error".
+    The promise: it fails that request only, as a typed ``internal_error`` in the one shape,
+    and the next request is served."""
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+
+        async def broken(**_: Any) -> None:
+            raise RuntimeError("a bug")
+
+        page.view.approvals.query = broken  # type: ignore[method-assign]
+        transport = httpx.ASGITransport(app=build_app(page.view), raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN,
+                                     cookies=page.client.cookies) as client:
+            failed = await client.get("/fragments/needs-you")
+            body = _assert_refusal(failed, 500, "internal_error")
+            assert "RuntimeError" in body["error"]["message"]
+            assert (await client.get("/fragments/members")).status_code == 200
+
+
+def test_the_busy_answer_of_the_connection_guard_has_the_one_shape() -> None:
+    """The guard's 503 (a connection past the cap) had no body. The promise: it carries the
+    same JSON error as every route, retryable."""
+    from orchestrator.daemon.web.guard import _BUSY
+
+    head, _, body = _BUSY.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503") and b"Content-Type: application/json" in head
+    assert f"Content-Length: {len(body)}".encode() in head
+    doc = json.loads(body)
+    assert doc["ok"] is False and doc["error"]["code"] == "ui_busy"
+    assert set(doc["error"]) == {"code", "message", "retryable"} and doc["error"]["retryable"]
+
+
+async def test_a_refused_send_answers_json_with_its_typed_failures_not_an_html_fragment(
+        tmp_path: Path) -> None:
+    """/send answered a refused attachment with an HTML fragment while every other error was
+    JSON. The promise: it is the one JSON error (code ``attachment_refused``) with each typed
+    failure beside it, as ``send --json`` lists them; nothing is queued."""
+    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+        await page.sign_in()
+        refused = await page.post(
+            "/send", data={"member": "web/lead", "text": "x"},
+            files={"files": ("notes.png", b"just text <b>", "image/png")})
+        body = _assert_refusal(refused, 422, "attachment_refused")
+        [failure] = body["failures"]
+        assert failure["code"] == "attachment_unsupported_mime" and failure["attachment"]
+        assert "notes.png" in failure["attachment"] and failure["retryable"] is False
+        assert "<ul" not in refused.text
+        assert (await page.core.teams.history(None, "lead")).messages == []

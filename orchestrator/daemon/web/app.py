@@ -6,7 +6,9 @@ through the same ``Teams``/``Approvals`` objects as the control socket; a send g
 same planner (a refusal comes back as its typed lines). Images are served by content hash, and
 only those of a message the page has shown. What the routes show passes through the same
 redactor as every answer on the control socket (``_redacted``). A form's body is counted as it
-streams and refused past its limit, whatever its Content-Length says (chunked or not).
+streams and refused past its limit, whatever its Content-Length says (chunked or not). Every
+refusal, of every route (a refused send's typed failures, an unknown path, a bug's 500 too),
+is one JSON shape: ``security.error_answer``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import structlog
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
 from starlette.formparsers import FormParser, MultiPartException, MultiPartParser
 from starlette.responses import (
     HTMLResponse,
@@ -40,9 +43,10 @@ from orchestrator.daemon.web.security import (
     SECURITY_HEADERS,
     Refusal,
     Sessions,
+    error_answer,
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
-from orchestrator.redaction import redact, redact_value
+from orchestrator.redaction import redact_value
 from orchestrator.rpc import REQUEST_LIMIT_BYTES
 
 if TYPE_CHECKING:
@@ -98,19 +102,41 @@ def _guarded(view: View, handler: Callable[[Request], Awaitable[Response]], *,
         except Refusal as exc:
             response = exc.response()
         except AttachmentRefused as exc:
-            response = HTMLResponse(render.refusal([f.to_json() for f in exc.failures]),
-                                    status_code=422)
-        except NotFound as exc:
-            response = JSONResponse({"error": redact(exc.message), "code": exc.code},
-                                    status_code=404)
+            response = error_answer(422, exc.code, exc.message, retryable=exc.retryable,
+                                    failures=[f.to_json() for f in exc.failures])
         except TeamctlError as exc:
-            status = 400 if isinstance(exc, UsageError) else 409
-            response = JSONResponse({"error": redact(exc.message), "code": exc.code},
-                                    status_code=status)
+            response = error_answer(_status_of(exc), exc.code, exc.message,
+                                    retryable=exc.retryable)
         response.headers.update(SECURITY_HEADERS)
         return response
 
     return endpoint
+
+
+def _status_of(exc: TeamctlError) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    return 400 if isinstance(exc, UsageError) else 409  # e.g. approval_settled
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (an unknown path, a wrong method), in the view's one shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "usage_error")
+    response = error_answer(status, code, f"no {request.method} {request.url.path} here: "
+                                          "the live view is at /")
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+async def _bug(request: Request, exc: Exception) -> Response:
+    """An exception no route expected: a bug. It fails this request only, typed."""
+    log.error("ui_request_failed", path=request.url.path, error=type(exc).__name__)
+    response = error_answer(500, "internal_error",
+                            f"internal error while serving {request.url.path}: "
+                            f"{type(exc).__name__}; see 'teamctl logs' (a bug in teamctl)")
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 def build_app(view: View) -> Starlette:
@@ -146,7 +172,7 @@ def build_app(view: View) -> Starlette:
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in _STATIC_TYPES:
-            raise Refusal(404, f"no static file {name!r}")
+            raise Refusal(404, f"no static file {name!r}", code="not_found")
         return Response((STATIC / name).read_bytes(), media_type=_STATIC_TYPES[name])
 
     async def needs_you(request: Request) -> Response:
@@ -198,7 +224,8 @@ def build_app(view: View) -> Starlette:
     async def artifact(request: Request) -> Response:
         digest = request.path_params["sha256"]
         if digest not in view.shown:
-            raise Refusal(404, "not an attachment of a message this page shows")
+            raise Refusal(404, "not an attachment of a message this page shows",
+                          code="not_found")
         data = await anyio.to_thread.run_sync(view.artifacts.get, digest)
         return Response(data, media_type=_sniff(data),
                         headers={"cache-control": "private, max-age=86400, immutable"})
@@ -230,9 +257,9 @@ def build_app(view: View) -> Starlette:
         text = str(form.get("text") or "") or None
         message = str(form.get("message") or "") or None
         if verb not in ("approve", "deny", "answer"):
-            raise Refusal(404, f"no action {verb!r}")
+            raise Refusal(404, f"no action {verb!r}: approve, deny or answer", code="not_found")
         if verb == "answer" and not text:
-            raise Refusal(400, "an answer needs text")
+            raise Refusal(400, "an answer needs text: write it in the field", code="usage_error")
         doc = await view.approvals.decide(approval_id, verb, message=message, text=text,
                                           always=request.query_params.get("always") == "1")
         return JSONResponse(doc.model_dump())
@@ -253,7 +280,7 @@ def build_app(view: View) -> Starlette:
         return Route(path, _guarded(view, handler, changes_state=changes_state),
                      methods=methods or ["GET"])
 
-    return Starlette(routes=[
+    return Starlette(exception_handlers={HTTPException: _no_route, Exception: _bug}, routes=[
         Route("/", index),
         Route("/signin", sign_in, methods=["POST"]),
         route("/static/{name}", static),
@@ -317,7 +344,7 @@ async def _form(request: Request, limit: int, *, max_files: int, max_fields: int
                                "as with 'teamctl send'; put long text in a file the member "
                                "can read and send its path instead",
                           code="request_too_large") from None
-        raise Refusal(400, f"a malformed form: {exc.message}") from None
+        raise Refusal(400, f"a malformed form: {exc.message}", code="usage_error") from None
     finally:
         await stream.aclose()
     return FormData()
@@ -328,7 +355,7 @@ async def _send_form(view: View, form: FormData) -> Response:
     target, text = str(form.get("member") or ""), str(form.get("text") or "")
     team, _, member = target.rpartition("/")
     if not member or not text:
-        raise Refusal(400, "pick a member and write a message")
+        raise Refusal(400, "pick a member and write a message", code="usage_error")
     paths: list[str] = []
     with tempfile.TemporaryDirectory(dir=view.uploads) as tmp:
         for index, upload in enumerate(form.getlist("files")):

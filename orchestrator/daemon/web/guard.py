@@ -36,8 +36,12 @@ log = structlog.get_logger("teamctl.web")
 
 _LOG_EVERY = 10.0  # seconds between two "refused" log lines under a flood (with a count)
 _REFUSALS_PER_CALL = 64  # then asyncio's loop runs other work before accepting again
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n"
-         b"Retry-After: 5\r\n\r\n")
+_BUSY_BODY = (b'{"ok":false,"error":{"code":"ui_busy","message":"the live view holds all the '
+              b'connections it may: close a tab, or try again in a few seconds",'
+              b'"retryable":true}}')  # the one error shape of every route (security.py)
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+         b"Content-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 5\r\n\r\n%s"
+         % (len(_BUSY_BODY), _BUSY_BODY))
 
 
 def free_descriptors() -> int:

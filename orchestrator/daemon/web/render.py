@@ -1,19 +1,23 @@
 """The live view's HTML, server-rendered: the page shell and one fragment per panel. Every value
-is escaped here; nothing is a template language's job (no dependency, no build step)."""
+is escaped here; nothing is a template language's job (no dependency, no build step).
+
+Every row a fragment lists carries a stable ``data-key`` (an approval's id, a member's
+team/name, a message's id): the page patches its panels by these keys (static/app.js), so a
+row that stays is never re-created — the text typed in its field, the focus and the caret stay
+with it."""
 
 from __future__ import annotations
 
 import time
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.costs.text import cost_text
 
 if TYPE_CHECKING:
     from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
 
-__all__ = ["between", "conversation", "log_tail", "members", "needs_you", "page", "refusal",
-           "signed_in"]
+__all__ = ["between", "conversation", "log_tail", "members", "needs_you", "page", "signed_in"]
 
 _ALARM = {"fatal", "backoff"}
 
@@ -30,7 +34,8 @@ def page(csrf: str, member_names: list[str]) -> str:
 <title>teamctl</title><link rel="stylesheet" href="/static/app.css">
 <script src="/static/app.js" defer></script></head>
 <body>
-<header><h1>teamctl</h1><span id="stream" data-state="connecting">connecting…</span></header>
+<header><h1>teamctl</h1><span id="stream" data-state="connecting">connecting…</span>
+<span id="action-result" role="alert"></span></header>
 <main>
 <section id="needs-you" data-fragment="/fragments/needs-you" aria-live="polite"></section>
 <section id="members" data-fragment="/fragments/members"></section>
@@ -75,25 +80,29 @@ def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
             f'<form class="deny" data-action="/approvals/{_e(row.id)}/deny">'
             '<input name="message" placeholder="why (the model sees it)">'
             '<button>Deny</button></form>')
-        rows.append(f'<li class="approval" id="{_e(row.id)}" data-member="{_e(row.member)}">'
+        rows.append(f'<li class="approval" id="{_e(row.id)}" data-key="{_e(row.id)}" '
+                    f'data-member="{_e(row.member)}">'
                     f'<b>{_e(row.member)}</b> ({_e(row.runtime)}) asks — {what} '
                     f'<time>{_e(time.strftime("%H:%M:%S", time.localtime(row.asked_at)))}'
                     f'</time> {controls}</li>')
-    rows += [f'<li class="alarm" data-member="{_e(member.name)}"><b>{_e(member.name)}'
+    rows += [f'<li class="alarm" data-key="alarm:{_e(member.name)}" '
+             f'data-member="{_e(member.name)}"><b>{_e(member.name)}'
              f'</b> is <span class="launch">{_e(member.launch)}</span>'
              f'{": " + _e(member.error) if member.error else ""}</li>' for member in alarms
              if not member.hold]
-    rows += [f'<li class="held" data-member="{_e(member.name)}"><b>{_e(member.name)}</b> is '
+    rows += [f'<li class="held" data-key="held:{_e(member.name)}" '
+             f'data-member="{_e(member.name)}"><b>{_e(member.name)}</b> is '
              f'paused — <span class="hold">{_e(member.hold)}</span>, {member.queued} queued'
              + (f' (<code>teamctl budget {_e(member.name)} --add USD</code>)'
                 if "budget reached" in member.hold else "") + "</li>"
              for member in alarms if member.hold]
     for name, message in failed:
         error = message.error
-        rows.append(f'<li class="failed"><b>{_e(name)}</b>: message {_e(message.id)} failed'
+        rows.append(f'<li class="failed" data-key="failed:{_e(message.id)}"><b>{_e(name)}</b>: '
+                    f'message {_e(message.id)} failed'
                     f' — {_e(error.code if error else "")}: {_e(error.message if error else "")}'
                     '</li>')
-    body = "".join(rows) or '<li class="calm">nothing waits on you</li>'
+    body = "".join(rows) or '<li class="calm" data-key="calm">nothing waits on you</li>'
     return f"<h2>Needs you</h2><ul>{body}</ul>"
 
 
@@ -107,7 +116,8 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
                 if m.turn else "")
         branch = branches.get((team, m.name), "")
         cells.append(
-            f'<tr class="{cls}" data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
+            f'<tr class="{cls}" data-key="member:{_e(team)}/{_e(m.name)}" '
+            f'data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
             f"<td>{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}</td>"
             f"<td>{_e(m.model)}</td>"
             f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
@@ -144,18 +154,21 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
         error = (f'<p class="error">{_e(message.error.code)}: {_e(message.error.message)}</p>'
                  if message.error else "")
         items.append(
-            f'<li class="message" id="m-{_e(message.id)}" data-state="{_e(message.state)}">'
+            f'<li class="message" id="m-{_e(message.id)}" data-key="m-{_e(message.id)}" '
+            f'data-state="{_e(message.state)}">'
             f"<p><b>{_e(message.sender)}</b> → {_e(message.to)} "
             f'<span class="state">{_e(message.state)}</span> attempts {message.attempts}'
             f'{" depth " + str(message.depth) if message.depth else ""}</p>'
             f'<p class="text">{_e(message.text)}</p>{thumbs}{reply}{notes}{error}</li>')
     body = "".join(items) or "<li>no messages yet</li>"
-    return f'<h2>Conversation with {_e(member)}</h2><ol data-member="{_e(member)}">{body}</ol>'
+    return (f'<h2>Conversation with {_e(member)}</h2>'
+            f'<ol data-key="conversation:{_e(member)}" data-member="{_e(member)}">{body}</ol>')
 
 
 def between(messages: list[MessageDoc]) -> str:
     """Teammates' messages to each other, newest last: who → whom, chain depth, state."""
-    items = [f'<li data-chain="{_e(m.chain_id)}"><b>{_e(m.sender)}</b> → <b>{_e(m.to)}</b>'
+    items = [f'<li data-key="m-{_e(m.id)}" data-chain="{_e(m.chain_id)}"><b>{_e(m.sender)}'
+             f'</b> → <b>{_e(m.to)}</b>'
              f'{" (reply)" if m.kind == "reply" else ""} depth {m.depth} '
              f'<span class="state">{_e(m.state)}</span>: {_e(m.text[:300])}</li>'
              for m in messages]
@@ -166,8 +179,3 @@ def between(messages: list[MessageDoc]) -> str:
 def log_tail(lines: list[str]) -> str:
     return "<h2>Log</h2><pre>" + _e("\n".join(lines)) + "</pre>"
 
-
-def refusal(lines: list[dict[str, Any]]) -> str:
-    return "<ul class=\"refused\">" + "".join(
-        f'<li><code>{_e(f.get("code"))}</code> {_e(f.get("message"))}</li>'
-        for f in lines) + "</ul>"

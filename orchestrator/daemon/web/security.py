@@ -2,21 +2,26 @@
 cookie (HttpOnly, SameSite=Strict) that expires after an idle and an absolute lifetime; every
 state-changing request carries the session's CSRF token; the Host header must name the loopback
 address the page is served on (a DNS-rebinding page on another origin cannot pass); every answer
-carries a strict Content-Security-Policy."""
+carries a strict Content-Security-Policy. Every refusal is answered in one JSON shape, the CLI's
+``--json`` error (``{"ok": false, "error": {"code", "message", "retryable"}}``, ``error_answer``).
+"""
 
 from __future__ import annotations
 
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
+
+from orchestrator.redaction import redact
+from orchestrator.wire import ErrorDoc, ErrorReply
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["COOKIE", "CSP", "Refusal", "Sessions"]
+__all__ = ["COOKIE", "CSP", "Refusal", "Sessions", "error_answer"]
 
 COOKIE = "teamctl_session"
 CSRF_HEADER = "x-csrf-token"
@@ -28,18 +33,32 @@ SECURITY_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "n
                     "cache-control": "no-store"}
 
 
-class Refusal(Exception):
-    """A request the view refuses: its HTTP status and a message that says what to do."""
+def error_answer(status: int, code: str, message: str, *, retryable: bool = False,
+                 failures: list[dict[str, Any]] | None = None) -> JSONResponse:
+    """The one shape of every refusal the view answers: the CLI's ``--json`` error
+    (``ErrorReply``), with a refused send's typed ``failures`` beside it (as ``send --json``
+    lists them). The message is redacted."""
+    doc = ErrorReply(error=ErrorDoc(code=code, message=redact(message), retryable=retryable)
+                     ).model_dump()
+    if failures is not None:
+        doc["failures"] = failures
+    return JSONResponse(doc, status_code=status)
 
-    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
+
+class Refusal(Exception):
+    """A request the view refuses: its HTTP status, a stable code and a message that says what
+    to do."""
+
+    def __init__(self, status: int, message: str, *, code: str,
+                 retryable: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.retryable = retryable
 
     def response(self) -> JSONResponse:
-        doc = {"error": self.message} | ({"code": self.code} if self.code else {})
-        return JSONResponse(doc, status_code=self.status)
+        return error_answer(self.status, self.code, self.message, retryable=self.retryable)
 
 
 @dataclass
@@ -72,7 +91,7 @@ class Sessions:
         self._tokens = {t: expiry for t, expiry in self._tokens.items() if expiry >= now}
         if not token or self._tokens.pop(token, None) is None:
             raise Refusal(403, "this link's token is unknown, used or expired: run "
-                               "'teamctl ui' again for a new one")
+                               "'teamctl ui' again for a new one", code="sign_in_token_invalid")
         self._sessions = {k: s for k, s in self._sessions.items() if self._alive(s, now)}
         session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         self._sessions[session] = _Session(csrf, now, now)
@@ -85,7 +104,7 @@ class Sessions:
         allowed = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         if host not in allowed:
             raise Refusal(421, f"this view answers only for {sorted(allowed)[0]}, "
-                               f"not {host!r}")
+                               f"not {host!r}", code="wrong_host")
 
     def csrf_of(self, session: str | None) -> str:
         """The CSRF token of a live session, which counts as used now (401 otherwise)."""
@@ -93,12 +112,15 @@ class Sessions:
         now = self.clock()
         if found is not None and not self._alive(found, now):
             del self._sessions[session or ""]
-            raise Refusal(401, "this session expired: run 'teamctl ui' again to sign in")
+            raise Refusal(401, "this session expired: run 'teamctl ui' again to sign in",
+                          code="session_expired")
         if found is None:
-            raise Refusal(401, "not signed in: open the link 'teamctl ui' prints")
+            raise Refusal(401, "not signed in: open the link 'teamctl ui' prints",
+                          code="not_signed_in")
         found.used = now
         return found.csrf
 
     def check_csrf(self, session: str | None, sent: str | None) -> None:
         if not sent or not secrets.compare_digest(self.csrf_of(session), sent):
-            raise Refusal(403, "missing or wrong CSRF token: reload the page")
+            raise Refusal(403, "missing or wrong CSRF token: reload the page",
+                          code="csrf_token_invalid")
