@@ -79,7 +79,9 @@ def test_stale_socket_and_pid_file_are_replaced(teamctl: Teamctl) -> None:
 
 def test_a_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", permissions="ask")])
+    # the continuation of the cut turn makes the fake redo its step, as a model would finish it
+    team = teamctl.write_team("web", [fake_member(
+        "lead", permissions="ask", env={"FAKE_CLAUDE_REDO_ON_CONTINUE": "1"})])
     assert teamctl.run("launch", str(team)).returncode == 0
     message_id = teamctl.run("send", "lead", "WRITE out.txt kept").stdout.strip()
     first = follow_logs.wait_for(lambda e: e["event"] == "approval_requested")

@@ -132,7 +132,8 @@ def test_a_20_mib_line_is_a_protocol_error_the_member_restarts_the_daemon_is_fin
     teamctl.run("launch", str(teamctl.write_team("solo", [member])))
     done = teamctl.run("send", "lead", "say a lot", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("received: say a lot")
+    assert "received: [teamctl] your previous turn on message " in done.stdout, \
+        "the cut turn is continued in the resumed session, not handed again"
     events = teamctl.log_events()
     [error] = [e for e in events if e["event"] == "runtime_protocol_error"]
     assert error["code"] == "protocol_line_too_long"
