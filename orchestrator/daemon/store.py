@@ -425,7 +425,7 @@ class Store:
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # + an fsync per durable commit
-            self._wal = f"{path}-wal"
+            self._wal = f"{os.path.realpath(path)}-wal"  # SQLite keeps it beside the target
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()

@@ -212,11 +212,13 @@ def _predictable(home: Path) -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # a short home: pytest's tmp_path under xdist (…/popen-gw1/test_…) is too long for a
+    # ControlPath socket, and the home's own ssh/ is only chosen when its sockets fit
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    root = tmp_path / "h"
-    root.mkdir(mode=0o700)
+    root = Path(tempfile.mkdtemp(prefix="tch-"))
     yield root
+    shutil.rmtree(root, ignore_errors=True)
     planted = _predictable(root)
     if planted.is_symlink():
         planted.unlink()
