@@ -3,10 +3,15 @@
 
 ``--open`` never puts the sign-in token on the browser's command line (``/proc/PID/cmdline`` is
 readable by every local user, who could redeem it first): it writes a 0600 page in the 0700
-``ui/`` of the home that POSTs the one-time token to the live view, and opens that file."""
+``ui/`` of the home that POSTs the one-time token to the live view, and opens that file. Where
+no browser opens (none installed, no display, BROWSER naming a missing program) it says so on
+stderr and names that file to open by hand; the URL is printed anyway, so it still exits 0."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
 
     from orchestrator.paths import Home
 
-__all__ = ["COMMANDS", "sign_in_page"]
+__all__ = ["COMMANDS", "open_in_browser", "sign_in_page"]
 
 
 @click.command()
@@ -43,9 +48,41 @@ def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
         click.echo("(the link signs one browser in once; run 'teamctl ui' again for another)",
                    err=True)
     if open_browser:
-        import webbrowser
+        address = sign_in_page(home, doc["url"]).as_uri()
+        problem = open_in_browser(address)
+        if problem is not None:
+            click.echo(f"teamctl: warning: no browser opened: {problem}; open {address} in a "
+                       "browser on this machine, or the URL printed above (either signs one "
+                       "browser in, once)", err=True)
 
-        webbrowser.open(sign_in_page(home, doc["url"]).as_uri())
+
+def open_in_browser(address: str) -> str | None:
+    """Open ``address`` in the user's browser: None, or why none opened (``webbrowser.open``
+    answers False when no browser is registered and when BROWSER's program cannot start)."""
+    import webbrowser
+
+    chosen = [choice for choice in os.environ.get("BROWSER", "").split(os.pathsep)
+              if choice.strip()]
+    try:
+        if webbrowser.open(address):
+            return None
+    except webbrowser.Error as exc:
+        return f"the browser failed ({exc})"
+    missing = [choice for choice in chosen if not _installed(choice)]
+    if missing:
+        return f"BROWSER names {missing[0]!r}, which is not installed"
+    if chosen:
+        return f"BROWSER's {chosen[0]!r} failed"
+    return "none is installed or this session has no display (set BROWSER to one)"
+
+
+def _installed(choice: str) -> bool:
+    """Whether a BROWSER entry ("firefox %s", "/usr/bin/w3m") names a program found here."""
+    try:
+        program = shlex.split(choice)[0]
+    except (ValueError, IndexError):
+        return False
+    return shutil.which(program) is not None
 
 
 def sign_in_page(home: Home, url: str) -> Path:

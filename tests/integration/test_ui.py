@@ -1,19 +1,21 @@
 """`teamctl ui` with a real daemon: nothing listens before it, it prints a loopback URL with a
-one-time token, the event stream announces a journal change without polling, and a busy port
-is a typed error with the daemon unaffected."""
+one-time token, the event stream announces a journal change without polling, a busy port is a
+typed error with the daemon unaffected, and ``--open`` without a browser says what to open."""
 
 from __future__ import annotations
 
 import json
 import socket
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 
 from tests.conftest import fake_member
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tests.conftest import Teamctl
 
 
@@ -125,3 +127,28 @@ def test_hostile_params_on_the_new_socket_methods_are_refused_and_nothing_is_los
     assert done.returncode == 0, done.stderr
     states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
     assert states[queued] == "answered", "the queued message was not lost"
+
+
+def test_ui_open_without_a_browser_says_so_and_names_the_file_to_open(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """`ui --open` on a machine with no browser (none installed, no display, or BROWSER naming
+    a program that is not there) opened nothing and said nothing, exit 0. The promise: it
+    still prints the URL and exits 0, and one warning line on stderr says no browser was
+    opened (and why, for BROWSER) and names the sign-in file to open by hand."""
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    bare = {"PATH": str(empty), "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    page = teamctl.home / "ui" / "sign-in.html"
+    for browser in (str(tmp_path / "no-such-browser"), ""):
+        done = teamctl.run("ui", "--open", extra_env={**bare, "BROWSER": browser})
+        assert done.returncode == 0, done.stderr
+        printed = urlparse(done.stdout.strip())
+        assert (printed.scheme, printed.hostname) == ("http", "127.0.0.1")
+        [warning] = [line for line in done.stderr.splitlines() if "no browser" in line]
+        assert warning.startswith("teamctl: warning: no browser opened") and \
+            page.as_uri() in warning, done.stderr
+        assert ("no-such-browser" in warning) == bool(browser), warning
+        token = parse_qs(printed.query)["token"][0]
+        assert token in page.read_text(), "the file named signs in with this link's token"
