@@ -116,7 +116,8 @@ def test_a_turn_killed_mid_way_is_redelivered_on_the_same_thread(teamctl: Teamct
     thread = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
     done = teamctl.run("send", "rev", "two", "--wait")
     assert done.returncode == 0, done.stderr
-    assert "turn 3 received: two" in done.stdout, "the cut turn stays in the thread's history"
+    assert "turn 3 received: [teamctl] your previous turn on message " in done.stdout, \
+        "the cut turn stays in the thread's history, and is continued there, not handed again"
     [_, message] = teamctl.json("history", "rev")["messages"]
     assert message["attempts"] == 2
     assert teamctl.json("status")["teams"][0]["members"][0]["session_id"] == thread
