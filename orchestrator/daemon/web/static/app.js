@@ -159,8 +159,9 @@ function refusalNodes(result) {  // {"ok": false, "error": {code, message, retry
   }
   const code = document.createElement("code");
   code.textContent = error.code;
-  head.append(code, " " + error.message + (error.retryable ? " (try again)" : ""));
   const failures = result.payload.failures || [];
+  head.append(code);  // a refused send's message repeats its failures: they are listed
+  if (!failures.length) head.append(" " + error.message + (error.retryable ? " (try again)" : ""));
   if (!failures.length) return [head];
   const list = document.createElement("ul");
   for (const failure of failures) {
