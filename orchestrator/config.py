@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import TeamFileError
+from orchestrator.limits import NAME_PATTERN
 from orchestrator.runtime_table import RuntimeName  # noqa: TC001 (pydantic reads it at run time)
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "missing_workdirs",
 ]
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Seconds = Annotated[float, Field(gt=0)]
 # budgets (docs/costs.md): a number, never a string that looks like one; never negative

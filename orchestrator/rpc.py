@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.limits import MAX_DEPTH, REQUEST_LIMIT_BYTES
+
 __all__ = [
     "APP_ERROR",
     "INTERNAL_ERROR",
@@ -27,8 +29,6 @@ __all__ = [
     "result_response",
 ]
 
-REQUEST_LIMIT_BYTES = 1024 * 1024
-MAX_DEPTH = 64
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator.attachments.failures import AttachmentError
+from orchestrator.limits import ORIGINAL_LIMIT_BYTES
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["ORIGINAL_LIMIT_BYTES", "Original", "read_original"]
 
-ORIGINAL_LIMIT_BYTES = 20 * 1024 * 1024
 _CHUNK = 1 << 20
 
 

@@ -13,11 +13,12 @@ from typing import Any
 import click
 
 from orchestrator import client
-from orchestrator.client.cli import _emit_json, _home, _name, handles_errors
+from orchestrator.client.common import check_name, emit_json, handles_errors, teamctl_home
+from orchestrator.limits import APPROVAL_ID_PATTERN, MAX_PAGE_ROWS
 
 __all__ = ["COMMANDS"]
 
-_ID = re.compile(r"apv_[0-9A-HJKMNP-TV-Z]{26}")
+_ID = re.compile(APPROVAL_ID_PATTERN)
 FOLLOW_POLL = 20.0  # each long poll waits this long on the daemon (its bound is 25 s)
 
 
@@ -43,14 +44,14 @@ def _line(row: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.option("--team", default=None, callback=_name)
-@click.option("--member", default=None, callback=_name,
+@click.option("--team", default=None, callback=check_name)
+@click.option("--member", default=None, callback=check_name,
               help="With --rules or --revoke: this member's rules only.")
 @click.option("--all", "everything", is_flag=True,
               help="Also the settled ones (with --rules: the revoked ones).")
 @click.option("-f", "--follow", is_flag=True,
               help="Print what waits, then each new request as it comes.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True,
+@click.option("--limit", type=click.IntRange(1, MAX_PAGE_ROWS), default=100, show_default=True,
               help="At most this many rows.")
 @click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many rows first.")
 @click.option("--rules", "list_rules", is_flag=True,
@@ -68,9 +69,9 @@ def approvals(team: str | None, member: str | None, everything: bool, follow: bo
         return
     params: dict[str, Any] = {"team": team, "all": everything, "after": 0, "limit": limit,
                               "offset": offset}
-    doc = client.call(_home(), "approvals", params)
+    doc = client.call(teamctl_home(), "approvals", params)
     if as_json and not follow:
-        _emit_json(doc)
+        emit_json(doc)
         return
     while True:
         for row in doc["approvals"]:
@@ -83,7 +84,7 @@ def approvals(team: str | None, member: str | None, everything: bool, follow: bo
         if not follow:
             return
         params = {"team": team, "all": True, "after": doc["cursor"], "wait": FOLLOW_POLL}
-        doc = client.call(_home(), "approvals", params, timeout=FOLLOW_POLL + 10)
+        doc = client.call(teamctl_home(), "approvals", params, timeout=FOLLOW_POLL + 10)
 
 
 def _page_note(doc: dict[str, Any], offset: int, everything: bool, as_json: bool) -> None:
@@ -101,13 +102,13 @@ def _page_note(doc: dict[str, Any], offset: int, everything: bool, as_json: bool
 def _rules(team: str | None, member: str | None, everything: bool, revoke: str | None,
            as_json: bool) -> None:
     if revoke is not None:
-        doc = client.call(_home(), "revoke_rule", {"team": team, "member": member,
+        doc = client.call(teamctl_home(), "revoke_rule", {"team": team, "member": member,
                                                    "rule": revoke})
     else:
-        doc = client.call(_home(), "approval_rules", {"team": team, "member": member,
+        doc = client.call(teamctl_home(), "approval_rules", {"team": team, "member": member,
                                                       "all": everything})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     for row in doc["rules"]:
         state = "revoked" if row["revoked_at"] else "kept"
@@ -119,7 +120,7 @@ def _rules(team: str | None, member: str | None, everything: bool, revoke: str |
 
 def _decided(doc: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     row = doc["approval"]
     applied = "the runtime confirmed it" if doc["confirmed"] else \
@@ -142,13 +143,13 @@ def approve(approval_id: str, always: bool, as_json: bool) -> None:
     """Let the teammate do what request ID asks."""
     params: dict[str, Any] = {"id": approval_id, "always": always}
     if always:  # the rule is shown before it is kept (and asked about on a terminal)
-        preview = client.call(_home(), "approve", {"id": approval_id, "always": True,
+        preview = client.call(teamctl_home(), "approve", {"id": approval_id, "always": True,
                                                    "preview": True})
         click.echo(f"{preview['scope']}: rule {preview['rule']}", err=as_json)
         if sys.stdin.isatty() and not click.confirm("keep it?", default=True, err=True):
             raise click.Abort
         params["rule"] = preview["rule"]
-    _decided(client.call(_home(), "approve", params, timeout=60.0), as_json)
+    _decided(client.call(teamctl_home(), "approve", params, timeout=60.0), as_json)
 
 
 @click.command()
@@ -158,7 +159,7 @@ def approve(approval_id: str, always: bool, as_json: bool) -> None:
 @handles_errors
 def deny(approval_id: str, message: str | None, as_json: bool) -> None:
     """Refuse request ID."""
-    _decided(client.call(_home(), "deny", {"id": approval_id, "message": message},
+    _decided(client.call(teamctl_home(), "deny", {"id": approval_id, "message": message},
                          timeout=60.0), as_json)
 
 
@@ -169,7 +170,7 @@ def deny(approval_id: str, message: str | None, as_json: bool) -> None:
 @handles_errors
 def answer(approval_id: str, text: str, as_json: bool) -> None:
     """Answer the teammate's question ID with TEXT."""
-    _decided(client.call(_home(), "answer", {"id": approval_id, "text": text}, timeout=60.0),
+    _decided(client.call(teamctl_home(), "answer", {"id": approval_id, "text": text}, timeout=60.0),
              as_json)
 
 

@@ -7,29 +7,35 @@ loaded by ``launch`` (to validate the team file before anything starts).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orchestrator import client
+from orchestrator.client import approvals_cli, costs_cli, export_cli, ui_cli
+from orchestrator.client.common import (
+    check_name,
+    cost_text,
+    emit_json,
+    handles_errors,
+    is_utf8,
+    teamctl_home,
+)
 from orchestrator.errors import ClipboardError, TeamctlError
-from orchestrator.paths import Home
+from orchestrator.limits import MAX_ATTACHMENTS, MAX_PAGE_ROWS, MAX_WAIT_SECONDS, ULID_PATTERN
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Home
 
 __all__ = ["main"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 _CALL_MARGIN = 15.0
-_MAX_TIMEOUT = 30 * 24 * 3600.0  # the daemon's bound too (api.MAX_WAIT_SECONDS)
-_MAX_ATTACHMENTS = 32
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # config.NAME_PATTERN, without pydantic
 
 
 class Seconds(click.ParamType[float]):
@@ -43,69 +49,9 @@ class Seconds(click.ParamType[float]):
             seconds = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or not 0 < seconds <= _MAX_TIMEOUT:
-            self.fail(f"{value!r} is not between 0 and {_MAX_TIMEOUT:g} seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 < seconds <= MAX_WAIT_SECONDS:
+            self.fail(f"{value!r} is not between 0 and {MAX_WAIT_SECONDS:g} seconds", param, ctx)
         return seconds
-
-
-def _name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A team or member name, checked before anything is sent (exit 2 with one line)."""
-    if value is None:
-        return None
-    if not _utf8(value) or not _NAME.match(value):
-        shown = value.encode("utf-8", "backslashreplace").decode()
-        raise click.BadParameter(
-            f"{shown!r} is not a name: use letters, digits, '_' and '-' (at most 64, starting "
-            "with a letter or digit)", ctx=ctx, param=param)
-    return value
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _home() -> Home:
-    return Home.from_env()
-
-
-def _emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-
-
-def _fail(exc: TeamctlError, as_json: bool) -> None:
-    from orchestrator.redaction import redact
-
-    message = redact(exc.message)
-    if as_json:
-        _emit_json({"ok": False, "error": {"code": exc.code, "message": message,
-                                           "retryable": exc.retryable}})
-    else:
-        click.echo(f"teamctl: {message}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def handles_errors(fn: F) -> F:
-    """Turn a TeamctlError into its message on stderr (or JSON) and its exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except TeamctlError as exc:
-            _fail(exc, bool(kwargs.get("as_json")))
-
-    return wrapper  # type: ignore[return-value]
-
-
-def cost_text(spend: dict[str, Any] | None) -> str:
-    """A member's or team's spend for a table cell (``-``: the daemon keeps no ledger)."""
-    from orchestrator.costs.text import cost_text as text
-
-    return text(spend) if spend else "-"
 
 
 def _member_table(members: list[dict[str, Any]]) -> list[str]:
@@ -143,7 +89,7 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     from orchestrator.config import load_team_file
 
     config = load_team_file(teamfile)
-    home = _home()
+    home = teamctl_home()
     started = client.ensure_daemon(home)
     wait_for = timeout or max(m.start_timeout for m in config.members) + 5.0
     try:
@@ -160,7 +106,7 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     failed = [m for m in team["members"] if m["launch"] in ("fatal", "backoff", "stopped")
               or (not no_wait and m["readiness"] == "not_ready")]
     if as_json:
-        _emit_json({"ok": not failed, "team": team["name"], "members": team["members"],
+        emit_json({"ok": not failed, "team": team["name"], "members": team["members"],
                     "already_running": bool(team.get("already_running")),
                     "resumed": bool(team.get("resumed"))})
     else:
@@ -185,7 +131,7 @@ def _stop_idle_daemon(home: Home) -> None:
 
 
 @cli.command()
-@click.argument("team", required=False, callback=_name)
+@click.argument("team", required=False, callback=check_name)
 @click.option("--watch", is_flag=True,
               help="Redraw on every change (members, deliveries, approvals) until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True)
@@ -194,7 +140,7 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
     """Show each member's launch, liveness and readiness, and its queue."""
     version = 0
     while True:
-        doc = client.call(_home(), "status", {"team": team})
+        doc = client.call(teamctl_home(), "status", {"team": team})
         if as_json:
             click.echo(json.dumps(doc, ensure_ascii=False) if watch else
                        json.dumps(doc, indent=2, ensure_ascii=False))
@@ -213,7 +159,7 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
         if not watch:
             return
         try:  # the daemon answers when something changed (or after 20 s): no polling loop
-            version = client.call(_home(), "changes", {"after": version, "wait": 20.0},
+            version = client.call(teamctl_home(), "changes", {"after": version, "wait": 20.0},
                                   timeout=30.0)["version"]
         except KeyboardInterrupt:
             return
@@ -248,8 +194,8 @@ def _paste_position(args: list[str]) -> int | None:
 
 
 @cli.command(cls=_SendCommand)
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", callback=_name)
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", callback=check_name)
 @click.argument("text", required=False)
 @click.option("--attach", "attach", multiple=True, metavar="PATH",
               type=click.Path(path_type=Path), help="An image to send (repeatable, at most 32).")
@@ -270,8 +216,8 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
     validated and planned before anything is sent: on any failure the whole message is refused
     (exit 3), one line per failure."""
     count = len(attach) + int(paste)
-    if count > _MAX_ATTACHMENTS:
-        raise click.UsageError(f"at most {_MAX_ATTACHMENTS} attachments per message "
+    if count > MAX_ATTACHMENTS:
+        raise click.UsageError(f"at most {MAX_ATTACHMENTS} attachments per message "
                                f"({count} given); send them in several messages")
     text = _message_text(text, has_attachments=bool(count))
     paths = [str(p.expanduser().absolute()) for p in attach]
@@ -287,12 +233,12 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
                            exc.retryable, "attachment": "clipboard", "member": member}],
                          as_json, exc.exit_code)
                 return
-            pasted = stack.enter_context(staged(clipped, _home().root))
+            pasted = stack.enter_context(staged(clipped, teamctl_home().root))
             paths.insert(len(paths) if at is None else at, str(pasted))
         params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
                   "timeout": timeout, "dry_run": dry_run, "attachments": paths}
         try:
-            result = client.call(_home(), "send", params,
+            result = client.call(teamctl_home(), "send", params,
                                  timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * count)
         except TeamctlError as exc:
             if exc.code != "attachment_refused":
@@ -312,7 +258,7 @@ def _message_text(text: str | None, *, has_attachments: bool) -> str:
         except UnicodeDecodeError as exc:
             raise click.UsageError(f"the message on stdin is not valid UTF-8 (byte "
                                    f"{exc.start}); send text, or attach the file") from None
-    elif text is not None and not _utf8(text):
+    elif text is not None and not is_utf8(text):
         raise click.UsageError("TEXT is not valid UTF-8; pass the message as UTF-8 text, or "
                                "with '-' on stdin")
     text = text or ""
@@ -323,7 +269,7 @@ def _message_text(text: str | None, *, has_attachments: bool) -> str:
 
 def _refused(failures: list[dict[str, Any]], as_json: bool, exit_code: int) -> None:
     if as_json:
-        _emit_json({"ok": False, "failures": failures})
+        emit_json({"ok": False, "failures": failures})
     else:
         for failure in failures:
             click.echo(f"{failure['code']}: {failure['message']}", err=True)
@@ -332,7 +278,7 @@ def _refused(failures: list[dict[str, Any]], as_json: bool, exit_code: int) -> N
 
 def _print_plan(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        _emit_json({"ok": True, "attachments": result["attachments"]})
+        emit_json({"ok": True, "attachments": result["attachments"]})
         return
     for attachment in result["attachments"]:
         for v in attachment["variants"]:
@@ -350,7 +296,7 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
 
 def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     elif not wait:
         click.echo(result["id"])
     elif result["state"] == "answered":
@@ -363,9 +309,9 @@ def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", callback=_name)
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", callback=check_name)
+@click.option("--limit", type=click.IntRange(1, MAX_PAGE_ROWS), default=50, show_default=True,
               help="How many messages (the newest).")
 @click.option("--before", metavar="ID", default=None,
               help="Only messages journaled before message ID (the next page).")
@@ -374,12 +320,12 @@ def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
 def history(team: str | None, member: str, limit: int, before: str | None,
             as_json: bool) -> None:
     """Show MEMBER's messages: state, attempts, replies and errors (newest 50 by default)."""
-    if before is not None and not re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", before):
+    if before is not None and not re.fullmatch(ULID_PATTERN, before):
         raise click.BadParameter(f"{before!r} is not a message id", param_hint="--before")
-    doc = client.call(_home(), "history", {"team": team, "member": member, "limit": limit,
+    doc = client.call(teamctl_home(), "history", {"team": team, "member": member, "limit": limit,
                                            "before": before})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     if doc.get("before"):
         click.echo(f"(older messages: teamctl history {member} --before {doc['before']})")
@@ -406,22 +352,22 @@ def history(team: str | None, member: str, limit: int, before: str | None,
 
 
 @cli.command()
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", callback=_name)
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", callback=check_name)
 @handles_errors
 def restart(team: str | None, member: str) -> None:
     """Restart MEMBER (also clears a fatal state)."""
-    doc = client.call(_home(), "restart", {"team": team, "member": member}, timeout=120.0)
+    doc = client.call(teamctl_home(), "restart", {"team": team, "member": member}, timeout=120.0)
     for line in _member_table([m for m in doc["members"] if m["name"] == member]):
         click.echo(line)
 
 
 @cli.command()
-@click.argument("team", required=False, callback=_name)
+@click.argument("team", required=False, callback=check_name)
 @handles_errors
 def stop(team: str | None) -> None:
     """Stop TEAM's members; without TEAM, every team and then the daemon."""
-    doc = client.call(_home(), "stop", {"team": team}, timeout=180.0)
+    doc = client.call(teamctl_home(), "stop", {"team": team}, timeout=180.0)
     for name in doc["stopped"]:
         click.echo(f"stopped {name}")
     if doc.get("daemon_stopping"):
@@ -435,11 +381,11 @@ def stop(team: str | None) -> None:
 def thread(message_id: str, as_json: bool) -> None:
     """The conversation between teammates that message ID belongs to: who -> whom, depth,
     state, reply."""
-    if not re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", message_id):
+    if not re.fullmatch(ULID_PATTERN, message_id):
         raise click.BadParameter(f"{message_id!r} is not a message id", param_hint="ID")
-    doc = client.call(_home(), "thread", {"id": message_id})
+    doc = client.call(teamctl_home(), "thread", {"id": message_id})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     for message in doc["messages"]:
         indent = "  " * message["depth"]
@@ -452,16 +398,16 @@ def thread(message_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=_name)
+@click.option("--team", default=None, callback=check_name)
 @click.option("--prune", is_flag=True,
               help="Remove worktrees that lose nothing: clean, merged or pushed, not running.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
     """Each member's git worktree: path, branch, base, commits ahead, changes."""
-    doc = client.call(_home(), "worktrees", {"team": team, "prune": prune}, timeout=300.0)
+    doc = client.call(teamctl_home(), "worktrees", {"team": team, "prune": prune}, timeout=300.0)
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     if not doc["worktrees"] and not doc["pruned"]:
         click.echo("no worktrees (worktree = true in a team file makes one per member)")
@@ -479,17 +425,17 @@ def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", callback=_name)
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", callback=check_name)
 @click.option("--stat", is_flag=True, help="Only the summary of changed files.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def diff(team: str | None, member: str, stat: bool, as_json: bool) -> None:
     """MEMBER's changes against its worktree's base (commits, edits and new files)."""
-    doc = client.call(_home(), "diff", {"team": team, "member": member, "stat": stat},
+    doc = client.call(teamctl_home(), "diff", {"team": team, "member": member, "stat": stat},
                       timeout=300.0)
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         click.echo(doc["text"], nl=False)
 
@@ -503,7 +449,7 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
     """Print the redacted diagnostics (works with or without a running daemon)."""
     from orchestrator import diagnostics
 
-    path = _home().logs / diagnostics.LOG_FILE_NAME
+    path = teamctl_home().logs / diagnostics.LOG_FILE_NAME
     events, offset = diagnostics.read_history(path)
 
     def show(batch: list[dict[str, Any]]) -> None:
@@ -549,13 +495,13 @@ def schema(name: str | None) -> None:
     from orchestrator.wire import DOCUMENTS
 
     if name is None:
-        _emit_json({key: model.model_json_schema() for key, model in DOCUMENTS.items()})
+        emit_json({key: model.model_json_schema() for key, model in DOCUMENTS.items()})
         return
     model = DOCUMENTS.get(name)
     if model is None:
         raise click.BadParameter(f"no document {name!r}; documents: {', '.join(DOCUMENTS)}",
                                  param_hint="NAME")
-    _emit_json(model.model_json_schema())
+    emit_json(model.model_json_schema())
 
 
 @cli.command()
@@ -564,7 +510,7 @@ def daemon(notify_fd: int | None) -> None:
     """Run the daemon in the foreground."""
     from orchestrator.daemon.main import main as daemon_main
 
-    sys.exit(daemon_main(_home(), notify_fd=notify_fd))
+    sys.exit(daemon_main(teamctl_home(), notify_fd=notify_fd))
 
 
 @cli.command()
@@ -592,7 +538,7 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
         report["members"] = describe_members(load_team_file(teamfile))
     blocked = [row for row in report.get("members", []) if row.get("problem")]
     if as_json:
-        _emit_json(report)
+        emit_json(report)
     else:
         _doctor_text(report)
     if blocked:
@@ -620,7 +566,7 @@ def _doctor_text(report: dict[str, Any]) -> None:
 
 def _host_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        _emit_json(report)
+        emit_json(report)
     elif report["reachable"]:
         click.echo(f"host {report['host']} ({report['destination']}): reachable in "
                    f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
@@ -636,8 +582,6 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
 
 
 def _register() -> None:
-    from orchestrator.client import approvals_cli, costs_cli, export_cli, ui_cli
-
     for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS,
                     *export_cli.COMMANDS):
         cli.add_command(command)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ClipboardError
+from orchestrator.limits import ORIGINAL_LIMIT_BYTES
 from orchestrator.paths import ensure_private_dir
 from orchestrator.redaction import redact
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CLIPBOARD_LIMIT_BYTES", "Clipped", "read_clipboard", "staged"]
 
-CLIPBOARD_LIMIT_BYTES = 20 * 1024 * 1024  # the attachment intake's limit for an original
+CLIPBOARD_LIMIT_BYTES = ORIGINAL_LIMIT_BYTES  # the attachment intake's limit for an original
 READ_TIMEOUT = 10.0
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",

@@ -6,13 +6,19 @@ from __future__ import annotations
 import click
 
 from orchestrator import client
-from orchestrator.client.cli import _emit_json, _home, _name, cost_text, handles_errors
+from orchestrator.client.common import (
+    check_name,
+    cost_text,
+    emit_json,
+    handles_errors,
+    teamctl_home,
+)
 
 __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.option("--team", default=None, callback=_name)
+@click.option("--team", default=None, callback=check_name)
 @click.option("--by", type=click.Choice(["member", "model", "day"]), default="member",
               show_default=True, help="How to group the turns.")
 @click.option("--prices", is_flag=True, help="Show the price table instead (model → USD).")
@@ -20,9 +26,9 @@ __all__ = ["COMMANDS"]
 @handles_errors
 def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
     """Tokens and cost of every turn the journal recorded, grouped by member, model or day."""
-    doc = client.call(_home(), "usage", {"team": team, "by": by, "prices": prices})
+    doc = client.call(teamctl_home(), "usage", {"team": team, "by": by, "prices": prices})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     if prices:
         click.echo(f"price table checked {doc['checked']} (USD per million tokens)")
@@ -48,8 +54,8 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", required=False, callback=_name)
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", required=False, callback=check_name)
 @click.option("--add", "add_usd", type=click.FloatRange(min=0, max=1_000_000), default=None,
               metavar="USD", help="Raise the budget by USD (from what is spent, if none).")
 @click.option("--set", "usd", type=click.FloatRange(min=0, max=1_000_000), default=None,
@@ -65,11 +71,11 @@ def budget(team: str | None, member: str | None, add_usd: float | None, usd: flo
     member paused by it: its held messages are delivered."""
     if add_usd is not None and usd is not None:
         raise click.UsageError("give --add or --set, not both")
-    doc = client.call(_home(), "budget", {
+    doc = client.call(teamctl_home(), "budget", {
         "team": team, "member": member, "usd": usd, "add_usd": add_usd, "tokens": tokens,
         "add_tokens": add_tokens, "clear": clear})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     who = f"{doc['member']} (team {doc['team']})" if doc["member"] else f"team {doc['team']}"
     click.echo(f"{who}: {cost_text(doc['spend'])}")

@@ -22,7 +22,7 @@ import click
 
 from orchestrator import client
 from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
-from orchestrator.client.cli import _home, _name, handles_errors
+from orchestrator.client.common import check_name, handles_errors, teamctl_home
 from orchestrator.client.out_file import check_out, write_out
 from orchestrator.errors import UsageError
 
@@ -32,8 +32,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @click.command()
-@click.option("--team", default=None, callback=_name)
-@click.argument("member", required=False, callback=_name)
+@click.option("--team", default=None, callback=check_name)
+@click.argument("member", required=False, callback=check_name)
 @click.option("--all", "every", is_flag=True, help="Every member of the team.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the document to FILE (0600, a new file; - is standard output) "
@@ -50,9 +50,9 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
     target = None if out is None or str(out) == "-" else out.expanduser().absolute()
     if target is not None:
         check_out(target, force=force)  # refused before the daemon is asked
-    doc: dict[str, Any] = client.call(_home(), "export", {"team": team, "member": member},
+    doc: dict[str, Any] = client.call(teamctl_home(), "export", {"team": team, "member": member},
                                       timeout=120.0)
-    images, missing = inline_images(doc, ArtifactStore(_home().artifacts), redact=redact)
+    images, missing = inline_images(doc, ArtifactStore(teamctl_home().artifacts), redact=redact)
     text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
     if target is None:
         sys.stdout.write(text)

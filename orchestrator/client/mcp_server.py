@@ -29,12 +29,13 @@ from typing import Any, BinaryIO
 from orchestrator import rpc
 from orchestrator.client.calls import call
 from orchestrator.errors import TeamctlError, UsageError
+from orchestrator.limits import REQUEST_LIMIT_BYTES
 from orchestrator.paths import Home
 
 __all__ = ["TOOLS", "serve"]
 
 _VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
-_LINE_LIMIT = 1 << 20
+_LINE_LIMIT = REQUEST_LIMIT_BYTES
 _CALL_TIMEOUT = 60.0
 
 TOOLS: list[dict[str, Any]] = [

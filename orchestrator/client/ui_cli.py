@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import click
 
 from orchestrator import client
-from orchestrator.client.cli import _emit_json, _home, handles_errors
+from orchestrator.client.common import emit_json, handles_errors, teamctl_home
 from orchestrator.paths import ensure_private_dir, write_private
 
 if TYPE_CHECKING:
@@ -39,10 +39,10 @@ __all__ = ["COMMANDS", "open_in_browser", "sign_in_page"]
 @handles_errors
 def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     """The live view: print its URL (with a one-time sign-in token) and return."""
-    home = _home()
+    home = teamctl_home()
     doc = client.call(home, "ui", {"port": port})
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         click.echo(doc["url"])
         click.echo("(the link signs one browser in once; run 'teamctl ui' again for another)",

@@ -21,7 +21,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import rpc
-from orchestrator.config import NAME_PATTERN, TeamConfig, missing_workdirs
+from orchestrator.config import TeamConfig, missing_workdirs
 from orchestrator.daemon.peers import peer_pid
 from orchestrator.errors import (
     InternalError,
@@ -29,6 +29,14 @@ from orchestrator.errors import (
     TeamctlError,
     TeamFileError,
     UsageError,
+)
+from orchestrator.limits import (
+    APPROVAL_ID_PATTERN,
+    MAX_ATTACHMENTS,
+    MAX_PAGE_ROWS,
+    MAX_WAIT_SECONDS,
+    NAME_PATTERN,
+    ULID_PATTERN,
 )
 from orchestrator.redaction import redact, redact_value
 from orchestrator.wire import ChangesDoc, Ping, StopResult, UiDoc
@@ -47,14 +55,12 @@ log = structlog.get_logger("teamctl.api")
 Handler = Callable[[Any], Awaitable[Any]]
 
 
-MAX_WAIT_SECONDS = 30 * 24 * 3600.0
 # the pid of the process at the other end of the connection being served (SO_PEERCRED); None
 # for a request that did not come over the socket
 _PEER_PID: ContextVar[int | None] = ContextVar("peer_pid", default=None)
 # answers that are a secret for the caller itself, over the 0600 socket to the same uid: the
 # live view's one-time sign-in link (it is never logged; the page redeems it once)
 _OWN_SECRET = frozenset({"ui"})
-MAX_ATTACHMENTS = 32
 
 
 class _Params(BaseModel):
@@ -85,8 +91,8 @@ class SendParams(MemberParams):
 
 
 class HistoryParams(MemberParams):
-    limit: int = Field(default=50, ge=1, le=1000)
-    before: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE_ROWS)
+    before: str | None = Field(default=None, pattern=ULID_PATTERN)
 
 
 class ExportParams(TeamParams):
@@ -112,25 +118,22 @@ class MemberSendParams(TokenParams):
 
 
 class MemberStatusParams(TokenParams):
-    id: str = Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+    id: str = Field(pattern=ULID_PATTERN)
 
 
 class ThreadParams(_Params):
-    id: str = Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+    id: str = Field(pattern=ULID_PATTERN)
 
 
 class EmptyParams(_Params):
     pass
 
 
-APPROVAL_ID = r"^apv_[0-9A-HJKMNP-TV-Z]{26}$"
-
-
 class ApprovalsParams(TeamParams):
     all: bool = False
     after: int = Field(default=0, ge=0)
     wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
-    limit: int = Field(default=1000, ge=1, le=1000)
+    limit: int = Field(default=MAX_PAGE_ROWS, ge=1, le=MAX_PAGE_ROWS)
     offset: int = Field(default=0, ge=0)
 
 
@@ -145,14 +148,14 @@ class RevokeRuleParams(TeamParams):
 
 
 class ApproveParams(_Params):
-    id: str = Field(pattern=APPROVAL_ID)
+    id: str = Field(pattern=APPROVAL_ID_PATTERN)
     always: bool = False
     preview: bool = False  # --always: what would be kept, nothing settled
     rule: str | None = Field(default=None, max_length=600)  # the rule the operator was shown
 
 
 class DenyParams(_Params):
-    id: str = Field(pattern=APPROVAL_ID)
+    id: str = Field(pattern=APPROVAL_ID_PATTERN)
     message: str | None = Field(default=None, max_length=10_000)
 
 
@@ -187,7 +190,7 @@ class BudgetParams(TeamParams):
 
 
 class AnswerParams(_Params):
-    id: str = Field(pattern=APPROVAL_ID)
+    id: str = Field(pattern=APPROVAL_ID_PATTERN)
     text: str = Field(min_length=1, max_length=100_000)
 
 

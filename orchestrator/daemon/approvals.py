@@ -1,6 +1,6 @@
 """What waits on the operator: the ``ask`` profile's permission requests and questions.
 
-One durable queue in the journal (tables ``approvals`` and ``approval_rules``, migration 7).
+One durable queue in the journal (table ``approvals``: ``approval_journal``).
 A member's runtime asks through its launch's ``MemberApprover`` (the contracts' ``Approver``):
 the request is journaled ``pending`` — its summary redacted — and the runtime waits as long as
 it takes; no timer approves or denies anything. ``teamctl approve|deny|answer`` settles it
@@ -34,8 +34,9 @@ import anyio
 import structlog
 
 from orchestrator.contracts import ApprovalAnswer
-from orchestrator.daemon import kept_rules
+from orchestrator.daemon.approval_journal import ApprovalJournal, expire_pending, flood_reason
 from orchestrator.daemon.approval_rules import Rule, Target, kept_rule, parse_rule, target_of
+from orchestrator.daemon.kept_rules import KeptRules
 from orchestrator.errors import (
     ApprovalExpired,
     ApprovalSettled,
@@ -44,6 +45,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.ids import new_ulid
+from orchestrator.limits import MAX_PAGE_ROWS
 from orchestrator.redaction import redact
 from orchestrator.wire import (
     ApprovalDoc,
@@ -54,25 +56,22 @@ from orchestrator.wire import (
 )
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Awaitable, Callable, Iterable
 
     from orchestrator.contracts import ApprovalRequest
-    from orchestrator.daemon.store import AsyncStore, Store
+    from orchestrator.daemon.journal import AsyncJournal, Journal
+    from orchestrator.wire import ApprovalState
 
 __all__ = ["Approvals", "MemberApprover", "Rule", "parse_rule"]
 
 log = structlog.get_logger("teamctl.approvals")
 
-MAX_PENDING_PER_MEMBER = 100
 CONFIRM_WAIT = 10.0
-PAGE = 1000  # rows in one answer, at most
+PAGE = MAX_PAGE_ROWS  # rows in one answer, at most
 # how long a request's row waits for the journal before it is denied (a test shortens it
 # with TEAMCTL_APPROVAL_WRITE_DEADLINE)
 WRITE_DEADLINE = 30.0
 WRITE_RETRY_FIRST, WRITE_RETRY_MAX = 0.05, 2.0
-_COLUMNS = ("id, team, member, runtime, kind, tool, summary, questions, message_id, state, "
-            "answer, reason, asked_at, settled_at, confirmed_at, seq")
 
 
 def _doc(row: Any) -> ApprovalDoc:
@@ -84,99 +83,6 @@ def _doc(row: Any) -> ApprovalDoc:
         answer=json.loads(row["answer"]) if row["answer"] else None, reason=row["reason"],
         asked_at=row["asked_at"], settled_at=row["settled_at"],
         confirmed_at=row["confirmed_at"])
-
-
-# -- the journal side (runs in the store's writer thread) -------------------------------------
-
-def expire_pending(store: Store, reason: str, ids: Iterable[str] | None = None) -> list[str]:
-    """Mark pending requests (all, or ``ids``) expired with ``reason``; the ids it changed."""
-    with store.transaction() as db:
-        if ids is None:
-            rows = db.execute("SELECT id FROM approvals WHERE state = 'pending'").fetchall()
-            wanted = [r["id"] for r in rows]
-        else:
-            wanted = list(ids)
-        changed = []
-        for approval_id in wanted:
-            cur = db.execute("UPDATE approvals SET state = 'expired', reason = ?, settled_at = ? "
-                             "WHERE id = ? AND state = 'pending'",
-                             (reason, time.time(), approval_id))
-            if cur.rowcount:
-                changed.append(approval_id)
-    return changed
-
-
-def _insert(store: Store, values: dict[str, Any]) -> str:
-    """Journal a request; a pending one only while fewer than ``MAX_PENDING_PER_MEMBER`` of
-    its member wait (counted in the same transaction: a burst cannot overrun the bound), else
-    it is denied at once. Returns the state it was journaled in."""
-    with store.transaction() as db:
-        if values["state"] == "pending" and _count_pending(db, values["team"],
-                                                           values["member"]) >= \
-                MAX_PENDING_PER_MEMBER:
-            values = {**values, "state": "denied", "settled_at": time.time(),
-                      "answer": json.dumps({"decision": "deny", "by": "teamctl",
-                                            "message": _flood_reason()})}
-        db.execute(
-            "INSERT INTO approvals (id, team, member, runtime, kind, tool, summary, questions, "
-            "message_id, state, answer, reason, asked_at, settled_at) VALUES (:id, :team, "
-            ":member, :runtime, :kind, :tool, :summary, :questions, :message_id, :state, "
-            ":answer, :reason, :asked_at, :settled_at)", values)
-        return str(values["state"])
-
-
-def _settle(store: Store, approval_id: str, state: str, answer: dict[str, Any]) -> None:
-    with store.transaction() as db:
-        cur = db.execute("UPDATE approvals SET state = ?, answer = ?, settled_at = ? "
-                         "WHERE id = ? AND state = 'pending'",
-                         (state, json.dumps(answer, sort_keys=True), time.time(), approval_id))
-        if not cur.rowcount:
-            row = db.execute("SELECT state, reason FROM approvals WHERE id = ?",
-                             (approval_id,)).fetchone()
-            raise ApprovalSettled(approval_id, row["state"] if row else "gone",
-                                  row["reason"] if row else None)
-
-
-def _confirm(store: Store, approval_id: str) -> None:
-    with store.transaction(durable=False) as db:
-        db.execute("UPDATE approvals SET confirmed_at = ? WHERE id = ? AND confirmed_at IS NULL",
-                   (time.time(), approval_id))
-
-
-def _get(store: Store, approval_id: str) -> Any:
-    return store.connection.execute(f"SELECT {_COLUMNS} FROM approvals WHERE id = ?",
-                                      (approval_id,)).fetchone()
-
-
-def _list(store: Store, team: str | None, everything: bool, after: int, limit: int,
-          offset: int) -> tuple[list[Any], int, int]:
-    """One page of the requests after ``after`` (oldest first), how many match in all, and
-    the newest request's seq (where ``-f`` goes on from)."""
-    where = "seq > ?"
-    args: list[Any] = [after]
-    if not everything:
-        where += " AND state = 'pending'"
-    if team is not None:
-        where += " AND team = ?"
-        args.append(team)
-    db = store.connection
-    rows = db.execute(f"SELECT {_COLUMNS} FROM approvals WHERE {where} ORDER BY seq "
-                      "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
-    total = db.execute(f"SELECT COUNT(*) FROM approvals WHERE {where}", args).fetchone()[0]
-    head = db.execute("SELECT COALESCE(MAX(seq), 0) FROM approvals").fetchone()[0]
-    return rows, int(total), int(head)
-
-
-def _flood_reason() -> str:
-    return (f"more than {MAX_PENDING_PER_MEMBER} requests of this member wait already; "
-            "answer those first")
-
-
-def _count_pending(db: sqlite3.Connection, team: str, member: str) -> int:
-    row = db.execute(
-        "SELECT COUNT(*) AS n FROM approvals WHERE team = ? AND member = ? AND state = 'pending'",
-        (team, member)).fetchone()
-    return int(row["n"])
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -195,17 +101,18 @@ class _Waiter:
 class Approvals:
     """The queue: what the daemon's API and the members' approvers share."""
 
-    def __init__(self, db: AsyncStore) -> None:
-        self._db = db
+    def __init__(self, db: AsyncJournal) -> None:
+        self._journal = ApprovalJournal(db)
+        self._kept = KeptRules(db)
         self.write_deadline = _write_deadline()
         self._waiters: dict[str, _Waiter] = {}
         self._changed = anyio.Event()
         self.on_change: Callable[[], None] | None = None  # the live view's change feed
 
     @staticmethod
-    def recover(store: Store) -> list[str]:
+    def recover(journal: Journal) -> list[str]:
         """At daemon start: nothing that was pending can still be answered."""
-        expired = expire_pending(store, "the daemon restarted; the runtime asks again")
+        expired = expire_pending(journal, "the daemon restarted; the runtime asks again")
         for approval_id in expired:
             log.warning("approval_expired", approval_id=approval_id, reason="daemon restarted")
         return expired
@@ -234,13 +141,12 @@ class Approvals:
         long poll, not a busy loop). ``cursor`` is the newest request when the page holds
         everything that matched — ``-f`` goes on from there, never replaying the settled
         history — else the page's last."""
-        rows, total, head = await self._db.call(_list, self._db.sync, team, everything, after,
-                                                limit, offset)
+        rows, total, head = await self._journal.page(team, everything, after, limit, offset)
         with anyio.move_on_after(wait):
             while not rows and wait > 0:
                 changed = self._changed
-                rows, total, head = await self._db.call(_list, self._db.sync, team, everything,
-                                                        after, limit, offset)
+                rows, total, head = await self._journal.page(team, everything, after, limit,
+                                                             offset)
                 if not rows:
                     await changed.wait()
         complete = offset + len(rows) >= total
@@ -250,11 +156,11 @@ class Approvals:
     async def rules(self, team: str | None, member: str | None, *,
                     everything: bool = False) -> KeptRulesDoc:
         """The rules ``--always`` kept (``everything``: the revoked ones too)."""
-        docs = await self._db.call(kept_rules.listing, self._db.sync, team, member, everything)
+        docs = await self._kept.listing(team, member, everything)
         return KeptRulesDoc(rules=docs)
 
     async def revoke(self, rule: str, team: str | None, member: str | None) -> KeptRulesDoc:
-        docs = await self._db.call(kept_rules.revoke, self._db.sync, rule, team, member)
+        docs = await self._kept.revoke(rule, team, member)
         for doc in docs:
             log.info("approval_rule_revoked", team=doc.team, member=doc.member, rule=doc.rule)
         self._notify()
@@ -268,7 +174,7 @@ class Approvals:
 
     async def _pending(self, approval_id: str, decision: str) -> _Waiter:
         """The waiter of a request that can still take ``decision``, or the typed refusal."""
-        row = await self._db.call(_get, self._db.sync, approval_id)
+        row = await self._journal.get(approval_id)
         if row is None:
             raise NotFound("approval", approval_id, [])
         if row["state"] == "expired":
@@ -278,7 +184,7 @@ class Approvals:
         waiter = self._waiters.get(approval_id)
         if waiter is None:
             reason = "the member process that asked is gone"
-            await self._db.call(expire_pending, self._db.sync, reason, [approval_id])
+            await self._journal.expire(reason, [approval_id])
             self._notify()
             raise ApprovalExpired(approval_id, reason)
         if decision == "answer" and waiter.request.kind != "question":
@@ -303,15 +209,16 @@ class Approvals:
                              f"'teamctl approve --always {approval_id}'")
         answer = ApprovalAnswer(approval_id, decision,  # type: ignore[arg-type]
                                 always=kept is not None, message=message, text=text)
-        state = {"approve": "approved", "deny": "denied", "answer": "answered"}[decision]
+        states: dict[str, ApprovalState] = {"approve": "approved", "deny": "denied",
+                                            "answer": "answered"}
+        state = states[decision]
         record = {"decision": decision, "always": kept is not None, "by": "operator",
                   **({"message": redact(message)} if message else {}),
                   **({"text": redact(text)} if text else {}),
                   **({"rule": str(kept.rule)} if kept else {})}
-        await self._db.call(_settle, self._db.sync, approval_id, state, record)
+        await self._journal.settle(approval_id, state, record)
         if kept is not None:
-            await self._db.call(kept_rules.keep, self._db.sync, waiter.team, waiter.member,
-                                kept, approval_id)
+            await self._kept.keep(waiter.team, waiter.member, kept, approval_id)
         waiter.answer = answer
         waiter.answered.set()
         log.info("approval_settled", approval_id=approval_id, team=waiter.team,
@@ -320,7 +227,7 @@ class Approvals:
         with anyio.move_on_after(CONFIRM_WAIT):
             await waiter.confirmed.wait()
         self._waiters.pop(approval_id, None)
-        fresh = await self._db.call(_get, self._db.sync, approval_id)
+        fresh = await self._journal.get(approval_id)
         return DecisionDoc(approval=_doc(fresh), confirmed=waiter.confirmed.is_set(),
                            rule=str(kept.rule) if kept else None,
                            scope=kept.scope if kept else None)
@@ -383,10 +290,9 @@ class MemberApprover:
         """Journal the request (retried while the journal refuses, up to ``WRITE_DEADLINE``);
         the denial to give instead when it was refused: the flood bound, or a journal that
         would not take it."""
-        db, approval_id = self._queue._db, values["id"]
+        journal, approval_id = self._queue._journal, values["id"]
         try:
-            state = await _retrying(lambda: db.call(_insert, db.sync, values),
-                                    self._queue.write_deadline)
+            state = await _retrying(lambda: journal.insert(values), self._queue.write_deadline)
         except StoreError as exc:
             self._forget(approval_id)
             log.error("approval_unrecorded", approval_id=approval_id, team=self.team,
@@ -400,7 +306,7 @@ class MemberApprover:
             log.warning("approval_flood_denied", approval_id=approval_id, team=self.team,
                         member=self.member)
             self._queue._notify()
-            return ApprovalAnswer(approval_id, "deny", message=f"teamctl: {_flood_reason()}")
+            return ApprovalAnswer(approval_id, "deny", message=f"teamctl: {flood_reason()}")
         return None
 
     def _forget(self, approval_id: str) -> None:
@@ -420,9 +326,8 @@ class MemberApprover:
     async def confirmed(self, request_id: str) -> None:
         waiter = self._queue._waiters.pop(request_id, None)
         self._mine.discard(request_id)
-        db = self._queue._db
         try:
-            await db.call(_confirm, db.sync, request_id)
+            await self._queue._journal.confirm(request_id)
         except StoreError as exc:  # the answer was applied; only its time is not recorded
             log.error("approval_confirm_unrecorded", approval_id=request_id, team=self.team,
                       member=self.member, code=exc.code, error=exc.message)
@@ -444,9 +349,8 @@ class MemberApprover:
                 waiter.answer = ApprovalAnswer(approval_id, "deny",
                                                message=f"teamctl: this request expired ({reason})")
                 waiter.answered.set()
-        db = self._queue._db
         try:
-            expired = await db.call(expire_pending, db.sync, reason, ids)
+            expired = await self._queue._journal.expire(reason, ids)
         except StoreError as exc:  # left pending: the daemon's next start expires them
             log.error("approval_expiry_unrecorded", team=self.team, member=self.member,
                       ids=ids, code=exc.code, error=exc.message)
@@ -457,9 +361,8 @@ class MemberApprover:
         self._queue._notify()
 
     async def _matching_rule(self, request: ApprovalRequest, target: Target) -> Rule | None:
-        db = self._queue._db
         try:
-            kept = await db.call(kept_rules.live, db.sync, self.team, self.member)
+            kept = await self._queue._kept.live(self.team, self.member)
         except StoreError as exc:  # then only the team file's rules apply; the operator asks
             log.error("approval_rules_unread", team=self.team, member=self.member,
                       code=exc.code, error=exc.message)
@@ -481,7 +384,8 @@ def _write_deadline() -> float:
     return value
 
 
-async def _retrying(write: Callable[[], Awaitable[str]], within: float) -> str:
+async def _retrying(write: Callable[[], Awaitable[ApprovalState]],
+                    within: float) -> ApprovalState:
     """``write()``, again after a growing pause while the journal refuses it (StoreError),
     until ``within`` seconds have passed; then its last StoreError."""
     deadline = time.monotonic() + within

@@ -46,8 +46,8 @@ from orchestrator.daemon.web.security import (
     error_answer,
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
+from orchestrator.limits import REQUEST_LIMIT_BYTES
 from orchestrator.redaction import redact_value
-from orchestrator.rpc import REQUEST_LIMIT_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -187,13 +187,13 @@ def build_app(view: View) -> Starlette:
     async def members(request: Request) -> Response:
         rows = await _members(view)
         db = view.store
-        turns = {}
+        turns: dict[str, str] = {}
         for _, m in rows:
-            delivery = await db.call(db.sync.delivery, m.turn, m.name) if m.turn else None
+            delivery = await db.delivery(m.turn, m.name) if m.turn else None
             if m.turn and delivery is not None:
                 turns[m.turn] = delivery.state
         branches = {(t.team, t.member): t.branch
-                    for t in await db.call(db.sync.worktrees, None)}
+                    for t in await db.worktrees(None)}
         return HTMLResponse(render.members(rows, turns, branches))
 
     async def conversation(request: Request) -> Response:

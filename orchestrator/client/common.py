@@ -1,0 +1,89 @@
+"""What every ``teamctl`` command module shares: the name check, the home, JSON output, the
+error-to-exit-code wrapper and the cost cell.
+
+``cli`` builds the command group from the modules that import this one, so nothing here imports
+a command module (the layout test holds the client free of import cycles).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from orchestrator.errors import TeamctlError
+from orchestrator.limits import NAME_PATTERN
+from orchestrator.paths import Home
+
+__all__ = ["check_name", "cost_text", "emit_json", "handles_errors", "is_utf8", "teamctl_home"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A team or member name, checked before anything is sent (exit 2 with one line)."""
+    if value is None:
+        return None
+    if not is_utf8(value) or not _NAME.match(value):
+        shown = value.encode("utf-8", "backslashreplace").decode()
+        raise click.BadParameter(
+            f"{shown!r} is not a name: use letters, digits, '_' and '-' (at most 64, starting "
+            "with a letter or digit)", ctx=ctx, param=param)
+    return value
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogates from undecodable argv bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def teamctl_home() -> Home:
+    """The teamctl home of this invocation (``TEAMCTL_HOME`` or the default)."""
+    return Home.from_env()
+
+
+def emit_json(doc: Any) -> None:
+    """One JSON document on stdout, as ``--json`` prints it."""
+    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def _fail(exc: TeamctlError, as_json: bool) -> None:
+    from orchestrator.redaction import redact
+
+    message = redact(exc.message)
+    if as_json:
+        emit_json({"ok": False, "error": {"code": exc.code, "message": message,
+                                          "retryable": exc.retryable}})
+    else:
+        click.echo(f"teamctl: {message}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn a TeamctlError into its message on stderr (or JSON) and its exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TeamctlError as exc:
+            _fail(exc, bool(kwargs.get("as_json")))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def cost_text(spend: dict[str, Any] | None) -> str:
+    """A member's or team's spend for a table cell (``-``: the daemon keeps no ledger)."""
+    from orchestrator.costs.text import cost_text as text
+
+    return text(spend) if spend else "-"

@@ -1,0 +1,40 @@
+"""The bounds both sides check: names, ids, sizes and counts (one copy of each).
+
+The CLI checks a value before it connects (one line, exit 2); the daemon checks it again with
+pydantic when the request arrives (a client is any process of the user, not only ``teamctl``).
+Both read the figures here, so they cannot drift apart. Standard library only: the CLI and the
+MCP server import it, and neither loads pydantic.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APPROVAL_ID_PATTERN",
+    "MAX_ATTACHMENTS",
+    "MAX_DEPTH",
+    "MAX_PAGE_ROWS",
+    "MAX_WAIT_SECONDS",
+    "NAME_PATTERN",
+    "ORIGINAL_LIMIT_BYTES",
+    "REQUEST_LIMIT_BYTES",
+    "ULID_PATTERN",
+]
+
+# a team, member or host name: letters, digits, '_' and '-', at most 64, starting with a
+# letter or digit (it becomes a directory name and a socket path component)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+# a message id (orchestrator.ids): 26 Crockford base32 characters
+ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+APPROVAL_ID_PATTERN = r"^apv_[0-9A-HJKMNP-TV-Z]{26}$"
+
+# one request line on the control socket (and one MCP line, and a message's text)
+REQUEST_LIMIT_BYTES = 1024 * 1024
+# arrays/objects nested in one request: deeper input would exhaust the parser's stack
+MAX_DEPTH = 64
+# one attached file as read from disk (or the clipboard), before it is normalised
+ORIGINAL_LIMIT_BYTES = 20 * 1024 * 1024
+MAX_ATTACHMENTS = 32  # per message
+
+# rows in one answer (history, approvals): a bigger page is asked for in several calls
+MAX_PAGE_ROWS = 1000
+MAX_WAIT_SECONDS = 30 * 24 * 3600.0  # any --timeout / wait: 30 days (no inf, nan or 1e308)

@@ -1,0 +1,246 @@
+"""The layout of docs/architecture.md ("Dependency rules"), read from the import graph.
+
+Every module of ``orchestrator/`` and ``runtimes/`` is parsed with ``ast``; every import counts,
+the ones inside functions too (a lazy import is still a dependency), except those under
+``if TYPE_CHECKING:`` (never run). A rule broken names the module and the import that breaks it.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tests.conftest import REPO
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+PACKAGES = ("orchestrator", "runtimes")
+# the shared modules the CLI and the MCP server may load: they must not pull in pydantic
+STDLIB_ONLY = ("orchestrator.client.mcp_server", "orchestrator.limits", "orchestrator.rpc")
+# orchestrator.paths finds the home with platformdirs (pure Python, a few modules)
+LIGHT = {"platformdirs"}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    lazy: bool  # inside a function: runs when called, not when the module loads
+    line: int
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    return skipped
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import statement and whether it sits inside a function."""
+    skipped = _type_checking_nodes(tree)
+
+    def visit(node: ast.AST, lazy: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if id(child) in skipped:
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                yield child, lazy
+            inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            yield from visit(child, inner)
+
+    yield from visit(tree, False)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
+             modules: dict[str, Path]) -> Iterator[str]:
+    """The project modules one import statement loads (``from a import b``: ``a.b`` if that is a
+    module, else ``a``); standard-library and third-party names are left out."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = source.split(".") if is_package else source.split(".")[:-1]
+            package = package[:len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                 for alias in node.names]
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != source:
+            yield name
+
+
+def import_graph(root: Path) -> list[Edge]:
+    """Every import between the project's modules under ``root``."""
+    modules = _modules(root)
+    edges = set()
+    for source, path in modules.items():
+        for node, lazy in _imports(_tree(path)):
+            edges.update(Edge(source, target, lazy, node.lineno)
+                         for target in _targets(node, source, path.name == "__init__.py", modules))
+    return sorted(edges, key=lambda e: (e.source, e.line, e.target))
+
+
+def find_cycle(edges: list[Edge]) -> list[str] | None:
+    """One import cycle as a path (first module repeated at the end), or None."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)) is not None:
+            return cycle
+    return None
+
+
+def _side(module: str) -> str:
+    for prefix, side in (("orchestrator.client", "client"), ("orchestrator.daemon", "daemon"),
+                         ("runtimes", "runtimes")):
+        if module == prefix or module.startswith(prefix + "."):
+            return side
+    return "client" if module == "orchestrator.__main__" else "shared"  # the entry point
+
+
+def _shown(edges: list[Edge]) -> list[str]:
+    return [f"{e.source}:{e.line} imports {e.target}" + (" (in a function)" if e.lazy else "")
+            for e in edges]
+
+
+GRAPH = import_graph(REPO)
+
+
+def test_no_module_of_orchestrator_or_runtimes_is_part_of_an_import_cycle() -> None:
+    """A cycle makes import order matter (a name missing at import time, depending on which
+    module a caller loads first) and ties the modules in it into one; the client's command
+    modules and ``cli`` once imported each other."""
+    assert find_cycle(GRAPH) is None, " -> ".join(find_cycle(GRAPH) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
+    """The check above can fail: two modules importing each other, one inside a function."""
+    edges = [Edge("a", "b", lazy=False, line=1), Edge("b", "c", lazy=False, line=1),
+             Edge("c", "a", lazy=True, line=9), Edge("c", "d", lazy=False, line=2)]
+    assert find_cycle(edges) == ["a", "b", "c", "a"]
+    assert find_cycle(edges[:2] + edges[3:]) is None
+
+
+def test_the_shared_modules_import_neither_side_nor_the_runtimes() -> None:
+    """``orchestrator/`` (config, contracts, errors, limits, rpc, wire, attachments/...) is what
+    both sides share: it imports neither the client, the daemon nor a runtime."""
+    wrong = [e for e in GRAPH if _side(e.source) == "shared" and _side(e.target) != "shared"]
+    assert not wrong, _shown(wrong)
+
+
+def test_a_runtime_imports_only_the_contracts_from_orchestrator() -> None:
+    """A runtime knows nothing of SQLite, the CLI, the mailbox or the supervisor: from
+    ``orchestrator`` it reads ``contracts`` alone, and never ``orchestrator.daemon`` (the
+    registry, which is no runtime, also reads the table of runtime names it registers)."""
+    allowed = {("runtimes.registry", "orchestrator.runtime_table")}
+    wrong = [e for e in GRAPH if _side(e.source) == "runtimes" and e.target.startswith(
+        "orchestrator") and e.target != "orchestrator.contracts"
+        and (e.source, e.target) not in allowed]
+    assert not wrong, _shown(wrong)
+
+
+def test_the_daemon_never_imports_the_client() -> None:
+    wrong = [e for e in GRAPH if _side(e.source) == "daemon" and _side(e.target) == "client"]
+    assert not wrong, _shown(wrong)
+
+
+def test_the_client_reaches_the_daemon_only_through_teamctl_daemons_one_lazy_import() -> None:
+    """The CLI stays a thin, fast client: the daemon's code is loaded only by ``teamctl daemon``
+    (the process that becomes the daemon), inside that command."""
+    into_daemon = [e for e in GRAPH if _side(e.source) == "client" and _side(e.target) == "daemon"]
+    allowed = [e for e in into_daemon if e.source == "orchestrator.client.cli"
+               and e.target == "orchestrator.daemon.main" and e.lazy]
+    assert len(allowed) == 1, _shown(into_daemon)
+    assert into_daemon == allowed, _shown(into_daemon)
+
+
+def test_only_the_composition_root_imports_the_runtime_registry() -> None:
+    wrong = [e for e in GRAPH if e.target == "runtimes.registry"
+             and e.source != "orchestrator.daemon.main"]
+    assert not wrong, _shown(wrong)
+
+
+def test_in_the_client_only_doctor_reads_the_runtimes() -> None:
+    """``teamctl doctor`` must look where the members' preflight looks (logins, provider keys,
+    the SSH host check); no other client module loads a runtime."""
+    wrong = [e for e in GRAPH if _side(e.source) == "client" and _side(e.target) == "runtimes"
+             and e.source != "orchestrator.client.doctor"]
+    assert not wrong, _shown(wrong)
+
+
+def _closure(start: str, *, lazy: bool) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        module = todo.pop()
+        for edge in GRAPH:
+            if edge.source == module and (lazy or not edge.lazy) and edge.target not in seen:
+                seen.add(edge.target)
+                todo.append(edge.target)
+    return seen
+
+
+def _third_party(modules: set[str]) -> set[str]:
+    paths = _modules(REPO)
+    found = set()
+    for module in modules:
+        for node, _lazy in _imports(_tree(paths[module])):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [] if node.level else [node.module or ""])
+            found |= {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {
+                "orchestrator", "runtimes"}
+    return found
+
+
+def test_the_mcp_server_and_the_limits_load_only_the_standard_library() -> None:
+    """The MCP server is started by each member's CLI (one per member: it must start fast and
+    small), and the limits are read by it and by the CLI: neither may load pydantic (the home's
+    ``platformdirs`` aside)."""
+    for module in STDLIB_ONLY:
+        assert _third_party(_closure(module, lazy=True)) <= LIGHT, module
+
+
+def test_the_cli_loads_click_and_the_standard_library_only_when_it_starts() -> None:
+    """``teamctl status`` must start fast: what a command loads when it runs (pydantic for
+    ``launch``) is imported inside that command."""
+    assert _third_party(_closure("orchestrator.client.cli", lazy=False)) == {"click", *LIGHT}
