@@ -30,7 +30,7 @@ def provider_config(api: FakeResponses) -> dict[str, object]:
 
 
 def direct(codex: Path, api: FakeResponses, work: Path) -> list[float]:
-    from runtimes.codex import config_args
+    from runtimes.codex._shared import config_args
 
     env = dict(os.environ, CODEX_HOME=str(work / "direct-home"), FAKE_OPENAI_API_KEY="sk-x")
     (work / "direct-home").mkdir()

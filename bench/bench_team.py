@@ -18,7 +18,8 @@ from _harness import REPO, figure, home, median, teamctl
 
 from orchestrator.contracts import LaunchSpec
 from orchestrator.daemon import worktrees
-from runtimes import codex, opencode
+from runtimes import opencode
+from runtimes.codex import _shared as codex
 
 FILES = 10_000
 

@@ -33,8 +33,9 @@ from orchestrator.contracts import (
     TurnFailed,
     usd,
 )
-from runtimes import claude, codex
+from runtimes import claude
 from runtimes.base import Spawner, StderrRing, drain_stderr, kill_group, spawn_process, token_count
+from runtimes.codex import _shared as codex
 from runtimes.framing import decode_line, encode_line, iter_lines
 
 if TYPE_CHECKING:

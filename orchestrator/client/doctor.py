@@ -133,7 +133,7 @@ def _claude(env: dict[str, str], login: str) -> tuple[str, str]:
 
 
 def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
-    from runtimes.codex_provider import resolve_provider
+    from runtimes.codex.provider import resolve_provider
 
     operator = _toml(logins.codex_home() / "config.toml") \
         if login == "operator" and member.host is None else {}

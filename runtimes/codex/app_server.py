@@ -22,7 +22,7 @@ is logged when it changes.
 
 The same CODEX_HOME and config.toml as ``exec`` (the member's MCP server included), so a thread
 moves between the two transports. The fields relied on here are checked against the pinned
-version's own schema (``runtimes.codex_schema``).
+version's own schema (``runtimes.codex.schema``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ from runtimes.base import (
     stop_process,
     token_count,
 )
-from runtimes.codex import (
+from runtimes.codex._shared import (
+    APPROVAL_POLICY,
     RETRYABLE_STATUS,
     SANDBOX,
     api_status,
@@ -85,10 +86,6 @@ __all__ = ["CodexAppServer", "native_binary", "open_app_server"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
-# the exec transport's table (one place for each profile's sandbox), plus "full", which exec
-# passes as a flag; ask: read-only, and what needs more is asked (approval "on-request")
-_SANDBOX = {**SANDBOX, "full": "danger-full-access"}
-_APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
 _INTERRUPT_GRACE = 10.0
@@ -237,8 +234,8 @@ class CodexAppServer(MemberProcess):
         way, so a changed permission profile or role applies to a resumed thread too."""
         settings: dict[str, Any] = {
             "cwd": str(self._spec.workdir), "model": self._spec.model,
-            "sandbox": _SANDBOX[self._spec.permissions],
-            "approvalPolicy": _APPROVAL_POLICY.get(self._spec.permissions, "never"),
+            "sandbox": SANDBOX[self._spec.permissions],
+            "approvalPolicy": APPROVAL_POLICY.get(self._spec.permissions, "never"),
             "developerInstructions": self._spec.prompt}
         if self._thread_id:
             try:

@@ -15,9 +15,7 @@ A turn ends at ``turn.completed`` (answered; the last ``agent_message`` is the r
 not terminal. A process that exits without a terminal event is ``runtime_exited``. ``usage`` is
 cumulative per thread; each turn's difference is logged.
 
-The member's ``config`` table is written (0600) as ``config.toml`` in the member's private
-``CODEX_HOME``, which codex reads at every start: nothing of it goes on the command line, where
-every local user could read it in ``ps``.
+The member's ``CODEX_HOME`` and config.toml are the app-server's too (``_shared``).
 
 Readiness: the executable answers ``--version`` within ``start_timeout``. Liveness: the turn's
 process while one runs. Stop: the stop ladder on the running turn.
@@ -25,18 +23,13 @@ process while one runs. Stop: the stop ladder on the running turn.
 
 from __future__ import annotations
 
-import json
-import re
-import tomllib
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 import structlog
 
 from orchestrator.contracts import (
-    Capabilities,
     ImagePart,
     LaunchSpec,
     LineTooLong,
@@ -44,7 +37,6 @@ from orchestrator.contracts import (
     ProtocolError,
     RateLimited,
     RuntimeExited,
-    RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
     TextPart,
@@ -54,7 +46,6 @@ from orchestrator.contracts import (
     TurnResult,
     UsageReading,
     map_exceptions,
-    runtime_info,
 )
 from runtimes.base import (
     OnSent,
@@ -62,269 +53,76 @@ from runtimes.base import (
     StderrRing,
     drain_stderr,
     kill_group,
-    member_environ,
     on_host,
-    private_file,
-    spawn_process,
     stop_process,
     token_count,
     unwrap_group,
 )
-from runtimes.codex_provider import resolve_provider
+from runtimes.codex._shared import (
+    RETRYABLE_STATUS,
+    api_status,
+    build_env,
+    check_login,
+    codex_member_home,
+    sandbox_refusal,
+)
 from runtimes.framing import decode_line, iter_lines
-from runtimes.logins import codex_home, link
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from anyio.abc import Process
 
-    from runtimes.base import RuntimeProcess
-
-__all__ = ["RETRYABLE_STATUS", "SANDBOX", "CodexMember", "CodexRuntime", "api_status",
-           "build_exec_argv", "config_args", "config_toml", "sandbox_refusal"]
+__all__ = ["CodexMember", "build_exec_argv", "open_exec"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
-_STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _UNKNOWN_THREAD = "no rollout found for thread id"
 _EXIT_GRACE = 30.0
 
 
-class CodexRuntime:
-    """The ``codex`` runtime adapter."""
-
-    info = runtime_info("codex")
-    name: str = info.name
-    default_executable: str = info.default_executable
-    env_var: str = info.env_var
-    capabilities = Capabilities(
-        image_input=True,
-        # Codex passes PNG, JPEG and WebP through unchanged; it re-encodes GIF (so an animated
-        # GIF would not arrive as planned) and replaces anything else by a note.
-        image_mimes=frozenset({"image/png", "image/jpeg", "image/webp"}),
-        image_purpose="codex-image-file",
-    )
-
-    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
-        self._spawner = spawner
-
-    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]:
-        """The member on its transport: one ``codex app-server`` (``transport =
-        "app-server"``), or one ``codex exec`` per turn (the default)."""
-        if spec.transport == "app-server":
-            from runtimes.codex_app import open_app_server
-
-            return open_app_server(spec, self._spawner)
-        return self._open_exec(spec)
-
-    @asynccontextmanager
-    async def _open_exec(self, spec: LaunchSpec) -> AsyncIterator[CodexMember]:
-        """Check the executable (``--version``) and the login; yield the member; stop its
-        turn on exit."""
-        version = await self._version(spec)
-        if spec.host is None:  # on a host, its own CLI says whether it is logged in there
-            check_login(spec, codex_member_home(spec))
-        member = CodexMember(spec, self._spawner if spec.host is None else spec.host.spawn,
-                             version)
-        log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
-                 session_id=spec.session_id, resumed=spec.session_id is not None)
-        try:
-            yield member
-        finally:
-            await member.close()
-
-    async def _version(self, spec: LaunchSpec) -> str:
-        env = build_env(spec)
-        if spec.host is not None:
-            found = await spec.host.version(spec.executable)
-            if not found.get("found"):
-                raise MemberStartFailed(spec.member, f"{spec.executable} is not installed on "
-                                        f"host {spec.host.name}; install it there, or set "
-                                        "command to its absolute path there")
-            return str(found.get("version") or "")
-        try:
-            with anyio.fail_after(spec.start_timeout):
-                done = await anyio.run_process([spec.executable, "--version"], env=env,
-                                               cwd=spec.workdir, check=False)
-        except TimeoutError:
-            raise MemberStartFailed(spec.member, f"'{spec.executable} --version' did not "
-                                    f"answer within {spec.start_timeout:g}s") from None
-        except OSError as exc:
-            raise MemberStartFailed(spec.member, f"cannot run {spec.executable}: "
-                                    f"{exc.strerror}") from exc
-        out = done.stdout.decode(errors="replace").strip()
-        if done.returncode != 0 or not out:
-            err = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-            raise MemberStartFailed(spec.member, f"'{spec.executable} --version' exited "
-                                    f"{done.returncode}: {' | '.join(err)}", err)
-        return out.splitlines()[0]
-
-
-# "full": no sandbox (argv); "ask": the sandbox's refusals become approval requests
-# (app-server only: the team file refuses "ask" on exec)
-SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only"}
-_OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
-_NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
-
-
-def build_env(spec: LaunchSpec) -> dict[str, str]:
-    """The minimal environment, the member's private CODEX_HOME (its config.toml, and with an
-    operator login links to the operator's auth.json and instructions), the member's env."""
-    home = codex_member_home(spec)
-    private_file(home / "config.toml", config_toml(effective_config(spec)))
-    return member_environ({"CODEX_HOME": str(home)}, spec.env)
-
-
-def codex_member_home(spec: LaunchSpec) -> Path:
-    home = spec.state_dir / "codex-home"
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for name in _OPERATOR_LINKS:
-        target = codex_home() / name
-        if spec.login == "operator":
-            try:
-                link(target, home / name)
-            except FileExistsError as exc:
-                raise MemberStartFailed(spec.member, f"{exc}; move it away to use the "
-                                        "operator's login, or set login = \"isolated\"") from None
-        elif (home / name).is_symlink():
-            (home / name).unlink()  # an isolated member keeps nothing of the operator's
-    return home
-
-
-def operator_config(spec: LaunchSpec) -> dict[str, Any]:
-    """The operator's own config.toml (operator login), without the keys never passed on;
-    none for a member on another host (the one there applies)."""
-    if spec.login != "operator" or spec.host is not None:
-        return {}
-    path = codex_home() / "config.toml"
+@asynccontextmanager
+async def open_exec(spec: LaunchSpec, spawner: Spawner) -> AsyncIterator[CodexMember]:
+    """Check the executable (``--version``) and the login; yield the member; stop its
+    turn on exit."""
+    version = await _version(spec)
+    if spec.host is None:  # on a host, its own CLI says whether it is logged in there
+        check_login(spec, codex_member_home(spec))
+    member = CodexMember(spec, spawner if spec.host is None else spec.host.spawn,
+                         version)
+    log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
+             session_id=spec.session_id, resumed=spec.session_id is not None)
     try:
-        config = tomllib.loads(path.read_text()) if path.exists() else {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise MemberStartFailed(spec.member, f"cannot read the operator's {path}: {exc}") \
-            from None
-    for key in _NEVER_PASSED:
-        config.pop(key, None)
-    return config
+        yield member
+    finally:
+        await member.close()
 
-
-def effective_config(spec: LaunchSpec) -> dict[str, Any]:
-    """What codex runs with: the operator's config (operator login), the member's ``config``
-    over it, and the permission profile's sandbox over both."""
-    config = _merged(operator_config(spec), dict(spec.config))
-    if spec.mcp is not None:  # on every exec, resume included; it must be up before the turn
-        servers = config.setdefault("mcp_servers", {})
-        servers["teamctl"] = {"command": spec.mcp.command[0], "args": list(spec.mcp.command[1:]),
-                              "env": dict(spec.mcp.env), "required": True,
-                              "default_tools_approval_mode": "approve"}
-        # codex's own sub-agents would bypass the router (unless the member's config asks)
-        features = config.setdefault("features", {})
-        if isinstance(features, dict):
-            features.setdefault("multi_agent", False)
-    if spec.permissions in SANDBOX:
-        config["sandbox_mode"] = SANDBOX[spec.permissions]
-        config["approval_policy"] = "on-request" if spec.permissions == "ask" else "never"
-    return config
-
-
-def _usable_auth(path: Path) -> bool:
+async def _version(spec: LaunchSpec) -> str:
+    env = build_env(spec)
+    if spec.host is not None:
+        found = await spec.host.version(spec.executable)
+        if not found.get("found"):
+            raise MemberStartFailed(spec.member, f"{spec.executable} is not installed on "
+                                    f"host {spec.host.name}; install it there, or set "
+                                    "command to its absolute path there")
+        return str(found.get("version") or "")
     try:
-        auth = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(auth, dict) and bool(auth.get("OPENAI_API_KEY") or auth.get("tokens"))
-
-
-def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def check_login(spec: LaunchSpec, home: Path) -> None:
-    """The preflight: the credential the configured provider needs must be there — a member
-    that is not logged in fails to start with the fix, not with a 401 on its first turn."""
-    provider = resolve_provider(effective_config(spec), spec.args)
-    if provider.env_key:
-        if provider.env_key not in spec.env:
-            raise RuntimeNotLoggedIn(spec.member, "codex", f"its provider {provider.id!r} reads "
-                                     f"{provider.env_key}: set it in the member's env (or "
-                                     "pass_env)")
-        return
-    if not provider.needs_openai_auth or "CODEX_API_KEY" in spec.env:
-        return
-    if (home / "auth.json").exists():
-        if _usable_auth(home / "auth.json"):
-            return
-        raise RuntimeNotLoggedIn(spec.member, "codex", f"{(home / 'auth.json').resolve()} is "
-                                 "unreadable or holds no login: run 'codex login' again, or "
-                                 "set CODEX_API_KEY in the member's env")
-    store = operator_config(spec).get("cli_auth_credentials_store")
-    if spec.login == "operator" and store in ("keyring", "auto"):
-        fix = (f"the operator's login is kept in the OS keyring (cli_auth_credentials_store = "
-               f"{store!r}), so there is no file to share; set CODEX_API_KEY in the member's "
-               "env, or log in with cli_auth_credentials_store = \"file\"")
-    elif spec.login == "operator":
-        fix = (f"no {codex_home() / 'auth.json'}: run 'codex login' (or 'codex login "
-               "--with-api-key'), or set CODEX_API_KEY in the member's env")
-    else:
-        fix = "this member's login is isolated: set CODEX_API_KEY in its env"
-    raise RuntimeNotLoggedIn(spec.member, "codex", fix)
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def config_toml(config: Mapping[str, Any]) -> str:
-    """The member's ``config`` table as a TOML document: one dotted key per leaf, exactly what
-    ``-c key=value`` would have set."""
-    lines = ["# written by teamctl from the member's [members.config]; rewritten at each start"]
-    lines += [f"{key} = {value}" for key, value in _leaves(config)]
-    return "\n".join(lines) + "\n"
-
-
-def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    for key, value in config.items():
-        part = key if _BARE_KEY.match(key) else json.dumps(key)
-        if isinstance(value, Mapping):
-            found += _leaves(value, f"{prefix}{part}.")
-        else:
-            found.append((f"{prefix}{part}", _toml(value)))
-    return found
-
-
-def config_args(config: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The member's ``config`` table as one ``-c key=value`` per leaf (values in TOML)."""
-    args: list[str] = []
-    for key, value in config.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            args += config_args(value, prefix=f"{dotted}.")
-        else:
-            args += ["-c", f"{dotted}={_toml(value)}"]
-    return args
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, Mapping):  # inside an array (an array of tables): an inline table
-        pairs = (f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_toml(v)}"
-                 for k, v in value.items())
-        return "{ " + ", ".join(pairs) + " }"
-    raise TypeError(f"cannot pass {type(value).__name__} to codex -c")
+        with anyio.fail_after(spec.start_timeout):
+            done = await anyio.run_process([spec.executable, "--version"], env=env,
+                                           cwd=spec.workdir, check=False)
+    except TimeoutError:
+        raise MemberStartFailed(spec.member, f"'{spec.executable} --version' did not "
+                                f"answer within {spec.start_timeout:g}s") from None
+    except OSError as exc:
+        raise MemberStartFailed(spec.member, f"cannot run {spec.executable}: "
+                                f"{exc.strerror}") from exc
+    out = done.stdout.decode(errors="replace").strip()
+    if done.returncode != 0 or not out:
+        err = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise MemberStartFailed(spec.member, f"'{spec.executable} --version' exited "
+                                f"{done.returncode}: {' | '.join(err)}", err)
+    return out.splitlines()[0]
 
 
 def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
@@ -343,22 +141,6 @@ def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
         argv.append(thread_id)
     argv.append("-")
     return argv
-
-
-_SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
-                     "blocked by read-only sandbox")
-
-
-def sandbox_refusal(spec: LaunchSpec, command: Any, output: Any) -> str | None:
-    """The history note (and the ``permission_denied`` log line) for a command the profile's
-    sandbox refused, judged by its output; None for any other failure."""
-    if not any(refusal in str(output or "") for refusal in _SANDBOX_REFUSALS):
-        return None
-    target = str(command or "")[:200]
-    log.warning("permission_denied", team=spec.team, member=spec.member, tool="command",
-                target=target, message="refused by the sandbox")
-    return f"permission denied: command {target}: refused by the {spec.permissions} " \
-        "profile's sandbox"
 
 
 class _Turn:
@@ -607,8 +389,3 @@ class CodexMember:
 
 _USAGE_LIMIT = "hit your usage limit"  # the CLI's words for a subscription's spent window
 
-
-def api_status(message: str) -> int | None:
-    """The HTTP status an error message names ("unexpected status 401 …"), if any."""
-    match = _STATUS.search(message)
-    return int(match.group(1)) if match else None

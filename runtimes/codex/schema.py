@@ -1,5 +1,5 @@
-"""What ``runtimes.codex_app`` relies on in the ``codex app-server`` protocol, checked against
-the JSON schema a codex build prints (``codex app-server generate-json-schema --out DIR``).
+"""What ``runtimes.codex.app_server`` relies on in the ``codex app-server`` protocol, checked
+against the JSON schema a codex build prints (``codex app-server generate-json-schema --out DIR``).
 
 The app-server is marked experimental and its protocol moves between releases; a field teamctl
 reads or sends that disappears would make turns hang or fail in ways no fake can show. So the

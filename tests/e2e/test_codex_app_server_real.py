@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from runtimes.codex_schema import check
+from runtimes.codex.schema import check
 from tests import images
 from tests.e2e.conftest import codex_member
 from tests.e2e.fake_responses import newest_user_images, newest_user_text

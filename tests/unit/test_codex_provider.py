@@ -8,8 +8,8 @@ import pytest
 
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
-from runtimes import codex
-from runtimes.codex_provider import apply_overrides, resolve_provider
+from runtimes.codex import _shared as codex
+from runtimes.codex.provider import apply_overrides, resolve_provider
 from tests.conftest import operator_home
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtimes.codex_schema import Relied, check_documents
+from runtimes.codex.schema import Relied, check_documents
 
 
 def _requests(params: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,9 @@ import pytest
 
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import LaunchSpec, RuntimeNotLoggedIn
-from runtimes import claude, codex, opencode
+from runtimes import claude, opencode
+from runtimes.codex import _shared as codex
+from runtimes.codex import exec as codex_exec
 from tests.conftest import operator_home
 
 
@@ -137,7 +139,7 @@ def test_codex_permission_profiles(tmp_path: Path, profile: str, sandbox: str | 
     config = codex.effective_config(spec)
     if sandbox:
         assert config["sandbox_mode"] == sandbox, "the profile wins over the member's config"
-    argv = codex.build_exec_argv(spec, thread_id="th", images=[])
+    argv = codex_exec.build_exec_argv(spec, thread_id="th", images=[])
     assert ("--dangerously-bypass-approvals-and-sandbox" in argv) == flag
     assert argv.index("exec") < argv.index("resume")
 
@@ -222,8 +224,8 @@ def test_ask_needs_a_runtime_that_can_ask_and_rules_have_one_form(tmp_path: Path
 
 
 def test_codex_sandbox_refusals_become_notes(tmp_path: Path) -> None:
-    member = codex.CodexMember(_spec(tmp_path, permissions="read"), None, "0.171.0")  # type: ignore[arg-type]
-    state = codex._Turn()
+    member = codex_exec.CodexMember(_spec(tmp_path, permissions="read"), None, "0.171.0")  # type: ignore[arg-type]
+    state = codex_exec._Turn()
     member._on_item({"type": "command_execution", "command": "/bin/bash -lc 'touch b.txt'",
                      "aggregated_output": "touch: cannot touch 'b.txt': Read-only file system\n",
                      "exit_code": 1, "status": "failed"}, state)
@@ -254,7 +256,7 @@ def test_opencode_refused_tool_calls_become_notes(tmp_path: Path) -> None:
 def test_the_native_codex_of_an_npm_install_is_found(tmp_path: Path) -> None:
     import platform
 
-    from runtimes.codex_app import native_binary
+    from runtimes.codex.app_server import native_binary
 
     package = tmp_path / "node_modules" / "@openai" / "codex"
     (package / "bin").mkdir(parents=True)

@@ -13,8 +13,8 @@ import pytest
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
 from runtimes.base import BASE_ENV_NAMES, StderrRing, resolve_executable
 from runtimes.claude import _write_files, build_argv, build_env, user_line
-from runtimes.codex import build_env as codex_env
-from runtimes.codex import build_exec_argv
+from runtimes.codex._shared import build_env as codex_env
+from runtimes.codex.exec import build_exec_argv
 
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:

@@ -1,0 +1,227 @@
+"""What both Codex transports share (protocols/codex.md): the member's launch configuration —
+its private ``CODEX_HOME`` (config.toml 0600, links to the operator's login), the permission
+profile's sandbox table, the login preflight — and how a failure reads (the API's status, a
+sandbox's refusal). ``exec`` and ``app_server`` import this; never each other.
+
+The member's ``config`` table is written (0600) as ``config.toml`` in the member's private
+``CODEX_HOME``, which codex reads at every start: nothing of it goes on the command line, where
+every local user could read it in ``ps``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from orchestrator.contracts import LaunchSpec, MemberStartFailed, RuntimeNotLoggedIn
+from runtimes.base import member_environ, private_file
+from runtimes.codex.provider import resolve_provider
+from runtimes.logins import codex_home, link
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["APPROVAL_POLICY", "RETRYABLE_STATUS", "SANDBOX", "api_status", "build_env",
+           "check_login", "codex_member_home", "config_args", "config_toml", "effective_config",
+           "sandbox_refusal"]
+
+log = structlog.get_logger("teamctl.runtime.codex")
+
+_STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+# each permission profile's sandbox, once for both transports. "full": exec passes
+# --dangerously-bypass-approvals-and-sandbox instead; "ask": read-only, and the sandbox's refusals
+# become approval requests (approval "on-request"; app-server only: the team file refuses "ask"
+# on exec)
+SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only",
+           "full": "danger-full-access"}
+APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
+_OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
+_NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
+
+
+def build_env(spec: LaunchSpec) -> dict[str, str]:
+    """The minimal environment, the member's private CODEX_HOME (its config.toml, and with an
+    operator login links to the operator's auth.json and instructions), the member's env."""
+    home = codex_member_home(spec)
+    private_file(home / "config.toml", config_toml(effective_config(spec)))
+    return member_environ({"CODEX_HOME": str(home)}, spec.env)
+
+
+def codex_member_home(spec: LaunchSpec) -> Path:
+    home = spec.state_dir / "codex-home"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name in _OPERATOR_LINKS:
+        target = codex_home() / name
+        if spec.login == "operator":
+            try:
+                link(target, home / name)
+            except FileExistsError as exc:
+                raise MemberStartFailed(spec.member, f"{exc}; move it away to use the "
+                                        "operator's login, or set login = \"isolated\"") from None
+        elif (home / name).is_symlink():
+            (home / name).unlink()  # an isolated member keeps nothing of the operator's
+    return home
+
+
+def operator_config(spec: LaunchSpec) -> dict[str, Any]:
+    """The operator's own config.toml (operator login), without the keys never passed on;
+    none for a member on another host (the one there applies)."""
+    if spec.login != "operator" or spec.host is not None:
+        return {}
+    path = codex_home() / "config.toml"
+    try:
+        config = tomllib.loads(path.read_text()) if path.exists() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MemberStartFailed(spec.member, f"cannot read the operator's {path}: {exc}") \
+            from None
+    for key in _NEVER_PASSED:
+        config.pop(key, None)
+    return config
+
+
+def effective_config(spec: LaunchSpec) -> dict[str, Any]:
+    """What codex runs with: the operator's config (operator login), the member's ``config``
+    over it, and the permission profile's sandbox over both."""
+    config = _merged(operator_config(spec), dict(spec.config))
+    if spec.mcp is not None:  # on every exec, resume included; it must be up before the turn
+        servers = config.setdefault("mcp_servers", {})
+        servers["teamctl"] = {"command": spec.mcp.command[0], "args": list(spec.mcp.command[1:]),
+                              "env": dict(spec.mcp.env), "required": True,
+                              "default_tools_approval_mode": "approve"}
+        # codex's own sub-agents would bypass the router (unless the member's config asks)
+        features = config.setdefault("features", {})
+        if isinstance(features, dict):
+            features.setdefault("multi_agent", False)
+    if spec.permissions in SANDBOX and spec.permissions != "full":  # full: exec's flag
+        config["sandbox_mode"] = SANDBOX[spec.permissions]
+        config["approval_policy"] = APPROVAL_POLICY.get(spec.permissions, "never")
+    return config
+
+
+def _usable_auth(path: Path) -> bool:
+    try:
+        auth = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(auth, dict) and bool(auth.get("OPENAI_API_KEY") or auth.get("tokens"))
+
+
+def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def check_login(spec: LaunchSpec, home: Path) -> None:
+    """The preflight: the credential the configured provider needs must be there — a member
+    that is not logged in fails to start with the fix, not with a 401 on its first turn."""
+    provider = resolve_provider(effective_config(spec), spec.args)
+    if provider.env_key:
+        if provider.env_key not in spec.env:
+            raise RuntimeNotLoggedIn(spec.member, "codex", f"its provider {provider.id!r} reads "
+                                     f"{provider.env_key}: set it in the member's env (or "
+                                     "pass_env)")
+        return
+    if not provider.needs_openai_auth or "CODEX_API_KEY" in spec.env:
+        return
+    if (home / "auth.json").exists():
+        if _usable_auth(home / "auth.json"):
+            return
+        raise RuntimeNotLoggedIn(spec.member, "codex", f"{(home / 'auth.json').resolve()} is "
+                                 "unreadable or holds no login: run 'codex login' again, or "
+                                 "set CODEX_API_KEY in the member's env")
+    store = operator_config(spec).get("cli_auth_credentials_store")
+    if spec.login == "operator" and store in ("keyring", "auto"):
+        fix = (f"the operator's login is kept in the OS keyring (cli_auth_credentials_store = "
+               f"{store!r}), so there is no file to share; set CODEX_API_KEY in the member's "
+               "env, or log in with cli_auth_credentials_store = \"file\"")
+    elif spec.login == "operator":
+        fix = (f"no {codex_home() / 'auth.json'}: run 'codex login' (or 'codex login "
+               "--with-api-key'), or set CODEX_API_KEY in the member's env")
+    else:
+        fix = "this member's login is isolated: set CODEX_API_KEY in its env"
+    raise RuntimeNotLoggedIn(spec.member, "codex", fix)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def config_toml(config: Mapping[str, Any]) -> str:
+    """The member's ``config`` table as a TOML document: one dotted key per leaf, exactly what
+    ``-c key=value`` would have set."""
+    lines = ["# written by teamctl from the member's [members.config]; rewritten at each start"]
+    lines += [f"{key} = {value}" for key, value in _leaves(config)]
+    return "\n".join(lines) + "\n"
+
+
+def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for key, value in config.items():
+        part = key if _BARE_KEY.match(key) else json.dumps(key)
+        if isinstance(value, Mapping):
+            found += _leaves(value, f"{prefix}{part}.")
+        else:
+            found.append((f"{prefix}{part}", _toml(value)))
+    return found
+
+
+def config_args(config: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The member's ``config`` table as one ``-c key=value`` per leaf (values in TOML)."""
+    args: list[str] = []
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            args += config_args(value, prefix=f"{dotted}.")
+        else:
+            args += ["-c", f"{dotted}={_toml(value)}"]
+    return args
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # inside an array (an array of tables): an inline table
+        pairs = (f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_toml(v)}"
+                 for k, v in value.items())
+        return "{ " + ", ".join(pairs) + " }"
+    raise TypeError(f"cannot pass {type(value).__name__} to codex -c")
+
+
+_SANDBOX_REFUSALS = ("Read-only file system", "Operation not permitted",
+                     "blocked by read-only sandbox")
+
+
+def sandbox_refusal(spec: LaunchSpec, command: Any, output: Any) -> str | None:
+    """The history note (and the ``permission_denied`` log line) for a command the profile's
+    sandbox refused, judged by its output; None for any other failure."""
+    if not any(refusal in str(output or "") for refusal in _SANDBOX_REFUSALS):
+        return None
+    target = str(command or "")[:200]
+    log.warning("permission_denied", team=spec.team, member=spec.member, tool="command",
+                target=target, message="refused by the sandbox")
+    return f"permission denied: command {target}: refused by the {spec.permissions} " \
+        "profile's sandbox"
+
+
+def api_status(message: str) -> int | None:
+    """The HTTP status an error message names ("unexpected status 401 …"), if any."""
+    match = _STATUS.search(message)
+    return int(match.group(1)) if match else None
