@@ -421,12 +421,10 @@ async def drain_stderr(process: Process, ring: StderrRing) -> None:
 
 async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:
     """The turn with its image files where the runtime reads them: on a member's SSH host, a
-    verified content-addressed copy there (``RemoteHost.put_file``); here, as they are."""
-    if spec.host is None:
-        return turn
+    verified content-addressed copy there; here, the artifact files (``Host.put_file``)."""
     parts: list[PreparedPart] = []
     for part in turn.parts:
         if isinstance(part, ImagePart):
-            part = replace(part, path=Path(await spec.host.put_file(part.data, part.sha256)))
+            part = replace(part, path=await spec.host.put_file(part))
         parts.append(part)
     return replace(turn, parts=tuple(parts))

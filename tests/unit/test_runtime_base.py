@@ -16,6 +16,7 @@ from runtimes.claude import _write_files, build_argv, build_env, user_line
 from runtimes.codex._shared import build_env as codex_env
 from runtimes.codex.exec import build_exec_argv
 
+from runtimes.local_host import LocalHost
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:
     ring = StderrRing(max_lines=3, max_line_chars=40)
@@ -50,7 +51,7 @@ def _spec(tmp_path: Path) -> LaunchSpec:
     return LaunchSpec(team="t", member="lead", executable="/bin/claude", model="claude-x",
                       prompt="be brief", workdir=tmp_path, state_dir=tmp_path / "state",
                       args=("--permission-mode", "acceptEdits"), env={"K": "v"},
-                      config={"theme": "dark"})
+                      config={"theme": "dark"}, host=LocalHost())
 
 
 def test_claude_argv_member_args_first_then_protocol(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_prompt_and_settings_never_reach_the_command_line(tmp_path: Path) -> Non
     big = "be thorough. " * 20_000
     spec = LaunchSpec(team="t", member="lead", executable="/bin/claude", model=None,
                       prompt=big, workdir=tmp_path, state_dir=tmp_path,
-                      config={"apiKeyHelper": "/secret/helper"})
+                      config={"apiKeyHelper": "/secret/helper"}, host=LocalHost())
     files = _write_files(spec)
     argv = build_argv(spec, "sid", resume=False, files=files)
     assert big not in " ".join(argv) and "/secret/helper" not in " ".join(argv)
@@ -88,7 +89,7 @@ def test_prompt_and_settings_never_reach_the_command_line(tmp_path: Path) -> Non
 
 def test_codex_config_goes_to_its_home_not_argv(tmp_path: Path) -> None:
     spec = LaunchSpec(team="t", member="rev", executable="/bin/codex", model="gpt-5.4-mini",
-                      prompt=None, workdir=tmp_path, state_dir=tmp_path,
+                      prompt=None, workdir=tmp_path, state_dir=tmp_path, host=LocalHost(),
                       config={"model_provider": "fake", "model_providers": {"fake": {
                           "base_url": "http://127.0.0.1:1/v1", "env_key": "K"}},
                           "odd key": [1, True]})
