@@ -8,6 +8,7 @@ import os
 import tomllib
 from pathlib import Path
 
+import anyio
 import pytest
 
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
@@ -168,3 +169,49 @@ def test_user_line_places_each_image_right_after_the_marker_that_names_it() -> N
     assert kinds == ["compare [Image #2]", "two", " with [Image #1]", "one", ", then tell me",
                      "three"]
     assert "".join(b["text"] for b in content if b["type"] == "text") == text
+
+
+class _Unkillable:
+    """A process that outlives SIGKILL (as one stuck in the kernel, D state, does): its
+    signals go to a real child of the test, its ``wait`` returns only once released."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = None
+        self.release = anyio.Event()
+
+    async def wait(self) -> int | None:
+        await self.release.wait()
+        return self.returncode
+
+
+@pytest.mark.anyio
+async def test_stop_process_returns_when_the_process_outlives_sigkill() -> None:
+    """The stop ladder is bounded after SIGKILL too: a process that has still not exited
+    ``kill_timeout`` after it is logged and left, and stop_process returns (None) instead of
+    hanging the member's task (and the daemon's shutdown) forever."""
+    import subprocess
+
+    from runtimes.base import stop_process
+
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stuck = _Unkillable(child.pid)
+    returned: list[int | None] = []
+    done = anyio.Event()
+
+    async def stop() -> None:
+        returned.append(await stop_process(stuck, eof_timeout=0.01, term_timeout=0.01,  # type: ignore[arg-type]
+                                           kill_timeout=0.05))
+        done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop)
+            with anyio.move_on_after(10):
+                await done.wait()
+            outcome = list(returned)
+            stuck.release.set()  # a hung stop_process ends too, so the test reports
+    finally:
+        child.wait(timeout=10)
+    assert outcome == [None], "stop_process must give up on a process SIGKILL cannot end"
