@@ -191,11 +191,9 @@ async def test_stop_process_returns_when_the_process_outlives_sigkill() -> None:
     """The stop ladder is bounded after SIGKILL too: a process that has still not exited
     ``kill_timeout`` after it is logged and left, and stop_process returns (None) instead of
     hanging the member's task (and the daemon's shutdown) forever."""
-    import subprocess
-
     from runtimes.base import stop_process
 
-    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    child = await anyio.open_process(["sleep", "60"], start_new_session=True)
     stuck = _Unkillable(child.pid)
     returned: list[int | None] = []
     done = anyio.Event()
@@ -213,5 +211,6 @@ async def test_stop_process_returns_when_the_process_outlives_sigkill() -> None:
             outcome = list(returned)
             stuck.release.set()  # a hung stop_process ends too, so the test reports
     finally:
-        child.wait(timeout=10)
+        with anyio.fail_after(10):
+            await child.wait()  # SIGKILLed by the ladder
     assert outcome == [None], "stop_process must give up on a process SIGKILL cannot end"
