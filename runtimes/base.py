@@ -8,38 +8,34 @@ ladder (EOF → 5 s → SIGTERM to the process group → 10 s → SIGKILL), shie
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections import deque
-from contextlib import asynccontextmanager, suppress
-from dataclasses import replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
-import structlog
 
 from orchestrator.contracts import (
+    Capabilities,
+    ExecutableNotFound,
     ImagePart,
     LaunchSpec,
-    OnSent,
     PreparedPart,
-    Runtime,
-    RuntimeProcess,
-    Spawner,
-    TreeUsage,
     Turn,
-    process_stopped,
-    process_tree,
+    TurnResult,
     redact,
-    resolve_executable,
     token_count,
     unwrap_group,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-    from pathlib import Path
-
     from anyio.abc import Process, TaskGroup
 
 __all__ = [
@@ -189,13 +185,21 @@ def private_file(path: Path, text: str) -> Path:
     return path
 
 
+def resolve_executable(
+    member: str, command: str | None, *, env_var: str, default: str
+) -> str:
+    """The member's ``command``, else ``$env_var``, else ``default`` on PATH; absolute."""
+    wanted = command or os.environ.get(env_var) or default
+    found = shutil.which(wanted)
+    if found is None:
+        raise ExecutableNotFound(member, wanted, env_var)
+    return os.path.abspath(found)
+
+
 async def stop_process(
-    process: Process, *, eof_timeout: float = 5.0, term_timeout: float = 10.0,
-    kill_timeout: float = 10.0,
+    process: Process, *, eof_timeout: float = 5.0, term_timeout: float = 10.0
 ) -> int | None:
-    """The stop ladder; shielded from cancellation, bounded, and reaps the process — unless
-    it outlives SIGKILL by ``kill_timeout`` (stuck in the kernel, D state): then it is logged
-    and left, and the exit status is None."""
+    """The stop ladder; shielded from cancellation, bounded, and always reaps the process."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None and process.stdin is not None:
             with suppress(anyio.BrokenResourceError, OSError):
@@ -209,12 +213,7 @@ async def stop_process(
                 break
         else:
             _signal_group(process.pid, signal.SIGKILL)
-            with anyio.move_on_after(kill_timeout):
-                await process.wait()
-            if process.returncode is None:
-                structlog.get_logger("teamctl.runtime").error(
-                    "process_unkillable", pid=process.pid, kill_timeout=kill_timeout)
-                return None
+            await process.wait()
         _term_leftovers(process.pid)
     return process.returncode
 
@@ -422,10 +421,12 @@ async def drain_stderr(process: Process, ring: StderrRing) -> None:
 
 async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:
     """The turn with its image files where the runtime reads them: on a member's SSH host, a
-    verified content-addressed copy there; here, the artifact files (``Host.put_file``)."""
+    verified content-addressed copy there (``RemoteHost.put_file``); here, as they are."""
+    if spec.host is None:
+        return turn
     parts: list[PreparedPart] = []
     for part in turn.parts:
         if isinstance(part, ImagePart):
-            part = replace(part, path=await spec.host.put_file(part))
+            part = replace(part, path=Path(await spec.host.put_file(part.data, part.sha256)))
         parts.append(part)
     return replace(turn, parts=tuple(parts))

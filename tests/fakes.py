@@ -229,8 +229,8 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             approvals = Approvals(db)
             supervisor = Supervisor(
                 home, {"claude": runtime}, tg, approvals=approvals,
-                load_session=lambda t, m: db.call(db.sync.session_id, t, m),
-                save_session=lambda t, m, s: db.call(db.sync.set_session_id, t, m, s),
+                load_session=lambda t, m: db.session_id(t, m),
+                save_session=lambda t, m, s: db.set_session_id(t, m, s),
                 **({"clock": clock, "sleep": clock.sleep} if clock else {}))
             artifacts = ArtifactStore(home.artifacts)
             planner = Planner(artifacts, load_catalog(), JournalVariantCache(db))

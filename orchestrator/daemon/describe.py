@@ -42,11 +42,12 @@ if TYPE_CHECKING:
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.config import DescribeWith, MemberConfig, TeamConfig
     from orchestrator.contracts import Capabilities, ImageDescriber
+    from orchestrator.daemon.journal import AsyncJournal, Journal, Migrations
     from orchestrator.daemon.ledger import Ledger
-    from orchestrator.daemon.store import AsyncStore, Store
     from orchestrator.paths import Home
 
-__all__ = ["INSTRUCTION", "Described", "Descriptions", "described_text", "describer_id"]
+__all__ = ["INSTRUCTION", "MIGRATIONS", "Described", "DescriptionCache", "Descriptions",
+           "described_text", "describer_id"]
 
 log = structlog.get_logger("teamctl.describe")
 
@@ -57,6 +58,21 @@ INSTRUCTION = (
     "guess at what is not visible. Answer with the description only."
 )
 MAX_DESCRIPTION_CHARS = 20_000
+
+MIGRATIONS: Migrations = {
+    # the descriptions a describer made, by variant, reused (issue 18; the description sent
+    # with a message is journaled with it: ``message_attachments.description``)
+    9: """
+    CREATE TABLE descriptions (
+        variant_sha256 TEXT NOT NULL,
+        describer TEXT NOT NULL,
+        text TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (variant_sha256, describer)
+    );
+    """,
+}
 
 
 def describer_id(describe: DescribeWith) -> str:
@@ -80,12 +96,12 @@ class Described:
 
 
 class Descriptions:
-    def __init__(self, store: AsyncStore, planner: Planner, loader: VariantLoader,
+    def __init__(self, store: AsyncJournal, planner: Planner, loader: VariantLoader,
                  describers: Mapping[str, ImageDescriber],
                  capabilities: Mapping[str, Capabilities], home: Home, *,
                  ledger: Ledger | None = None) -> None:
         self._ledger = ledger
-        self._store = store
+        self._cache = DescriptionCache(store)
         self._planner = planner
         self._loader = loader
         self._describers = describers
@@ -128,8 +144,7 @@ class Descriptions:
         planned = await self._planner.plan(self._target(config.name, member.name, describe),
                                            text, list(paths))
         who = describer_id(describe)
-        known = await self._store.call(_cached, self._store.sync,
-                                       [p.variant.sha256 for p in planned], who)
+        known = await self._cache.known([p.variant.sha256 for p in planned], who)
         if dry_run:
             return Described([p.with_description(who, known.get(p.variant.sha256))
                               for p in planned])
@@ -181,8 +196,8 @@ class Descriptions:
                 spec, image, INSTRUCTION)
         text = description.text[:MAX_DESCRIPTION_CHARS]
         description = replace(description, text=text)
-        await self._store.call(_remember, self._store.sync, attachment.variant.sha256,
-                               describer_id(describe), text, description.seconds)
+        await self._cache.remember(attachment.variant.sha256, describer_id(describe), text,
+                                   description.seconds)
         log.info("image_described", team=config.name, member=member.name,
                  describer=describer_id(describe), sha256=attachment.variant.sha256,
                  seconds=round(description.seconds, 3), chars=len(text),
@@ -205,18 +220,33 @@ class Descriptions:
             login=describe.login or config.member_login(member), permissions="read")
 
 
-def _cached(store: Store, variants: list[str], describer: str) -> dict[str, str]:
+class DescriptionCache:
+    """The ``descriptions`` table's typed async methods, over the daemon's journal."""
+
+    def __init__(self, journal: AsyncJournal) -> None:
+        self._journal = journal
+
+    async def known(self, variants: list[str], describer: str) -> dict[str, str]:
+        """The descriptions ``describer`` already made of ``variants``, by variant."""
+        return await self._journal.run(_cached, variants, describer)
+
+    async def remember(self, variant: str, describer: str, text: str, seconds: float) -> None:
+        await self._journal.run(_remember, variant, describer, text, seconds)
+
+
+def _cached(journal: Journal, variants: list[str], describer: str) -> dict[str, str]:
     if not variants:
         return {}
-    rows = store.connection.execute(
+    rows = journal.connection.execute(
         f"SELECT variant_sha256, text FROM descriptions WHERE describer = ? AND "
         f"variant_sha256 IN ({','.join('?' * len(variants))})", (describer, *variants),
     ).fetchall()
     return {row["variant_sha256"]: row["text"] for row in rows}
 
 
-def _remember(store: Store, variant: str, describer: str, text: str, seconds: float) -> None:
-    with store.transaction() as db:
+def _remember(journal: Journal, variant: str, describer: str, text: str,
+              seconds: float) -> None:
+    with journal.transaction() as db:
         db.execute("INSERT OR REPLACE INTO descriptions (variant_sha256, describer, text, "
                    "seconds, created_at) VALUES (?, ?, ?, ?, ?)",
                    (variant, describer, text, seconds, time.time()))

@@ -20,7 +20,6 @@ itself. Holds wake the member's queue through ``on_release``.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import defaultdict
@@ -35,6 +34,7 @@ from orchestrator.costs.figures import checked_reading, checked_tokens
 from orchestrator.costs.figures import usd as usd_figure
 from orchestrator.costs.prices import PriceTable, load_prices
 from orchestrator.costs.text import usd_text
+from orchestrator.daemon.ledger_journal import Budget, CounterValue, LedgerJournal
 from orchestrator.errors import NotFound, StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from orchestrator.config import TeamConfig
-    from orchestrator.daemon.store import AsyncStore, Store
+    from orchestrator.daemon.journal import AsyncJournal
 
-__all__ = ["Charge", "Hold", "Ledger", "LedgerJournal", "MemberMeter"]
+__all__ = ["Charge", "Hold", "Ledger", "MemberMeter"]
 
 log = structlog.get_logger("teamctl.ledger")
 
@@ -111,12 +111,6 @@ class _Totals:
 
 
 @dataclass
-class _Counter:
-    tokens: TokenUsage
-    cost_usd: float | None
-
-
-@dataclass
 class _Attempt:
     """One turn attempt in flight: its own figures and, per counter, where it started and
     the latest reading."""
@@ -125,128 +119,27 @@ class _Attempt:
     model: str | None
     own: Charge | None = None
     own_estimate: bool = True
-    started: dict[str, _Counter] = field(default_factory=dict)
-    latest: dict[str, _Counter] = field(default_factory=dict)
+    started: dict[str, CounterValue] = field(default_factory=dict)
+    latest: dict[str, CounterValue] = field(default_factory=dict)
     final_seen: bool = False
-
-
-@dataclass
-class _Budget:
-    usd: float | None = None
-    tokens: int | None = None
-    file_usd: float | None = None
-    file_tokens: int | None = None
-    warned: bool = False
-
-    @property
-    def set(self) -> bool:
-        return self.usd is not None or self.tokens is not None
-
-
-# the sums every query of the usage table takes (``unknown``: rows whose cost is unknown)
-_SUMS = ("SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, SUM(output_tokens) AS o, "
-         "SUM(reasoning_output_tokens) AS r, SUM(COALESCE(cost_usd, 0)) AS usd, "
-         "SUM(cost_usd IS NULL) AS unknown")
-
-
-class LedgerJournal:
-    """The ledger's tables in the journal (schema 8: usage, usage_counters, budgets); sync,
-    called through ``AsyncStore`` like the store's own methods."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def totals(self) -> list[dict[str, Any]]:
-        rows = self._store.connection.execute(
-            f"SELECT team, member, {_SUMS} FROM usage GROUP BY team, member").fetchall()
-        return [dict(r) for r in rows]
-
-    def counters(self, team: str, member: str) -> dict[str, _Counter]:
-        rows = self._store.connection.execute(
-            "SELECT * FROM usage_counters WHERE team=? AND member=?", (team, member)).fetchall()
-        return {row["counter"]: _Counter(TokenUsage(
-            row["input_tokens"], row["cached_input_tokens"], row["output_tokens"],
-            row["reasoning_output_tokens"]), row["cost_usd"]) for row in rows}
-
-    def record(self, team: str, member: str, runtime: str, message_id: str, charge: Charge,
-               counters: dict[str, _Counter], at: float | None = None) -> None:
-        """One settled attempt (``at``: when; a retried write keeps it): its usage row, the
-        message's running usage (for history) and the counters' new baselines, in one
-        transaction."""
-        now = time.time() if at is None else at
-        with self._store.transaction() as db:
-            if not charge.empty:
-                t = charge.tokens
-                db.execute(
-                    "INSERT INTO usage (team, member, message_id, runtime, model, input_tokens, "
-                    "cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd, "
-                    "estimated, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (team, member, message_id, runtime, charge.model, t.input_tokens,
-                     t.cached_input_tokens, t.output_tokens, t.reasoning_output_tokens,
-                     charge.cost_usd, int(charge.estimated), now))
-                row = db.execute(
-                    f"SELECT {_SUMS}, MAX(estimated) AS est FROM usage "
-                    "WHERE message_id=? AND member=?",
-                    (message_id, member)).fetchone()
-                doc: dict[str, Any] = {
-                    "input_tokens": row["i"], "cached_input_tokens": row["c"],
-                    "output_tokens": row["o"], "reasoning_output_tokens": row["r"],
-                    "cost_usd": None if row["unknown"] else round(row["usd"] or 0.0, 6)}
-                if row["est"]:
-                    doc["estimated"] = True
-                db.execute("UPDATE deliveries SET usage=? WHERE message_id=? AND member=?",
-                           (json.dumps(doc, sort_keys=True), message_id, member))
-            for name, value in counters.items():
-                t = value.tokens
-                db.execute(
-                    "INSERT OR REPLACE INTO usage_counters (team, member, counter, input_tokens,"
-                    " cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (team, member, name, t.input_tokens, t.cached_input_tokens,
-                     t.output_tokens, t.reasoning_output_tokens, value.cost_usd, now))
-
-    def budgets(self, team: str) -> dict[str, _Budget]:
-        rows = self._store.connection.execute(
-            "SELECT member, usd, tokens, file_usd, file_tokens FROM budgets WHERE team=?",
-            (team,)).fetchall()
-        return {r["member"]: _Budget(r["usd"], r["tokens"], r["file_usd"], r["file_tokens"])
-                for r in rows}
-
-    def save_budget(self, team: str, member: str, budget: _Budget) -> None:
-        with self._store.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO budgets (team, member, usd, tokens, file_usd, "
-                "file_tokens, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (team, member, budget.usd, budget.tokens, budget.file_usd, budget.file_tokens,
-                 time.time()))
-
-    def usage(self, team: str | None, by: By) -> list[dict[str, Any]]:
-        label = {"member": "member", "model": "COALESCE(model, '')",
-                 "day": "date(at, 'unixepoch', 'localtime')"}[by]
-        where, args = ("WHERE team = ?", (team,)) if team else ("", ())
-        rows = self._store.connection.execute(
-            f"SELECT team, {label} AS key, COUNT(*) AS turns, {_SUMS} FROM usage {where} "
-            "GROUP BY team, key ORDER BY team, key", args).fetchall()
-        return [dict(r) for r in rows]
 
 
 class Ledger:
     """Usage accounting, budgets and holds for every member of every running team."""
 
-    def __init__(self, store: AsyncStore, tg: TaskGroup, *, prices: PriceTable | None = None,
+    def __init__(self, store: AsyncJournal, tg: TaskGroup, *, prices: PriceTable | None = None,
                  clock: Callable[[], float] = time.time,
                  write_retry: tuple[float, float] = WRITE_RETRY) -> None:
-        self._store = store
-        self._journal = LedgerJournal(store.sync)
+        self._journal = LedgerJournal(store)
         self._tg = tg
         self._prices = prices or load_prices()
         self._clock = clock
         self._spent: defaultdict[tuple[str, str], _Totals] = defaultdict(_Totals)
         self._inflight: dict[tuple[str, str], _Attempt] = {}
-        self._budgets: dict[tuple[str, str], _Budget] = {}
+        self._budgets: dict[tuple[str, str], Budget] = {}
         self._holds: dict[tuple[str, str], Hold] = {}
         self._runtimes: dict[tuple[str, str], str] = {}
-        self._counters: dict[tuple[str, str], dict[str, _Counter]] = {}
+        self._counters: dict[tuple[str, str], dict[str, CounterValue]] = {}
         # per member: the turn in flight and what stops it now (Meter.on_stop)
         self._stops: dict[tuple[str, str], tuple[str, Callable[[], None]]] = {}
         self._unwritten: list[tuple[Any, ...]] = []  # charges the journal refused, in order
@@ -259,7 +152,7 @@ class Ledger:
 
     async def load(self) -> None:
         """The totals charged so far, from the journal (once, at daemon start)."""
-        for row in await self._store.call(self._journal.totals):
+        for row in await self._journal.totals():
             tokens = TokenUsage(int(row["i"] or 0), int(row["c"] or 0), int(row["o"] or 0),
                                 int(row["r"] or 0))
             # refused: a total in a journal written before the figures were checked
@@ -277,7 +170,7 @@ class Ledger:
         """The team file's budgets, merged with the journal's: a budget the operator changed
         with ``teamctl budget`` stays, unless the team file's value changed since."""
         self._refuse_unpriceable(team)
-        stored = await self._store.call(self._journal.budgets, team.name)
+        stored = await self._journal.budgets(team.name)
         wanted = {TEAM: (team.team.budget_usd, team.team.budget_tokens)}
         for member in team.members:
             wanted[member.name] = (member.budget_usd, member.budget_tokens)
@@ -285,8 +178,8 @@ class Ledger:
         for name, (usd, tokens) in wanted.items():
             budget = stored.get(name)
             if budget is None or (budget.file_usd, budget.file_tokens) != (usd, tokens):
-                budget = _Budget(usd, tokens, usd, tokens)
-                await self._store.call(self._journal.save_budget, team.name, name, budget)
+                budget = Budget(usd, tokens, usd, tokens)
+                await self._journal.save_budget(team.name, name, budget)
             self._budgets[(team.name, name)] = budget
 
     def _refuse_unpriceable(self, team: TeamConfig) -> None:
@@ -321,7 +214,7 @@ class Ledger:
             budget.tokens = (budget.tokens if budget.tokens is not None
                              else self.spent(key).tokens.total) + add_tokens
         budget.warned = False
-        await self._store.call(self._journal.save_budget, team, key[1], budget)
+        await self._journal.save_budget(team, key[1], budget)
         log.info("budget_set", team=team, member=member, usd=budget.usd, tokens=budget.tokens)
         for name in self._members(team) if member is None else [member]:
             hold = self._holds.get((team, name))
@@ -331,8 +224,8 @@ class Ledger:
             self.on_budget_change(team, member)
         self._changed()
 
-    def budget(self, team: str, member: str | None) -> _Budget:
-        return self._budgets.get((team, member or TEAM)) or _Budget()
+    def budget(self, team: str, member: str | None) -> Budget:
+        return self._budgets.get((team, member or TEAM)) or Budget()
 
     def backstop_usd(self, team: str, member: str) -> float | None:
         """Claude's ``--max-budget-usd``: what is left of the tighter money budget (member or
@@ -445,7 +338,7 @@ class Ledger:
         self._warn(key, budget, spent, what)
         return None
 
-    def _warn(self, key: tuple[str, str], budget: _Budget, spent: _Totals, what: str) -> None:
+    def _warn(self, key: tuple[str, str], budget: Budget, spent: _Totals, what: str) -> None:
         if budget.warned:
             return
         ratios = []
@@ -468,8 +361,7 @@ class Ledger:
         here, so a reading never waits on it)."""
         self._runtimes[(team, member)] = runtime
         if (team, member) not in self._counters:
-            self._counters[(team, member)] = await self._store.call(
-                self._journal.counters, team, member)
+            self._counters[(team, member)] = await self._journal.counters(team, member)
         return MemberMeter(self, team, member, model)
 
     def observe(self, team: str, member: str, message_id: str, reading: UsageReading,
@@ -496,7 +388,7 @@ class Ledger:
             previous = attempt.latest.get(reading.counter) or start
             # a running total's cost the reading left out (refused) keeps its last value: the
             # next good total is charged the whole increase
-            value = _Counter(start.tokens + reading.tokens if reading.turn_tokens
+            value = CounterValue(start.tokens + reading.tokens if reading.turn_tokens
                              else reading.tokens,
                              previous.cost_usd if reading.cost_usd is None else reading.cost_usd)
             if value.tokens.below(previous.tokens) or (
@@ -538,16 +430,16 @@ class Ledger:
     def on_stop(self, team: str, member: str, message_id: str, stop: Callable[[], None]) -> None:
         self._stops[(team, member)] = (message_id, stop)
 
-    def _baseline(self, team: str, member: str, reading: UsageReading) -> _Counter:
+    def _baseline(self, team: str, member: str, reading: UsageReading) -> CounterValue:
         assert reading.counter is not None
         known = self._counters.get((team, member), {}).get(reading.counter)
         if known is not None:
             return known
         if reading.baseline is not None:
-            return _Counter(reading.baseline, 0.0 if reading.cost_usd is not None else None)
-        return _Counter(TokenUsage(), 0.0 if reading.cost_usd is not None else None)
+            return CounterValue(reading.baseline, 0.0 if reading.cost_usd is not None else None)
+        return CounterValue(TokenUsage(), 0.0 if reading.cost_usd is not None else None)
 
-    def counter(self, team: str, member: str, counter: str) -> _Counter | None:
+    def counter(self, team: str, member: str, counter: str) -> CounterValue | None:
         return self._counters.get((team, member), {}).get(counter)
 
     def _charge(self, attempt: _Attempt) -> Charge:
@@ -610,14 +502,14 @@ class Ledger:
         return charge
 
     async def _journal_charge(self, team: str, member: str, runtime: str, message_id: str,
-                              charge: Charge, counters: dict[str, _Counter]) -> None:
+                              charge: Charge, counters: dict[str, CounterValue]) -> None:
         """Write one charge; a journal that refuses it (a full disk) gets it again, in order,
         from a background writer with a growing wait, as a delivery's outcome is — the totals
         in memory hold the budget meanwhile, and the member goes on."""
         write = (team, member, runtime, message_id, charge, counters, self._clock())
         if not self._unwritten:
             try:
-                await self._store.call(self._journal.record, *write)
+                await self._journal.record(*write)
                 return
             except StoreError as exc:
                 log.error("usage_unrecorded", team=team, member=member, message_id=message_id,
@@ -634,7 +526,7 @@ class Ledger:
                 await anyio.sleep(delay)
                 write = self._unwritten[0]
                 try:
-                    await self._store.call(self._journal.record, *write)
+                    await self._journal.record(*write)
                 except StoreError:
                     delay = min(delay * 2, longest)
                     continue
@@ -687,7 +579,7 @@ class Ledger:
         return self.spent(key).unknown
 
     async def usage(self, team: str | None, by: By) -> list[dict[str, Any]]:
-        return await self._store.call(self._journal.usage, team, by)
+        return await self._journal.usage(team, by)
 
     def _members(self, team: str) -> list[str]:
         return [m for t, m in self._budgets if t == team and m]

@@ -132,8 +132,8 @@ class Mailbox:
         for ``member``; return its id once it is durable."""
         message_id = new_ulid()
         started = time.perf_counter()
-        await self._store.call(self._store.sync.add_message, message_id, team, text,
-                               [member], {member: attachments or []}, origin)
+        await self._store.add_message(message_id, team, text, [member],
+                                      {member: attachments or []}, origin)
         self._journaled_at[message_id] = started
         log.info("message_queued", team=team, member=member, message_id=message_id,
                  text_chars=len(text), attachments=len(attachments or []),
@@ -164,8 +164,7 @@ class Mailbox:
                 while True:
                     self._raise_trouble(message_id)
                     if not just_sent:
-                        delivery = await self._store.call(self._store.sync.delivery,
-                                                          message_id, member)
+                        delivery = await self._store.delivery(message_id, member)
                         if delivery is None or delivery.terminal:
                             break
                     just_sent = False
@@ -178,7 +177,7 @@ class Mailbox:
             if not events:
                 self._waiters.pop(message_id, None)
         self._raise_trouble(message_id)
-        delivery = await self._store.call(self._store.sync.delivery, message_id, member)
+        delivery = await self._store.delivery(message_id, member)
         assert delivery is not None
         if not delivery.terminal:
             raise ReplyTimeout(message_id, delivery.state, timeout)
@@ -221,7 +220,7 @@ class Mailbox:
         async def claim() -> tuple[str, tuple[Delivery, list[PlannedAttachment]]] | None:
             if self._ledger is not None and self._ledger.gate(team, member) is not None:
                 return None  # held (a budget, a rate limit): its release pokes the queue
-            claimed = await self._store.call(self._store.sync.claim_next, team, member)
+            claimed = await self._store.claim_next(team, member)
             return None if claimed is None else (claimed[0].message_id, claimed)
 
         async with self._supervisor.turn_slot(team, member, claim) as slot:
@@ -274,16 +273,14 @@ class Mailbox:
             await self._record_failure(delivery, exc, requeue=False)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._store.call(self._store.sync.mark_failed, message_id, member,
-                                       code="member_stopped",
-                                       message="the member was stopped during this delivery",
-                                       retryable=True, requeue=True,
-                                       session=process.session_id)
+                await self._store.mark_failed(
+                    message_id, member, code="member_stopped",
+                    message="the member was stopped during this delivery", retryable=True,
+                    requeue=True, session=process.session_id)
             raise
         else:
-            await self._persist(delivery, lambda: self._store.call(
-                self._store.sync.mark_answered, message_id, member, result.reply,
-                result.notes))
+            await self._persist(delivery, lambda: self._store.mark_answered(
+                message_id, member, result.reply, result.notes))
             log.info("delivery_answered", team=team, member=member, message_id=message_id,
                      reply_chars=len(result.reply))
             self._settle(message_id)
@@ -317,8 +314,7 @@ class Mailbox:
             started = self._journaled_at.pop(message_id, None)
             latency = None if started is None else (time.perf_counter() - started) * 1000
             try:
-                await self._store.call(self._store.sync.mark_sent, message_id, member,
-                                       process.session_id)
+                await self._store.mark_sent(message_id, member, process.session_id)
             except StoreError as exc:
                 self._journal_trouble(delivery, exc)
             if self.on_change is not None:
@@ -381,10 +377,10 @@ class Mailbox:
 
         async def write() -> None:
             nonlocal state
-            state = await self._store.call(
-                self._store.sync.mark_failed, delivery.message_id, delivery.member,
-                code=exc.code, message=exc.message, retryable=exc.retryable, requeue=requeue,
-                held=held, session=None if cut_on is None else cut_on.session_id)
+            state = await self._store.mark_failed(
+                delivery.message_id, delivery.member, code=exc.code, message=exc.message,
+                retryable=exc.retryable, requeue=requeue, held=held,
+                session=None if cut_on is None else cut_on.session_id)
 
         await self._persist(delivery, write)
         log.warning("delivery_failed", team=delivery.team, member=delivery.member,

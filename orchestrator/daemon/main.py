@@ -166,8 +166,8 @@ class Daemon:
             approvals.on_change = changes.bump
             supervisor = Supervisor(
                 self.home, self._runtimes, tg,
-                load_session=lambda t, m: store.call(store.sync.session_id, t, m),
-                save_session=lambda t, m, s: store.call(store.sync.set_session_id, t, m, s),
+                load_session=lambda t, m: store.session_id(t, m),
+                save_session=lambda t, m, s: store.set_session_id(t, m, s),
                 vision=lambda rt, model, override: load_catalog().lookup(
                     rt, model, operator_vision=override).image_input,
                 approvals=approvals, on_change=changes.bump, ledger=ledger,

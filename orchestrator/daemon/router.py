@@ -117,12 +117,12 @@ class Router:
 
     async def message_status(self, token: str, message_id: str) -> MessageStatus:
         sender = self._sender(token)
-        delivery = await self._store.call(self._store.sync.delivery, message_id)
+        delivery = await self._store.delivery(message_id)
         if delivery is None or delivery.team != sender.team or sender.name not in (
                 delivery.origin.sender, delivery.member):
             raise MessageRefused("messaging_unknown_message",
                                  f"no message {message_id} sent by or to you")
-        return MessageStatus(id=message_id, to=delivery.member, state=delivery.state,  # type: ignore[arg-type]
+        return MessageStatus(id=message_id, to=delivery.member, state=delivery.state,
                              reply=delivery.reply, error=delivery.error_message)
 
     # -- routed replies -----------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Router:
     async def _origin(self, sender: MemberState) -> Origin:
         """The chain the sender is in: the message of its turn in flight (none: a new chain)."""
         turn = sender.turn
-        current = await self._store.call(self._store.sync.delivery, turn, sender.name) \
+        current = await self._store.delivery(turn, sender.name) \
             if turn else None
         if current is None:
             return Origin(sender=sender.name, depth=1)
@@ -193,8 +193,7 @@ class Router:
         again) — not sent again, not counted by the guards; None when it is new."""
         if origin.delivery is None:
             return None
-        first = await self._store.call(self._store.sync.sent_from, team, origin.delivery,
-                                       sender, to, text)
+        first = await self._store.sent_from(team, origin.delivery, sender, to, text)
         if first is None:
             return None
         log.info("teammate_message_repeated", team=team, sender=sender, recipient=to,
@@ -242,5 +241,4 @@ class Router:
                        chain_id: str | None) -> None:
         log.warning("teammate_message_refused", team=team, sender=sender, recipient=to,
                     code=exc.code, error=exc.message)
-        await self._store.call(self._store.sync.add_refusal, team, sender, to, exc.code,
-                               exc.message, chain_id)
+        await self._store.add_refusal(team, sender, to, exc.code, exc.message, chain_id)

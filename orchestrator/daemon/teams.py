@@ -128,7 +128,7 @@ class Teams:
         """For history: a running team, else any team the journal knows."""
         if team is None or team in self._running:
             return self.resolve(team).name
-        known = [t.name for t in await self._store.call(self._store.sync.teams)]
+        known = [t.name for t in await self._store.teams()]
         if team not in known:
             raise NotFound("team", team, known)
         return team
@@ -155,10 +155,8 @@ class Teams:
         if self._ledger is not None:  # an unenforceable budget is refused before anything
             await self._ledger.configure(config)
         workdirs = await self._worktrees(config)  # before anything is journaled or started
-        await self._store.call(
-            self._store.sync.save_team, config.name, file, config.model_dump(mode="json"),
-            [(m.name, m.runtime) for m in config.members],
-        )
+        await self._store.save_team(config.name, file, config.model_dump(mode="json"),
+                                    [(m.name, m.runtime) for m in config.members])
         self._start(config, workdirs)
         log.info("team_launched", team=config.name, members=len(config.members), file=file)
         if wait:
@@ -172,8 +170,7 @@ class Teams:
     async def _worktrees(self, config: TeamConfig) -> dict[str, Path]:
         """Each ``worktree = true`` member's worktree (made, or reused from the journal), and
         the member's workdir inside it."""
-        known = {w.member: w for w in await self._store.call(self._store.sync.worktrees,
-                                                              config.name)}
+        known = {w.member: w for w in await self._store.worktrees(config.name)}
         workdirs: dict[str, Path] = {}
         for member in config.members:
             if not config.member_worktree(member):
@@ -183,7 +180,7 @@ class Teams:
                 worktrees.create, self._worktree_root, config.name, member.name, workdir,
                 config.member_base(member), known.get(member.name))
             if tree is not known.get(member.name):
-                await self._store.call(self._store.sync.save_worktree, tree)
+                await self._store.save_worktree(tree)
                 log.info("worktree_created", team=config.name, member=member.name,
                          path=str(tree.path), branch=tree.branch, base=tree.base)
             workdirs[member.name] = await anyio.to_thread.run_sync(worktrees.workdir_in, tree,
@@ -201,7 +198,7 @@ class Teams:
     async def resume_desired(self) -> list[str]:
         """On daemon start: launch again the teams the journal says should run."""
         names = []
-        for record in await self._store.call(self._store.sync.teams, desired="running"):
+        for record in await self._store.teams(desired="running"):
             config = TeamConfig.model_validate(record.config)
             try:
                 if self._ledger is not None:
@@ -222,7 +219,7 @@ class Teams:
         names = [self.resolve(team).name] if team else list(reversed(self._running))
         for name in names:
             await self._halt(name)
-            await self._store.call(self._store.sync.set_team_desired, name, "stopped")
+            await self._store.set_team_desired(name, "stopped")
             log.info("team_stopped", team=name)
         return names
 
@@ -244,7 +241,7 @@ class Teams:
         return StatusDoc(teams=[await self._team_status(name) for name in names])
 
     async def _team_status(self, team: str) -> TeamStatus:
-        queued = await self._store.call(self._store.sync.queued_counts, team)
+        queued = await self._store.queued_counts(team)
         members = [state.snapshot(queued.get(state.name, 0))
                    for state in self._supervisor.members(team)]
         ledger = self._ledger
@@ -360,7 +357,7 @@ class Teams:
 
     async def _still_queued(self, message_id: str, member: str) -> bool:
         """Whether the message waits in the queue (its outcome, once known, wins)."""
-        delivery = await self._store.call(self._store.sync.delivery, message_id, member)
+        delivery = await self._store.delivery(message_id, member)
         return delivery is not None and delivery.state == "queued"
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
@@ -400,12 +397,10 @@ class Teams:
         """One page of a member's messages: the newest ``limit`` before ``before``, oldest
         first; ``before`` in the answer names the page before this one (None: no more)."""
         name = await self._resolve_any(team)
-        rows, more = await self._store.call(self._store.sync.history, name, member,
-                                            limit=limit, before=before)
+        rows, more = await self._store.history(name, member, limit=limit, before=before)
         if not rows and name in self._running and self._running[name].member(member) is None:
             raise NotFound("member", member, [m.name for m in self._running[name].members])
-        attachments = await self._store.call(self._store.sync.attachments_of,
-                                             [d.message_id for d in rows], member)
+        attachments = await self._store.attachments_of([d.message_id for d in rows], member)
         return HistoryDoc(team=name, member=member,
                           messages=[d.to_wire(attachments[d.message_id]) for d in rows],
                           before=rows[0].message_id if more and rows else None)
@@ -421,9 +416,8 @@ class Teams:
             members = {member: members[member]}
         exported = []
         for who, (runtime, model) in members.items():
-            rows, _ = await self._store.call(self._store.sync.history, name, who)
-            attachments = await self._store.call(self._store.sync.attachments_of,
-                                                 [d.message_id for d in rows], who)
+            rows, _ = await self._store.history(name, who)
+            attachments = await self._store.attachments_of([d.message_id for d in rows], who)
             messages = [ExportedMessage.model_validate(
                 d.to_wire(attachments[d.message_id]).model_dump()) for d in rows]
             exported.append(ExportedMember(name=who, runtime=runtime, model=model,
@@ -436,7 +430,7 @@ class Teams:
         and model."""
         if team in self._running:
             return {m.name: (m.runtime, m.model) for m in self._running[team].members}
-        record = next(t for t in await self._store.call(self._store.sync.teams)
+        record = next(t for t in await self._store.teams()
                       if t.name == team)
         return {str(m.get("name")): (m.get("runtime"), m.get("model"))
                 for m in record.config.get("members", []) if isinstance(m, dict)}
@@ -448,7 +442,7 @@ class Teams:
         remove those that lose nothing (clean, merged or pushed, member not running) — under a
         lock, saying why each other one is kept."""
         async with self._prune_lock:
-            trees = await self._store.call(self._store.sync.worktrees, team)
+            trees = await self._store.worktrees(team)
             pruned: list[str] = []
             kept: list[KeptWorktree] = []
             if prune:
@@ -460,14 +454,13 @@ class Teams:
                     except TeamctlError as exc:
                         reason = f"it could not be checked ({exc.message})"
                     if reason is None:
-                        await self._store.call(self._store.sync.forget_worktree, tree.team,
-                                               tree.member)
+                        await self._store.forget_worktree(tree.team, tree.member)
                         pruned.append(f"{tree.team}/{tree.member}")
                         log.info("worktree_pruned", team=tree.team, member=tree.member)
                     else:
                         kept.append(KeptWorktree(team=tree.team, member=tree.member,
                                                  reason=reason))
-                trees = await self._store.call(self._store.sync.worktrees, team)
+                trees = await self._store.worktrees(team)
             infos = [WorktreeInfo.model_validate({
                 **(await anyio.to_thread.run_sync(worktrees.inspect, t)),
                 "running": t.team in self._running}) for t in trees]
@@ -475,17 +468,17 @@ class Teams:
 
     async def diff(self, team: str | None, member: str, *, stat: bool) -> DiffDoc:
         name = await self._resolve_any(team)
-        tree = next((t for t in await self._store.call(self._store.sync.worktrees, name)
+        tree = next((t for t in await self._store.worktrees(name)
                      if t.member == member), None)
         if tree is None:
             raise NotFound("member worktree", member, [
-                t.member for t in await self._store.call(self._store.sync.worktrees, name)])
+                t.member for t in await self._store.worktrees(name)])
         text = await anyio.to_thread.run_sync(functools.partial(worktrees.diff, tree, stat=stat))
         return DiffDoc(team=name, member=member, base=tree.base, stat=stat, text=text)
 
     async def thread(self, message_id: str) -> ThreadDoc:
         """The chain ``message_id`` belongs to: who → whom, depth, state, reply, in order."""
-        rows = await self._store.call(self._store.sync.chain, message_id)
+        rows = await self._store.chain(message_id)
         if not rows:
             raise NotFound("message", message_id, [])
         return ThreadDoc(chain_id=rows[0].origin.chain_id or message_id,

@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.daemon.journal import AsyncJournal, Migrations
 from orchestrator.errors import TeamctlError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["Changes", "Worktree", "WorktreeError", "changes", "create", "diff", "inspect",
-           "is_git_repo", "prune_one", "toplevel", "workdir_in"]
+    from orchestrator.daemon.journal import Journal
+
+__all__ = ["MIGRATIONS", "Changes", "Worktree", "WorktreeError", "WorktreeJournal", "changes",
+           "create", "diff", "inspect", "is_git_repo", "prune_one", "toplevel", "workdir_in"]
 
 _GIT_TIMEOUT = 120.0
 _NEVER_COPIED = "node_modules"
@@ -50,6 +54,62 @@ class Worktree:
     base: str  # the ref it was made from, as given ("HEAD" or ``base``)
     base_commit: str  # what that ref was when the worktree was made
     repo: Path
+
+
+# -- the journal's table of them (``worktrees``), reused on relaunch ----------------------------
+
+MIGRATIONS: Migrations = {
+    3: """
+    CREATE TABLE worktrees (
+        team TEXT NOT NULL,
+        member TEXT NOT NULL,
+        path TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        base TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (team, member)
+    );
+    """,
+}
+
+
+def _save(journal: Journal, tree: Worktree) -> None:
+    with journal.transaction() as db:
+        db.execute(
+            "INSERT OR REPLACE INTO worktrees (team, member, path, branch, base, "
+            "base_commit, repo, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (tree.team, tree.member, str(tree.path), tree.branch, tree.base,
+             tree.base_commit, str(tree.repo), time.time()))
+
+
+def _recorded(journal: Journal, team: str | None) -> list[Worktree]:
+    sql = "SELECT team, member, path, branch, base, base_commit, repo FROM worktrees"
+    rows = journal.connection.execute(
+        sql + (" WHERE team = ?" if team else "") + " ORDER BY team, created_at",
+        (team,) if team else ()).fetchall()
+    return [Worktree(r["team"], r["member"], Path(r["path"]), r["branch"], r["base"],
+                     r["base_commit"], Path(r["repo"])) for r in rows]
+
+
+def _forget(journal: Journal, team: str, member: str) -> None:
+    with journal.transaction() as db:
+        db.execute("DELETE FROM worktrees WHERE team = ? AND member = ?", (team, member))
+
+
+class WorktreeJournal(AsyncJournal):
+    """The worktrees' typed async methods (part of the daemon's ``AsyncStore``)."""
+
+    async def save_worktree(self, tree: Worktree) -> None:
+        await self.run(_save, tree)
+
+    async def worktrees(self, team: str | None = None) -> list[Worktree]:
+        """The recorded worktrees (of ``team``; all when None), by team, oldest first."""
+        return await self.run(_recorded, team)
+
+    async def forget_worktree(self, team: str, member: str) -> None:
+        await self.run(_forget, team, member)
 
 
 def _git(cwd: Path, *args: str, check: bool = True,

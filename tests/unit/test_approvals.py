@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from orchestrator.contracts import ApprovalRequest, TurnResult
-from orchestrator.daemon import approvals as queue_module
+from orchestrator.daemon import approval_journal
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.errors import (
     ApprovalExpired,
@@ -146,7 +146,7 @@ async def test_rules_from_allow_and_always_approve_at_once(tmp_path: Path) -> No
 
 async def test_a_flood_is_bounded_and_listed_in_order(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(queue_module, "MAX_PENDING_PER_MEMBER", 3)
+    monkeypatch.setattr(approval_journal, "MAX_PENDING_PER_MEMBER", 3)
     async with core(tmp_path) as c:
         await _launch(c, tmp_path)
         approver = c.supervisor.member("web", "lead").approver

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from orchestrator.contracts import ApprovalRequest
-from orchestrator.daemon import approvals as queue_module
+from orchestrator.daemon import approval_journal as queue_module
 from orchestrator.daemon.store import Store
 from orchestrator.errors import NotFound, StoreError, UsageError
 from tests.fakes import core, team_config
@@ -239,7 +239,7 @@ def test_rules_an_older_teamctl_kept_are_carried_over_revoked(tmp_path: Path) ->
 
     path = tmp_path / "state.db"
     raw = sqlite3.connect(path)
-    for script in store_module._MIGRATIONS[:9]:  # a journal as teamctl left it at schema 9
+    for script in store_module.MIGRATIONS[:9]:  # a journal as teamctl left it at schema 9
         for statement in filter(str.strip, script.split(";")):
             raw.execute(statement)
     raw.execute("PRAGMA user_version = 9")

@@ -46,7 +46,7 @@ async def test_a_burst_of_sends_shares_fsyncs_and_every_message_is_journaled(
     fsyncs = _fsyncs(monkeypatch)
 
     async def add(n: int) -> None:
-        await db.call(store.add_message, f"m{n:03d}", "t", f"text {n}", ["lead"])
+        await db.add_message(f"m{n:03d}", "t", f"text {n}", ["lead"])
         assert store.delivery(f"m{n:03d}", "lead") is not None
 
     async with anyio.create_task_group() as tg:
@@ -68,14 +68,14 @@ async def test_one_failing_call_in_a_group_fails_alone(tmp_path: Path) -> None:
 
     async def run(name: str, fn: object, *args: object) -> None:
         try:
-            results[name] = await db.call(fn, *args)  # type: ignore[arg-type]
+            results[name] = await fn(*args)  # type: ignore[operator]
         except StoreError as exc:
             results[name] = exc
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, "a", store.add_message, "a", "t", "a", ["lead"])
-        tg.start_soon(run, "bad", store.mark_answered, "nope", "lead", "r")
-        tg.start_soon(run, "b", store.add_message, "b", "t", "b", ["lead"])
+        tg.start_soon(run, "a", db.add_message, "a", "t", "a", ["lead"])
+        tg.start_soon(run, "bad", db.mark_answered, "nope", "lead", "r")
+        tg.start_soon(run, "b", db.add_message, "b", "t", "b", ["lead"])
     assert isinstance(results["bad"], StoreError)
     assert results["a"] is None and results["b"] is None
     assert [d.message_id for d in store.history("t", "lead")[0]] == ["a", "b"]
@@ -119,14 +119,14 @@ async def test_a_cancelled_leader_hands_the_queue_on(tmp_path: Path) -> None:
         async def leader() -> None:
             with leader_scope:
                 await db.call(slow_read)
-                await db.call(store.add_message, "late", "t", "late", ["lead"])
+                await db.add_message("late", "t", "late", ["lead"])
 
         tg.start_soon(leader)
         await entered.wait()
         done: list[str] = []
 
         async def follower(n: int) -> None:
-            await db.call(store.add_message, f"f{n}", "t", "f", ["lead"])
+            await db.add_message(f"f{n}", "t", "f", ["lead"])
             done.append(f"f{n}")
 
         for n in range(3):

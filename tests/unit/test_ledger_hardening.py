@@ -15,6 +15,7 @@ from orchestrator.config import TeamConfig
 from orchestrator.contracts import TokenUsage, UsageReading, token_count, usd
 from orchestrator.costs.figures import MAX_TOKENS, checked_reading
 from orchestrator.costs.text import cost_text
+from orchestrator.daemon import ledger_journal
 from orchestrator.daemon.ledger import Ledger
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.errors import StoreError
@@ -117,14 +118,14 @@ async def test_a_charge_made_while_the_disk_is_full_was_never_written(
     async with anyio.create_task_group() as tg:
         ledger = await _ledger(store, tg)
         both_written = threading.Event()
-        record = ledger._journal.record
+        record = ledger_journal._record
 
         def recorded(*args: Any, **kwargs: Any) -> None:
             record(*args, **kwargs)
             if store.usage_rows() == 2:
                 both_written.set()
 
-        monkeypatch.setattr(ledger._journal, "record", recorded)
+        monkeypatch.setattr(ledger_journal, "_record", recorded)
         store.full = True
         ledger.observe("web", "a", "m1", _session(0.25, 1000), SONNET)
         with anyio.fail_after(5):
@@ -158,7 +159,7 @@ async def test_an_accounting_error_failed_the_answered_turn(
         def overflow(*_: Any, **__: Any) -> None:
             raise OverflowError("Python int too large to convert to SQLite INTEGER")
 
-        monkeypatch.setattr(ledger._journal, "record", overflow)
+        monkeypatch.setattr(ledger_journal, "_record", overflow)
         ledger.observe("web", "a", "m1", _session(0.25), SONNET)
         assert await ledger.settle("web", "a", "m1") is None
         tg.cancel_scope.cancel()

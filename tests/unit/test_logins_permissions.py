@@ -16,7 +16,6 @@ from orchestrator.contracts import LaunchSpec, RuntimeNotLoggedIn
 from runtimes import claude, opencode
 from runtimes.codex import _shared as codex
 from runtimes.codex import exec as codex_exec
-from runtimes.local_host import LocalHost
 from tests.conftest import operator_home
 
 
@@ -32,7 +31,7 @@ def operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _spec(tmp_path: Path, **overrides: object) -> LaunchSpec:
     fields: dict[str, object] = {
         "team": "t", "member": "m", "executable": "/bin/x", "model": None, "prompt": None,
-        "workdir": tmp_path, "state_dir": tmp_path / "state", "host": LocalHost()}
+        "workdir": tmp_path, "state_dir": tmp_path / "state"}
     fields.update(overrides)
     (tmp_path / "state").mkdir(exist_ok=True)
     return LaunchSpec(**fields)  # type: ignore[arg-type]

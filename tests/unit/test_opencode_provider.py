@@ -9,7 +9,6 @@ import pytest
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
 from runtimes import opencode
-from runtimes.local_host import LocalHost
 from runtimes.opencode_provider import api_key_source, env_reference
 
 if TYPE_CHECKING:
@@ -21,7 +20,7 @@ def _spec(tmp_path: Path, **fields: object) -> LaunchSpec:
     base: dict[str, object] = {"team": "t", "member": "m", "executable": "/bin/x",
                                "model": "openrouter/z-ai/glm-4.5v", "prompt": None,
                                "workdir": tmp_path, "state_dir": tmp_path / "state",
-                               "login": "isolated", "host": LocalHost()}
+                               "login": "isolated"}
     return LaunchSpec(**(base | fields))  # type: ignore[arg-type]
 
 

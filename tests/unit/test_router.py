@@ -71,7 +71,7 @@ async def _quiet(c: Core) -> None:
     with anyio.fail_after(20):
         while True:
             await anyio.wait_all_tasks_blocked()
-            counts = await c.store.call(c.store.sync.queued_counts, "web")
+            counts = await c.store.queued_counts("web")
             if not any(counts.values()):
                 return
             await anyio.lowlevel.checkpoint()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from orchestrator.daemon import team_records
 from orchestrator.daemon.store import MAX_ATTEMPTS, SCHEMA_VERSION, Store
 from orchestrator.errors import StoreError
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     db = Store(tmp_path / "state.db")
-    db.save_team("web", "/t.toml", {"k": 1}, [("lead", "claude"), ("rev", "codex")])
+    team_records.save_team(db, "web", "/t.toml", {"k": 1}, [("lead", "claude"), ("rev", "codex")])
     return db
 
 
@@ -104,19 +105,20 @@ def test_recover_in_flight_after_a_daemon_crash(store: Store) -> None:
 
 
 def test_relaunch_keeps_session_ids_of_kept_members(store: Store) -> None:
-    store.set_session_id("web", "lead", "s-lead")
-    store.set_session_id("web", "rev", "s-rev")
-    store.save_team("web", "/t.toml", {}, [("lead", "claude"), ("rev", "claude")])
-    assert store.session_id("web", "lead") == "s-lead"
-    assert store.session_id("web", "rev") is None, "another runtime: its session cannot carry"
-    store.save_team("web", "/t.toml", {}, [("lead", "claude")])
-    assert store.session_id("web", "rev") is None
+    team_records.set_session_id(store, "web", "lead", "s-lead")
+    team_records.set_session_id(store, "web", "rev", "s-rev")
+    team_records.save_team(store, "web", "/t.toml", {}, [("lead", "claude"), ("rev", "claude")])
+    assert team_records.session_id(store, "web", "lead") == "s-lead"
+    assert team_records.session_id(store, "web", "rev") is None, \
+        "another runtime: its session cannot carry"
+    team_records.save_team(store, "web", "/t.toml", {}, [("lead", "claude")])
+    assert team_records.session_id(store, "web", "rev") is None
 
 
 def test_desired_state(store: Store) -> None:
-    assert [t.name for t in store.teams(desired="running")] == ["web"]
-    store.set_team_desired("web", "stopped")
-    assert store.teams(desired="running") == []
+    assert [t.name for t in team_records.teams(store, desired="running")] == ["web"]
+    team_records.set_team_desired(store, "web", "stopped")
+    assert team_records.teams(store, desired="running") == []
 
 
 def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
@@ -129,7 +131,7 @@ def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
     store.close()
 
     async def read() -> None:
-        await AsyncStore(store).call(store.teams)
+        await AsyncStore(store).teams()
 
     with pytest.raises(StoreError, match="could not be read"):
         anyio.run(read)
@@ -142,7 +144,7 @@ def test_a_journal_of_the_first_round_is_migrated_with_its_messages(tmp_path: Pa
 
     path = tmp_path / "state.db"
     db = sqlite3.connect(path)
-    for script in store_module._MIGRATIONS[:2]:
+    for script in store_module.MIGRATIONS[:2]:
         db.executescript(script)
     db.execute("PRAGMA user_version = 2")
     db.execute("INSERT INTO messages (id, team, text, created_at) VALUES "

@@ -138,7 +138,7 @@ async def test_the_session_reported_by_the_runtime_is_recorded(tmp_path: Path) -
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path)
         first = c.runtime.opened[0].session_id
-        assert c.store.sync.session_id("web", "lead") == first
+        assert await c.store.session_id("web", "lead") == first
         runtime.opened[-1].exit(1)
         await _until(c, "lead", lambda s: s.restarts == 1 and s.launch == "running")
         assert runtime.opened[-1].spec.session_id == first, "restarted on the same session"

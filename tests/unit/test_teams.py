@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.daemon import team_records
 from orchestrator.daemon.store import Store
 from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
 from orchestrator.ids import new_ulid
@@ -75,7 +76,8 @@ async def test_a_restarted_daemon_resumes_its_teams_and_redelivers(tmp_path: Pat
     (tmp_path / "home").mkdir()
     store = Store(tmp_path / "home" / "state.db")
     config = team_config(tmp_path, {"name": "lead"})
-    store.save_team("web", "a.toml", config.model_dump(mode="json"), [("lead", "claude")])
+    team_records.save_team(store, "web", "a.toml", config.model_dump(mode="json"),
+                           [("lead", "claude")])
     cut, waiting = new_ulid(), new_ulid()
     store.add_message(cut, "web", "cut by the crash", ["lead"])
     store.add_message(waiting, "web", "still queued", ["lead"])

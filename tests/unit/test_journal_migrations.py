@@ -1,0 +1,68 @@
+"""The journal's migrations, now declared by each table's owner, are the ones teamctl always
+ran: the same statements under the same ``user_version`` numbers, so a journal an earlier
+teamctl left opens and migrates as before. ``data/journal_migrations_v11.json`` is the list
+``store._MIGRATIONS`` held when it was one tuple in ``store.py`` (schema 11)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.daemon.journal import collect
+from orchestrator.daemon.store import MIGRATIONS, SCHEMA_VERSION, Store
+
+EARLIER = json.loads((Path(__file__).parent / "data" / "journal_migrations_v11.json")
+                     .read_text())
+
+
+def _statements(script: str) -> list[str]:
+    """What the migration runner executes of a script (it splits on ";")."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master "
+                          "ORDER BY type, name").fetchall()
+    finally:
+        db.close()
+
+
+def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
+    """Migration n runs the statements it always ran, byte for byte and in the same order,
+    however its table's owners share it out."""
+    assert SCHEMA_VERSION == len(EARLIER) == 11
+    assert [_statements(s) for s in MIGRATIONS] == [_statements(s) for s in EARLIER]
+
+
+@pytest.mark.parametrize("version", range(len(EARLIER) + 1))
+def test_a_journal_an_earlier_teamctl_left_opens_and_migrates_as_before(
+        tmp_path: Path, version: int) -> None:
+    """A journal built by the earlier migrations up to ``version`` (as their runner did: each
+    statement, then the version) opens, reaches today's version and the same schema as a
+    journal made today — every table, index and its SQL text."""
+    old = tmp_path / "old.db"
+    raw = sqlite3.connect(old)
+    for script in EARLIER[:version]:
+        for statement in _statements(script):
+            raw.execute(statement)
+    raw.execute(f"PRAGMA user_version = {version}")
+    raw.commit()
+    raw.close()
+    Store(old).close()
+    Store(tmp_path / "new.db").close()
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert _schema(old) == _schema(tmp_path / "new.db")
+
+
+def test_owners_that_skip_a_version_are_refused() -> None:
+    """The numbers are the journal's history: a gap (a migration lost between owners) is an
+    error when the list is put together, never a silently shifted ``user_version``."""
+    assert collect({1: "CREATE TABLE a (x)"}, {2: "CREATE TABLE b (x)"}) == (
+        "CREATE TABLE a (x)", "CREATE TABLE b (x)")
+    with pytest.raises(ValueError, match="skip a version"):
+        collect({1: "CREATE TABLE a (x)"}, {3: "CREATE TABLE c (x)"})
