@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator.errors import TeamFileError
 from orchestrator.limits import NAME_PATTERN
-from orchestrator.runtime_table import RuntimeName  # noqa: TC001 (pydantic reads it at run time)
+from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
 
 __all__ = [
     "NAME_PATTERN",
@@ -184,13 +184,14 @@ class TeamConfig(_Strict):
 
     @model_validator(mode="after")
     def _ask_needs_a_channel(self) -> TeamConfig:
-        """``ask`` needs a runtime that can ask: Codex only on app-server (exec runs approval
-        ``never``)."""
+        """``ask`` needs a runtime that can ask on the member's transport (``can_ask``: Codex
+        only on app-server, exec runs approval ``never``)."""
         for index, member in enumerate(self.members):
-            if self.member_permissions(member) == "ask" and member.runtime == "codex" and \
-                    member.transport == "exec":
+            if self.member_permissions(member) == "ask" and \
+                    not runtime_info(member.runtime).can_ask(member.transport):
                 raise ValueError(f"members[{index}]: permissions = \"ask\" needs transport = "
-                                 "\"app-server\" (codex exec cannot ask); remove transport")
+                                 f"\"app-server\" ({member.runtime} {member.transport} cannot "
+                                 "ask); remove transport")
         return self
 
     @model_validator(mode="after")

@@ -1,8 +1,9 @@
 """Types that cross from the orchestrator into runtimes (DESIGN §2).
 
-Runtimes import only this module (and ``runtimes.base``/``runtimes.framing``): the launch spec
-of a member, the turn to deliver, the prepared parts of a message, the outcome of a turn, the
-capabilities an adapter declares, and the errors a runtime may raise.
+Runtimes import only this module (and ``runtimes.base``/``runtimes.framing``): the runtime port
+they implement (``orchestrator.ports``), the launch spec of a member, the turn to deliver, the
+prepared parts of a message, the outcome of a turn, the capabilities an adapter declares, the
+errors a runtime may raise, and the process facts both sides read (``orchestrator.processes``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from orchestrator.errors import (
     map_exceptions,
     unwrap_group,
 )
+from orchestrator.ports import OnSent, Runtime, RuntimeProcess, Spawner
+from orchestrator.processes import TreeUsage, process_stopped, process_tree, resolve_executable
 from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ __all__ = [
     "Capabilities",
     "Description",
     "ExecutableNotFound",
+    "Host",
     "HostUnavailable",
     "ImageDescriber",
     "ImagePart",
@@ -52,24 +56,31 @@ __all__ = [
     "McpServer",
     "MemberStartFailed",
     "Meter",
+    "OnSent",
     "PayloadTooLarge",
     "PreparedPart",
     "ProtocolError",
     "RateLimited",
-    "RemoteHost",
+    "Runtime",
     "RuntimeExited",
     "RuntimeInfo",
     "RuntimeNotLoggedIn",
+    "RuntimeProcess",
     "RuntimeStuck",
     "SessionLost",
+    "Spawner",
     "TextPart",
     "TokenUsage",
+    "TreeUsage",
     "Turn",
     "TurnFailed",
     "TurnResult",
     "UsageReading",
     "map_exceptions",
+    "process_stopped",
+    "process_tree",
     "redact",
+    "resolve_executable",
     "runtime_info",
     "token_count",
     "unwrap_group",
@@ -136,56 +147,97 @@ class Approver(Protocol):
     async def confirmed(self, request_id: str) -> None: ...
 
 
-class RemoteHost(Protocol):
-    """Another machine, reached over SSH (runtimes/ssh.py). ``spawn`` is a Spawner: the local
-    process it returns is the ssh client, whose stdio is the remote runtime's, and the member's
-    private dir is mirrored there first; paths under it and under the operator's home are
-    rewritten to their place on the host."""
+class Host(Protocol):
+    """Where a member's runtime runs: this machine (``runtimes.local_host.LocalHost``) or
+    another one over SSH (``runtimes.ssh.SshHost``). Every member has one
+    (``LaunchSpec.host``); the supervisor and the adapters ask it, never which one it is.
+
+    A new place to run a teammate (a sandbox, a pod) is one more class implementing these
+    members — start a process there (``spawn``), place a file there (``put_file``), look for
+    files (``exists``) and the CLI (``find_executable``, ``version``) there, map paths
+    (``remote_path``, ``local_path``), reach a port there (``forward_port``), offer teamctl's
+    MCP server there (``mcp_server``, ``forwarder``), prove the way there alive (``answers``),
+    say whether the operator's login here applies (``checks_local_login``), and let go of it
+    (``close``) — and no adapter changes (docs/architecture.md, "Hosts")."""
 
     @property
-    def name(self) -> str: ...
-
-    async def spawn(self, argv: Sequence[str], *, cwd: Path,
-                    env: Mapping[str, str]) -> Process: ...
-
-    async def put_file(self, data: bytes, sha256: str) -> str:
-        """The path on the host of a content-addressed copy of ``data`` (verified there)."""
+    def name(self) -> str | None:
+        """The host's name in the team file, as status shows it (None: this machine)."""
         ...
 
-    async def exists(self, pattern: str) -> bool:
-        """Whether a glob (a local path, rewritten to the host's) matches a file there."""
+    @property
+    def checks_local_login(self) -> bool:
+        """Whether the member's CLI uses the operator's login and settings on this machine:
+        the adapter checks the login (``runtime_not_logged_in``) and reads the operator's
+        config here before the start. False: the CLI there finds its own."""
         ...
 
-    async def version(self, executable: str) -> dict[str, Any]:
-        """``EXECUTABLE --version`` there: ``found``, ``path``, ``version``."""
+    def find_executable(self, member: str, command: str | None, *, env_var: str,
+                        default: str) -> str:
+        """The executable the member is started with: here, found on PATH (its ``command``,
+        else ``$env_var``, else ``default``; ExecutableNotFound); on another host, named as it
+        is there and looked for at the start (``host_runtime_missing``)."""
         ...
 
-    async def close(self) -> None:
-        """Stop what is kept open to the host (its ControlMaster)."""
-        ...
-
-    async def master_answers(self, deadline: float) -> bool:
-        """Liveness of the way to the host: its ControlMaster answers ``ssh -O check`` within
-        ``deadline`` seconds (True when no master is kept: nothing to ask)."""
+    def local_path(self, path: str) -> str | None:
+        """``path`` of the member's (its workdir, its executable) as a file of this machine,
+        to check or read here; None when it is not one (it is on another host)."""
         ...
 
     def remote_path(self, path: str) -> str:
-        """A local path (or ``~``) as it is on the host (known once connected)."""
+        """A local path (or ``~``) as the runtime sees it (over SSH: known once connected)."""
+        ...
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process:
+        """A Spawner: the process whose stdio is the runtime's (over SSH: the ssh client; the
+        member's private dir is mirrored there first, and paths under it and under the
+        operator's home are rewritten to their place there)."""
+        ...
+
+    async def put_file(self, image: ImagePart) -> Path | None:
+        """Where the runtime reads ``image``'s file: here, the artifact file itself; over
+        SSH, a content-addressed copy there (verified against its sha256)."""
+        ...
+
+    async def exists(self, pattern: str) -> bool:
+        """Whether a glob (a local path, as ``remote_path`` maps it) matches a file there."""
+        ...
+
+    async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
+                      cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        """``EXECUTABLE --version`` there within ``timeout`` seconds: ``found``, ``path``,
+        ``version``; ``error`` (what to tell the operator) and ``stderr`` (its last lines)
+        when it ran and failed."""
         ...
 
     async def forward_port(self, port: int) -> int:
-        """While the member runs, ``127.0.0.1:port`` here reaches a free port on the host's
-        loopback (OpenCode's serve), which is returned."""
+        """While the member runs, ``127.0.0.1:port`` here reaches the returned port on the
+        runtime's loopback (OpenCode's serve; here: the same port)."""
         ...
 
-    def forward_socket(self, local_socket: str, local_path: str) -> None:
-        """While the member runs, ``local_path`` (rewritten to the host's) is a Unix socket
-        there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""
+    def mcp_server(self, token: str, *, home: Path, socket: Path,
+                   state_dir: Path) -> McpServer:
+        """``teamctl mcp`` for this launch as the runtime starts it there, acting as the
+        member whose ``token`` it carries (in its env, never argv): here, this python with
+        the daemon's ``home``; over SSH, shipped into ``state_dir`` (mirrored there) with the
+        daemon's ``socket`` forwarded to a new path for this launch."""
         ...
 
     async def forwarder(self) -> int | None:
-        """The pid of the local process whose connections to ``local_socket`` come from the
-        host (its ssh ControlMaster, checked now); None if there is none."""
+        """The pid of the local process whose connections to the daemon's socket come from
+        the host (its ssh ControlMaster, checked now); None if there is none (this machine:
+        the member's own processes connect)."""
+        ...
+
+    async def answers(self, deadline: float) -> bool:
+        """Liveness of the way to the host, the probe's second half: True if it answers within
+        ``deadline`` seconds (over SSH: its ControlMaster's ``ssh -O check``; this machine:
+        nothing to ask)."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what is kept open to the host (its ControlMaster), at ``teamctl stop``."""
         ...
 
 
@@ -224,9 +276,10 @@ class LaunchSpec:
     meter: Meter | None = None
     # Claude only: the CLI's own --max-budget-usd backstop (what is left of the budget)
     max_budget_usd: float | None = None
-    # the host the runtime runs on over SSH (None: this machine); ``workdir`` is then a path
-    # there ("~": the remote home) and the adapter spawns through it (docs/scaling.md)
-    host: RemoteHost | None = None
+    # where the runtime runs (runtimes.local_host.LocalHost: this machine); on another host
+    # ``workdir`` is a path there ("~": the remote home) and the adapter spawns through it
+    # (docs/scaling.md). Always given: a launch names its host.
+    host: Host = field(kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -1,31 +1,53 @@
 """The one table of runtimes: name, the variable that overrides its executable, its default
-executable. The team file's ``runtime`` values, ``teamctl doctor`` and the runtime adapters
-all read it (standard library only: the CLI imports it)."""
+executable, and the capability fields the core reads instead of a runtime's name (the ledger,
+the supervisor and the team file's checks ask "does it report cost?", never "is it Codex?").
+The team file's ``runtime`` values, ``teamctl doctor``, the registry and the runtime adapters
+all read it (standard library only: the CLI imports it). This module and the ``RuntimeName``
+literal are the only places in ``orchestrator/`` that spell a runtime's name
+(tests/unit/test_layering.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["RUNTIMES", "RuntimeInfo", "RuntimeName", "runtime_info"]
+__all__ = ["CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "RuntimeInfo", "RuntimeName",
+           "runtime_info"]
 
 RuntimeName = Literal["claude", "codex", "opencode"]
 
 
 @dataclass(frozen=True)
 class RuntimeInfo:
+    """One runtime: how its executable is found, and what the core may count on.
+
+    ``reports_cost``: its usage readings carry a cost (else tokens only, priced from the price
+    table — a money budget on an unpriced model could never be enforced).
+    ``budget_backstop``: its CLI takes the budget left as an argument of its process
+    (``--max-budget-usd``), so a changed budget means a recycled process.
+    ``cannot_ask_on``: the transports on which it cannot put a question to the operator
+    (the ``ask`` profile needs another)."""
+
     name: RuntimeName
     env_var: str
     default_executable: str
+    reports_cost: bool = True
+    budget_backstop: bool = False
+    cannot_ask_on: frozenset[str] = frozenset()
+
+    def can_ask(self, transport: str) -> bool:
+        """Whether a member on ``transport`` can ask the operator (``permissions = "ask"``)."""
+        return transport not in self.cannot_ask_on
 
 
-RUNTIMES: tuple[RuntimeInfo, ...] = (
-    RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude"),
-    RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex"),
-    RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode"),
-)
+CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=True)
+CODEX = RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex", reports_cost=False,
+                    cannot_ask_on=frozenset({"exec"}))
+OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode")
+RUNTIMES: tuple[RuntimeInfo, ...] = (CLAUDE, CODEX, OPENCODE)
 assert tuple(r.name for r in RUNTIMES) == get_args(RuntimeName)
 
 
 def runtime_info(name: RuntimeName) -> RuntimeInfo:
+    """The row of ``name`` (a validated team file's ``runtime``, or an adapter's own)."""
     return next(r for r in RUNTIMES if r.name == name)

@@ -8,34 +8,38 @@ ladder (EOF → 5 s → SIGTERM to the process group → 10 s → SIGKILL), shie
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import threading
-import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from dataclasses import dataclass, replace
-from pathlib import Path
+from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
+import structlog
 
 from orchestrator.contracts import (
-    Capabilities,
-    ExecutableNotFound,
     ImagePart,
     LaunchSpec,
+    OnSent,
     PreparedPart,
+    Runtime,
+    RuntimeProcess,
+    Spawner,
+    TreeUsage,
     Turn,
-    TurnResult,
+    process_stopped,
+    process_tree,
     redact,
+    resolve_executable,
     token_count,
     unwrap_group,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+    from pathlib import Path
+
     from anyio.abc import Process, TaskGroup
 
 __all__ = [
@@ -61,81 +65,6 @@ __all__ = [
     "token_count",
     "unwrap_group",
 ]
-
-OnSent = Callable[[], Awaitable[None]]
-
-
-class RuntimeProcess(Protocol):
-    """A running member process, ready for turns (one at a time)."""
-
-    @property
-    def pid(self) -> int | None: ...
-
-    @property
-    def session_id(self) -> str | None: ...
-
-    @property
-    def exit_code(self) -> int | None:
-        """The exit status once the process has exited (negative: killed by that signal)."""
-        ...
-
-    @property
-    def resumed(self) -> bool:
-        """Whether the process went on with a session that existed before it started (Claude's
-        ``--resume``, Codex's thread resume, OpenCode's session found again): what earlier
-        turns on it did, a cut one included, is in the session."""
-        ...
-
-    @property
-    def usable(self) -> bool:
-        """False once the process has exited or is being killed: no turn may start on it."""
-        ...
-
-    @property
-    def healthy(self) -> bool:
-        """Liveness evidence beyond the pid (e.g. OpenCode's event stream heartbeats)."""
-        ...
-
-    @property
-    def activity(self) -> str | None:
-        """What the runtime says it is doing now, for status (e.g. "retrying (attempt 2)")."""
-        ...
-
-    def stderr_tail(self) -> list[str]: ...
-
-    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
-        """Deliver ``turn``; call ``on_sent`` once the transport accepted it; return at the
-        runtime's end-of-turn event. Raises RuntimeExited, RuntimeStuck or TurnFailed."""
-        ...
-
-    async def wait(self) -> int | None:
-        """Wait until the process has exited; its exit status (negative: killed by signal)."""
-        ...
-
-    async def probe(self, timeout: float) -> bool:
-        """Liveness of an idle member: True if the runtime answered within ``timeout``."""
-        ...
-
-    def kill(self) -> None:
-        """SIGKILL the member's process group now (an unresponsive member); the supervisor
-        sees it exit and restarts it by policy."""
-        ...
-
-
-class Runtime(Protocol):
-    name: str
-    default_executable: str
-    env_var: str
-    capabilities: Capabilities
-
-    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]: ...
-
-
-class Spawner(Protocol):
-    async def __call__(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]
-    ) -> Process: ...
-
 
 async def spawn_process(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Process:
     """Start ``argv`` in its own process group with all three pipes (never a shell)."""
@@ -185,21 +114,13 @@ def private_file(path: Path, text: str) -> Path:
     return path
 
 
-def resolve_executable(
-    member: str, command: str | None, *, env_var: str, default: str
-) -> str:
-    """The member's ``command``, else ``$env_var``, else ``default`` on PATH; absolute."""
-    wanted = command or os.environ.get(env_var) or default
-    found = shutil.which(wanted)
-    if found is None:
-        raise ExecutableNotFound(member, wanted, env_var)
-    return os.path.abspath(found)
-
-
 async def stop_process(
-    process: Process, *, eof_timeout: float = 5.0, term_timeout: float = 10.0
+    process: Process, *, eof_timeout: float = 5.0, term_timeout: float = 10.0,
+    kill_timeout: float = 10.0,
 ) -> int | None:
-    """The stop ladder; shielded from cancellation, bounded, and always reaps the process."""
+    """The stop ladder; shielded from cancellation, bounded, and reaps the process — unless
+    it outlives SIGKILL by ``kill_timeout`` (stuck in the kernel, D state): then it is logged
+    and left, and the exit status is None."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None and process.stdin is not None:
             with suppress(anyio.BrokenResourceError, OSError):
@@ -213,7 +134,12 @@ async def stop_process(
                 break
         else:
             _signal_group(process.pid, signal.SIGKILL)
-            await process.wait()
+            with anyio.move_on_after(kill_timeout):
+                await process.wait()
+            if process.returncode is None:
+                structlog.get_logger("teamctl.runtime").error(
+                    "process_unkillable", pid=process.pid, kill_timeout=kill_timeout)
+                return None
         _term_leftovers(process.pid)
     return process.returncode
 
@@ -245,83 +171,6 @@ async def owned_process(start: Callable[[TaskGroup], Awaitable[C]]) -> AsyncIter
             finally:
                 await process.close()
                 tg.cancel_scope.cancel()
-
-
-def process_stopped(pid: int | None) -> bool:
-    """True if the process is stopped (SIGSTOP, a debugger): it cannot answer anything."""
-    if pid is None:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(") ")[2][:1] in ("T", "t")
-
-
-@dataclass(frozen=True)
-class TreeUsage:
-    """A process and its descendants: their resident memory, and how many descendants."""
-
-    rss_bytes: int
-    children: int
-
-
-_table_lock = threading.Lock()
-_table: tuple[float, dict[int, list[int]]] | None = None  # (taken at, parent -> children)
-
-
-def _children_table(max_age: float) -> dict[int, list[int]]:
-    """Every process's children, from one scan of /proc's ``stat`` files — reused while it is
-    younger than ``max_age`` seconds, so a hundred members' checks cost one scan, not a hundred.
-    (``/proc/PID/task/TID/children`` would walk one tree only, but kernels without
-    CONFIG_PROC_CHILDREN, and gVisor, lack it.)"""
-    global _table
-    with _table_lock:
-        now = time.monotonic()
-        if _table is not None and max_age > 0 and now - _table[0] < max_age:
-            return _table[1]
-        children: dict[int, list[int]] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"{entry.path}/stat", "rb") as file:
-                    stat = file.read()
-            except OSError:
-                continue  # it exited while we looked
-            parent = int(stat.rpartition(b") ")[2].split(maxsplit=2)[1])
-            children.setdefault(parent, []).append(int(entry.name))
-            children.setdefault(int(entry.name), [])
-        _table = (now, children)
-        return children
-
-
-def process_tree(pid: int, *, max_age: float = 0.0) -> TreeUsage | None:
-    """What ``pid`` and every process below it hold now, from /proc (None: no such process).
-    Descendants are found by parent pid, so a child that left the process group still counts;
-    one that was re-parented away (its parent died) does not — the group kill covers those.
-    ``max_age``: how old a shared scan of the process table may be (0: a fresh one)."""
-    children_of = _children_table(max_age)
-    if pid not in children_of:
-        return None
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        for child in children_of.get(frontier.pop(), ()):
-            if child not in tree:
-                tree.add(child)
-                frontier.append(child)
-    page = os.sysconf("SC_PAGE_SIZE")
-    rss = 0
-    for member in tree:
-        try:
-            with open(f"/proc/{member}/statm", "rb") as file:
-                fields = file.read().split()
-        except OSError:
-            continue
-        rss += int(fields[1]) * page if len(fields) > 1 else 0
-    if not Path(f"/proc/{pid}").exists():
-        return None
-    return TreeUsage(rss_bytes=rss, children=len(tree) - 1)
 
 
 def kill_group(process: Process) -> None:
@@ -421,12 +270,10 @@ async def drain_stderr(process: Process, ring: StderrRing) -> None:
 
 async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:
     """The turn with its image files where the runtime reads them: on a member's SSH host, a
-    verified content-addressed copy there (``RemoteHost.put_file``); here, as they are."""
-    if spec.host is None:
-        return turn
+    verified content-addressed copy there; here, the artifact files (``Host.put_file``)."""
     parts: list[PreparedPart] = []
     for part in turn.parts:
         if isinstance(part, ImagePart):
-            part = replace(part, path=Path(await spec.host.put_file(part.data, part.sha256)))
+            part = replace(part, path=await spec.host.put_file(part))
         parts.append(part)
     return replace(turn, parts=tuple(parts))

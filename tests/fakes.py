@@ -3,7 +3,8 @@
 ``FakeRuntime`` implements the Runtime protocol without any process: each turn follows the next
 step of its script (answer, exit, hang, stuck, fail, raise, or any coroutine function), so the
 mailbox, the supervisor and the teams operations can be proven in milliseconds. ``core()``
-builds them exactly as the daemon's composition root does, over a real SQLite journal.
+builds them with the daemon's own ``build_core`` (orchestrator.daemon.core), over a real SQLite
+journal: the tests' core cannot drift from the daemon's.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
-from orchestrator.attachments.artifacts import ArtifactStore
-from orchestrator.attachments.catalog import load_catalog
-from orchestrator.attachments.loader import VariantLoader
-from orchestrator.attachments.planner import Planner
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import (
     Capabilities,
@@ -32,19 +29,21 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
 )
-from orchestrator.daemon.approvals import Approvals
-from orchestrator.daemon.mailbox import Mailbox
-from orchestrator.daemon.router import Router
+from orchestrator.daemon.core import Core as BuiltCore
+from orchestrator.daemon.core import build_core
 from orchestrator.daemon.store import AsyncStore, Store
-from orchestrator.daemon.supervisor import Supervisor
-from orchestrator.daemon.teams import Teams
-from orchestrator.daemon.variant_cache import JournalVariantCache
 from orchestrator.paths import Home
+from runtimes.local_host import LocalHost
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from runtimes.base import OnSent
+    from orchestrator.daemon.approvals import Approvals
+    from orchestrator.daemon.mailbox import Mailbox
+    from orchestrator.daemon.router import Router
+    from orchestrator.daemon.supervisor import Supervisor
+    from orchestrator.daemon.teams import Teams
+    from orchestrator.ports import OnSent
 
 __all__ = ["Core", "FakeProcess", "FakeRuntime", "ManualClock", "core", "team_config"]
 
@@ -193,7 +192,7 @@ class ManualClock:
 
 @dataclass
 class Core:
-    """The daemon's pieces around one fake runtime (as orchestrator.daemon.main wires them)."""
+    """The daemon's pieces around one fake runtime, from the daemon's own ``build_core``."""
 
     home: Home
     store: AsyncStore
@@ -203,6 +202,7 @@ class Core:
     runtime: FakeRuntime
     router: Router
     approvals: Approvals
+    built: BuiltCore | None = None  # every part, as build_core made them (the ledger...)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -226,21 +226,14 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
     db = AsyncStore(journal)
     try:
         async with anyio.create_task_group() as tg:
-            approvals = Approvals(db)
-            supervisor = Supervisor(
-                home, {"claude": runtime}, tg, approvals=approvals,
-                load_session=lambda t, m: db.session_id(t, m),
-                save_session=lambda t, m, s: db.set_session_id(t, m, s),
-                **({"clock": clock, "sleep": clock.sleep} if clock else {}))
-            artifacts = ArtifactStore(home.artifacts)
-            planner = Planner(artifacts, load_catalog(), JournalVariantCache(db))
-            mailbox = Mailbox(db, supervisor, VariantLoader(artifacts), tg)
-            teams = Teams(db, supervisor, mailbox, planner,
-                          {"claude": runtime.capabilities}, worktree_root=home.worktrees)
-            router = Router(teams, supervisor, db, vision=lambda rt, model, override: override,
-                            **({"clock": clock} if clock else {}))
-            mailbox.on_answered = router.on_answered
-            yield Core(home, db, supervisor, mailbox, teams, runtime, router, approvals)
+            built = await build_core(home, db, tg, runtimes={"claude": runtime},
+                                     hosts=lambda team, member: LocalHost(),
+                                     local_host=LocalHost(),
+                                     vision=lambda rt, model, override: override,
+                                     **({"clock": clock, "sleep": clock.sleep} if clock else {}))
+            teams = built.teams
+            yield Core(home, db, built.supervisor, built.mailbox, teams, runtime, built.router,
+                       built.approvals, built=built)
             with anyio.CancelScope(shield=True), anyio.fail_after(20):
                 await teams.shutdown()
             tg.cancel_scope.cancel()

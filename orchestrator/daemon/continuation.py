@@ -19,7 +19,7 @@ from orchestrator.contracts import TextPart, Turn
 
 if TYPE_CHECKING:
     from orchestrator.daemon.store import Delivery
-    from runtimes.base import RuntimeProcess
+    from orchestrator.ports import RuntimeProcess
 
 __all__ = ["continuation", "continues"]
 

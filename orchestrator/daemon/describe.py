@@ -31,7 +31,7 @@ from orchestrator.attachments.planner import Target
 from orchestrator.contracts import Description, LaunchSpec, runtime_info
 from orchestrator.errors import BudgetReached, TeamctlError, TeamFileError
 from orchestrator.paths import ensure_private_dir
-from runtimes.base import resolve_executable
+from orchestrator.processes import resolve_executable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

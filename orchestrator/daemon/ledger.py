@@ -36,6 +36,7 @@ from orchestrator.costs.prices import PriceTable, load_prices
 from orchestrator.costs.text import usd_text
 from orchestrator.daemon.ledger_journal import Budget, CounterValue, LedgerJournal
 from orchestrator.errors import NotFound, StoreError, UsageError
+from orchestrator.runtime_table import runtime_info
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -186,13 +187,14 @@ class Ledger:
         """A money budget on a member whose runtime reports no cost and whose model has no
         price could never be enforced: refused at launch, not discovered after the spend."""
         for member in team.members:
-            if member.runtime == "codex" and member.budget_usd is not None and \
-                    member.budget_tokens is None and self._prices.price(member.model) is None:
+            if not runtime_info(member.runtime).reports_cost and \
+                    member.budget_usd is not None and member.budget_tokens is None and \
+                    self._prices.price(member.model) is None:
                 raise UsageError(
                     f"member {member.name!r}: budget_usd cannot be enforced — the price of "
                     f"{member.model or 'its default model'!s} is not in teamctl's price table "
-                    "(Codex reports tokens, not cost); set budget_tokens, or pick a listed "
-                    "model ('teamctl usage --prices' lists them)")
+                    f"({member.runtime} reports tokens, not cost); set budget_tokens, or pick "
+                    "a listed model ('teamctl usage --prices' lists them)")
 
     async def set_budget(self, team: str, member: str | None, *, usd: float | None = None,
                          add_usd: float | None = None, tokens: int | None = None,

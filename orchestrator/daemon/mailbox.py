@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.ledger import Ledger
     from orchestrator.daemon.store import AsyncStore, Delivery, Origin
     from orchestrator.daemon.supervisor import Supervisor
-    from runtimes.base import OnSent, RuntimeProcess
+    from orchestrator.ports import OnSent, RuntimeProcess
 
 __all__ = ["Mailbox"]
 

@@ -11,7 +11,6 @@ SIGINT and ``teamctl stop`` stop members in reverse start order, then the daemon
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import os
 import resource
@@ -23,28 +22,18 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 import structlog
 
-from orchestrator.attachments.artifacts import ArtifactStore
-from orchestrator.attachments.catalog import load_catalog
-from orchestrator.attachments.loader import VariantLoader
-from orchestrator.attachments.planner import Planner
 from orchestrator.daemon import orphans, stdio
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
-from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.connections import ControlSocket
-from orchestrator.daemon.describe import Descriptions
-from orchestrator.daemon.ledger import Ledger
+from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
-from orchestrator.daemon.mailbox import Mailbox
-from orchestrator.daemon.router import Router
 from orchestrator.daemon.store import AsyncStore, Store
-from orchestrator.daemon.supervisor import Supervisor
-from orchestrator.daemon.teams import Teams
-from orchestrator.daemon.variant_cache import JournalVariantCache
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import ensure_private_dir
+from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
 from runtimes.ssh import SshHost, SshTarget
 from runtimes.ssh import control_dir as ssh_control_dir
@@ -55,10 +44,10 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from orchestrator.config import MemberConfig, TeamConfig
-    from orchestrator.contracts import ImageDescriber, RemoteHost
+    from orchestrator.contracts import Host, ImageDescriber
     from orchestrator.daemon.web.server import WebServer
     from orchestrator.paths import Home
-    from runtimes.base import Runtime
+    from orchestrator.ports import Runtime
 
 __all__ = ["Daemon", "main"]
 
@@ -108,7 +97,7 @@ def check_journal(home: Home) -> None:
 
 
 class Daemon:
-    def __init__(self, home: Home, runtimes: dict[str, Runtime] | None = None, *,
+    def __init__(self, home: Home, runtimes: Mapping[str, Runtime] | None = None, *,
                  describers: Mapping[str, ImageDescriber] | None = None,
                  max_connections: int = 256, idle_timeout: float = 30.0) -> None:
         self.home = home
@@ -117,12 +106,15 @@ class Daemon:
         self._shutdown = anyio.Event()
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
+        self._local = LocalHost()
 
-    def _host(self, team: TeamConfig, member: MemberConfig) -> RemoteHost:
-        """A member's SSH host (runtimes/ssh.py): one per member, sharing the host's
-        ControlMaster with the team's other members there."""
+    def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
+        """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
+        file names (runtimes/ssh.py) — one per member, sharing the host's ControlMaster with
+        the team's other members there. A new kind of host is one more class, chosen here."""
         found = team.member_host(member)
-        assert found is not None
+        if found is None:
+            return self._local
         name, host = found
         return SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
                                  tuple(host.ssh_options)),
@@ -158,49 +150,22 @@ class Daemon:
     async def _serve(self, store: AsyncStore, notify_fd: int | None,
                      web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
-            approvals = Approvals(store)
-            changes = Changes()
-            ledger = Ledger(store, tg)
-            ledger.on_change = changes.bump
-            await ledger.load()
-            approvals.on_change = changes.bump
-            supervisor = Supervisor(
-                self.home, self._runtimes, tg,
-                load_session=lambda t, m: store.session_id(t, m),
-                save_session=lambda t, m, s: store.set_session_id(t, m, s),
-                vision=lambda rt, model, override: load_catalog().lookup(
-                    rt, model, operator_vision=override).image_input,
-                approvals=approvals, on_change=changes.bump, ledger=ledger,
-                hosts=self._host,
-            )
-            artifacts = ArtifactStore(self.home.artifacts)
-            planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
-            loader = VariantLoader(artifacts)
-            mailbox = Mailbox(store, supervisor, loader, tg, ledger=ledger)
-            mailbox.on_change = changes.bump
-            ledger.on_release = mailbox.poke
-            ledger.on_budget_change = functools.partial(_budget_changed, supervisor)
-            capabilities = {name: rt.capabilities for name, rt in self._runtimes.items()}
-            descriptions = Descriptions(store, planner, loader, self._describers, capabilities,
-                                        self.home, ledger=ledger)
-            teams = Teams(store, supervisor, mailbox, planner, capabilities,
-                          worktree_root=self.home.worktrees, ledger=ledger,
-                          descriptions=descriptions)
-            router = Router(teams, supervisor, store, vision=lambda rt, model, override:
-                            load_catalog().lookup(rt, model, operator_vision=override).image_input)
-            mailbox.on_answered = router.on_answered
+            core = await build_core(self.home, store, tg, runtimes=self._runtimes,
+                                    describers=self._describers, hosts=self._host,
+                                    local_host=self._local)
+            teams, approvals = core.teams, core.approvals
             uploads = ensure_private_dir(self.home.root / "uploads")
 
             def live_view() -> WebServer:
                 from orchestrator.daemon.web.app import View
                 from orchestrator.daemon.web.server import WebServer
 
-                return WebServer(View(teams, store, approvals, changes, artifacts,
+                return WebServer(View(teams, store, approvals, core.changes, core.artifacts,
                                       self.home.logs / LOG_FILE_NAME, uploads), tg,
                                  web_settings)
 
-            web = LazyLiveView(changes, live_view)
-            server = ControlServer(teams, on_stop_all=self.request_shutdown, router=router,
+            web = LazyLiveView(core.changes, live_view)
+            server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
                                    approvals=approvals, web=web)
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
@@ -239,14 +204,6 @@ class Daemon:
                 os.close(notify_fd)
             except OSError:
                 pass
-
-
-def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:
-    """A budget changed: Claude members get a new ``--max-budget-usd`` backstop, which is an
-    argument of their process — recycle them (after the turn in flight)."""
-    for state in supervisor.members(team):
-        if state.config.runtime == "claude" and member in (None, state.name):
-            supervisor.recycle_member(team, state.name, "its budget changed")
 
 
 def main(home: Home, *, notify_fd: int | None = None) -> int:

@@ -106,12 +106,21 @@ async def test_a_stuck_turn_interrupted_continues_on_the_same_process(tmp_path: 
 
 
 async def test_a_turn_held_by_a_budget_continues_when_released(tmp_path: Path) -> None:
-    """A budget hold stops a turn that already ran some of its steps: its release hands the
-    continuation, not the message again, and the attempt was given back."""
+    """A budget hold stops a turn that already ran some of its steps: its release (the
+    operator raises the budget) hands the continuation, not the message again, and the
+    attempt was given back."""
     runtime = FakeRuntime([BudgetReached("lead", "the budget was reached during the turn")])
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path)
-        result = await c.teams.send(None, "lead", "touch x", wait=True, timeout=10)
+        sent = await c.teams.send(None, "lead", "touch x", wait=False, timeout=10)
+        assert c.built is not None
+        ledger = c.built.ledger
+        with anyio.fail_after(10):
+            while (changed := ledger.hold_changed()) and ledger.hold("web", "lead") is None:
+                await changed.wait()
+        await c.teams.budget(None, "lead", add_usd=1.0)
+        assert sent.id is not None
+        result = await c.mailbox.wait_outcome(sent.id, "lead", 10)
         assert (result.state, result.attempts) == ("answered", 1)
         first, again = runtime.turns
         assert _text(first) == "touch x" and again.continues

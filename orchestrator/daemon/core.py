@@ -1,0 +1,135 @@
+"""The daemon's core, built in one place: the journal's users (approvals, ledger), the
+supervisor and its launch factory, the attachment pipeline, the mailbox, described images, the
+team operations and the router — wired to each other and to a change feed.
+
+``daemon.main`` (the composition root) builds it around the real runtime adapters and serves
+it; ``tests/fakes.py`` builds the very same core around a fake runtime, so what the fast tests
+prove is what the daemon runs. The core names runtimes only through the port
+(``orchestrator.ports``) and the capability fields of ``orchestrator.runtime_table``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from orchestrator.attachments.artifacts import ArtifactStore
+from orchestrator.attachments.catalog import load_catalog
+from orchestrator.attachments.loader import VariantLoader
+from orchestrator.attachments.planner import Planner
+from orchestrator.daemon.approvals import Approvals
+from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.describe import Descriptions
+from orchestrator.daemon.launch import LaunchFactory
+from orchestrator.daemon.ledger import Ledger
+from orchestrator.daemon.mailbox import Mailbox
+from orchestrator.daemon.router import Router
+from orchestrator.daemon.supervisor import Supervisor
+from orchestrator.daemon.teams import Teams
+from orchestrator.daemon.variant_cache import JournalVariantCache
+from orchestrator.runtime_table import runtime_info
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from orchestrator.contracts import Capabilities, Host, ImageDescriber
+    from orchestrator.daemon.launch import HostFactory, VisionLookup
+    from orchestrator.daemon.lifecycle import Sleep
+    from orchestrator.daemon.store import AsyncStore
+    from orchestrator.paths import Home
+    from orchestrator.ports import Runtime
+
+__all__ = ["Core", "build_core", "catalog_vision"]
+
+
+def catalog_vision(runtime: str, model: str | None, override: bool | None) -> bool | None:
+    """Whether a member's model sees images: the operator's ``vision``, else the catalog."""
+    return load_catalog().lookup(runtime, model, operator_vision=override).image_input
+
+
+class _Capabilities(Mapping[str, "Capabilities"]):
+    """Each runtime's transport capabilities, read from its adapter when first asked for —
+    an adapter the team never uses is never imported (the registry loads them lazily)."""
+
+    def __init__(self, runtimes: Mapping[str, Runtime]) -> None:
+        self._runtimes = runtimes
+
+    def __getitem__(self, name: str) -> Capabilities:
+        return self._runtimes[name].capabilities
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runtimes)
+
+    def __len__(self) -> int:
+        return len(self._runtimes)
+
+
+@dataclass
+class Core:
+    """The core's parts, for the composition root (and the tests) to serve and inspect."""
+
+    home: Home
+    store: AsyncStore
+    changes: Changes
+    approvals: Approvals
+    ledger: Ledger
+    supervisor: Supervisor
+    artifacts: ArtifactStore
+    mailbox: Mailbox
+    teams: Teams
+    router: Router
+
+
+async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
+                     runtimes: Mapping[str, Runtime],
+                     describers: Mapping[str, ImageDescriber] | None = None,
+                     hosts: HostFactory, local_host: Host,
+                     vision: VisionLookup = catalog_vision,
+                     clock: Callable[[], float] = time.monotonic,
+                     sleep: Sleep = anyio.sleep) -> Core:
+    """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
+    adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
+    (where describers run) — the runtimes' classes, so the core imports none;
+    ``clock``/``sleep``: the supervisor's and the router's time (a test's manual clock)."""
+    changes = Changes()
+    approvals = Approvals(store)
+    approvals.on_change = changes.bump
+    ledger = Ledger(store, tg)
+    ledger.on_change = changes.bump
+    await ledger.load()
+    launches = LaunchFactory(
+        home, load_session=lambda t, m: store.session_id(t, m),
+        vision=vision, approvals=approvals, ledger=ledger, hosts=hosts)
+    supervisor = Supervisor(
+        runtimes, tg, launches=launches,
+        save_session=lambda t, m, s: store.set_session_id(t, m, s),
+        clock=clock, sleep=sleep, on_change=changes.bump)
+    artifacts = ArtifactStore(home.artifacts)
+    planner = Planner(artifacts, load_catalog(), JournalVariantCache(store))
+    loader = VariantLoader(artifacts)
+    mailbox = Mailbox(store, supervisor, loader, tg, ledger=ledger)
+    mailbox.on_change = changes.bump
+    ledger.on_release = mailbox.poke
+    ledger.on_budget_change = functools.partial(_budget_changed, supervisor)
+    capabilities = _Capabilities(runtimes)
+    descriptions = Descriptions(store, planner, loader, describers or {}, capabilities, home,
+                                ledger=ledger, host=local_host)
+    teams = Teams(store, supervisor, mailbox, planner, capabilities,
+                  worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions)
+    router = Router(teams, supervisor, store, vision=vision, clock=clock)
+    mailbox.on_answered = router.on_answered
+    return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
+                router)
+
+
+def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:
+    """A budget changed: members whose CLI holds a budget backstop as an argument of its
+    process (``budget_backstop``) get a new one — recycle them (after the turn in flight)."""
+    for state in supervisor.members(team):
+        if runtime_info(state.config.runtime).budget_backstop and member in (None, state.name):
+            supervisor.recycle_member(team, state.name, "its budget changed")

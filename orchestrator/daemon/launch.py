@@ -1,0 +1,124 @@
+"""Building a member's launch: everything a runtime needs to start its process, assembled apart
+from the supervisor (which only starts, watches, restarts and stops what this builds).
+
+Where a member runs (its host and workdir), its executable, its private directory, its
+environment, teamctl's MCP wiring with this launch's token, its approvals channel (the ``ask``
+profile), its meter and, for a runtime whose CLI takes one, its budget backstop.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from orchestrator.contracts import LaunchSpec
+from orchestrator.daemon.approvals import parse_rule
+from orchestrator.errors import MemberStartFailed
+from orchestrator.paths import ensure_private_dir
+from orchestrator.runtime_table import runtime_info
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from orchestrator.config import MemberConfig, TeamConfig
+    from orchestrator.contracts import Host
+    from orchestrator.daemon.approvals import Approvals, MemberApprover
+    from orchestrator.daemon.ledger import Ledger
+    from orchestrator.daemon.supervisor import MemberState
+    from orchestrator.paths import Home
+    from orchestrator.ports import Runtime
+
+__all__ = ["HostFactory", "LaunchFactory", "SessionLoad", "VisionLookup"]
+
+SessionLoad = Callable[[str, str], Awaitable[str | None]]
+VisionLookup = Callable[[str, str | None, bool | None], bool | None]
+# where each member runs (``contracts.Host``), from the composition root: this machine's host
+# for a member the team file puts nowhere else (the core imports no runtime module)
+HostFactory = Callable[["TeamConfig", "MemberConfig"], "Host"]
+
+
+class LaunchFactory:
+    """Builds each launch of a member (``spec``) and says where a member runs (``place``)."""
+
+    def __init__(self, home: Home, *, load_session: SessionLoad,
+                 vision: VisionLookup = lambda runtime, model, override: override,
+                 approvals: Approvals | None = None, ledger: Ledger | None = None,
+                 hosts: HostFactory) -> None:
+        """``hosts`` gives every member its host (this machine's, or another one's)."""
+        self.home = home
+        self._load_session = load_session
+        self._vision = vision
+        self._approvals = approvals
+        self._ledger = ledger
+        self._hosts = hosts
+
+    def place(self, team: TeamConfig, member: MemberConfig,
+              workdirs: Mapping[str, Path]) -> tuple[str, Host]:
+        """The member's workdir (``workdirs``: those in a worktree; for a member the team file
+        puts on another host, a path there, "~" its remote home) and its host."""
+        host = self._hosts(team, member)
+        if team.member_host(member) is None:  # the team file names no other machine
+            return str(workdirs.get(member.name) or team.member_workdir(member)), host
+        return team.remote_workdir(member) or "~", host
+
+    async def spec(self, state: MemberState, runtime: Runtime) -> LaunchSpec:
+        """This launch's spec; gives ``state`` a new MCP token (earlier ones stop working)
+        and its approver. Raises MemberStartFailed (no executable, workdir, private dir)."""
+        config = state.config
+        executable = state.host.find_executable(state.name, config.command,
+                                                env_var=runtime.env_var,
+                                                default=runtime.default_executable)
+        local_workdir = state.host.local_path(state.workdir)  # None: checked there at start
+        if local_workdir is not None and not await anyio.Path(local_workdir).is_dir():
+            raise MemberStartFailed(state.name, f"its workdir {state.workdir} is not a "
+                                    "directory (create it, or fix workdir in the team file)")
+        state_dir = self._private_dir(state)
+        inherited = {k: os.environ[k] for k in config.pass_env if k in os.environ}
+        state.token = token = secrets.token_urlsafe(24)  # a new launch: earlier ones stop
+        return LaunchSpec(
+            team=state.team, member=state.name, executable=executable, model=config.model,
+            prompt=config.prompt, workdir=Path(state.workdir),
+            state_dir=state_dir, args=tuple(config.args), env={**inherited, **config.env},
+            config=dict(config.config),
+            session_id=await self._load_session(state.team, state.name),
+            start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
+            image_input=self._vision(config.runtime, config.model, config.vision),
+            login=state.login, permissions=state.permissions,
+            mcp=state.host.mcp_server(token, home=self.home.root, socket=self.home.socket,
+                                      state_dir=state_dir) if config.messaging else None,
+            transport=config.transport, approver=self._approver(state),
+            meter=None if self._ledger is None else await self._ledger.meter(
+                state.team, state.name, config.runtime, config.model),
+            max_budget_usd=self._backstop(state),
+            host=state.host,
+        )
+
+    def _private_dir(self, state: MemberState) -> Path:
+        try:
+            return ensure_private_dir(self.home.member_dir(state.team, state.name))
+        except OSError as exc:
+            raise MemberStartFailed(state.name, f"cannot create its private directory: "
+                                    f"{exc.strerror}") from exc
+
+    def _backstop(self, state: MemberState) -> float | None:
+        """The CLI's own budget argument, for a runtime that takes one (``budget_backstop``)."""
+        if self._ledger is None or not runtime_info(state.config.runtime).budget_backstop:
+            return None
+        return self._ledger.backstop_usd(state.team, state.name)
+
+    def _approver(self, state: MemberState) -> MemberApprover | None:
+        """The ``ask`` profile's channel to the operator, for this launch only."""
+        if state.permissions != "ask" or self._approvals is None:
+            state.approver = None
+            return None
+        state.approver = self._approvals.approver(
+            state.team, state.name, state.config.runtime,
+            allow=[parse_rule(rule) for rule in state.allow],
+            current_message=lambda: state.turn,
+            workdir=state.host.local_path(state.workdir))  # path rules' root (None: elsewhere)
+        return state.approver
