@@ -154,6 +154,8 @@ class MemberConfig(_Strict):
     restart_window: Seconds = 300.0
     start_timeout: Seconds = 60.0
     turn_idle_timeout: Seconds = 600.0
+    # a stuck turn is interrupted; one not ended within this grace is killed (restarted)
+    interrupt_grace: Seconds = 10.0
     # an idle member is probed on its runtime's cheapest real channel every interval; no
     # answer within the deadline: liveness "unresponsive", killed, restarted (docs/architecture.md)
     liveness_interval: Seconds = 15.0

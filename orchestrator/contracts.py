@@ -258,6 +258,7 @@ class LaunchSpec:
     session_id: str | None = None
     start_timeout: float = 60.0
     turn_idle_timeout: float = 600.0
+    interrupt_grace: float = 10.0  # a stuck turn's interrupt, then the process is killed
     # What the vision catalog (or the operator's ``vision``) says of the member's model:
     # runtimes that gate images themselves (OpenCode) are configured to agree with it.
     image_input: bool | None = None

@@ -80,7 +80,6 @@ log = structlog.get_logger("teamctl.runtime.claude")
 # session's history (images included) with every turn, so one turn stays well below that.
 MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
 
-INTERRUPT_GRACE = 10.0
 WRITE_TIMEOUT = 60.0  # one stdin line (at most 20 MiB) into a CLI that reads it
 _MCP_POLL_INTERVAL = 0.1  # while the CLI reports teamctl's MCP server "pending" at start-up
 _MCP_WAIT_MARGIN = 1.0
@@ -457,7 +456,7 @@ class ClaudeProcess(MemberProcess):
 
     async def _unstick(self, state: _TurnState, idle_timeout: float) -> None:
         """A turn silent for ``turn_idle_timeout``: interrupt it (protocols/claude.md §3.4); if
-        the CLI does not end the turn within INTERRUPT_GRACE, kill the process (the supervisor
+        the CLI does not end the turn within ``interrupt_grace``, kill the process (the supervisor
         restarts it). Either way the turn goes back to the queue."""
         log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
                     idle_timeout=idle_timeout, action="interrupt")
@@ -467,10 +466,10 @@ class ClaudeProcess(MemberProcess):
             self._kill()
 
     async def _interrupt(self, state: _TurnState, activity: str) -> bool:
-        """Ask the CLI to interrupt the turn; whether it ended within INTERRUPT_GRACE."""
+        """Ask the CLI to interrupt the turn; whether it ended within ``interrupt_grace``."""
         self._activity = activity
         try:
-            with anyio.move_on_after(INTERRUPT_GRACE):
+            with anyio.move_on_after(self._spec.interrupt_grace):
                 await self._write({"type": "control_request",
                                    "request_id": self._next_request_id("interrupt"),
                                    "request": {"subtype": "interrupt"}})

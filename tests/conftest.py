@@ -14,11 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Property tests get a bounded budget: a fixed number of examples and no per-example deadline
+# (a deadline is a wall-clock assertion, and the suite shares its cores). ``thorough`` is the
+# same properties with ten times the examples: TEAMCTL_HYPOTHESIS=thorough make unit.
+settings.register_profile("suite", max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=400, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("TEAMCTL_HYPOTHESIS", "suite"))
 FAKE_CLAUDE = REPO / "fixtures" / "bin" / "claude"
 
 

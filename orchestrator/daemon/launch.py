@@ -87,6 +87,7 @@ class LaunchFactory:
             config=dict(config.config),
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
+            interrupt_grace=config.interrupt_grace,
             image_input=self._vision(config.runtime, config.model, config.vision),
             login=state.login, permissions=state.permissions,
             mcp=state.host.mcp_server(token, home=self.home.root, socket=self.home.socket,

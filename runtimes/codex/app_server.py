@@ -88,7 +88,6 @@ log = structlog.get_logger("teamctl.runtime.codex")
 
 _REQUEST_TIMEOUT = 30.0
 _NO_RETRY_GRACE = 30.0
-_INTERRUPT_GRACE = 10.0
 # the server's approval requests, and the answer that declines each (the pinned schema)
 _DECLINE: dict[str, dict[str, Any]] = {
     "item/commandExecution/requestApproval": {"decision": "decline"},
@@ -311,7 +310,8 @@ class CodexAppServer(MemberProcess):
     async def _interrupt(self, state: _Turn, why: str = "turn_stuck") -> None:
         log.warning(why, team=self._spec.team, member=self._spec.member,
                     action="interrupt", transport="app-server")
-        with anyio.move_on_after(_INTERRUPT_GRACE), suppress(TeamctlRpcError, RuntimeExited):
+        grace = self._spec.interrupt_grace
+        with anyio.move_on_after(grace), suppress(TeamctlRpcError, RuntimeExited):
             await self._request("turn/interrupt", {"threadId": self._thread_id,
                                                    "turnId": state.id})
             await state.done.wait()

@@ -29,7 +29,7 @@ def test_a_hung_turn_is_interrupted_and_redelivered_on_the_same_process(
 
 
 def test_a_turn_that_ignores_the_interrupt_is_killed_and_redelivered(teamctl: Teamctl) -> None:
-    member = fake_member("lead", turn_idle_timeout=1.0, backoff=[0.1, 1.0],
+    member = fake_member("lead", turn_idle_timeout=1.0, interrupt_grace=0.2, backoff=[0.1, 1.0],
                          env={"FAKE_CLAUDE_HANG_ON_TURN": "1",
                               "FAKE_CLAUDE_IGNORE_INTERRUPT": "1"})
     teamctl.run("launch", str(teamctl.write_team("solo", [member])))

@@ -78,8 +78,8 @@ def test_a_stuck_turn_is_interrupted_and_redelivered_on_the_same_process(
 
 def test_an_ignored_interrupt_kills_the_server_and_the_turn_is_redelivered(
         teamctl: Teamctl) -> None:
-    member = _member("rev", turn_idle_timeout=1.0, backoff=[0.1, 1.0], env={
-        "FAKE_CODEX_HANG_ON_TURN": "1", "FAKE_CODEX_IGNORE_INTERRUPT": "1"})
+    member = _member("rev", turn_idle_timeout=1.0, interrupt_grace=0.2, backoff=[0.1, 1.0],
+                     env={"FAKE_CODEX_HANG_ON_TURN": "1", "FAKE_CODEX_IGNORE_INTERRUPT": "1"})
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     [pid] = teamctl.member_pids()
     done = teamctl.run("send", "rev", "are you there?", "--wait", "--timeout", "90")

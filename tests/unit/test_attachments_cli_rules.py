@@ -206,11 +206,14 @@ def test_the_ladder_is_deterministic_across_processes(retina: bytes, tmp_path: P
         "    data = Path(arg).read_bytes()\n"
         "    print(derive(data, sniff(data[:64]), 'x', 'claude-inline-image', limits)[0])\n"
     )
-    runs = [subprocess.run([sys.executable, "-c", script, *map(str, paths)], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]
+    # two fresh processes at once (and this one meanwhile): the same bytes from each
+    procs = [subprocess.Popen([sys.executable, "-c", script, *map(str, paths)], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
     here = [str(_plan(p.read_bytes(), "claude-inline-image", CLAUDE)[0]) for p in paths]
-    assert runs[0] == runs[1] == "\n".join(here) + "\n"
+    runs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _out, err in runs]
+    assert runs[0][0] == runs[1][0] == "\n".join(here) + "\n"
 
 
 # -- what a CLI does anyway: said, never "as sent" -------------------------------------------

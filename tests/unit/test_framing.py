@@ -6,7 +6,7 @@ import json
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.errors import LineTooLong, ProtocolError
@@ -46,7 +46,6 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [p for p in pieces if p]
 
 
-@settings(max_examples=200)
 @given(lines=st.lists(st.binary().map(lambda b: b.replace(b"\n", b"")), max_size=20),
        cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),
        trailing_newline=st.booleans())
@@ -69,9 +68,13 @@ def test_lines_within_the_limit_pass() -> None:
     assert anyio.run(_collect, [b"a" * 999 + b"\n"], 1000) == [b"a" * 999]
 
 
-@given(obj=st.dictionaries(st.text(), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(),
-    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=20)))
+_TEXT = st.text(max_size=30)  # any code point, "\n" and "\u2028" included
+
+
+@given(obj=st.dictionaries(_TEXT, st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_TEXT, inner, max_size=5),
+    max_leaves=12), max_size=6))
 def test_encoded_lines_are_one_valid_json_line(obj: dict[str, object]) -> None:
     line = encode_line(obj)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
