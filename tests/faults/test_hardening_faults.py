@@ -25,7 +25,8 @@ def test_a_stuck_codex_turn_goes_back_to_the_queue(teamctl: Teamctl, transport: 
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     done = teamctl.run("send", "rev", "are you there?", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
-    assert "received: are you there?" in done.stdout
+    assert "received: [teamctl] your previous turn on message " in done.stdout, \
+        "the interrupted turn is continued on its thread"
     [message] = teamctl.json("history", "rev")["messages"]
     assert message["state"] == "answered" and message["attempts"] == 2
     codes = [e.get("code") for e in teamctl.log_events() if e["event"] == "delivery_failed"]

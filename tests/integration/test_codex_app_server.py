@@ -84,7 +84,8 @@ def test_an_ignored_interrupt_kills_the_server_and_the_turn_is_redelivered(
     [pid] = teamctl.member_pids()
     done = teamctl.run("send", "rev", "are you there?", "--wait", "--timeout", "90")
     assert done.returncode == 0, done.stderr
-    assert "turn 2 received: are you there?" in done.stdout
+    assert "turn 2 received: [teamctl] your previous turn on message " in done.stdout, \
+        "the resumed thread continues the cut turn"
     assert wait_pid_exit(pid, 10) and teamctl.member_pids() != [pid]
     actions = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]
     assert actions == ["interrupt", "kill"]
@@ -96,7 +97,8 @@ def test_a_server_killed_mid_turn_is_restarted_and_the_turn_redelivered(
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     done = teamctl.run("send", "rev", "hello", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
-    assert "turn 2 received: hello" in done.stdout
+    assert "turn 2 received: [teamctl] your previous turn on message " in done.stdout, \
+        "the resumed thread continues the cut turn"
     [message] = teamctl.json("history", "rev")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 2)
     assert _row(teamctl)["restarts"] == 1

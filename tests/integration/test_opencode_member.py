@@ -110,7 +110,8 @@ def test_a_server_killed_mid_turn_is_restarted_and_the_turn_redelivered(
     session = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
     done = teamctl.run("send", "des", "hello", "--wait")
     assert done.returncode == 0, done.stderr
-    assert "received: hello" in done.stdout
+    assert "received: [teamctl] your previous turn on message " in done.stdout, \
+        "the session found again continues the cut turn, not handed it again"
     [message] = teamctl.json("history", "des")["messages"]
     assert message["attempts"] == 2
     assert teamctl.json("status")["teams"][0]["members"][0]["session_id"] == session
