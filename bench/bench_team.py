@@ -20,6 +20,7 @@ from orchestrator.contracts import LaunchSpec
 from orchestrator.daemon import worktrees
 from runtimes import opencode
 from runtimes.codex import _shared as codex
+from runtimes.local_host import LocalHost
 
 FILES = 10_000
 
@@ -71,10 +72,11 @@ def _preflight_us(runs: int = 200) -> float:
     with tempfile.TemporaryDirectory() as tmp, home():
         state = Path(tmp)
         rev = LaunchSpec(team="t", member="rev", executable="codex", model="gpt-5.4-mini",
-                         prompt=None, workdir=state, state_dir=state, login="operator")
+                         prompt=None, workdir=state, state_dir=state, login="operator",
+                         host=LocalHost())
         des = LaunchSpec(team="t", member="des", executable="opencode", prompt=None,
                          model="openrouter/moonshotai/kimi-k2.6", workdir=state,
-                         state_dir=state, login="operator")
+                         state_dir=state, login="operator", host=LocalHost())
         member_home = codex.codex_member_home(rev)
         opencode.build_env(des, "pw")
         start = time.perf_counter()

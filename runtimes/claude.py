@@ -123,16 +123,12 @@ class ClaudeRuntime:
 
     async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
         dirs = private_dirs(spec.state_dir, spec.login)
-        if spec.host is not None:  # its transcripts are on its host
-            resume = await spec.host.exists(
-                str(dirs["config"] / "projects" / "*" / f"{session_id}.jsonl"))
-        else:
-            resume = _transcript_exists(dirs["config"], session_id)
+        resume = await spec.host.exists(  # its transcripts are on its host
+            str(dirs["config"] / "projects" / "*" / f"{session_id}.jsonl"))
         argv = build_argv(spec, session_id, resume=resume, files=_write_files(spec))
         env = build_env(spec, dirs)
-        spawner = self._spawner if spec.host is None else spec.host.spawn
         try:
-            raw = await spawner(argv, cwd=spec.workdir, env=env)
+            raw = await spec.host.spawn(argv, cwd=spec.workdir, env=env)
         except OSError as exc:
             raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
         process = ClaudeProcess(raw, spec, session_id)
@@ -236,11 +232,6 @@ def private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
     if login == "operator":
         dirs["config"] = claude_config_dir()
     return dirs
-
-
-def _transcript_exists(config_dir: Path, session_id: str) -> bool:
-    projects = config_dir / "projects"
-    return projects.is_dir() and any(projects.glob(f"*/{session_id}.jsonl"))
 
 
 def user_line(turn: Turn) -> dict[str, Any]:

@@ -126,16 +126,13 @@ class OpenCodeRuntime:
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> OpenCodeServer:
         port, password = _free_port(), secrets.token_urlsafe(24)
         env = build_env(spec, password)
-        spawner, serve_port = self._spawner, port
-        if spec.host is None:
+        if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
             check_login(spec)
-        else:  # on its host: its own CLI says whether it is logged in; a port forwarded there
-            serve_port = await spec.host.forward_port(port)
-            spawner = spec.host.spawn
+        serve_port = await spec.host.forward_port(port)  # over SSH: forwarded there
         argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
                 "--port", str(serve_port)]
         try:
-            raw = await spawner(argv, cwd=spec.workdir, env=env)
+            raw = await spec.host.spawn(argv, cwd=spec.workdir, env=env)
         except OSError as exc:
             raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") \
                 from exc
@@ -315,8 +312,8 @@ class OpenCodeServer(MemberProcess):
         self._spec = spec
         self._http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
-            params={"directory": str(spec.workdir) if spec.host is None
-                    else spec.host.remote_path(str(spec.workdir))}, timeout=_REQUEST_TIMEOUT,
+            params={"directory": spec.host.remote_path(str(spec.workdir))},
+            timeout=_REQUEST_TIMEOUT,
         )
         self._session_id = spec.session_id
         self.resumed = False

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import stat
@@ -40,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from orchestrator.contracts import HostUnavailable
+from orchestrator import contracts
+from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes.base import BASE_ENV_NAMES
 
 if TYPE_CHECKING:
@@ -48,8 +50,10 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-__all__ = ["ControlDirUntrusted", "SshHost", "SshTarget", "classify", "control_dir",
-           "trusted_dir", "trusted_socket"]
+    from orchestrator.contracts import ImagePart
+
+__all__ = ["MCP_MODULES", "ControlDirUntrusted", "SshHost", "SshTarget", "classify",
+           "control_dir", "trusted_dir", "trusted_socket"]
 
 log = structlog.get_logger("teamctl.ssh")
 
@@ -60,6 +64,11 @@ MASTER_CHECK_TIMEOUT = 3.0
 CONTROL_PERSIST = 120
 _MIRROR_MAX_BYTES = 1 << 20
 _MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}  # the host's own, or here only
+# what ``teamctl mcp`` needs on a member's host (standard library only), and how it starts
+MCP_MODULES = ("__init__.py", "errors.py", "limits.py", "rpc.py", "paths.py", "redaction.py",
+               "client/__init__.py", "client/calls.py", "client/mcp_server.py")
+_MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+             "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,8 @@ class _Remote:
 
 @dataclass
 class SshHost:
-    """A member's host: implements ``contracts.RemoteHost`` for one team member."""
+    """A member's host over SSH: implements ``contracts.Host`` for one team member. The CLI
+    there finds its own login and settings (``checks_local_login`` is False)."""
 
     target: SshTarget
     control_dir: Path
@@ -100,6 +110,8 @@ class SshHost:
     _port: tuple[int, int] | None = field(default=None, repr=False)  # this launch's
     _forwarded: tuple[int, int] | None = field(default=None, repr=False)  # in the master now
     master_pid: int | None = field(default=None, repr=False)  # our ControlMaster's, as checked
+
+    checks_local_login = False
 
     @property
     def name(self) -> str:
@@ -189,7 +201,7 @@ class SshHost:
                 f"its ssh ControlMaster socket is not this user's own ({exc}); remove "
                 f"{self.control_dir} and start the member again", retryable=False) from None
 
-    async def master_answers(self, deadline: float) -> bool:
+    async def answers(self, deadline: float) -> bool:
         """The liveness probe's second half for a member here: the master its channel runs
         through answers ``ssh -O check`` within ``deadline`` (a frozen master stalls every
         channel while the member's own process looks fine). True when none is kept."""
@@ -224,7 +236,16 @@ class SshHost:
                                f"{what}; check the network to {self.target.address}, or "
                                "the host's load", retryable=True)
 
-    # -- RemoteHost ---------------------------------------------------------------------------
+    # -- contracts.Host -----------------------------------------------------------------------
+
+    def find_executable(self, member: str, command: str | None, *, env_var: str,
+                        default: str) -> str:
+        """Named as it is there: found on the host's PATH at the start (``host_runtime_missing``
+        if not), never here (``env_var`` names a file of this machine)."""
+        return command or default
+
+    def local_path(self, path: str) -> str | None:
+        return None  # the member's files are the host's
 
     @property
     def remote_root(self) -> str:
@@ -247,7 +268,25 @@ class SshHost:
             local_home + "/", self._remote.home + "/")
 
     def forward_socket(self, local_socket: str, local_path: str) -> None:
+        """While the member runs, ``local_path`` (rewritten to the host's) is a Unix socket
+        there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""
         self._forward = (local_socket, local_path)
+
+    def mcp_server(self, token: str, *, home: Path, socket: Path,
+                   state_dir: Path) -> McpServer:
+        """``teamctl mcp`` on the host: its standard-library modules shipped in the member's
+        private dir (mirrored there), the daemon's socket forwarded to a new path for this
+        launch; the token acts as this member only, as here."""
+        shipped = state_dir / "py"
+        package = Path(contracts.__file__).resolve().parent
+        for module in MCP_MODULES:
+            target = shipped / "orchestrator" / module
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
+        forwarded = state_dir / f"mcp-{secrets.token_hex(4)}"
+        self.forward_socket(str(socket), str(forwarded / "teamctl.sock"))
+        return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)),
+                         {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": str(forwarded)})
 
     async def forward_port(self, port: int) -> int:
         await self.connect()
@@ -360,20 +399,23 @@ class SshHost:
                     continue
         return {"dirs": dirs, "files": files, "links": links}
 
-    async def put_file(self, data: bytes, sha256: str) -> str:
+    async def put_file(self, image: ImagePart) -> Path | None:
+        """A content-addressed copy of the image's bytes there, verified against its sha256."""
         await self.connect()
-        out = await self._run_side("put", sha256, str(len(data)), stdin=data,
-                                   deadline=PROBE_TIMEOUT + len(data) / 1e6)
-        return out.strip()
+        out = await self._run_side("put", image.sha256, str(len(image.data)), stdin=image.data,
+                                   deadline=PROBE_TIMEOUT + len(image.data) / 1e6)
+        return Path(out.strip())
 
     async def exists(self, pattern: str) -> bool:
         await self.connect()
         return (await self._run_side("exists", self.rewrite(pattern))).strip() == "true"
 
-    async def version(self, executable: str) -> dict[str, Any]:
-        """``EXECUTABLE --version`` there (doctor): found, path, version."""
+    async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
+                      cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        """``EXECUTABLE --version`` there (doctor, Codex's start): found, path, version — in
+        the host's own session (``env`` and ``cwd`` are this machine's: not used)."""
         await self.connect()
-        out = await self._run_side("version", self.rewrite(executable), deadline=60.0)
+        out = await self._run_side("version", self.rewrite(executable), deadline=timeout)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
 

@@ -60,7 +60,5 @@ async def belongs_to(state: MemberState, pid: int) -> bool:
     process = state.process
     if process is not None and process.pid is not None and descends_from(pid, {process.pid}):
         return True
-    if state.host is None:
-        return False
-    master = await state.host.forwarder()
+    master = await state.host.forwarder()  # None: no process forwards for it (this machine)
     return master is not None and pid == master

@@ -74,7 +74,7 @@ def codex_member_home(spec: LaunchSpec) -> Path:
 def operator_config(spec: LaunchSpec) -> dict[str, Any]:
     """The operator's own config.toml (operator login), without the keys never passed on;
     none for a member on another host (the one there applies)."""
-    if spec.login != "operator" or spec.host is not None:
+    if spec.login != "operator" or not spec.host.checks_local_login:
         return {}
     path = codex_home() / "config.toml"
     try:

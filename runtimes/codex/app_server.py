@@ -122,14 +122,13 @@ def native_binary(executable: str) -> tuple[str, dict[str, str]]:
 
 
 async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppServer:
-    if spec.host is None:  # on a host, its own CLI says whether it is logged in there
+    if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
         check_login(spec, codex_member_home(spec))
-        executable, wrapper_env = native_binary(spec.executable)
-    else:
-        spawner, (executable, wrapper_env) = spec.host.spawn, (spec.executable, {})
+    local = spec.host.local_path(spec.executable)  # None: the host's own file
+    executable, wrapper_env = (spec.executable, {}) if local is None else native_binary(local)
     argv = [executable, *spec.args, "app-server"]
     try:
-        raw = await spawner(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
+        raw = await spec.host.spawn(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
     except OSError as exc:
         raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
     server = CodexAppServer(raw, spec, tg)

@@ -87,10 +87,9 @@ async def open_exec(spec: LaunchSpec, spawner: Spawner) -> AsyncIterator[CodexMe
     """Check the executable (``--version``) and the login; yield the member; stop its
     turn on exit."""
     version = await _version(spec)
-    if spec.host is None:  # on a host, its own CLI says whether it is logged in there
+    if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
         check_login(spec, codex_member_home(spec))
-    member = CodexMember(spec, spawner if spec.host is None else spec.host.spawn,
-                         version)
+    member = CodexMember(spec, spec.host.spawn, version)
     log.info("runtime_ready", team=spec.team, member=spec.member, version=version,
              session_id=spec.session_id, resumed=spec.session_id is not None)
     try:
@@ -99,30 +98,15 @@ async def open_exec(spec: LaunchSpec, spawner: Spawner) -> AsyncIterator[CodexMe
         await member.close()
 
 async def _version(spec: LaunchSpec) -> str:
-    env = build_env(spec)
-    if spec.host is not None:
-        found = await spec.host.version(spec.executable)
-        if not found.get("found"):
-            raise MemberStartFailed(spec.member, f"{spec.executable} is not installed on "
-                                    f"host {spec.host.name}; install it there, or set "
-                                    "command to its absolute path there")
-        return str(found.get("version") or "")
-    try:
-        with anyio.fail_after(spec.start_timeout):
-            done = await anyio.run_process([spec.executable, "--version"], env=env,
-                                           cwd=spec.workdir, check=False)
-    except TimeoutError:
-        raise MemberStartFailed(spec.member, f"'{spec.executable} --version' did not "
-                                f"answer within {spec.start_timeout:g}s") from None
-    except OSError as exc:
-        raise MemberStartFailed(spec.member, f"cannot run {spec.executable}: "
-                                f"{exc.strerror}") from exc
-    out = done.stdout.decode(errors="replace").strip()
-    if done.returncode != 0 or not out:
-        err = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-        raise MemberStartFailed(spec.member, f"'{spec.executable} --version' exited "
-                                f"{done.returncode}: {' | '.join(err)}", err)
-    return out.splitlines()[0]
+    found = await spec.host.version(spec.executable, env=build_env(spec), cwd=spec.workdir,
+                                    timeout=spec.start_timeout)
+    if not found.get("found"):
+        raise MemberStartFailed(spec.member, f"{spec.executable} is not installed on "
+                                f"host {spec.host.name}; install it there, or set "
+                                "command to its absolute path there")
+    if found.get("error"):
+        raise MemberStartFailed(spec.member, found["error"], found.get("stderr"))
+    return str(found.get("version") or "")
 
 
 def build_exec_argv(spec: LaunchSpec, *, thread_id: str | None,
@@ -202,7 +186,7 @@ class CodexMember:
         """No process lives between turns, so nothing can freeze: an idle exec member is
         alive while it is open (its executable was found at start; each turn is its own
         process, watched by the turn's idle timeout). On an SSH host the supervisor also
-        asks the host's master (``RemoteHost.master_answers``)."""
+        asks the way to the host (``Host.answers``: its master)."""
         return self.usable
 
     def kill(self) -> None:

@@ -10,6 +10,7 @@ from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
 from runtimes.codex import _shared as codex
 from runtimes.codex.provider import apply_overrides, resolve_provider
+from runtimes.local_host import LocalHost
 from tests.conftest import operator_home
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ def _spec(tmp_path: Path, **fields: object) -> LaunchSpec:
     (tmp_path / "state").mkdir(exist_ok=True)
     base: dict[str, object] = {"team": "t", "member": "m", "executable": "/bin/x", "model": None,
                                "prompt": None, "workdir": tmp_path,
-                               "state_dir": tmp_path / "state", "login": "isolated"}
+                               "state_dir": tmp_path / "state", "login": "isolated",
+                               "host": LocalHost()}
     return LaunchSpec(**(base | fields))  # type: ignore[arg-type]
 
 

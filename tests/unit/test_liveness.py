@@ -162,12 +162,12 @@ class _Host:
     name = "box"
 
     def __init__(self) -> None:
-        self.answers = True
+        self.up = True
         self.asked = 0
 
-    async def master_answers(self, deadline: float) -> bool:
+    async def answers(self, deadline: float) -> bool:
         self.asked += 1
-        return self.answers
+        return self.up
 
     async def close(self) -> None:
         pass
@@ -184,7 +184,7 @@ async def test_a_member_whose_ssh_master_stops_answering_is_unresponsive(
         state.host = host  # type: ignore[assignment]
         await _until(c, lambda s: host.asked > 0 and not s.probing)
         assert state.liveness == "alive"
-        host.answers = False
+        host.up = False
         await _until(c, lambda s: s.liveness == "unresponsive")
         assert runtime.opened[0].exit_code == -9
 
@@ -197,20 +197,20 @@ def _fake_ssh(tmp_path: Path, body: str) -> str:
 
 
 async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -> None:
-    """``master_answers``: True when ``-O check`` exits 0, False when it fails or hangs past
+    """``answers``: True when ``-O check`` exits 0, False when it fails or hangs past
     the deadline; True when no master is kept (nothing to ask)."""
     control = tmp_path / "cm"
     control.mkdir(mode=0o700)
     target = SshTarget("box", "10.0.0.5", "dev", None, None, ())
     host = SshHost(target, control, "h0", "web", "lead", tmp_path / "state",
                    ssh=_fake_ssh(tmp_path, "sys.exit(0)"))
-    assert await host.master_answers(1.0), "no master socket: nothing to ask"
+    assert await host.answers(1.0), "no master socket: nothing to ask"
     with socket.socket(socket.AF_UNIX) as master:
         master.bind(host.control_path)
-        assert await host.master_answers(5.0)
+        assert await host.answers(5.0)
         host.ssh = _fake_ssh(tmp_path, "sys.exit(255)")
-        assert not await host.master_answers(5.0)
+        assert not await host.answers(5.0)
         host.ssh = _fake_ssh(tmp_path, "time.sleep(3600)")
         with anyio.fail_after(5):
-            assert not await host.master_answers(0.5)
+            assert not await host.answers(0.5)
     assert await anyio.Path(host.control_path).exists(), "a probe never removes the master"

@@ -16,6 +16,7 @@ from orchestrator.contracts import LaunchSpec, RuntimeNotLoggedIn
 from runtimes import claude, opencode
 from runtimes.codex import _shared as codex
 from runtimes.codex import exec as codex_exec
+from runtimes.local_host import LocalHost
 from tests.conftest import operator_home
 
 
@@ -31,7 +32,7 @@ def operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _spec(tmp_path: Path, **overrides: object) -> LaunchSpec:
     fields: dict[str, object] = {
         "team": "t", "member": "m", "executable": "/bin/x", "model": None, "prompt": None,
-        "workdir": tmp_path, "state_dir": tmp_path / "state"}
+        "workdir": tmp_path, "state_dir": tmp_path / "state", "host": LocalHost()}
     fields.update(overrides)
     (tmp_path / "state").mkdir(exist_ok=True)
     return LaunchSpec(**fields)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
 from runtimes import opencode
+from runtimes.local_host import LocalHost
 from runtimes.opencode_provider import api_key_source, env_reference
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def _spec(tmp_path: Path, **fields: object) -> LaunchSpec:
     base: dict[str, object] = {"team": "t", "member": "m", "executable": "/bin/x",
                                "model": "openrouter/z-ai/glm-4.5v", "prompt": None,
                                "workdir": tmp_path, "state_dir": tmp_path / "state",
-                               "login": "isolated"}
+                               "login": "isolated", "host": LocalHost()}
     return LaunchSpec(**(base | fields))  # type: ignore[arg-type]
 
 

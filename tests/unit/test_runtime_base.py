@@ -8,6 +8,7 @@ import os
 import tomllib
 from pathlib import Path
 
+import anyio
 import pytest
 
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
@@ -16,6 +17,7 @@ from runtimes.claude import _write_files, build_argv, build_env, user_line
 from runtimes.codex._shared import build_env as codex_env
 from runtimes.codex.exec import build_exec_argv
 
+from runtimes.local_host import LocalHost
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:
     ring = StderrRing(max_lines=3, max_line_chars=40)
@@ -50,7 +52,7 @@ def _spec(tmp_path: Path) -> LaunchSpec:
     return LaunchSpec(team="t", member="lead", executable="/bin/claude", model="claude-x",
                       prompt="be brief", workdir=tmp_path, state_dir=tmp_path / "state",
                       args=("--permission-mode", "acceptEdits"), env={"K": "v"},
-                      config={"theme": "dark"})
+                      config={"theme": "dark"}, host=LocalHost())
 
 
 def test_claude_argv_member_args_first_then_protocol(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_prompt_and_settings_never_reach_the_command_line(tmp_path: Path) -> Non
     big = "be thorough. " * 20_000
     spec = LaunchSpec(team="t", member="lead", executable="/bin/claude", model=None,
                       prompt=big, workdir=tmp_path, state_dir=tmp_path,
-                      config={"apiKeyHelper": "/secret/helper"})
+                      config={"apiKeyHelper": "/secret/helper"}, host=LocalHost())
     files = _write_files(spec)
     argv = build_argv(spec, "sid", resume=False, files=files)
     assert big not in " ".join(argv) and "/secret/helper" not in " ".join(argv)
@@ -88,7 +90,7 @@ def test_prompt_and_settings_never_reach_the_command_line(tmp_path: Path) -> Non
 
 def test_codex_config_goes_to_its_home_not_argv(tmp_path: Path) -> None:
     spec = LaunchSpec(team="t", member="rev", executable="/bin/codex", model="gpt-5.4-mini",
-                      prompt=None, workdir=tmp_path, state_dir=tmp_path,
+                      prompt=None, workdir=tmp_path, state_dir=tmp_path, host=LocalHost(),
                       config={"model_provider": "fake", "model_providers": {"fake": {
                           "base_url": "http://127.0.0.1:1/v1", "env_key": "K"}},
                           "odd key": [1, True]})
@@ -167,3 +169,48 @@ def test_user_line_places_each_image_right_after_the_marker_that_names_it() -> N
     assert kinds == ["compare [Image #2]", "two", " with [Image #1]", "one", ", then tell me",
                      "three"]
     assert "".join(b["text"] for b in content if b["type"] == "text") == text
+
+
+class _Unkillable:
+    """A process that outlives SIGKILL (as one stuck in the kernel, D state, does): its
+    signals go to a real child of the test, its ``wait`` returns only once released."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = None
+        self.release = anyio.Event()
+
+    async def wait(self) -> int | None:
+        await self.release.wait()
+        return self.returncode
+
+
+@pytest.mark.anyio
+async def test_stop_process_returns_when_the_process_outlives_sigkill() -> None:
+    """The stop ladder is bounded after SIGKILL too: a process that has still not exited
+    ``kill_timeout`` after it is logged and left, and stop_process returns (None) instead of
+    hanging the member's task (and the daemon's shutdown) forever."""
+    from runtimes.base import stop_process
+
+    child = await anyio.open_process(["sleep", "60"], start_new_session=True)
+    stuck = _Unkillable(child.pid)
+    returned: list[int | None] = []
+    done = anyio.Event()
+
+    async def stop() -> None:
+        returned.append(await stop_process(stuck, eof_timeout=0.01, term_timeout=0.01,  # type: ignore[arg-type]
+                                           kill_timeout=0.05))
+        done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop)
+            with anyio.move_on_after(10):
+                await done.wait()
+            outcome = list(returned)
+            stuck.release.set()  # a hung stop_process ends too, so the test reports
+    finally:
+        with anyio.fail_after(10):
+            await child.wait()  # SIGKILLed by the ladder
+    assert outcome == [None], "stop_process must give up on a process SIGKILL cannot end"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from orchestrator.contracts import ImagePart
 from runtimes import ssh
 from runtimes.ssh import SshHost, SshTarget, classify
 
@@ -196,7 +197,7 @@ async def test_a_host_that_answers_garbage_or_hangs_is_a_typed_bounded_failure(
     host.ssh = _fake_ssh(tmp_path, 'sys.stderr.write("Permission denied (publickey).\\n")\n'
                                    "sys.exit(255)")
     with pytest.raises(HostUnavailable) as caught:
-        await host.put_file(b"x", hashlib.sha256(b"x").hexdigest())
+        await host.put_file(ImagePart("image/png", 1, 1, hashlib.sha256(b"x").hexdigest(), b"x"))
     assert caught.value.code == "host_auth_failed"
 
 

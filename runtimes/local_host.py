@@ -1,0 +1,107 @@
+"""This machine as a member's host (``contracts.Host``): what every member runs on unless the
+team file names another host (``runtimes/ssh.py``).
+
+Nothing is kept open and nothing is mapped: a path is itself, a port is itself, the artifact
+file is where the runtime reads an image, the member's own processes reach the daemon's socket,
+and the way to this machine always answers. The operator's CLI login here is the member's, so
+the adapters check it before the start (``checks_local_login``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.contracts import McpServer, resolve_executable
+from runtimes.base import spawn_process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+    from anyio.abc import Process
+
+    from orchestrator.contracts import ImagePart, Spawner
+
+__all__ = ["LocalHost"]
+
+
+@dataclass(frozen=True)
+class LocalHost:
+    """This machine: implements ``contracts.Host``. ``spawner`` is the seam a test replaces."""
+
+    spawner: Spawner = spawn_process
+
+    @property
+    def name(self) -> str | None:
+        return None
+
+    @property
+    def checks_local_login(self) -> bool:
+        return True
+
+    def find_executable(self, member: str, command: str | None, *, env_var: str,
+                        default: str) -> str:
+        return resolve_executable(member, command, env_var=env_var, default=default)
+
+    def local_path(self, path: str) -> str | None:
+        return path
+
+    def remote_path(self, path: str) -> str:
+        return path
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process:
+        return await self.spawner(argv, cwd=cwd, env=env)
+
+    async def put_file(self, image: ImagePart) -> Path | None:
+        return image.path
+
+    async def exists(self, pattern: str) -> bool:
+        found = await anyio.to_thread.run_sync(lambda: glob.glob(os.path.expanduser(pattern),
+                                                                 include_hidden=True))
+        return bool(found)
+
+    async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
+                      cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        found: dict[str, Any] = {"found": True, "path": executable}
+        try:
+            with anyio.fail_after(timeout):
+                done = await anyio.run_process([executable, "--version"], check=False,
+                                               env=None if env is None else dict(env), cwd=cwd)
+        except TimeoutError:
+            return found | {"error": f"'{executable} --version' did not answer within "
+                                     f"{timeout:g}s"}
+        except OSError as exc:
+            return found | {"error": f"cannot run {executable}: {exc.strerror}"}
+        out = done.stdout.decode(errors="replace").strip()
+        if done.returncode != 0 or not out:
+            err = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            return found | {"error": f"'{executable} --version' exited {done.returncode}: "
+                                     f"{' | '.join(err)}", "stderr": err}
+        return found | {"version": out.splitlines()[0]}
+
+    async def forward_port(self, port: int) -> int:
+        return port
+
+    def mcp_server(self, token: str, *, home: Path, socket: Path,
+                   state_dir: Path) -> McpServer:
+        """``teamctl mcp`` run by this python, reaching the daemon through its ``home``."""
+        env = {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": str(home)}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return McpServer((sys.executable, "-m", "orchestrator", "mcp"), env)
+
+    async def forwarder(self) -> int | None:
+        return None
+
+    async def answers(self, deadline: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
