@@ -11,10 +11,11 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.runtime_table import RUNTIMES
+from orchestrator.runtime_table import CLAUDE, CODEX, OPENCODE, RUNTIMES
 from runtimes import logins
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from orchestrator.config import MemberConfig, TeamConfig
@@ -110,14 +111,11 @@ def _version(path: str, timeout: float) -> tuple[str | None, str | None]:
 
 
 def _credential(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
-    if member.runtime == "claude":
-        return _claude(env, login)
-    if member.runtime == "codex":
-        return _codex(member, env, login)
-    return _opencode(member, env, login)
+    """(its kind, where it comes from), by the finder of the member's runtime (_CREDENTIALS)."""
+    return _CREDENTIALS[member.runtime](member, env, login)
 
 
-def _claude(env: dict[str, str], login: str) -> tuple[str, str]:
+def _claude(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
     for var, kind in (("ANTHROPIC_API_KEY", "API key"),
                       ("CLAUDE_CODE_OAUTH_TOKEN", "OAuth token (claude setup-token)"),
                       ("ANTHROPIC_AUTH_TOKEN", "bearer token")):
@@ -174,6 +172,12 @@ def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[st
             "(it may need none)"
     return "none", f"no credential for provider {provider!r}: run 'opencode auth login', or " \
         f"set {var} in the member's env"
+
+
+# where each runtime's CLI finds its credential, keyed by the rows of the runtime table
+_CREDENTIALS: dict[str, Callable[[MemberConfig, dict[str, str], str], tuple[str, str]]] = {
+    CLAUDE.name: _claude, CODEX.name: _codex, OPENCODE.name: _opencode}
+assert set(_CREDENTIALS) == {r.name for r in RUNTIMES}
 
 
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

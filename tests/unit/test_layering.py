@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
+from orchestrator.runtime_table import RUNTIMES
 from tests.conftest import REPO
 
 if TYPE_CHECKING:
@@ -244,3 +246,48 @@ def test_the_cli_loads_click_and_the_standard_library_only_when_it_starts() -> N
     """``teamctl status`` must start fast: what a command loads when it runs (pydantic for
     ``launch``) is imported inside that command."""
     assert _third_party(_closure("orchestrator.client.cli", lazy=False)) == {"click", *LIGHT}
+
+
+def test_the_core_imports_no_runtime_adapter_only_the_composition_root_does() -> None:
+    """``orchestrator/daemon`` names runtimes only through the port (``orchestrator.ports``)
+    and the table's capability fields: one module, ``daemon.main``, wires the adapters in (the
+    registry, this machine's and the SSH host)."""
+    wrong = [e for e in GRAPH if _side(e.source) == "daemon" and _side(e.target) == "runtimes"
+             and e.source != "orchestrator.daemon.main"]
+    assert not wrong, _shown(wrong)
+
+
+def _runtime_names_spelt(path: Path) -> list[str]:
+    from orchestrator.runtime_table import RuntimeName
+
+    names = set(get_args(RuntimeName))
+    return [f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}"
+            for node in ast.walk(_tree(path))
+            if isinstance(node, ast.Constant) and node.value in names]
+
+
+def test_no_runtime_name_is_spelt_in_orchestrator_outside_the_runtime_table() -> None:
+    """Capabilities, not names: the core asks ``runtime_info(name).reports_cost``, never
+    ``runtime == "codex"``; a runtime's name is spelt once, in ``orchestrator.runtime_table``
+    (its rows and the team file's ``RuntimeName`` literal)."""
+    table = REPO / "orchestrator" / "runtime_table.py"
+    spelt = [hit for path in sorted((REPO / "orchestrator").rglob("*.py")) if path != table
+             for hit in _runtime_names_spelt(path)]
+    assert not spelt, spelt
+    assert _runtime_names_spelt(table), "the check finds the names where they are"
+
+
+def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
+    """An adapter is imported when a member of its runtime first starts: a daemon that runs
+    no OpenCode member never loads httpx (~4 MiB of its resident memory), nor any adapter."""
+    probe = ("import sys, orchestrator.daemon.main; print(sorted(n for n in sys.modules if n in "
+             "('httpx', 'runtimes.opencode', 'runtimes.claude', 'runtimes.codex', "
+             "'runtimes.describers')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+    from runtimes.registry import default_runtimes
+
+    adapters = default_runtimes()
+    assert list(adapters) == [r.name for r in RUNTIMES]  # the names, nothing imported yet
+    assert adapters[RUNTIMES[-1].name].name == RUNTIMES[-1].name  # loaded when asked for
