@@ -15,9 +15,6 @@ fresh one is started, never retried in a loop.
 from __future__ import annotations
 
 import base64
-import json
-import os
-import time
 import uuid
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
@@ -30,11 +27,8 @@ from orchestrator.contracts import (
     Capabilities,
     ImagePart,
     LaunchSpec,
-    LineTooLong,
-    McpServer,
     MemberStartFailed,
     PayloadTooLarge,
-    ProtocolError,
     RateLimited,
     RuntimeExited,
     RuntimeNotLoggedIn,
@@ -49,30 +43,27 @@ from orchestrator.contracts import (
     runtime_info,
     usd,
 )
-from runtimes.base import (
-    MemberProcess,
-    OnSent,
-    Spawner,
-    drain_stderr,
-    member_environ,
-    owned_process,
-    private_file,
-    spawn_process,
-    stop_process,
-    token_count,
-)
+from runtimes.base import OnSent, Spawner, owned_process, spawn_process, token_count
 from runtimes.claude_asks import control_answer, request_of
-from runtimes.framing import decode_line, encode_line, iter_lines
-from runtimes.logins import claude_config_dir
+from runtimes.claude_launch import (
+    EDIT_TOOLS,
+    READ_TOOLS,
+    build_argv,
+    build_env,
+    private_dirs,
+    session_counter,
+    write_files,
+)
+from runtimes.framing import encode_line
+from runtimes.kit import OperatorBridge, UsageStop, denied, retryable_status, spawn_member, starting
+from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["ClaudeProcess", "ClaudeRuntime", "anthropic_tokens", "build_env", "private_dirs",
-           "user_line"]
+__all__ = ["EDIT_TOOLS", "READ_TOOLS", "ClaudeProcess", "ClaudeRuntime", "anthropic_tokens",
+           "build_argv", "build_env", "private_dirs", "user_line"]
 
 log = structlog.get_logger("teamctl.runtime.claude")
 
@@ -83,8 +74,6 @@ MAX_TURN_LINE_BYTES = 20 * 1024 * 1024
 WRITE_TIMEOUT = 60.0  # one stdin line (at most 20 MiB) into a CLI that reads it
 _MCP_POLL_INTERVAL = 0.1  # while the CLI reports teamctl's MCP server "pending" at start-up
 _MCP_WAIT_MARGIN = 1.0
-
-_RETRYABLE_API_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
 class ClaudeRuntime:
@@ -125,113 +114,18 @@ class ClaudeRuntime:
         dirs = private_dirs(spec.state_dir, spec.login)
         resume = await spec.host.exists(  # its transcripts are on its host
             str(dirs["config"] / "projects" / "*" / f"{session_id}.jsonl"))
-        argv = build_argv(spec, session_id, resume=resume, files=_write_files(spec))
-        env = build_env(spec, dirs)
-        try:
-            raw = await spec.host.spawn(argv, cwd=spec.workdir, env=env)
-        except OSError as exc:
-            raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
+        argv = build_argv(spec, session_id, resume=resume, files=write_files(spec))
+        raw = await spawn_member(spec, argv, build_env(spec, dirs))
         process = ClaudeProcess(raw, spec, session_id)
         process.resumed = resume
         process.start_readers(tg)
-        try:
+        async with starting(spec, process, timeout=None):  # the handshake keeps its own
             await process.handshake(spec.start_timeout)
-        except BaseException:
-            await process.close()
-            raise
         log.info(
             "runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
             session_id=session_id, resumed=resume,
         )
         return process
-
-
-def _write_files(spec: LaunchSpec) -> dict[str, Path]:
-    """The role prompt and the member's settings as 0600 files in its private dir: never on
-    the command line (visible to every local user in ``ps``; a long prompt fails E2BIG)."""
-    files: dict[str, Path] = {}
-    if spec.prompt:
-        files["prompt"] = private_file(spec.state_dir / "system-prompt.md", spec.prompt)
-    if spec.config:
-        files["settings"] = private_file(spec.state_dir / "settings.json",
-                                         json.dumps(dict(spec.config), indent=2))
-    if spec.mcp is not None:  # the token is in it: 0600, never on argv
-        files["mcp"] = private_file(spec.state_dir / "mcp.json", json.dumps({"mcpServers": {
-            "teamctl": {"type": "stdio", "command": spec.mcp.command[0],
-                        "args": list(spec.mcp.command[1:]), "env": dict(spec.mcp.env)}}},
-            indent=2))
-    return files
-
-
-def build_argv(spec: LaunchSpec, session_id: str, *, resume: bool,
-               files: Mapping[str, Path]) -> list[str]:
-    """The command line: member args first, then the stream-json protocol flags; the prompt
-    and settings by file path only."""
-    argv = [spec.executable, *spec.args, "-p", "--input-format", "stream-json",
-            "--output-format", "stream-json", "--verbose"]
-    argv += ["--resume", session_id] if resume else ["--session-id", session_id]
-    if spec.model:
-        argv += ["--model", spec.model]
-    if spec.max_budget_usd is not None:  # the CLI's own backstop behind the ledger's gate,
-        # against its session's total, which a resume carries on
-        spent = spec.meter.counted(session_counter(session_id)) if spec.meter and resume else 0
-        argv += ["--max-budget-usd", f"{max(spec.max_budget_usd + spent, 0.0001):.4f}"]
-    if "prompt" in files:
-        argv += ["--append-system-prompt-file", str(files["prompt"])]
-    if "settings" in files:
-        argv += ["--settings", str(files["settings"])]
-    if "mcp" in files:
-        # only teamctl's server (a .mcp.json in the workdir would load silently in -p mode),
-        # and no built-in SendMessage beside it: teammates talk through the router alone
-        argv += ["--mcp-config", str(files["mcp"]), "--strict-mcp-config",
-                 "--disallowedTools", "SendMessage"]
-    flags = list(PERMISSION_FLAGS[spec.permissions])
-    if "mcp" in files and "--allowedTools" in flags:
-        index = flags.index("--allowedTools") + 1
-        flags[index] += "," + ",".join(f"mcp__teamctl__{t}" for t in McpServer.TOOLS)
-    return argv + flags
-
-
-# What each permission profile passes (protocols/teammates.md §1.6; docs/permissions.md).
-# Headless Claude never prompts: ``dontAsk`` refuses whatever the allowlist does not name, and
-# every refusal shows as a ``permission_denied`` event.
-# "./**" rules confine file edits to the member's workdir (the e2e test writes outside it and
-# is refused); Claude has no such rule for Bash, which runs any command in the edit profile.
-READ_TOOLS = "Read,Glob,Grep,LS,NotebookRead,TodoWrite"
-EDIT_TOOLS = f"{READ_TOOLS},Write(./**),Edit(./**),MultiEdit(./**),NotebookEdit(./**),Bash"
-PERMISSION_FLAGS: dict[str, list[str]] = {
-    "read": ["--permission-mode", "dontAsk", "--allowedTools", READ_TOOLS],
-    "edit": ["--permission-mode", "dontAsk", "--allowedTools", EDIT_TOOLS],
-    "full": ["--permission-mode", "bypassPermissions"],
-    # reads run; everything else is a can_use_tool prompt for the operator (runtimes/claude_asks)
-    "ask": ["--permission-mode", "default", "--permission-prompt-tool", "stdio",
-            "--allowedTools", READ_TOOLS],
-}
-
-
-def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
-    """The minimal environment, the member's private dirs (its config dir only when its login
-    is isolated: an operator login uses the operator's own), then the member's own env."""
-    own = {"TMPDIR": str(dirs["tmp"]), "CLAUDE_CODE_TMPDIR": str(dirs["tmp"]),
-           "XDG_RUNTIME_DIR": str(dirs["xdg"])}
-    # the operator's own dir is given only as the operator gives it: CLAUDE_CONFIG_DIR=~/.claude
-    # would move .claude.json (user-scope MCP servers) from ~ into that dir
-    if spec.login == "isolated" or os.environ.get("CLAUDE_CONFIG_DIR"):
-        own["CLAUDE_CONFIG_DIR"] = str(dirs["config"])
-    if spec.permissions == "full" and os.geteuid() == 0:
-        own["IS_SANDBOX"] = "1"  # bypass mode refuses root without it (docs/permissions.md)
-    if spec.mcp is not None:
-        own["ENABLE_TOOL_SEARCH"] = "false"  # teamctl's tools offered at once, not deferred
-    return member_environ(own, spec.env)
-
-
-def private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
-    dirs = {"config": state_dir / "config", "tmp": state_dir / "tmp", "xdg": state_dir / "xdg"}
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if login == "operator":
-        dirs["config"] = claude_config_dir()
-    return dirs
 
 
 def user_line(turn: Turn) -> dict[str, Any]:
@@ -277,7 +171,7 @@ class _TurnState:
     def __init__(self, message_id: str = "") -> None:
         self.message_id = message_id
         self.usage: dict[str, TokenUsage] = {}  # per API message id: the in-turn estimate
-        self.budget_stop = False  # the ledger said stop: the turn is being interrupted
+        self.stop: UsageStop | None = None  # the ledger's stop: the turn is interrupted
         self.rate_limit: dict[str, Any] | None = None  # a rejected rate_limit_event
         self.done = anyio.Event()
         self.texts: list[str] = []
@@ -291,25 +185,17 @@ class _TurnState:
             self.done.set()
 
 
-class ClaudeProcess(MemberProcess):
+class ClaudeProcess(StdioJsonProcess):
     """One running ``claude`` process; turns are serialized by the caller."""
 
     def __init__(self, process: Process, spec: LaunchSpec, session_id: str) -> None:
-        super().__init__(process)
-        self._spec = spec
+        super().__init__(process, spec, write_timeout=WRITE_TIMEOUT)
         self._session_id = session_id
         self.resumed = False  # started with --resume: the session's earlier turns are in it
-        self._write_lock = anyio.Lock()
-        self._control: dict[str, anyio.Event] = {}
-        self._answers: dict[str, dict[str, Any]] = {}  # control answers someone waits to read
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
-        self._last_output = time.monotonic()
-        self._request_seq = 0
         self._activity: str | None = None
-        self._tg: TaskGroup | None = None
-        self._asking = 0  # prompts waiting on the operator: the idle watchdog waits too
-        self._unconfirmed: list[str] = []  # answered prompts: the next line confirms them
+        self._bridge = OperatorBridge(spec, self.watch)
         # total_cost_usd is the running total of the *session*: a --resume carries it on
         self._counter = session_counter(session_id)
 
@@ -325,58 +211,35 @@ class ClaudeProcess(MemberProcess):
     def activity(self) -> str | None:
         return self._activity
 
-    def start_readers(self, tg: TaskGroup) -> None:
-        self._tg = tg
-        tg.start_soon(self._read_stdout)
-        tg.start_soon(drain_stderr, self._process, self._ring)
-
-    async def close(self) -> None:
-        await stop_process(self._process)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await self._exited.wait()
-
     async def handshake(self, timeout: float) -> None:
         """Send ``initialize`` and wait for its answer (readiness), the process's exit, or
         ``timeout`` seconds."""
-        request_id = self._next_request_id("init")
-        waiter = anyio.Event()
-        self._control[request_id] = waiter
-        try:
-            await self._write({"type": "control_request", "request_id": request_id,
-                               "request": {"subtype": "initialize"}})
-        except RuntimeExited:  # it exited at once (e.g. an unknown --resume): say why
-            with anyio.move_on_after(5):
-                await self._exited.wait()
-            self._raise_start_failure(timed_out=False)
-        with anyio.move_on_after(timeout) as scope:
-            async with anyio.create_task_group() as tg:
-                async def _exit_watch() -> None:
+        request_id = self._request_id("init")
+        with self.pending(request_id) as waiter:
+            try:
+                await self.write(_control(request_id, "initialize"))
+                answered = await self.answer(waiter, timeout)
+            except RuntimeExited:  # it exited (e.g. an unknown --resume): say why
+                with anyio.move_on_after(5):
                     await self._exited.wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(_exit_watch)
-                await waiter.wait()
-                tg.cancel_scope.cancel()
-        if waiter.is_set():
-            self._check_login(self._answers.pop(request_id, {}))
-            if self._spec.mcp is not None:
-                with anyio.move_on_after(max(timeout - _MCP_WAIT_MARGIN, 1.0)):
-                    await self._wait_mcp_connected()
-            return
-        self._raise_start_failure(timed_out=scope.cancelled_caught)
+                self._raise_start_failure(timed_out=False)
+        if not answered:
+            self._raise_start_failure(timed_out=True)
+        self._check_login(waiter.answer)
+        if self._spec.mcp is not None:
+            with anyio.move_on_after(max(timeout - _MCP_WAIT_MARGIN, 1.0)):
+                await self._wait_mcp_connected()
 
     async def _wait_mcp_connected(self) -> None:
         """Readiness includes teamctl's MCP server: ``mcp_status`` until the CLI reports it
         connected (it starts it ~0.3–1.5 s after spawn, protocols/teammates.md §1.1); a server
         the CLI reports failed fails the start. Bounded by the start timeout."""
         while True:
-            request_id = self._next_request_id("mcp")
-            waiter = self._control[request_id] = anyio.Event()
-            await self._write({"type": "control_request", "request_id": request_id,
-                               "request": {"subtype": "mcp_status"}})
-            await waiter.wait()
-            answer = self._answers.pop(request_id, {})
-            servers = answer.get("mcpServers")
+            request_id = self._request_id("mcp")
+            with self.pending(request_id) as waiter:
+                await self.write(_control(request_id, "mcp_status"))
+                await waiter.done.wait()
+            servers = waiter.answer.get("mcpServers")
             ours = next((s for s in servers or [] if isinstance(s, dict)
                          and s.get("name") == "teamctl"), None)
             if ours is None or ours.get("status") == "connected":
@@ -415,17 +278,19 @@ class ClaudeProcess(MemberProcess):
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if self._exited.is_set():
-            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+            raise self.exited()
         line = encode_line(user_line(turn))
         if len(line) > MAX_TURN_LINE_BYTES:
             raise PayloadTooLarge(len(line), MAX_TURN_LINE_BYTES)  # before a broken pipe
         state = self._turn = _TurnState(turn.message_id)
-        if self._spec.meter is not None:  # a team budget crossed by another member stops it
-            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
+        state.stop = UsageStop(self._spec, turn.message_id, state.done,
+                               lambda: self._stop_soon(state), "interrupt")
         try:
-            await self._write_raw(line)
+            await self.write_line(line)
             await on_sent()
-            await self._await_turn_end(state)
+            if not await self.watch.wait(state.done):  # silent: interrupt, then kill
+                await self.watch.stop_turn(state.done, self._interrupt, self.kill)
+                raise RuntimeStuck(self._spec.member, self.watch.idle)
         finally:
             self._turn = None
         if state.error is not None:
@@ -433,43 +298,13 @@ class ClaudeProcess(MemberProcess):
         assert state.result is not None
         return self._turn_result(state)
 
-    async def _await_turn_end(self, state: _TurnState) -> None:
-        idle_timeout = self._spec.turn_idle_timeout
-        while not state.done.is_set():
-            if self._asking:  # the operator may take as long as they like
-                self._last_output = time.monotonic()
-            remaining = self._last_output + idle_timeout - time.monotonic()
-            if remaining <= 0:
-                await self._unstick(state, idle_timeout)
-                raise RuntimeStuck(self._spec.member, idle_timeout)
-            with anyio.move_on_after(min(remaining, 1.0) if self._asking else remaining):
-                await state.done.wait()
-
-    async def _unstick(self, state: _TurnState, idle_timeout: float) -> None:
-        """A turn silent for ``turn_idle_timeout``: interrupt it (protocols/claude.md §3.4); if
-        the CLI does not end the turn within ``interrupt_grace``, kill the process (the supervisor
-        restarts it). Either way the turn goes back to the queue."""
-        log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                    idle_timeout=idle_timeout, action="interrupt")
-        if not await self._interrupt(state, "stuck: interrupting"):
-            log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                        idle_timeout=idle_timeout, action="kill")
-            self._kill()
-
-    async def _interrupt(self, state: _TurnState, activity: str) -> bool:
-        """Ask the CLI to interrupt the turn; whether it ended within ``interrupt_grace``."""
-        self._activity = activity
+    async def _interrupt(self) -> None:
+        """Ask the CLI to interrupt the turn (protocols/claude.md §3.4)."""
+        self._activity = "interrupting"
         try:
-            with anyio.move_on_after(self._spec.interrupt_grace):
-                await self._write({"type": "control_request",
-                                   "request_id": self._next_request_id("interrupt"),
-                                   "request": {"subtype": "interrupt"}})
-                await state.done.wait()
-        except RuntimeExited:
-            pass
+            await self.write(_control(self._request_id("interrupt"), "interrupt"))
         finally:
             self._activity = None
-        return state.done.is_set()
 
     def _turn_result(self, state: _TurnState) -> TurnResult:
         result = state.result or {}
@@ -478,7 +313,7 @@ class ClaudeProcess(MemberProcess):
         if result.get("subtype") == "error_max_budget_usd":
             raise BudgetReached(self._spec.member, "the CLI's --max-budget-usd backstop was "
                                 "reached")
-        if state.budget_stop and result.get("is_error"):  # a turn that ended first stands
+        if state.stop and state.stop.requested and result.get("is_error"):  # one over first stands
             raise BudgetReached(self._spec.member, "the budget was reached during the turn")
         limit = _rate_limit_info(result) or state.rate_limit
         if result.get("is_error") and limit is not None:
@@ -493,7 +328,7 @@ class ClaudeProcess(MemberProcess):
             raise TurnFailed(
                 self._spec.member, message,
                 api_status=status if isinstance(status, int) else None,
-                retryable=status in _RETRYABLE_API_STATUS,
+                retryable=retryable_status(status if isinstance(status, int) else None),
             )
         return TurnResult(reply=reply, session_id=self._session_id,
                           notes=self._denials(state, result))
@@ -505,41 +340,12 @@ class ClaudeProcess(MemberProcess):
                   for d in result.get("permission_denials") or [] if isinstance(d, dict)}
         notes = []
         for event in state.denied:
-            tool = str(event.get("tool_name") or "a tool")
             given = inputs.get(event.get("tool_use_id")) or {}
             target = str(given.get("file_path") or given.get("command") or given.get("path")
                          or "") if isinstance(given, dict) else ""
-            message = str(event.get("message") or "")[:300]
-            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
-                        tool=tool, target=target[:300], message=message)
-            notes.append(f"permission denied: {tool}" + (f" {target[:200]}" if target else "")
-                         + (f": {message}" if message else ""))
+            notes.append(denied(self._spec, str(event.get("tool_name") or "a tool"), target,
+                                str(event.get("message") or "")))
         return tuple(notes)
-
-    async def _write(self, obj: dict[str, Any]) -> None:
-        await self._write_raw(encode_line(obj))
-
-    async def _write_raw(self, line: bytes) -> None:
-        """Write one line, within WRITE_TIMEOUT: a CLI that stops reading its stdin (the pipe
-        stays full) is stuck — killed, so the turn goes back to the queue."""
-        stdin = self._process.stdin
-        assert stdin is not None
-        try:
-            with anyio.fail_after(WRITE_TIMEOUT):
-                async with self._write_lock:
-                    await stdin.send(line)
-        except TimeoutError:
-            log.warning("runtime_write_stuck", team=self._spec.team, member=self._spec.member,
-                        bytes=len(line), write_timeout=WRITE_TIMEOUT)
-            self._kill()
-            raise RuntimeStuck(self._spec.member, WRITE_TIMEOUT) from None
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            raise RuntimeExited(
-                self._spec.member, self._process.returncode, self.stderr_tail()
-            ) from exc
-
-    def _kill(self) -> None:
-        self.kill()
 
     async def probe(self, timeout: float) -> bool:
         """A control request the CLI answers itself, no model call (``mcp_status``: the real
@@ -548,62 +354,32 @@ class ClaudeProcess(MemberProcess):
         debugger) answers and stays."""
         if not self.usable:
             return False
-        request_id = self._next_request_id("probe")
-        waiter = self._control[request_id] = anyio.Event()
-        try:
-            with anyio.move_on_after(timeout):
-                await self._write({"type": "control_request", "request_id": request_id,
-                                   "request": {"subtype": "mcp_status"}})
-                await waiter.wait()
-        except (RuntimeExited, RuntimeStuck):
-            return False
-        finally:
-            self._control.pop(request_id, None)
-            self._answers.pop(request_id, None)
-        return waiter.is_set()
+        request_id = self._request_id("probe")
+        with self.pending(request_id) as waiter:
+            try:
+                with anyio.move_on_after(timeout):
+                    await self.write(_control(request_id, "mcp_status"))
+                    await waiter.done.wait()
+            except (RuntimeExited, RuntimeStuck):
+                return False
+        return waiter.done.is_set()
 
-    def _next_request_id(self, kind: str) -> str:
-        self._request_seq += 1
-        return f"teamctl_{kind}_{self._request_seq}"
+    def _request_id(self, kind: str) -> str:
+        return f"teamctl_{kind}_{self.next_id()}"
 
-    async def _read_stdout(self) -> None:
-        assert self._process.stdout is not None
-        try:
-            async for line in iter_lines(self._process.stdout):
-                self._last_output = time.monotonic()
-                await self._handle_line(line)
-                if self._unconfirmed and self._spec.approver is not None:
-                    confirmed, self._unconfirmed = self._unconfirmed, []
-                    for approval_id in confirmed:  # the tool ran, or the turn went on
-                        await self._spec.approver.confirmed(approval_id)
-        except LineTooLong as exc:
-            log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
-                      code=exc.code, error=exc.message)
-            self._kill()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._process.wait()
-            self._on_exit()
-
-    async def _handle_line(self, line: bytes) -> None:
-        try:
-            event = decode_line(line)
-        except ProtocolError as exc:
-            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
-            return
-        if event is None:
-            if line.strip():
-                log.info("runtime_noise", member=self._spec.member, bytes=len(line))
-            return
+    async def on_message(self, event: dict[str, Any]) -> None:
         await self._dispatch(event)
+        await self._bridge.confirm()  # the line after an answer: the tool ran, or the turn went on
 
     async def _dispatch(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "control_response":
-            self._on_control_response(event)
+            response = event.get("response") or {}
+            body = response.get("response")
+            self.resolve(str(response.get("request_id")), body if isinstance(body, dict) else {})
         elif kind == "control_request":
             request = event.get("request") or {}
-            if self._spec.approver is not None and self._tg is not None and \
+            if self._bridge.asks and self._tg is not None and \
                     isinstance(request, dict) and request.get("subtype") == "can_use_tool":
                 self._tg.start_soon(self._ask_operator, event.get("request_id"), request)
             else:
@@ -655,21 +431,14 @@ class ClaudeProcess(MemberProcess):
         meter = self._spec.meter
         if meter is None or not state.message_id:
             return
-        if meter.reading(state.message_id, reading) and reading.estimate:
-            self._budget_stop(state)
+        if meter.reading(state.message_id, reading) and reading.estimate and state.stop:
+            state.stop.request()
 
-    def _budget_stop(self, state: _TurnState) -> None:
-        """Interrupt the turn for a budget (once; a turn already over stands)."""
-        if state.budget_stop or state.done.is_set() or self._tg is None:
-            return
-        state.budget_stop = True
-        log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
-                    message_id=state.message_id, action="interrupt")
-        self._tg.start_soon(self._stop_over_budget, state)
-
-    async def _stop_over_budget(self, state: _TurnState) -> None:
-        if not await self._interrupt(state, "budget reached: interrupting"):
-            self._kill()
+    def _stop_soon(self, state: _TurnState) -> None:
+        """Interrupt the turn for a budget; kill the process if it does not end in time."""
+        if self._tg is not None:
+            self._tg.start_soon(self.watch.stop_turn, state.done, self._interrupt, self.kill,
+                                None)
 
     def _on_rate_limit(self, info: Any) -> None:
         """``rate_limit_event`` (subscription logins): ``rejected`` holds the member until
@@ -689,15 +458,6 @@ class ClaudeProcess(MemberProcess):
                 float(until) if isinstance(until, int | float) else None,
                 f"{info.get('rateLimitType') or 'usage'} limit reached")
 
-    def _on_control_response(self, event: dict[str, Any]) -> None:
-        response = event.get("response") or {}
-        request_id = str(response.get("request_id"))
-        waiter = self._control.pop(request_id, None)
-        if waiter is not None:
-            body = response.get("response")
-            self._answers[request_id] = body if isinstance(body, dict) else {}
-            waiter.set()
-
     async def _deny_control_request(self, event: dict[str, Any]) -> None:
         """Permission prompts (``--permission-prompt-tool stdio``) would block the turn
         forever: answer each with a denial that says where permissions are configured."""
@@ -709,36 +469,24 @@ class ClaudeProcess(MemberProcess):
                                     "permission flags in its args"}}}
         log.warning("runtime_permission_prompt_denied", member=self._spec.member)
         with suppress(RuntimeExited):
-            await self._write(reply)
+            await self.write(reply)
 
     async def _ask_operator(self, request_id: Any, request: dict[str, Any]) -> None:
         """A prompt of the ``ask`` profile: the operator decides (as long as it takes)."""
-        approver = self._spec.approver
-        assert approver is not None
-        self._asking += 1
+        asked = request_of(request)
+        self._activity = f"waiting for the operator: {asked.tool}"
         try:
-            asked = request_of(request)
-            self._activity = f"waiting for the operator: {asked.tool}"
-            answer = await approver.ask(asked)
+            answer = await self._bridge.ask(asked)
         finally:
-            self._asking -= 1
-            self._last_output = time.monotonic()
             self._activity = None
         with suppress(RuntimeExited):
-            await self._write(control_answer(request_id, request, answer))
-            self._unconfirmed.append(answer.request_id)
+            await self.write(control_answer(request_id, request, answer))
+            self._bridge.answered(str(request_id), answer)
 
-    def _on_exit(self) -> None:
-        code = self._process.returncode
-        error: Exception = RuntimeExited(self._spec.member, code, self.stderr_tail())
+    def on_exit(self) -> None:
         if self._turn is not None:
-            self._turn.finish(error=error)
-        self._exited.set()
-
-
-def session_counter(session_id: str) -> str:
-    """The ledger's name for a session's running total_cost_usd."""
-    return f"claude-session:{session_id}"
+            self._turn.finish(error=self.exited())
+        super().on_exit()
 
 
 def anthropic_tokens(usage: Any) -> TokenUsage | None:
@@ -763,6 +511,11 @@ def _rate_limit_info(result: dict[str, Any]) -> dict[str, Any] | None:
     params = result.get("api_error_params")
     info = params.get("rate_limit_info") if isinstance(params, dict) else None
     return info if isinstance(info, dict) else {}
+
+
+def _control(request_id: str, subtype: str) -> dict[str, Any]:
+    return {"type": "control_request", "request_id": request_id,
+            "request": {"subtype": subtype}}
 
 
 def _str(value: Any) -> str | None:

@@ -13,11 +13,12 @@ import pytest
 
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
 from runtimes.base import BASE_ENV_NAMES, StderrRing, resolve_executable
-from runtimes.claude import _write_files, build_argv, build_env, user_line
+from runtimes.claude import build_argv, build_env, user_line
+from runtimes.claude_launch import write_files as _write_files
 from runtimes.codex._shared import build_env as codex_env
 from runtimes.codex.exec import build_exec_argv
-
 from runtimes.local_host import LocalHost
+
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:
     ring = StderrRing(max_lines=3, max_line_chars=40)

@@ -1,0 +1,157 @@
+"""A member process spoken to in JSON lines on its stdio — the transport under Claude's control
+protocol and Codex's app-server, kept apart from either protocol: one locked, deadlined write
+with one error map, request ids with pending waiters, and the bounded read loop."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from orchestrator.contracts import LineTooLong, ProtocolError, RuntimeExited, RuntimeStuck
+from runtimes.base import MemberProcess, drain_stderr, stop_process
+from runtimes.framing import decode_line, encode_line, iter_lines
+from runtimes.kit import TurnWatch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from anyio.abc import Process, TaskGroup
+
+    from orchestrator.contracts import LaunchSpec
+
+__all__ = ["StdioJsonProcess", "Waiter"]
+
+log = structlog.get_logger("teamctl.runtime")
+
+
+class Waiter:
+    """One request's answer, once it came."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.answer: dict[str, Any] = {}
+
+
+class StdioJsonProcess(MemberProcess):
+    """The subclass maps the protocol: ``on_message`` for each decoded line, ``on_exit`` once
+    the process is reaped (call ``super().on_exit()``)."""
+
+    def __init__(self, process: Process, spec: LaunchSpec, *, write_timeout: float,
+                 fields: Mapping[str, str] | None = None) -> None:
+        super().__init__(process)
+        self._spec = spec
+        self.watch = TurnWatch(spec, fields=fields)
+        self._write_timeout = write_timeout
+        self._write_lock = anyio.Lock()
+        self._pending: dict[Any, Waiter] = {}
+        self._seq = 0
+        self._tg: TaskGroup | None = None
+
+    def start_readers(self, tg: TaskGroup) -> None:
+        self._tg = tg
+        tg.start_soon(self.read_stdout)
+        tg.start_soon(drain_stderr, self._process, self._ring)
+
+    async def close(self) -> None:
+        await stop_process(self._process)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self._exited.wait()
+
+    def exited(self) -> RuntimeExited:
+        """The error of a process that is gone (its exit status and stderr)."""
+        return RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def write(self, message: dict[str, Any]) -> None:
+        await self.write_line(encode_line(message))
+
+    async def write_line(self, line: bytes) -> None:
+        """Write one line within the write deadline: a CLI that stops reading its stdin (the
+        pipe stays full) is stuck — killed, so the turn goes back to the queue; a closed pipe
+        is an exited process."""
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            with anyio.fail_after(self._write_timeout):
+                async with self._write_lock:
+                    await stdin.send(line)
+        except TimeoutError:
+            log.warning("runtime_write_stuck", team=self._spec.team, member=self._spec.member,
+                        bytes=len(line), write_timeout=self._write_timeout)
+            self.kill()
+            raise RuntimeStuck(self._spec.member, self._write_timeout) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise self.exited() from exc
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    @contextmanager
+    def pending(self, request_id: Any) -> Iterator[Waiter]:
+        """A waiter for the answer to ``request_id`` while the block runs."""
+        waiter = self._pending[request_id] = Waiter()
+        try:
+            yield waiter
+        finally:
+            self._pending.pop(request_id, None)
+
+    def resolve(self, request_id: Any, answer: dict[str, Any]) -> None:
+        waiter = self._pending.get(request_id)
+        if waiter is not None:
+            waiter.answer = answer
+            waiter.done.set()
+
+    async def answer(self, waiter: Waiter, timeout: float) -> bool:
+        """Whether the answer came within ``timeout``; RuntimeExited if the process exited
+        first."""
+        with anyio.move_on_after(timeout):
+            while not waiter.done.is_set():
+                if self._exited.is_set():
+                    raise self.exited()
+                with anyio.move_on_after(0.5):
+                    await waiter.done.wait()
+        return waiter.done.is_set()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def read_stdout(self) -> None:
+        """Each line (bounded) is a sign of life and one message; a line past the bound kills
+        the process; once it has exited and is reaped, ``on_exit``."""
+        assert self._process.stdout is not None
+        try:
+            async for line in iter_lines(self._process.stdout):
+                self.watch.touch()
+                message = self._decode(line)
+                if message is not None:
+                    await self.on_message(message)
+        except LineTooLong as exc:
+            log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
+                      code=exc.code, error=exc.message)
+            self.kill()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._process.wait()
+            self.on_exit()
+
+    def _decode(self, line: bytes) -> dict[str, Any] | None:
+        try:
+            message = decode_line(line)
+        except ProtocolError as exc:
+            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
+            return None
+        if message is None and line.strip():
+            log.info("runtime_noise", member=self._spec.member, bytes=len(line))
+        return message
+
+    async def on_message(self, message: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def on_exit(self) -> None:
+        self._exited.set()
