@@ -24,11 +24,13 @@ __all__ = ["default_describers", "default_runtimes"]
 T = TypeVar("T")
 
 # where each adapter lives: module, class (one per row of RUNTIMES, checked by a test)
-_RUNTIMES = {CLAUDE.name: ("runtimes.claude", "ClaudeRuntime"),
-             CODEX.name: ("runtimes.codex", "CodexRuntime"),
-             OPENCODE.name: ("runtimes.opencode", "OpenCodeRuntime")}
-_DESCRIBERS = {CLAUDE.name: ("runtimes.describers", "ClaudeDescriber"),
-               CODEX.name: ("runtimes.describers", "CodexDescriber")}
+_RUNTIMES: dict[str, tuple[str, str]] = {
+    CLAUDE.name: ("runtimes.claude", "ClaudeRuntime"),
+    CODEX.name: ("runtimes.codex", "CodexRuntime"),
+    OPENCODE.name: ("runtimes.opencode", "OpenCodeRuntime")}
+_DESCRIBERS: dict[str, tuple[str, str]] = {
+    CLAUDE.name: ("runtimes.describers", "ClaudeDescriber"),
+    CODEX.name: ("runtimes.describers", "CodexDescriber")}
 assert list(_RUNTIMES) == [r.name for r in RUNTIMES]
 
 
