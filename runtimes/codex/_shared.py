@@ -26,14 +26,13 @@ from runtimes.logins import codex_home, link
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["APPROVAL_POLICY", "RETRYABLE_STATUS", "SANDBOX", "api_status", "build_env",
+__all__ = ["APPROVAL_POLICY", "SANDBOX", "api_status", "build_env",
            "check_login", "codex_member_home", "config_args", "config_toml", "effective_config",
            "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
 _STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 # each permission profile's sandbox, once for both transports. "full": exec passes

@@ -43,8 +43,6 @@ from orchestrator.contracts import (
     BudgetReached,
     ImagePart,
     LaunchSpec,
-    LineTooLong,
-    MemberStartFailed,
     ProtocolError,
     RateLimited,
     RuntimeExited,
@@ -58,18 +56,14 @@ from orchestrator.contracts import (
     UsageReading,
 )
 from runtimes.base import (
-    MemberProcess,
     OnSent,
     Spawner,
-    drain_stderr,
     on_host,
     owned_process,
-    stop_process,
     token_count,
 )
 from runtimes.codex._shared import (
     APPROVAL_POLICY,
-    RETRYABLE_STATUS,
     SANDBOX,
     api_status,
     build_env,
@@ -77,7 +71,8 @@ from runtimes.codex._shared import (
     codex_member_home,
     sandbox_refusal,
 )
-from runtimes.framing import decode_line, encode_line, iter_lines
+from runtimes.kit import OperatorBridge, UsageStop, retryable_status, spawn_member, starting
+from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
@@ -127,29 +122,18 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
     local = spec.host.local_path(spec.executable)  # None: the host's own file
     executable, wrapper_env = (spec.executable, {}) if local is None else native_binary(local)
     argv = [executable, *spec.args, "app-server"]
-    try:
-        raw = await spec.host.spawn(argv, cwd=spec.workdir, env={**build_env(spec), **wrapper_env})
-    except OSError as exc:
-        raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") from exc
-    server = CodexAppServer(raw, spec, tg)
-    tg.start_soon(server.read_stdout)
-    tg.start_soon(drain_stderr, raw, server.stderr_ring)
-    try:
-        with anyio.fail_after(spec.start_timeout):
-            await server.handshake()
-            await server.open_thread()
-    except TimeoutError:
-        await server.close()
-        raise MemberStartFailed(spec.member, f"app-server not ready within "
-                                f"{spec.start_timeout:g}s", server.stderr_tail()) from None
-    except (TeamctlRpcError, ProtocolError, RuntimeExited) as exc:
-        await server.close()
-        reason = exc.message if isinstance(exc, TeamctlRpcError | ProtocolError) else \
-            f"app-server exited during start-up (exit {raw.returncode})"
-        raise MemberStartFailed(spec.member, reason, server.stderr_tail()) from None
-    except BaseException:
-        await server.close()
-        raise
+    raw = await spawn_member(spec, argv, {**build_env(spec), **wrapper_env})
+    server = CodexAppServer(raw, spec)
+    server.start_readers(tg)
+
+    def exited(_exc: Exception) -> str:
+        return f"app-server exited during start-up (exit {raw.returncode})"
+
+    async with starting(spec, server, what="app-server not ready", failures={
+            TeamctlRpcError: str, ProtocolError: lambda e: str(getattr(e, "message", e)),
+            RuntimeExited: exited}):
+        await server.handshake()
+        await server.open_thread()
     log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
              transport="app-server", session_id=server.session_id, resumed=server.resumed)
     return server
@@ -158,7 +142,7 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
 class _Turn:
     def __init__(self, message_id: str = "") -> None:
         self.message_id = message_id
-        self.budget_stop = False  # the ledger said stop: the turn is being interrupted
+        self.stop: UsageStop | None = None  # the ledger's stop: the turn is interrupted
         self.id: str | None = None
         self.replies: list[str] = []
         self.done = anyio.Event()
@@ -168,24 +152,18 @@ class _Turn:
         self.notes: list[str] = []
 
 
-class CodexAppServer(MemberProcess):
+class CodexAppServer(StdioJsonProcess):
     """One running ``codex app-server`` and the member's thread on it."""
 
-    def __init__(self, process: Process, spec: LaunchSpec, tg: TaskGroup) -> None:
-        super().__init__(process)
-        self._spec = spec
-        self._tg = tg
+    def __init__(self, process: Process, spec: LaunchSpec) -> None:
+        super().__init__(process, spec, write_timeout=_REQUEST_TIMEOUT,
+                         fields={"transport": "app-server"})
         self._activity: str | None = None
         self._rate_limits: Any = None
-        self._asking = 0  # approval requests waiting on the operator: the watchdog waits too
-        self._unconfirmed: dict[str, str] = {}  # the server's request id -> approval id
-        self._next_id = 0
-        self._pending: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._bridge = OperatorBridge(spec, self.watch)
         self._thread_id = spec.session_id
         self.resumed = False
         self._turn: _Turn | None = None
-        self._last_output = time.monotonic()
-        self._write_lock = anyio.Lock()
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
@@ -213,11 +191,6 @@ class CodexAppServer(MemberProcess):
                 return False
             return self.usable
         return False
-
-    async def close(self) -> None:
-        await stop_process(self._process)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await self._exited.wait()
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -256,11 +229,11 @@ class CodexAppServer(MemberProcess):
 
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if not self.usable:
-            raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
+            raise self.exited()
         turn = await on_host(self._spec, turn)
         state = self._turn = _Turn(turn.message_id)
-        if self._spec.meter is not None:  # a team budget crossed by another member stops it
-            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
+        state.stop = UsageStop(self._spec, turn.message_id, state.done,
+                               lambda: self._stop_soon(state), "interrupt")
         self._activity = "starting the turn"
         try:
             result = await self._request("turn/start", {
@@ -287,42 +260,35 @@ class CodexAppServer(MemberProcess):
         return items
 
     async def _await_end(self, state: _Turn) -> None:
-        idle = self._spec.turn_idle_timeout
-        grace = min(_NO_RETRY_GRACE, idle)
-        while not state.done.is_set():
+        grace = min(_NO_RETRY_GRACE, self.watch.idle)
+
+        def alive() -> None:
             if self._exited.is_set() or self._doomed:
-                raise RuntimeExited(self._spec.member, self._process.returncode,
-                                    self.stderr_tail())
-            now = time.monotonic()
-            if state.fatal_error and now - state.fatal_at > grace:
+                raise self.exited()
+            if state.fatal_error and time.monotonic() - state.fatal_at > grace:
                 log.warning("turn_failed_without_completion", team=self._spec.team,
                             member=self._spec.member, grace=grace)
                 raise _failed(self._spec.member, state.fatal_error)
-            if self._asking:
-                self._last_output = now
-            if now - self._last_output > idle:
-                await self._interrupt(state)
-                raise RuntimeStuck(self._spec.member, idle)
-            with anyio.move_on_after(1.0):
-                await state.done.wait()
 
-    async def _interrupt(self, state: _Turn, why: str = "turn_stuck") -> None:
-        log.warning(why, team=self._spec.team, member=self._spec.member,
-                    action="interrupt", transport="app-server")
-        grace = self._spec.interrupt_grace
-        with anyio.move_on_after(grace), suppress(TeamctlRpcError, RuntimeExited):
+        if not await self.watch.wait(state.done, alive=alive):  # silent: interrupt, then kill
+            await self.watch.stop_turn(state.done, lambda: self._interrupt(state), self.kill)
+            raise RuntimeStuck(self._spec.member, self.watch.idle)
+
+    async def _interrupt(self, state: _Turn) -> None:
+        with suppress(TeamctlRpcError):
             await self._request("turn/interrupt", {"threadId": self._thread_id,
                                                    "turnId": state.id})
-            await state.done.wait()
-        if not state.done.is_set():
-            log.warning(why, team=self._spec.team, member=self._spec.member,
-                        action="kill", transport="app-server")
-            self.kill()
+
+    def _stop_soon(self, state: _Turn) -> None:
+        """Interrupt the turn for a budget; kill the process if it does not end in time."""
+        if self._tg is not None:
+            self._tg.start_soon(self.watch.stop_turn, state.done,
+                                lambda: self._interrupt(state), self.kill, None)
 
     def _outcome(self, state: _Turn) -> TurnResult:
         turn = (state.completed or {}).get("turn") or {}
         status = turn.get("status")
-        if state.budget_stop and status != "completed":  # a turn that ended first stands
+        if state.stop and state.stop.requested and status != "completed":  # one over first stands
             raise BudgetReached(self._spec.member, "the budget was reached during the turn")
         if status == "failed":
             error = turn.get("error") or {}
@@ -340,76 +306,28 @@ class CodexAppServer(MemberProcess):
     # -- the wire -----------------------------------------------------------------------------
 
     async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        request_id = self._next_id
-        done, box = anyio.Event(), list[dict[str, Any]]()
-        self._pending[request_id] = (done, box)
-        try:
-            await self._write({"id": request_id, "method": method, "params": params})
-            with anyio.fail_after(_REQUEST_TIMEOUT):
-                while not done.is_set():
-                    if self._exited.is_set():
-                        raise RuntimeExited(self._spec.member, self._process.returncode,
-                                            self.stderr_tail())
-                    with anyio.move_on_after(0.5):
-                        await done.wait()
-        finally:
-            self._pending.pop(request_id, None)
-        answer = box[0]
-        if "error" in answer:
-            error = answer["error"] or {}
+        request_id = self.next_id()
+        with self.pending(request_id) as waiter:
+            await self.write({"id": request_id, "method": method, "params": params})
+            if not await self.answer(waiter, _REQUEST_TIMEOUT):
+                raise TimeoutError
+        if "error" in waiter.answer:
+            error = waiter.answer["error"] or {}
             raise TeamctlRpcError(str(error.get("message") or error))
-        result = answer.get("result")
+        result = waiter.answer.get("result")
         return result if isinstance(result, dict) else {}
 
     async def _notify(self, method: str, params: dict[str, Any] | None) -> None:
-        await self._write({"method": method} | ({"params": params} if params else {}))
+        await self.write({"method": method} | ({"params": params} if params else {}))
 
-    async def _write(self, message: dict[str, Any]) -> None:
-        stdin = self._process.stdin
-        assert stdin is not None
-        try:
-            with anyio.fail_after(_REQUEST_TIMEOUT):
-                async with self._write_lock:
-                    await stdin.send(encode_line(message))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError,
-                TimeoutError) as exc:
-            raise RuntimeExited(self._spec.member, self._process.returncode,
-                                self.stderr_tail()) from exc
-
-    async def read_stdout(self) -> None:
-        assert self._process.stdout is not None
-        try:
-            async for line in iter_lines(self._process.stdout):
-                self._last_output = time.monotonic()
-                self._dispatch(line)
-        except LineTooLong as exc:
-            log.error("runtime_protocol_error", team=self._spec.team, member=self._spec.member,
-                      code=exc.code, error=exc.message)
-            self.kill()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._process.wait()
-            self._exited.set()
-
-    def _dispatch(self, line: bytes) -> None:
-        try:
-            message = decode_line(line)
-        except ProtocolError as exc:
-            log.warning("runtime_corrupt_line", member=self._spec.member, error=exc.message)
-            return
-        if message is None:
-            return
+    async def on_message(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
         method = message.get("method")
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         if method is None and isinstance(request_id, int):
-            pending = self._pending.get(request_id)
-            if pending is not None:
-                pending[1].append(message)
-                pending[0].set()
-        elif isinstance(method, str) and request_id is not None:
+            self.resolve(request_id, message)
+        elif isinstance(method, str) and request_id is not None and self._tg is not None:
             self._tg.start_soon(self._answer_request, request_id, method, params)
         elif isinstance(method, str):
             self._on_notification(method, params)
@@ -418,7 +336,7 @@ class CodexAppServer(MemberProcess):
                               params: dict[str, Any]) -> None:
         """Answer one of the server's own requests (never left waiting)."""
         answer = _DECLINE.get(method)
-        if answer is not None and self._spec.approver is not None:
+        if answer is not None and self._bridge.asks:
             await self._ask_operator(request_id, method, params)
             return
         if answer is not None:
@@ -438,31 +356,22 @@ class CodexAppServer(MemberProcess):
             message = {"id": request_id, "error": {
                 "code": -32601, "message": f"teamctl does not handle {method}"}}
         with suppress(RuntimeExited):
-            await self._write(message)
+            await self.write(message)
 
     async def _ask_operator(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
         """The ``ask`` profile: the operator decides, as long as it takes; the server's
         ``serverRequest/resolved`` confirms the answer was applied."""
-        approver = self._spec.approver
-        assert approver is not None
         kind = method.split("/")[-2] if "/" in method else method
         summary = str(params.get("command") or params.get("reason") or params.get("grantRoot")
                       or params.get("serverName") or kind)
-        self._asking += 1
-        try:
-            answer = await approver.ask(ApprovalRequest("permission", kind, summary[:500]))
-        finally:
-            self._asking -= 1
-            self._last_output = time.monotonic()
-        self._unconfirmed[str(request_id)] = answer.request_id
-        await self._write({"id": request_id, "result": _decision(method, answer)})
+        answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary[:500]))
+        self._bridge.answered(str(request_id), answer)
+        await self.write({"id": request_id, "result": _decision(method, answer)})
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         state = self._turn
-        if method == "serverRequest/resolved" and self._spec.approver is not None:
-            approval_id = self._unconfirmed.pop(str(params.get("requestId")), None)
-            if approval_id is not None:
-                self._tg.start_soon(self._spec.approver.confirmed, approval_id)
+        if method == "serverRequest/resolved" and self._tg is not None:
+            self._tg.start_soon(self._bridge.confirm, str(params.get("requestId")))
         if method == "account/rateLimits/updated":
             self._log_rate_limits(params.get("rateLimits"))
         if state is None:
@@ -510,14 +419,8 @@ class CodexAppServer(MemberProcess):
         over = meter.reading(state.message_id, UsageReading(
             tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}",
             baseline=None if last is None else total - last))
-        if over:
-            self._budget_stop(state)
-
-    def _budget_stop(self, state: _Turn) -> None:
-        """Interrupt the turn for a budget (once; a turn already over stands)."""
-        if not state.budget_stop and not state.done.is_set():
-            state.budget_stop = True
-            self._tg.start_soon(self._interrupt, state, "turn_over_budget")
+        if over and state.stop is not None:
+            state.stop.request()
 
     def _log_rate_limits(self, limits: Any) -> None:
         if not isinstance(limits, dict) or limits == self._rate_limits:
@@ -595,7 +498,7 @@ def _failed(member: str, message: Any, info: Any = None) -> TurnFailed:
                 status = detail["httpStatusCode"]
     if status is None:
         status = api_status(text)
-    return TurnFailed(member, text, api_status=status, retryable=status in RETRYABLE_STATUS)
+    return TurnFailed(member, text, api_status=status, retryable=retryable_status(status))
 
 
 class TeamctlRpcError(Exception):

@@ -59,7 +59,6 @@ from runtimes.base import (
     unwrap_group,
 )
 from runtimes.codex._shared import (
-    RETRYABLE_STATUS,
     api_status,
     build_env,
     check_login,
@@ -67,6 +66,7 @@ from runtimes.codex._shared import (
     sandbox_refusal,
 )
 from runtimes.framing import decode_line, iter_lines
+from runtimes.kit import retryable_status
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -353,7 +353,7 @@ class CodexMember:
             if _USAGE_LIMIT in message:
                 raise RateLimited(self._spec.member, message, until=None)
             status = api_status(message)
-            retryable = status in RETRYABLE_STATUS or "stream disconnected" in message
+            retryable = retryable_status(status) or "stream disconnected" in message
             raise TurnFailed(self._spec.member, message, api_status=status,
                              retryable=retryable)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
