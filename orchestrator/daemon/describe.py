@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.planner import Planner
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.config import DescribeWith, MemberConfig, TeamConfig
-    from orchestrator.contracts import Capabilities, ImageDescriber
+    from orchestrator.contracts import Capabilities, Host, ImageDescriber
     from orchestrator.daemon.journal import AsyncJournal, Journal, Migrations
     from orchestrator.daemon.ledger import Ledger
     from orchestrator.paths import Home
@@ -99,7 +99,9 @@ class Descriptions:
     def __init__(self, store: AsyncJournal, planner: Planner, loader: VariantLoader,
                  describers: Mapping[str, ImageDescriber],
                  capabilities: Mapping[str, Capabilities], home: Home, *,
-                 ledger: Ledger | None = None) -> None:
+                 ledger: Ledger | None = None, host: Host) -> None:
+        """``host``: this machine's, where describers run (``contracts.Host``)."""
+        self._host = host
         self._ledger = ledger
         self._cache = DescriptionCache(store)
         self._planner = planner
@@ -217,7 +219,8 @@ class Descriptions:
             team=config.name, member=member.name, executable=executable, model=describe.model,
             prompt=None, workdir=workdir, state_dir=state_dir, args=tuple(describe.args),
             env=dict(describe.env), turn_idle_timeout=describe.timeout, image_input=True,
-            login=describe.login or config.member_login(member), permissions="read")
+            login=describe.login or config.member_login(member), permissions="read",
+            host=self._host)
 
 
 class DescriptionCache:
