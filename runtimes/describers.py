@@ -37,6 +37,7 @@ from runtimes import claude
 from runtimes.base import Spawner, StderrRing, drain_stderr, kill_group, spawn_process, token_count
 from runtimes.codex import _shared as codex
 from runtimes.framing import decode_line, encode_line, iter_lines
+from runtimes.kit import retryable_status
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -95,7 +96,7 @@ def _failed(spec: LaunchSpec, ran: _Ran, what: str, *, status: int | None = None
     return TurnFailed(spec.member, f"the describer ({spec.model}) {what}"
                       + (f" (exit {ran.code})" if ran.code else "")
                       + (f": {tail}" if tail else ""), api_status=status,
-                      retryable=status is None or status >= 429)
+                      retryable=retryable_status(status, unknown=True))
 
 
 class ClaudeDescriber:

@@ -21,21 +21,14 @@ is not used: its 204 would prove nothing.
 Liveness: the serve process *and* the ``/event`` stream (``server.heartbeat`` every 10 s): a lost
 stream or missing heartbeats make the member not alive even if the pid exists, and the server is
 restarted. The stream echoes full data URLs: nothing from it is logged.
-
-The generated config (``OPENCODE_CONFIG_CONTENT``) is the member's ``config`` table plus, for its
-model, ``modalities.input`` with ``"image"`` exactly when the vision catalog (or the operator)
-says the model sees images — so OpenCode's own gate agrees with teamctl's — and
-``attachment.image.auto_resize = false`` so the planned variant reaches the API byte for byte.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import secrets
-import socket
 import time
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
@@ -45,7 +38,6 @@ import httpx
 import structlog
 
 from orchestrator.contracts import (
-    ApprovalRequest,
     BudgetReached,
     Capabilities,
     ImagePart,
@@ -53,7 +45,6 @@ from orchestrator.contracts import (
     MemberStartFailed,
     RateLimited,
     RuntimeExited,
-    RuntimeNotLoggedIn,
     RuntimeStuck,
     TextPart,
     TokenUsage,
@@ -61,7 +52,6 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     UsageReading,
-    map_exceptions,
     runtime_info,
     usd,
 )
@@ -70,7 +60,6 @@ from runtimes.base import (
     OnSent,
     Spawner,
     drain_stderr,
-    member_environ,
     owned_process,
     spawn_process,
     stop_process,
@@ -78,16 +67,32 @@ from runtimes.base import (
     unwrap_group,
 )
 from runtimes.framing import iter_lines
-from runtimes.logins import link, opencode_config_dir, opencode_data_dir
-from runtimes.opencode_provider import PROVIDER_ENV, api_key_source, env_reference
+from runtimes.kit import (
+    OperatorBridge,
+    TurnWatch,
+    UsageStop,
+    denied,
+    retryable_status,
+    spawn_member,
+    starting,
+)
+from runtimes.opencode_asks import ASK_EVENTS, OpenCodeAsks
+from runtimes.opencode_launch import (
+    build_config,
+    build_env,
+    check_login,
+    free_port,
+    member_auth_file,
+    split_model,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from pathlib import Path
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["OpenCodeRuntime", "OpenCodeServer", "build_config"]
+__all__ = ["OpenCodeRuntime", "OpenCodeServer", "build_config", "build_env", "check_login",
+           "member_auth_file"]
 
 log = structlog.get_logger("teamctl.runtime.opencode")
 
@@ -124,168 +129,29 @@ class OpenCodeRuntime:
         return owned_process(lambda tg: self._start(spec, tg))
 
     async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> OpenCodeServer:
-        port, password = _free_port(), secrets.token_urlsafe(24)
+        port, password = free_port(), secrets.token_urlsafe(24)
         env = build_env(spec, password)
         if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
             check_login(spec)
         serve_port = await spec.host.forward_port(port)  # over SSH: forwarded there
         argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
                 "--port", str(serve_port)]
-        try:
-            raw = await spec.host.spawn(argv, cwd=spec.workdir, env=env)
-        except OSError as exc:
-            raise MemberStartFailed(spec.member, f"cannot start {argv[0]}: {exc.strerror}") \
-                from exc
+        raw = await spawn_member(spec, argv, env)
         server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace)
 
-        def http_failed(exc: BaseException) -> MemberStartFailed:
-            return MemberStartFailed(spec.member, f"its server failed a start-up request "
-                                     f"({type(exc).__name__}: {exc})", server.stderr_tail())
+        def http_failed(exc: Exception) -> str:
+            return f"its server failed a start-up request ({type(exc).__name__}: {exc})"
 
-        try:
-            with anyio.fail_after(spec.start_timeout), map_exceptions(
-                    {httpx.HTTPError: http_failed}):
-                await server.wait_listening(tg)
-                await server.check_health()
-                await server.open_session()
-                server.asks_in(tg)
-                tg.start_soon(server.watch_events)
-                await server.stream_connected.wait()
-        except TimeoutError:
-            await server.close()
-            raise MemberStartFailed(spec.member, f"not ready within {spec.start_timeout:g}s",
-                                    server.stderr_tail()) from None
-        except BaseException:
-            await server.close()
-            raise
+        async with starting(spec, server, failures={httpx.HTTPError: http_failed}):
+            await server.wait_listening(tg)
+            await server.check_health()
+            await server.open_session()
+            server.asks_in(tg)
+            tg.start_soon(server.watch_events)
+            await server.stream_connected.wait()
         log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
                  session_id=server.session_id, resumed=server.resumed, port=port)
         return server
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
-    """The minimal environment; private HOME/XDG dirs, the server password, offline-friendly
-    switches, the config (in the environment, never on the command line); the member's env."""
-    own: dict[str, str] = {}
-    dirs = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
-            "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state"}
-    for var, relative in dirs.items():
-        path = spec.state_dir / relative
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        own[var] = str(path)
-    own.update(
-        PWD=str(spec.workdir),
-        OPENCODE_SERVER_PASSWORD=password,
-        OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_AUTOUPDATE="1",
-        OPENCODE_CONFIG_CONTENT=json.dumps(build_config(spec)),
-    )
-    auth = member_auth_file(spec)
-    if spec.login == "operator":
-        try:
-            link(opencode_data_dir() / "auth.json", auth)
-        except FileExistsError as exc:
-            raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
-                                    "login, or set login = \"isolated\"") from None
-        if opencode_config_dir().is_dir():  # the operator's providers, AGENTS.md, agents
-            own["OPENCODE_CONFIG_DIR"] = str(opencode_config_dir())
-    elif auth.is_symlink():
-        auth.unlink()  # an isolated member keeps nothing of the operator's
-    return member_environ(own, spec.env)
-
-
-def member_auth_file(spec: LaunchSpec) -> Path:
-    return spec.state_dir / "xdg" / "data" / "opencode" / "auth.json"
-
-
-def check_login(spec: LaunchSpec) -> None:
-    """The preflight: the member's model's provider has a credential (an auth.json entry —
-    the operator's, linked —, ``OPENCODE_AUTH_CONTENT``, an ``apiKey`` in the config, or the
-    provider's variable in the member's env); else it fails to start with the fix."""
-    provider, _model = _split_model(spec.model)
-    if provider is None:
-        return
-    options = ((spec.config.get("provider") or {}).get(provider) or {}).get("options") or {}
-    variable = env_reference(options)
-    if variable is not None and variable not in spec.env:
-        raise RuntimeNotLoggedIn(spec.member, "opencode", f"its provider {provider!r} takes "
-                                 f"apiKey from {{env:{variable}}}: set {variable} in the "
-                                 "member's env (or pass_env)")
-    if provider not in PROVIDER_ENV or api_key_source(options, spec.env) is not None \
-            or PROVIDER_ENV[provider] in spec.env:
-        return
-    for text in (spec.env.get("OPENCODE_AUTH_CONTENT"), _read(member_auth_file(spec))):
-        try:
-            entries = json.loads(text) if text else {}
-        except ValueError:
-            entries = {}
-        if isinstance(entries, dict) and provider in entries:
-            return
-    fix = (f"no {provider!r} entry in {opencode_data_dir() / 'auth.json'}: run 'opencode auth "
-           f"login', or set {PROVIDER_ENV[provider]} in the member's env"
-           if spec.login == "operator" else
-           f"this member's login is isolated: set {PROVIDER_ENV[provider]} in its env")
-    raise RuntimeNotLoggedIn(spec.member, "opencode", fix)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        text: str = path.read_text()
-    except OSError:
-        return None
-    return text
-
-
-_PERMISSIONS: dict[str, dict[str, str]] = {
-    # "deny" removes the tool from what the model is offered (protocols/teammates.md §3.5)
-    "read": {"edit": "deny", "bash": "deny", "external_directory": "deny"},
-    # in the project: everything; outside it: refused, never a question nobody answers
-    "edit": {"external_directory": "deny"},
-    "full": {"external_directory": "allow"},
-    # every edit, command, fetch and outside path is a permission.asked the operator answers
-    "ask": {"edit": "ask", "bash": "ask", "webfetch": "ask", "external_directory": "ask"},
-}
-
-
-_ASK_EVENTS = frozenset({"permission.asked", "permission.replied", "question.asked",
-                         "question.replied", "question.rejected"})
-
-
-def build_config(spec: LaunchSpec) -> dict[str, Any]:
-    """The member's config table, with teamctl's additions for its model."""
-    config: dict[str, Any] = copy.deepcopy(dict(spec.config))
-    if spec.model:
-        config.setdefault("model", spec.model)
-    permission = config.get("permission")
-    config["permission"] = {**(permission if isinstance(permission, dict) else {}),
-                            **_PERMISSIONS[spec.permissions]}
-    if spec.mcp is not None:
-        config.setdefault("mcp", {})["teamctl"] = {
-            "type": "local", "command": list(spec.mcp.command),
-            "environment": dict(spec.mcp.env), "enabled": True}
-    image = config.setdefault("attachment", {}).setdefault("image", {})
-    image.setdefault("auto_resize", False)
-    provider, model = _split_model(spec.model)
-    if provider and model and spec.image_input is not None:
-        entry = (config.setdefault("provider", {}).setdefault(provider, {})
-                 .setdefault("models", {}).setdefault(model, {}))
-        modalities = entry.setdefault("modalities", {})
-        modalities["input"] = ["text", "image"] if spec.image_input else ["text"]
-        modalities.setdefault("output", ["text"])
-    return config
-
-
-def _split_model(model: str | None) -> tuple[str | None, str | None]:
-    if not model or "/" not in model:
-        return None, None
-    provider, _, rest = model.partition("/")
-    return provider, rest
 
 
 class _Turn:
@@ -293,7 +159,7 @@ class _Turn:
         self.message_id = message_id
         self.steps: dict[str, tuple[TokenUsage, float | None]] = {}  # step-finish parts by id
         self.held: Exception | None = None  # a budget reached or a long rate limit: aborted
-        self.last_activity = time.monotonic()
+        self.stop: UsageStop | None = None  # the ledger's stop: the turn is aborted
         self.accepted = anyio.Event()  # OpenCode stored the user message: the transport took it
         self.done = anyio.Event()  # the message call returned (or failed)
         self.error: dict[str, Any] | None = None
@@ -324,8 +190,9 @@ class OpenCodeServer(MemberProcess):
         self._activity: str | None = None
         self._grace = heartbeat_grace
         self._tg: TaskGroup | None = None
-        self._asking = 0  # permission.asked waiting on the operator: the watchdog waits too
-        self._unconfirmed: dict[str, str] = {}  # OpenCode's request id -> approval id
+        self._watch = TurnWatch(spec)
+        self._bridge = OperatorBridge(spec, self._watch)
+        self._asks: OpenCodeAsks | None = None
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
@@ -345,6 +212,7 @@ class OpenCodeServer(MemberProcess):
     def asks_in(self, tg: TaskGroup) -> None:
         """Where permission requests are answered (they must never block the event reader)."""
         self._tg = tg
+        self._asks = OpenCodeAsks(self._spec, self._http, self._bridge, tg)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -446,11 +314,11 @@ class OpenCodeServer(MemberProcess):
         session = props.get("sessionID") or (props.get("part") or {}).get("sessionID") or \
             (props.get("info") or {}).get("sessionID")
         kind = event.get("type")
-        if session == self._session_id and kind in _ASK_EVENTS:
-            self._on_permission(str(kind), props)
+        if session == self._session_id and kind in ASK_EVENTS and self._asks is not None:
+            self._asks.on_event(str(kind), props)
         if turn is None or session != self._session_id:
             return
-        turn.last_activity = time.monotonic()
+        self._watch.touch()
         if kind == "message.part.updated":
             part = props.get("part") or {}
             if isinstance(part, dict) and part.get("type") == "tool":
@@ -466,75 +334,6 @@ class OpenCodeServer(MemberProcess):
             turn.error = props.get("error") or {"data": {"message": "session error"}}
         elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
             turn.accepted.set()
-
-    def _on_permission(self, kind: str, props: dict[str, Any]) -> None:
-        """``permission.asked``: the ``ask`` profile's operator answers it; any other profile
-        rejects it at once (an unanswered ask hangs the session forever, teammates.md §3.5).
-        ``permission.replied`` confirms an answer was applied."""
-        request_id = str(props.get("id") or props.get("requestID") or "")
-        if kind in ("permission.replied", "question.replied", "question.rejected"):
-            approval_id = self._unconfirmed.pop(request_id, None)
-            if approval_id is not None and self._spec.approver is not None and self._tg:
-                self._tg.start_soon(self._spec.approver.confirmed, approval_id)
-            return
-        if self._tg is not None and request_id:
-            answer = self._answer_question if kind == "question.asked" else \
-                self._answer_permission
-            self._tg.start_soon(answer, request_id, props)
-
-    async def _answer_question(self, request_id: str, props: dict[str, Any]) -> None:
-        """``question.asked`` (the model's ``question`` tool): the operator's text answers
-        every question (``POST /question/{id}/reply``); a denial rejects it."""
-        questions = tuple(str(q.get("question") or "") for q in props.get("questions") or []
-                          if isinstance(q, dict))
-        approver = self._spec.approver
-        if approver is None:
-            with suppress(httpx.HTTPError):
-                await self._http.post(f"/question/{request_id}/reject")
-            return
-        self._asking += 1
-        try:
-            answer = await approver.ask(ApprovalRequest(
-                "question", "question", " | ".join(questions)[:500], questions))
-        finally:
-            self._asking -= 1
-            if self._turn is not None:
-                self._turn.last_activity = time.monotonic()
-        self._unconfirmed[request_id] = answer.request_id
-        with suppress(httpx.HTTPError):
-            if answer.decision == "answer":
-                await self._http.post(f"/question/{request_id}/reply", json={
-                    "answers": [[answer.text or ""] for _ in questions or ("",)]})
-            else:
-                await self._http.post(f"/question/{request_id}/reject")
-
-    async def _answer_permission(self, request_id: str, props: dict[str, Any]) -> None:
-        approver = self._spec.approver
-        if approver is None:
-            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
-                        tool=props.get("permission"), message="asked outside the ask profile")
-            body: dict[str, Any] = {"reply": "reject", "message": "teamctl: this member's "
-                                    f"permissions ({self._spec.permissions}) do not allow it"}
-        else:
-            metadata = props.get("metadata") if isinstance(props.get("metadata"), dict) else {}
-            assert isinstance(metadata, dict)
-            patterns = [str(p) for p in props.get("patterns") or []]
-            summary = str(metadata.get("command") or metadata.get("filepath") or
-                          " ".join(patterns) or props.get("permission"))
-            self._asking += 1
-            try:
-                answer = await approver.ask(ApprovalRequest(
-                    "permission", str(props.get("permission") or "?"), summary[:500]))
-            finally:
-                self._asking -= 1
-                if self._turn is not None:
-                    self._turn.last_activity = time.monotonic()
-            reply = "reject" if answer.decision == "deny" else (
-                "always" if answer.always else "once")
-            body = {"reply": reply, **({"message": answer.message} if answer.message else {})}
-            self._unconfirmed[request_id] = answer.request_id
-        with suppress(httpx.HTTPError):
-            await self._http.post(f"/permission/{request_id}/reply", json=body)
 
     def _on_status(self, status: dict[str, Any], turn: _Turn) -> None:
         if status.get("type") != "retry":
@@ -574,24 +373,19 @@ class OpenCodeServer(MemberProcess):
         costs = [c for _, c in turn.steps.values()]
         if meter.reading(turn.message_id, UsageReading(
                 tokens=used, model=self._spec.model,
-                cost_usd=None if None in costs else sum(c for c in costs if c is not None))):
-            self._budget_stop(turn)
+                cost_usd=None if None in costs else sum(c for c in costs if c is not None))) \
+                and turn.stop is not None:
+            turn.stop.request()
 
-    def _budget_stop(self, turn: _Turn) -> None:
-        """Abort the turn for a budget (once; a turn that ended first stands)."""
+    def _over_budget(self, turn: _Turn) -> None:
+        """Abort the turn for a budget (a turn that ended first stands)."""
         if turn.held is None:
             turn.held = BudgetReached(self._spec.member, "the budget was reached during the turn")
-            log.warning("turn_over_budget", team=self._spec.team, member=self._spec.member,
-                        message_id=turn.message_id, action="abort")
             self._abort_soon()
 
     def _abort_soon(self) -> None:
-        async def abort() -> None:
-            with suppress(httpx.HTTPError):
-                await self._http.post(f"/session/{self._session_id}/abort")
-
         if self._tg is not None:
-            self._tg.start_soon(abort)
+            self._tg.start_soon(self._abort)
 
     def _kill(self) -> None:
         self.kill()
@@ -616,15 +410,16 @@ class OpenCodeServer(MemberProcess):
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
         body = self._body(turn)
         state = self._turn = _Turn(turn.message_id)
-        if self._spec.meter is not None:  # a team budget crossed by another member stops it
-            self._spec.meter.on_stop(turn.message_id, lambda: self._budget_stop(state))
+        state.stop = UsageStop(self._spec, turn.message_id, state.done,
+                               lambda: self._over_budget(state), "abort")
+        self._watch.touch()
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._post_message, body, state)
-                    await self._await(state, state.accepted)
+                    await self._await(state.accepted)
                     await on_sent()
-                    await self._await(state, state.done)
+                    await self._await(state.done)
             # the turn's tool-part events may trail the call's answer; the session's idle event
             # comes after all of them (bounded: a server that sends none costs IDLE_GRACE)
             with anyio.move_on_after(_IDLE_GRACE):
@@ -653,7 +448,7 @@ class OpenCodeServer(MemberProcess):
             else:
                 assert_never(part)
         body: dict[str, Any] = {"parts": parts}
-        provider, model = _split_model(self._spec.model)
+        provider, model = split_model(self._spec.model)
         if provider and model:
             body["model"] = {"providerID": provider, "modelID": model}
         return body
@@ -673,25 +468,21 @@ class OpenCodeServer(MemberProcess):
             state.accepted.set()
             state.done.set()
 
-    async def _await(self, state: _Turn, event: anyio.Event) -> None:
+    async def _await(self, event: anyio.Event) -> None:
         """Wait for ``event`` while the turn shows activity; stuck after turn_idle_timeout of
         silence (then abort it); RuntimeExited if the server dies."""
-        idle = self._spec.turn_idle_timeout
-        while not event.is_set():
-            if self._asking:  # the operator may take as long as they like
-                state.last_activity = time.monotonic()
-            remaining = state.last_activity + idle - time.monotonic()
+        def alive() -> None:
             if self._exited.is_set() or self._doomed:
                 raise RuntimeExited(self._spec.member, self._process.returncode,
                                     self.stderr_tail())
-            if remaining <= 0:
-                log.warning("turn_stuck", team=self._spec.team, member=self._spec.member,
-                            idle_timeout=idle)
-                with suppress(httpx.HTTPError):
-                    await self._http.post(f"/session/{self._session_id}/abort")
-                raise RuntimeStuck(self._spec.member, idle)
-            with anyio.move_on_after(min(remaining, 1.0)):
-                await event.wait()
+
+        if not await self._watch.wait(event, alive=alive):
+            await self._watch.stop_turn(None, self._abort, None)
+            raise RuntimeStuck(self._spec.member, self._watch.idle)
+
+    async def _abort(self) -> None:
+        with suppress(httpx.HTTPError):
+            await self._http.post(f"/session/{self._session_id}/abort")
 
     def _result(self, state: _Turn) -> TurnResult:
         response = state.response
@@ -702,7 +493,7 @@ class OpenCodeServer(MemberProcess):
             raise TurnFailed(self._spec.member, f"OpenCode refused the message: HTTP "
                              f"{response.status_code} {_error_message(response)}",
                              api_status=response.status_code,
-                             retryable=response.status_code >= 500)
+                             retryable=retryable_status(response.status_code))
         message = response.json()
         error = state.error or (message.get("info") or {}).get("error")
         if error:
@@ -732,9 +523,7 @@ class OpenCodeServer(MemberProcess):
                 word in error.lower() for word in ("permission", "rejected", "denied"))
             if part.get("tool") != "invalid" and not refused:
                 continue
-            log.warning("permission_denied", team=self._spec.team, member=self._spec.member,
-                        tool=str(part.get("tool")), message=error[:300])
-            notes.append(f"permission denied: {part.get('tool')}: {error[:300]}")
+            notes.append(denied(self._spec, str(part.get("tool")), message=error))
         return tuple(notes)
 
 
