@@ -6,7 +6,9 @@ commands run, teammates messaged. Handing the same message again as if it were n
 model to do all of it again. So when the member's process carries on the very session the cut
 attempt was sent on (the same process, or one that resumed that session), the next attempt is
 a short continuation prompt on that session instead: what was interrupted, why, and that what
-was already done has taken effect. Its images are not sent again (they are in the session).
+was already done has taken effect, and the message's text as a reminder (a runtime may not
+have written the cut turn to its session before it died: the real Claude CLI writes its
+transcript asynchronously). Its images are not sent again (they are in the session).
 Only when the session is gone (a fresh one, ``SessionLost``) is the message sent whole:
 "at least once" is kept either way (docs/architecture.md, "Effects once").
 """
@@ -51,5 +53,6 @@ def continuation(delivery: Delivery) -> Turn:
     text = (f"[teamctl] your previous turn on message {delivery.message_id} was interrupted "
             f"({why}) before you answered; what you already did has taken effect — check "
             "before repeating any step (a file written, a command run, a teammate messaged), "
-            "then finish and answer it")
+            "then finish and answer it. The message, as a reminder (not a new request):\n\n"
+            f"{delivery.text}")
     return Turn(delivery.message_id, (TextPart(text),), continues=True)
