@@ -496,10 +496,40 @@ def control_dir(home_root: Path) -> Path:
             continue
         _control_dirs[home_root] = candidate
         return candidate
-    fresh = Path(tempfile.mkdtemp(prefix="tc-"))  # 0700, a new random name, ours
-    atexit.register(shutil.rmtree, fresh, True)  # this process's own: gone with it
+    fresh = _recorded_dir(home_root) or Path(tempfile.mkdtemp(prefix="tc-"))  # 0700, random
+    _record_dir(home_root, fresh)
+    atexit.register(shutil.rmtree, fresh, True)  # gone with a daemon that exits cleanly
     _control_dirs[home_root] = fresh
     return fresh
+
+
+_RECORD = "ssh-control-dir"  # in the 0700 home: where a random control dir of its daemon is
+
+
+def _recorded_dir(home_root: Path) -> Path | None:
+    """The random control dir an earlier daemon of this home made (and left behind when it was
+    killed): reused, so its ControlMasters can still be found and closed — if it is still this
+    operator's private directory; None otherwise."""
+    try:
+        descriptor = os.open(home_root / _RECORD, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor) as file:
+            if os.fstat(file.fileno()).st_uid != os.getuid():
+                return None
+            recorded = Path(file.read(4096).strip())
+        if not recorded.is_absolute():
+            return None
+        trusted_dir(recorded)
+    except (OSError, ValueError, ControlDirUntrusted):
+        return None
+    return recorded
+
+
+def _record_dir(home_root: Path, path: Path) -> None:
+    with contextlib.suppress(OSError):  # without the record, a restart only loses old masters
+        descriptor = os.open(home_root / _RECORD,
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(str(path))
 
 
 def trusted_dir(path: Path) -> None:

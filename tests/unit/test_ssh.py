@@ -310,3 +310,25 @@ async def test_a_master_socket_teamctl_did_not_make_is_refused_before_any_secret
             assert caught.value.code == "host_control_untrusted"
             assert not caught.value.retryable and str(control) in caught.value.message
     assert not ran.exists(), "no ssh was run"
+
+
+def test_a_killed_daemons_random_control_dir_is_found_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home too long for a ControlPath gets a random 0700 dir; a daemon killed with -9 leaves
+    it (and its masters) behind, and the next daemon of the home reuses it, so it can still close
+    them — a crashed daemon left an SSH session on the host before. A record that points at a
+    dir that is not privately ours is ignored."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    home = tmp_path / ("h" * 90)
+    home.mkdir(mode=0o700)
+    monkeypatch.setattr(ssh, "_control_dirs", {})
+    first = ssh.control_dir(home)
+    assert first.parent != home and _owned_privately(first)
+    monkeypatch.setattr(ssh, "_control_dirs", {})  # a new daemon process
+    assert ssh.control_dir(home) == first
+    first.chmod(0o755)  # no longer private: never reused
+    monkeypatch.setattr(ssh, "_control_dirs", {})
+    second = ssh.control_dir(home)
+    assert second != first and _owned_privately(second)
+    shutil.rmtree(first)
+    shutil.rmtree(second)
