@@ -141,7 +141,11 @@ def test_a_cut_connection_restarts_the_member_and_the_turn_is_answered_once(
                          and e.get("message_id") == message_id, timeout=60)
     [message] = teamctl.json("history", "far")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 2)
-    assert message["reply"] == "fake-claude (claude-sonnet-4-5) received: survive this"
+    # the resumed session is told its turn was cut, not handed the message as new
+    assert message["reply"].startswith("fake-claude (claude-sonnet-4-5) received: [teamctl] "
+                                       f"your previous turn on message {message_id} was "
+                                       "interrupted")
+    assert message["reply"].endswith("survive this")
     [after] = teamctl.json("status")["teams"][0]["members"]
     assert after["session_id"] == before["session_id"], "the same runtime session, resumed"
     assert after["restarts"] >= 1 and after["pid"] != before["pid"]
