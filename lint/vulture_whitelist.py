@@ -17,6 +17,7 @@ _.schema_version
 _.sources
 _.wait_bound
 _.waiting
+_.spent_usd  # Ledger: a spend in dollars, read by the ledger's tests
 already_running
 cost_usd
 critical

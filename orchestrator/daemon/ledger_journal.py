@@ -8,15 +8,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.contracts import TokenUsage
 
 if TYPE_CHECKING:
     from orchestrator.daemon.journal import AsyncJournal, Journal, Migrations
-    from orchestrator.daemon.ledger import By, Charge
+    from orchestrator.daemon.ledger_charge import Charge
 
-__all__ = ["MIGRATIONS", "Budget", "CounterValue", "LedgerJournal"]
+__all__ = ["MIGRATIONS", "TEAM", "Budget", "By", "CounterValue", "LedgerJournal"]
+
+TEAM = ""  # the member of a whole team's row: its budgets, its totals
+By = Literal["member", "model", "day"]  # how a usage query groups its rows
 
 MIGRATIONS: Migrations = {
     # what each turn cost: one row per settled turn attempt, the running totals each runtime
