@@ -196,6 +196,8 @@ class MemberProcess:
         self._ring = StderrRing()
         self._exited = anyio.Event()
         self._doomed = False
+        self._session_id: str | None = None
+        self._activity: str | None = None  # what the member does now, for ``status``
 
     @property
     def pid(self) -> int | None:
@@ -210,8 +212,16 @@ class MemberProcess:
         return not self._doomed and not self._exited.is_set()
 
     @property
-    def stderr_ring(self) -> StderrRing:
-        return self._ring
+    def healthy(self) -> bool:
+        return self.usable
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def activity(self) -> str | None:
+        return self._activity
 
     def stderr_tail(self) -> list[str]:
         return self._ring.tail()

@@ -40,10 +40,9 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     UsageReading,
-    runtime_info,
     usd,
 )
-from runtimes.base import OnSent, Spawner, owned_process, spawn_process, token_count
+from runtimes.base import OnSent, owned_process, token_count
 from runtimes.claude_asks import control_answer, request_of
 from runtimes.claude_launch import (
     EDIT_TOOLS,
@@ -55,11 +54,18 @@ from runtimes.claude_launch import (
     write_files,
 )
 from runtimes.framing import encode_line
-from runtimes.kit import OperatorBridge, UsageStop, denied, retryable_status, spawn_member, starting
+from runtimes.kit import (
+    Adapter,
+    OperatorBridge,
+    UsageStop,
+    denied,
+    retryable_status,
+    spawn_member,
+    starting,
+)
 from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
-
     from anyio.abc import Process, TaskGroup
 
 __all__ = ["EDIT_TOOLS", "READ_TOOLS", "ClaudeProcess", "ClaudeRuntime", "anthropic_tokens",
@@ -76,13 +82,9 @@ _MCP_POLL_INTERVAL = 0.1  # while the CLI reports teamctl's MCP server "pending"
 _MCP_WAIT_MARGIN = 1.0
 
 
-class ClaudeRuntime:
+class ClaudeRuntime(Adapter, runtime="claude"):
     """The ``claude`` runtime adapter."""
 
-    info = runtime_info("claude")
-    name: str = info.name
-    default_executable: str = info.default_executable
-    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
@@ -90,9 +92,6 @@ class ClaudeRuntime:
         inline_base64=True,
         max_payload_bytes=MAX_TURN_LINE_BYTES,
     )
-
-    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
-        self._spawner = spawner
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[ClaudeProcess]:
         """Start the member and wait for readiness; stop it (stop ladder) on exit."""
@@ -190,26 +189,13 @@ class ClaudeProcess(StdioJsonProcess):
 
     def __init__(self, process: Process, spec: LaunchSpec, session_id: str) -> None:
         super().__init__(process, spec, write_timeout=WRITE_TIMEOUT)
-        self._session_id = session_id
+        self._session_id: str | None = session_id
         self.resumed = False  # started with --resume: the session's earlier turns are in it
         self._turn: _TurnState | None = None
         self._early_result: dict[str, Any] | None = None
-        self._activity: str | None = None
         self._bridge = OperatorBridge(spec, self.watch)
         # total_cost_usd is the running total of the *session*: a --resume carries it on
         self._counter = session_counter(session_id)
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def healthy(self) -> bool:
-        return self.usable
-
-    @property
-    def activity(self) -> str | None:
-        return self._activity
 
     async def handshake(self, timeout: float) -> None:
         """Send ``initialize`` and wait for its answer (readiness), the process's exit, or

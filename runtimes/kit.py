@@ -22,21 +22,42 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import structlog
 
-from orchestrator.contracts import MemberStartFailed, RuntimeExited
+from orchestrator.contracts import MemberStartFailed, RuntimeExited, runtime_info
+from runtimes.base import Spawner, spawn_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import ApprovalAnswer, ApprovalRequest, LaunchSpec
+    from orchestrator.contracts import ApprovalAnswer, ApprovalRequest, LaunchSpec, RuntimeInfo
+    from orchestrator.runtime_table import RuntimeName
 
-__all__ = ["OperatorBridge", "TurnWatch", "UsageStop", "denied", "retryable_status",
+__all__ = ["Adapter", "OperatorBridge", "TurnWatch", "UsageStop", "denied", "retryable_status",
            "spawn_member", "starting"]
 
 log = structlog.get_logger("teamctl.runtime")
 
 _POLL = 1.0  # how often a waiting turn looks at the clock (and whether its process lives)
+
+
+class Adapter:
+    """A runtime adapter's class: its row of the runtime table (``class X(Adapter,
+    runtime="claude")``) and the spawner it is built with (tests pass fakes)."""
+
+    info: RuntimeInfo
+    name: str
+    default_executable: str
+    env_var: str
+
+    def __init_subclass__(cls, *, runtime: RuntimeName, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.info = runtime_info(runtime)
+        cls.name, cls.default_executable = cls.info.name, cls.info.default_executable
+        cls.env_var = cls.info.env_var
+
+    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
+        self._spawner = spawner
 
 
 class TurnWatch:

@@ -52,7 +52,6 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     UsageReading,
-    runtime_info,
     usd,
 )
 from runtimes.base import (
@@ -68,6 +67,7 @@ from runtimes.base import (
 )
 from runtimes.framing import iter_lines
 from runtimes.kit import (
+    Adapter,
     OperatorBridge,
     TurnWatch,
     UsageStop,
@@ -103,13 +103,9 @@ _MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 _IDLE_GRACE = 2.0
 
 
-class OpenCodeRuntime:
+class OpenCodeRuntime(Adapter, runtime="opencode"):
     """The ``opencode`` runtime adapter."""
 
-    info = runtime_info("opencode")
-    name: str = info.name
-    default_executable: str = info.default_executable
-    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
@@ -120,7 +116,7 @@ class OpenCodeRuntime:
 
     def __init__(self, *, spawner: Spawner = spawn_process,
                  heartbeat_grace: float = 30.0) -> None:
-        self._spawner = spawner
+        super().__init__(spawner=spawner)
         self._heartbeat_grace = float(
             os.environ.get("TEAMCTL_OPENCODE_HEARTBEAT_GRACE") or heartbeat_grace)
 
@@ -187,7 +183,6 @@ class OpenCodeServer(MemberProcess):
         self._last_event = time.monotonic()
         self._stream_up = False
         self.stream_connected = anyio.Event()
-        self._activity: str | None = None
         self._grace = heartbeat_grace
         self._tg: TaskGroup | None = None
         self._watch = TurnWatch(spec)
@@ -197,17 +192,9 @@ class OpenCodeServer(MemberProcess):
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
     @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
     def healthy(self) -> bool:
         fresh = time.monotonic() - self._last_event <= self._grace
         return self.usable and self._stream_up and fresh
-
-    @property
-    def activity(self) -> str | None:
-        return self._activity
 
     def asks_in(self, tg: TaskGroup) -> None:
         """Where permission requests are answered (they must never block the event reader)."""

@@ -158,33 +158,20 @@ class CodexAppServer(StdioJsonProcess):
     def __init__(self, process: Process, spec: LaunchSpec) -> None:
         super().__init__(process, spec, write_timeout=_REQUEST_TIMEOUT,
                          fields={"transport": "app-server"})
-        self._activity: str | None = None
         self._rate_limits: Any = None
         self._bridge = OperatorBridge(spec, self.watch)
-        self._thread_id = spec.session_id
+        self._session_id = spec.session_id
         self.resumed = False
         self._turn: _Turn | None = None
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
-
-    @property
-    def session_id(self) -> str | None:
-        return self._thread_id
-
-    @property
-    def healthy(self) -> bool:
-        return self.usable
-
-    @property
-    def activity(self) -> str | None:
-        return self._activity if self._turn is not None else None
 
     async def probe(self, timeout: float) -> bool:
         """``thread/read`` of its thread (answered from the server's own state, no model
         call), within ``timeout``; an error answer is an answer: the server is alive."""
         with anyio.move_on_after(timeout):
             try:
-                await self._request("thread/read", {"threadId": self._thread_id})
+                await self._request("thread/read", {"threadId": self._session_id})
             except TeamctlRpcError:
                 pass  # e.g. a thread not yet written: the server answered
             except (RuntimeExited, RuntimeStuck):
@@ -208,22 +195,22 @@ class CodexAppServer(StdioJsonProcess):
             "sandbox": SANDBOX[self._spec.permissions],
             "approvalPolicy": APPROVAL_POLICY.get(self._spec.permissions, "never"),
             "developerInstructions": self._spec.prompt}
-        if self._thread_id:
+        if self._session_id:
             try:
                 await self._request("thread/resume", {
-                    "threadId": self._thread_id, "excludeTurns": True, **settings})
+                    "threadId": self._session_id, "excludeTurns": True, **settings})
                 self.resumed = True
                 return
             except TeamctlRpcError as exc:
-                lost = SessionLost(self._spec.member, self._thread_id, exc.message)
+                lost = SessionLost(self._spec.member, self._session_id, exc.message)
                 log.warning("session_lost", team=self._spec.team, member=self._spec.member,
-                            lost_session=self._thread_id, reason=lost.message)
+                            lost_session=self._session_id, reason=lost.message)
         result = await self._request("thread/start", settings)
         thread_id = (result.get("thread") or {}).get("id")
         if not isinstance(thread_id, str) or not thread_id:
             raise ProtocolError(f"thread/start answered without a thread id: "
                                 f"{str(result)[:200]}")
-        self._thread_id = thread_id
+        self._session_id = thread_id
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -237,7 +224,7 @@ class CodexAppServer(StdioJsonProcess):
         self._activity = "starting the turn"
         try:
             result = await self._request("turn/start", {
-                "threadId": self._thread_id, "input": self._input(turn)})
+                "threadId": self._session_id, "input": self._input(turn)})
             state.id = str((result.get("turn") or {}).get("id"))
             await on_sent()
             await self._await_end(state)
@@ -246,6 +233,7 @@ class CodexAppServer(StdioJsonProcess):
                              retryable=False) from exc
         finally:
             self._turn = None
+            self._activity = None  # what it did is over with the turn
         return self._outcome(state)
 
     def _input(self, turn: Turn) -> list[dict[str, Any]]:
@@ -276,7 +264,7 @@ class CodexAppServer(StdioJsonProcess):
 
     async def _interrupt(self, state: _Turn) -> None:
         with suppress(TeamctlRpcError):
-            await self._request("turn/interrupt", {"threadId": self._thread_id,
+            await self._request("turn/interrupt", {"threadId": self._session_id,
                                                    "turnId": state.id})
 
     def _stop_soon(self, state: _Turn) -> None:
@@ -301,7 +289,7 @@ class CodexAppServer(StdioJsonProcess):
         if status == "interrupted":
             raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
         return TurnResult(reply=state.replies[-1] if state.replies else "",
-                          session_id=self._thread_id, notes=tuple(state.notes))
+                          session_id=self._session_id, notes=tuple(state.notes))
 
     # -- the wire -----------------------------------------------------------------------------
 
@@ -417,7 +405,7 @@ class CodexAppServer(StdioJsonProcess):
         if total is None or meter is None or not state.message_id:
             return
         over = meter.reading(state.message_id, UsageReading(
-            tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}",
+            tokens=total, model=self._spec.model, counter=f"codex-thread:{self._session_id}",
             baseline=None if last is None else total - last))
         if over and state.stop is not None:
             state.stop.request()

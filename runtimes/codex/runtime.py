@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.contracts import Capabilities, runtime_info
-from runtimes.base import Spawner, spawn_process
+from orchestrator.contracts import Capabilities
 from runtimes.codex.exec import open_exec
+from runtimes.kit import Adapter
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -19,13 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["CodexRuntime"]
 
 
-class CodexRuntime:
+class CodexRuntime(Adapter, runtime="codex"):
     """The ``codex`` runtime adapter."""
 
-    info = runtime_info("codex")
-    name: str = info.name
-    default_executable: str = info.default_executable
-    env_var: str = info.env_var
     capabilities = Capabilities(
         image_input=True,
         # Codex passes PNG, JPEG and WebP through unchanged; it re-encodes GIF (so an animated
@@ -33,9 +29,6 @@ class CodexRuntime:
         image_mimes=frozenset({"image/png", "image/jpeg", "image/webp"}),
         image_purpose="codex-image-file",
     )
-
-    def __init__(self, *, spawner: Spawner = spawn_process) -> None:
-        self._spawner = spawner
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]:
         """The member on its transport: one ``codex app-server`` (``transport =

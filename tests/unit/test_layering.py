@@ -291,3 +291,31 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
     adapters = default_runtimes()
     assert list(adapters) == [r.name for r in RUNTIMES]  # the names, nothing imported yet
     assert adapters[RUNTIMES[-1].name].name == RUNTIMES[-1].name  # loaded when asked for
+
+
+def _adapter(module: str) -> str | None:
+    """The runtime adapter a module belongs to (None: shared by all, or no adapter)."""
+    for prefix in ("runtimes.codex.exec", "runtimes.codex.app_server", "runtimes.codex",
+                   "runtimes.claude", "runtimes.opencode"):
+        if module.startswith(prefix):
+            return prefix
+    return None
+
+
+def _across_adapters(edges: list[Edge]) -> list[Edge]:
+    """Imports from one adapter into another (the Codex package may pick its transport)."""
+    return [e for e in edges if None not in (_adapter(e.source), _adapter(e.target))
+            and _adapter(e.source) != _adapter(e.target)
+            and _adapter(e.target) != "runtimes.codex"
+            and not (_adapter(e.source) == "runtimes.codex" and e.target.startswith(
+                "runtimes.codex."))]
+
+
+def test_no_adapter_imports_another_and_codex_transports_never_each_other() -> None:
+    """An adapter is its CLI's protocol on the kit (``runtimes.kit``, ``base``, ``framing``):
+    it takes nothing from another adapter, and Codex's exec and app-server transports share
+    ``codex._shared``, never each other (``codex`` and ``codex_app`` once imported each
+    other). The rule sees such an import."""
+    assert not _across_adapters(GRAPH), _shown(_across_adapters(GRAPH))
+    wrong = Edge("runtimes.codex.app_server", "runtimes.codex.exec", lazy=True, line=1)
+    assert _across_adapters([wrong]) == [wrong]
