@@ -48,32 +48,43 @@ class TreeUsage:
 
 
 _table_lock = threading.Lock()
-_table: tuple[float, dict[int, list[int]]] | None = None  # (taken at, parent -> children)
+_parents: dict[int, int] = {}  # pid -> parent pid, as last read
+_full_scan_at = -float("inf")
+
+
+def _read_parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None  # it exited while we looked
+    return int(stat.rpartition(b") ")[2].split(maxsplit=2)[1])
 
 
 def _children_table(max_age: float) -> dict[int, list[int]]:
-    """Every process's children, from one scan of /proc's ``stat`` files — reused while it is
-    younger than ``max_age`` seconds, so a hundred members' checks cost one scan, not a hundred.
-    (``/proc/PID/task/TID/children`` would walk one tree only, but kernels without
+    """Every process's children. Within ``max_age`` seconds of a full scan of /proc's ``stat``
+    files, only the processes that appeared since are read (listing /proc's names is cheap; its
+    files are not) and those that are gone dropped — so a hundred members' checks cost a hundred
+    directory listings and one full scan, and a child born a moment ago is still seen. (A pid
+    reused within ``max_age`` keeps its old parent until the next full scan.
+    ``/proc/PID/task/TID/children`` would walk one tree only, but kernels without
     CONFIG_PROC_CHILDREN, and gVisor, lack it.)"""
-    global _table
+    global _full_scan_at
     with _table_lock:
         now = time.monotonic()
-        if _table is not None and max_age > 0 and now - _table[0] < max_age:
-            return _table[1]
-        children: dict[int, list[int]] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"{entry.path}/stat", "rb") as file:
-                    stat = file.read()
-            except OSError:
-                continue  # it exited while we looked
-            parent = int(stat.rpartition(b") ")[2].split(maxsplit=2)[1])
-            children.setdefault(parent, []).append(int(entry.name))
-            children.setdefault(int(entry.name), [])
-        _table = (now, children)
+        pids = {int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()}
+        if max_age <= 0 or now - _full_scan_at >= max_age:
+            _parents.clear()
+            _full_scan_at = now
+        for gone in _parents.keys() - pids:
+            del _parents[gone]
+        for pid in pids - _parents.keys():
+            parent = _read_parent(pid)
+            if parent is not None:
+                _parents[pid] = parent
+        children: dict[int, list[int]] = {pid: [] for pid in _parents}
+        for pid, parent in _parents.items():
+            children.setdefault(parent, []).append(pid)
         return children
 
 
@@ -81,7 +92,8 @@ def process_tree(pid: int, *, max_age: float = 0.0) -> TreeUsage | None:
     """What ``pid`` and every process below it hold now, from /proc (None: no such process).
     Descendants are found by parent pid, so a child that left the process group still counts;
     one that was re-parented away (its parent died) does not — the group kill covers those.
-    ``max_age``: how old a shared scan of the process table may be (0: a fresh one)."""
+    ``max_age``: how long ago the last full scan of /proc may be (0: a full scan now); within
+    it, only new processes are read."""
     children_of = _children_table(max_age)
     if pid not in children_of:
         return None

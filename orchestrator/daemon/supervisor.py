@@ -42,9 +42,10 @@ log = structlog.get_logger("teamctl.supervisor")
 T = TypeVar("T")
 Claim = Callable[[], Awaitable[tuple[str, T] | None]]
 
-# A member's process tree is measured after each turn from a scan of /proc at most this old:
-# under a 100-member fan-out a fresh scan per turn was half the daemon's time (issue 26).
-_PROCESS_TABLE_AGE = 2.0
+# A member's process tree is measured after each turn; within this many seconds of a full scan
+# of /proc only new processes are read (a full scan per finished turn was half the daemon's
+# time under a 100-member fan-out, issue 26).
+_PROCESS_TABLE_AGE = 5.0
 
 
 @dataclass(eq=False)
@@ -311,7 +312,7 @@ def recycle_reason(config: MemberConfig, pid: int | None, turns: int, *,
     """Why a long-lived member process should be recycled now (hygiene, not a crash), or
     None: ``recycle_turns`` turns served, or it and its descendants above ``recycle_rss_mb``
     or ``recycle_children`` (a runtime with no process between turns: turns only).
-    ``table_age``: how old a shared scan of /proc may be (one scan serves every member)."""
+    ``table_age``: how long ago a full scan of /proc may be (new processes are always read)."""
     if config.recycle_turns and turns >= config.recycle_turns:
         return f"{turns} turns (recycle_turns = {config.recycle_turns})"
     if pid is None or not (config.recycle_rss_mb or config.recycle_children):

@@ -45,7 +45,9 @@ def test_turns_run_on_one_process_and_one_thread_that_survives_a_relaunch(
     assert "turn 3 received: and again" in third.stdout
     assert teamctl.member_pids() == [pid], "one process for every turn"
     per_turn = {"input_tokens": 100, "cached_input_tokens": 10, "output_tokens": 20,
-                "reasoning_output_tokens": 5, "cost_usd": None}  # not in the price table
+                "reasoning_output_tokens": 5,
+                # gpt-5.4-mini: (90 x $0.75 + 10 x $0.075 + 20 x $4.50) per million tokens
+                "cost_usd": 0.000158}
     history = teamctl.json("history", "rev")["messages"]
     assert [m["usage"] for m in history] == [per_turn] * 3, "each turn's own usage"
     limits = [e for e in teamctl.log_events() if e["event"] == "rate_limits"]

@@ -192,25 +192,35 @@ def test_recycle_reason_counts_turns_memory_and_children() -> None:
     assert process_tree(children[0].pid) is None, "a process that is gone"
 
 
-def test_process_tree_scans_proc_once_for_many_members() -> None:
+def test_process_tree_scans_proc_once_for_many_members(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh /proc scan per finished turn was half the daemon's time under a 100-member
-    fan-out: checks within ``max_age`` share one scan (a child born after it is not seen yet),
-    and ``max_age=0`` always scans afresh."""
+    fan-out: within ``max_age`` of a full scan only processes that appeared since are read — and
+    a child born a moment ago is still counted (the recycle check after its turn sees it)."""
+    import builtins
     import os
     import subprocess
 
-    from runtimes.base import process_tree
+    from orchestrator import processes
 
-    before = process_tree(os.getpid())
-    assert before is not None
+    assert processes.process_tree(os.getpid()) is not None  # a full scan
+    reads: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(path: object, *args: object, **kwargs: object) -> object:
+        if str(path).endswith("/stat"):
+            reads.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    before = processes.process_tree(os.getpid(), max_age=3600.0)
+    assert before is not None and reads == [], "nothing new: no stat file read again"
     child = subprocess.Popen(["sleep", "30"])
     try:
-        cached = process_tree(os.getpid(), max_age=3600.0)
-        fresh = process_tree(os.getpid())
-        assert cached is not None and fresh is not None
-        assert cached.children == before.children, "the shared scan was reused"
-        assert fresh.children == before.children + 1, "max_age=0 scans afresh"
-        assert process_tree(child.pid, max_age=3600.0) is not None
+        after = processes.process_tree(os.getpid(), max_age=3600.0)
+        assert after is not None and after.children == before.children + 1
+        assert f"/proc/{child.pid}/stat" in reads and len(reads) < 10, "only the newcomers"
     finally:
         child.kill()
         child.wait()
+    gone = processes.process_tree(os.getpid(), max_age=3600.0)
+    assert gone is not None and gone.children == before.children, "a gone process is dropped"
