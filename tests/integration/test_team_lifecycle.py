@@ -100,7 +100,9 @@ def test_member_crash_mid_turn_is_redelivered_on_the_resumed_session(teamctl: Te
     assert teamctl.run("send", "lead", "one", "--wait").returncode == 0
     done = teamctl.run("send", "lead", "two", "--wait")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("received: two")
+    # continued in the resumed session: told its turn was cut, the message as a reminder
+    assert "received: [teamctl] your previous turn on message" in done.stdout
+    assert done.stdout.strip().endswith("(not a new request):\n\ntwo")
     messages = teamctl.json("history", "lead")["messages"]
     assert [m["state"] for m in messages] == ["answered", "answered"]
     assert messages[1]["attempts"] == 2
