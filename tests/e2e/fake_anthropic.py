@@ -47,6 +47,21 @@ def newest_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
+CONTINUATION = "[teamctl] your previous turn on message "
+
+
+def _redone(text: str, body: dict[str, Any]) -> str:
+    """A teamctl continuation of a cut DO_WRITE/DO_BASH turn is answered as a model that finishes
+    its step would: the same tool call again (its reminder, the message, is the last paragraph)
+    — on the model call that is offered the tools, not on the CLI's side calls."""
+    reminder = text.rpartition("\n\n")[2]
+    tools = {t.get("name") for t in body.get("tools", [])}
+    if text.startswith(CONTINUATION) and reminder.startswith(("DO_WRITE ", "DO_BASH ")) \
+            and {"Write", "Bash"} & tools:
+        return reminder
+    return text
+
+
 def newest_tool_result(body: dict[str, Any]) -> str | None:
     """The text of a tool_result in the last user message, if that message carries one."""
     messages = body.get("messages", [])
@@ -115,6 +130,7 @@ class FakeAnthropic(FakeProvider):
                 "question": text[7:], "header": "Question", "multiSelect": False,
                 "options": [{"label": "tabs", "description": "tabs"},
                             {"label": "spaces", "description": "spaces"}]}]})
+        text = _redone(text, body)
         if text.startswith(("DO_WRITE ", "DO_BASH ")):
             verb, _, argument = text.partition(" ")
             if verb == "DO_WRITE":

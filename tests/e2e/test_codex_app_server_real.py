@@ -93,7 +93,9 @@ def test_real_app_server_interrupts_a_stalled_turn_and_redelivers_on_the_same_pr
     responses.hang_next = True  # headers, then nothing: the API stalls mid-stream
     done = teamctl.run("send", "rev", "are you there?", "--wait", "--timeout", "120")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pong: are you there?"
+    # continued on the same thread: told the turn was cut, the message as a reminder
+    assert done.stdout.strip().startswith("pong: [teamctl] your previous turn on message")
+    assert done.stdout.strip().endswith("(not a new request):\n\nare you there?")
     [message] = teamctl.json("history", "rev")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 2)
     assert teamctl.member_pids() == [pid], "turn/interrupt ended it: no kill, no restart"
