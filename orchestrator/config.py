@@ -148,6 +148,9 @@ class MemberConfig(_Strict):
     recycle_turns: Annotated[int, Field(ge=0)] = 200
     recycle_rss_mb: Annotated[int, Field(ge=0)] = 2048
     recycle_children: Annotated[int, Field(ge=0)] = 64
+    # how often (at most) the memory and children limits are measured after a turn (0: after
+    # every turn); measuring walks /proc, which a busy team should not pay on every turn
+    recycle_check_interval: Annotated[float, Field(ge=0, le=3600)] = 5.0
     restart: Literal["on-failure", "always", "never"] = "on-failure"
     backoff: tuple[Seconds, Seconds] = (1.0, 60.0)
     max_restarts: Annotated[int, Field(ge=0)] = 5

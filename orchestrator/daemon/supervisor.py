@@ -75,6 +75,7 @@ class MemberState:
     process_turns: int = 0  # turns on the current process, for ``recycle_turns``
     recycle: str | None = None  # why the current process is being recycled
     recycle_after_turn: str | None = None  # a recycle asked for while a turn was in flight
+    tree_measured_at: float = float("-inf")  # when its process tree was last measured
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
     host: Host = field(kw_only=True)  # where it runs (this machine's, or another one's)
@@ -275,7 +276,12 @@ class Supervisor:
         state.process_turns += 1
         if process.usable:  # a dead process keeps its cut turn for the incident report
             state.turn = None
-            state.recycle = recycle_reason(state.config, process.pid, state.process_turns,
+            now = time.monotonic()
+            measure = now - state.tree_measured_at >= state.config.recycle_check_interval
+            if measure:
+                state.tree_measured_at = now
+            state.recycle = recycle_reason(state.config, process.pid if measure else None,
+                                           state.process_turns,
                                            table_age=_PROCESS_TABLE_AGE) \
                 or state.recycle_after_turn
             state.recycle_after_turn = None

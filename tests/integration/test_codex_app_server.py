@@ -204,7 +204,8 @@ def test_the_server_is_recycled_after_recycle_turns_and_it_is_not_a_restart(
 
 def test_children_piling_up_recycle_the_server_and_the_leftovers_are_stopped(
         teamctl: Teamctl) -> None:
-    member = _member("rev", recycle_children=2, env={"FAKE_CODEX_LEAK_CHILD": "1"})
+    member = _member("rev", recycle_children=2, recycle_check_interval=0,
+                     env={"FAKE_CODEX_LEAK_CHILD": "1"})
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     first_pid = _row(teamctl)["pid"]
     for n in (1, 2, 3):
@@ -222,7 +223,8 @@ def test_children_piling_up_recycle_the_server_and_the_leftovers_are_stopped(
 
 
 def test_memory_above_recycle_rss_mb_recycles_the_server(teamctl: Teamctl) -> None:
-    member = _member("rev", recycle_rss_mb=1)  # any real process holds more than 1 MiB
+    member = _member("rev", recycle_rss_mb=1,  # any real process holds more than 1 MiB
+                     recycle_check_interval=0)
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     first_pid = _row(teamctl)["pid"]
     assert teamctl.run("send", "rev", "hello", "--wait").returncode == 0

@@ -224,3 +224,40 @@ def test_process_tree_scans_proc_once_for_many_members(monkeypatch: pytest.Monke
         child.wait()
     gone = processes.process_tree(os.getpid(), max_age=3600.0)
     assert gone is not None and gone.children == before.children, "a gone process is dropped"
+
+
+def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walking /proc after every turn was a tenth of the daemon's time under a fan-out: the
+    memory and children limits are measured at most every ``recycle_check_interval`` seconds
+    (default 5), the turn limit after every turn; 0 measures after every turn."""
+    import os
+    from types import SimpleNamespace
+
+    from orchestrator.config import MemberConfig
+    from orchestrator.daemon import supervisor
+    from orchestrator.processes import TreeUsage
+
+    measured: list[int] = []
+
+    def tree(pid: int, *, max_age: float = 0.0) -> TreeUsage:
+        measured.append(pid)
+        return TreeUsage(rss_bytes=0, children=0)
+
+    monkeypatch.setattr(supervisor, "process_tree", tree)
+    from runtimes.local_host import LocalHost
+
+    state = supervisor.MemberState(team="t", workdir="/", host=LocalHost(),
+                                   config=MemberConfig(name="x", runtime="claude",
+                                                       recycle_turns=3))
+    process = SimpleNamespace(usable=True, pid=os.getpid())
+    for _ in range(2):
+        supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
+    assert measured == [os.getpid()] and state.recycle is None
+    supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
+    assert state.recycle is not None and "3 turns" in state.recycle, "turns: every turn"
+    state.recycle, state.config = None, state.config.model_copy(
+        update={"recycle_check_interval": 0.0, "recycle_turns": 0})
+    for _ in range(2):
+        supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
+    assert len(measured) == 3
