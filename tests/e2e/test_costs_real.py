@@ -87,8 +87,10 @@ def test_real_claude_subscription_limit_pauses_until_its_reset_then_answers(
                                     and e.get("message_id") == message_id, timeout=120)
     assert _ts(answered) >= reset
     [message] = teamctl.json("history", "rev")["messages"]
-    assert (message["state"], message["attempts"], message["reply"]) == (
-        "answered", 1, "pong: hello?")
+    assert (message["state"], message["attempts"]) == ("answered", 1), "a hold is no attempt"
+    # the refused turn reached the session: it is continued there, the message as a reminder
+    assert message["reply"].startswith("pong: [teamctl] your previous turn on message")
+    assert message["reply"].endswith("(not a new request):\n\nhello?")
     assert len(anthropic.message_requests()) == 2, "one refused call, then one after the reset"
 
 
@@ -123,6 +125,9 @@ def test_real_codex_is_priced_from_the_table_and_a_turn_crossing_its_budget_is_i
     assert teamctl.run("budget", "rev", "--set", "2").returncode == 0
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == held["id"], timeout=120)
-    assert teamctl.json("history", "rev")["messages"][-1]["reply"] == "pong: second"
+    reply = teamctl.json("history", "rev")["messages"][-1]["reply"]
+    # the turn the budget interrupted is continued on its thread, the message as a reminder
+    assert reply.startswith("pong: [teamctl] your previous turn on message")
+    assert reply.endswith("(not a new request):\n\nsecond")
     assert teamctl.json("usage", "--by", "model")["rows"][0]["group"] == "gpt-5-mini"
     assert teamctl.json("usage")["total_usd"] == pytest.approx(1.35)
