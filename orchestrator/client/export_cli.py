@@ -16,15 +16,17 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orchestrator import client
-from orchestrator.attachments.artifacts import ArtifactMissing, ArtifactStore
 from orchestrator.client.common import check_name, handles_errors, teamctl_home
 from orchestrator.client.out_file import check_out, write_out
 from orchestrator.errors import UsageError
+
+if TYPE_CHECKING:
+    from orchestrator.attachments.artifacts import ArtifactStore
 
 __all__ = ["COMMANDS", "inline_images"]
 
@@ -52,6 +54,8 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
         check_out(target, force=force)  # refused before the daemon is asked
     doc: dict[str, Any] = client.call(teamctl_home(), "export", {"team": team, "member": member},
                                       timeout=120.0)
+    from orchestrator.attachments.artifacts import ArtifactStore  # only here: a lean CLI start
+
     images, missing = inline_images(doc, ArtifactStore(teamctl_home().artifacts), redact=redact)
     text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
     if target is None:
@@ -72,6 +76,8 @@ def inline_images(doc: dict[str, Any], store: ArtifactStore, *,
                   redact: bool) -> tuple[int, int]:
     """Fill each attachment's ``data`` (or leave it out with ``redact``); the number of
     images and of those missing from the store."""
+    from orchestrator.attachments.artifacts import ArtifactMissing
+
     doc["redacted"] = redact
     count, missing = 0, []
     for member in doc["members"]:
