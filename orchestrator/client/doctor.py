@@ -131,11 +131,11 @@ def _claude(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str,
 
 
 def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
-    from runtimes.codex.provider import resolve_provider
+    from runtimes.codex.provider import merged_config, resolve_provider
 
     operator = _toml(logins.codex_home() / "config.toml") \
         if login == "operator" and member.host is None else {}
-    provider = resolve_provider(_merged(operator, member.config), member.args)
+    provider = resolve_provider(merged_config(operator, member.config), member.args)
     if provider.env_key:
         var = provider.env_key
         return ("API key", f"the member's env {var} (provider {provider.id})") if var in env \
@@ -178,15 +178,6 @@ def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[st
 _CREDENTIALS: dict[str, Callable[[MemberConfig, dict[str, str], str], tuple[str, str]]] = {
     CLAUDE.name: _claude, CODEX.name: _codex, OPENCODE.name: _opencode}
 assert set(_CREDENTIALS) == {r.name for r in RUNTIMES}
-
-
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        old = merged.get(key)
-        merged[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) \
-            else value
-    return merged
 
 
 def _toml(path: Path) -> dict[str, Any]:

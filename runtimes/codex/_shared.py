@@ -20,7 +20,7 @@ import structlog
 
 from orchestrator.contracts import LaunchSpec, MemberStartFailed, RuntimeNotLoggedIn
 from runtimes.base import member_environ, private_file
-from runtimes.codex.provider import resolve_provider
+from runtimes.codex.provider import merged_config, resolve_provider
 from runtimes.logins import codex_home, link
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def operator_config(spec: LaunchSpec) -> dict[str, Any]:
 def effective_config(spec: LaunchSpec) -> dict[str, Any]:
     """What codex runs with: the operator's config (operator login), the member's ``config``
     over it, and the permission profile's sandbox over both."""
-    config = _merged(operator_config(spec), dict(spec.config))
+    config = merged_config(operator_config(spec), spec.config)
     if spec.mcp is not None:  # on every exec, resume included; it must be up before the turn
         servers = config.setdefault("mcp_servers", {})
         servers["teamctl"] = {"command": spec.mcp.command[0], "args": list(spec.mcp.command[1:]),
@@ -111,16 +111,6 @@ def _usable_auth(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(auth, dict) and bool(auth.get("OPENAI_API_KEY") or auth.get("tokens"))
-
-
-def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def check_login(spec: LaunchSpec, home: Path) -> None:

@@ -13,13 +13,14 @@ each other and with codex. Standard library only.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
-__all__ = ["Provider", "apply_overrides", "resolve_provider"]
+__all__ = ["Provider", "apply_overrides", "merged_config", "resolve_provider"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +92,14 @@ def resolve_provider(config: Mapping[str, Any], args: Sequence[str] = ()) -> Pro
     env_key = table.get("env_key")
     needs_openai = provider_id == "openai" or bool(table.get("requires_openai_auth"))
     return Provider(provider_id, str(env_key) if env_key else None, needs_openai)
+
+
+def merged_config(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base`` table by table, as codex merges the member's ``config`` over
+    the operator's ``config.toml``."""
+    merged = dict(base)
+    for key, value in over.items():
+        old = merged.get(key)
+        merged[key] = merged_config(old, value) \
+            if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+    return merged
