@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-Seconds = Annotated[float, Field(gt=0)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # budgets (docs/costs.md): a number, never a string that looks like one; never negative
 BudgetUsd = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False, strict=True)]
 BudgetTokens = Annotated[int, Field(ge=0, le=10**13, strict=True)]

@@ -13,6 +13,7 @@ __all__ = [
     "MAX_ATTACHMENTS",
     "MAX_DEPTH",
     "MAX_PAGE_ROWS",
+    "MAX_SEQ",
     "MAX_WAIT_SECONDS",
     "NAME_PATTERN",
     "ORIGINAL_LIMIT_BYTES",
@@ -37,4 +38,6 @@ MAX_ATTACHMENTS = 32  # per message
 
 # rows in one answer (history, approvals): a bigger page is asked for in several calls
 MAX_PAGE_ROWS = 1000
+# a journal position (a cursor, an offset): what a SQLite INTEGER holds (larger overflowed)
+MAX_SEQ = 2**63 - 1
 MAX_WAIT_SECONDS = 30 * 24 * 3600.0  # any --timeout / wait: 30 days (no inf, nan or 1e308)

@@ -34,6 +34,7 @@ from orchestrator.limits import (
     APPROVAL_ID_PATTERN,
     MAX_ATTACHMENTS,
     MAX_PAGE_ROWS,
+    MAX_SEQ,
     MAX_WAIT_SECONDS,
     NAME_PATTERN,
     ULID_PATTERN,
@@ -131,10 +132,10 @@ class EmptyParams(_Params):
 
 class ApprovalsParams(TeamParams):
     all: bool = False
-    after: int = Field(default=0, ge=0)
+    after: int = Field(default=0, ge=0, le=MAX_SEQ)
     wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
     limit: int = Field(default=MAX_PAGE_ROWS, ge=1, le=MAX_PAGE_ROWS)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_SEQ)
 
 
 class ApprovalRulesParams(TeamParams):
@@ -160,7 +161,7 @@ class DenyParams(_Params):
 
 
 class ChangesParams(_Params):
-    after: int = Field(default=0, ge=0)
+    after: int = Field(default=0, ge=0, le=MAX_SEQ)
     wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
 
 
