@@ -11,7 +11,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   ├── OutputExists            --out names an existing file and --force was not given
     │   ├── OutputNotRegular        --out names a symlink, FIFO or other non-regular file
     │   │                           (both in client.out_file)
-    │   └── RequestTooLarge         a control request over the socket's size bound
+    │   ├── RequestTooLarge         a control request over the socket's size bound
+    │   ├── TaskInvalid             a board task's title, body or other text refused
+    │   └── TaskCycle               a dependency that would close a cycle (the cycle named)
     ├── RemoteError                 a daemon-side error rebuilt by the CLI (its code, exit code)
     ├── DaemonUnavailable           exit 4: no daemon answers on the control socket
     │   └── ConnectionLost          the daemon went away after the request was written
@@ -20,6 +22,10 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── ProtocolError               a peer spoke something that is not the protocol
     │   └── LineTooLong             a framed line went past its bound
     ├── NotFound                    unknown team or member (names those that exist)
+    │   └── TaskNotFound            no board task of that id (in that team)
+    ├── TaskRefused                 a board operation refused: not ready (the blockers),
+    │                               owned (the owner), outside the role, over max_tasks, not
+    │                               the owner, settled (its code says which)
     ├── TeamAlreadyRunning          a launch of a running team from a different definition
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
@@ -104,6 +110,10 @@ __all__ = [
     "RuntimeStuck",
     "SessionLost",
     "StoreError",
+    "TaskCycle",
+    "TaskInvalid",
+    "TaskNotFound",
+    "TaskRefused",
     "TeamAlreadyRunning",
     "TeamFileError",
     "TeamctlError",
@@ -232,6 +242,42 @@ class NotFound(TeamctlError):
     def __init__(self, kind: str, name: str, existing: list[str]) -> None:
         known = ", ".join(existing) if existing else "none"
         super().__init__(f"no {kind} named {name!r}; {kind}s: {known}", kind=kind, name=name)
+
+
+class TaskNotFound(NotFound):
+    code = "task_not_found"
+
+    def __init__(self, task_id: int, team: str | None) -> None:
+        where = f" in team {team!r}" if team else ""
+        TeamctlError.__init__(self, f"no task T{task_id}{where}; see 'teamctl task list'",
+                              kind="task", name=f"T{task_id}")
+
+
+class TaskRefused(TeamctlError):
+    """A board operation that cannot apply to the task as it is; ``code`` says why
+    (task_not_ready, task_owned, task_role, task_limit, task_not_owner, task_settled,
+    task_forbidden) and the message names the blockers, the owner or the role."""
+
+    code = "task_refused"
+
+    def __init__(self, code: str, message: str, *, task_id: int | None,
+                 retryable: bool = False, **details: Any) -> None:
+        super().__init__(message, task=task_id, **details)
+        self.code = code
+        self.retryable = retryable
+
+
+class TaskInvalid(UsageError):
+    code = "task_invalid"
+
+
+class TaskCycle(UsageError):
+    code = "task_cycle"
+
+    def __init__(self, cycle: list[int]) -> None:
+        named = " → ".join(f"T{t}" for t in cycle)
+        super().__init__(f"refused: that dependency would close a cycle {named}; remove one "
+                         "of its edges first ('teamctl task deps ID --remove ID2')", cycle=cycle)
 
 
 class TeamAlreadyRunning(TeamctlError):

@@ -14,6 +14,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_PAGE_ROWS",
     "MAX_SEQ",
+    "MAX_TASK_DEPS",
+    "MAX_TASK_TEXT_BYTES",
+    "MAX_TASK_TITLE_CHARS",
     "MAX_WAIT_SECONDS",
     "NAME_PATTERN",
     "ORIGINAL_LIMIT_BYTES",
@@ -35,6 +38,12 @@ MAX_DEPTH = 64
 # one attached file as read from disk (or the clipboard), before it is normalised
 ORIGINAL_LIMIT_BYTES = 20 * 1024 * 1024
 MAX_ATTACHMENTS = 32  # per message
+
+# a board task (docs/board.md): its one-line title, its body (and a summary, evidence, a
+# note: 64 KiB each) and how many tasks it may wait on
+MAX_TASK_TITLE_CHARS = 200
+MAX_TASK_TEXT_BYTES = 64 * 1024
+MAX_TASK_DEPS = 100
 
 # rows in one answer (history, approvals): a bigger page is asked for in several calls
 MAX_PAGE_ROWS = 1000

@@ -65,6 +65,12 @@ __all__ = [
     "Spend",
     "StatusDoc",
     "StopResult",
+    "TaskDoc",
+    "TaskEventDoc",
+    "TaskListDoc",
+    "TaskShowDoc",
+    "TaskState",
+    "TaskStatus",
     "TeamStatus",
     "UiDoc",
     "UsageDoc",
@@ -662,6 +668,65 @@ class ExportDoc(_Doc):
                                "could not be inlined (its metadata is kept)")
 
 
+# -- the board (docs/board.md) ----------------------------------------------------------------
+
+TaskStatus = Literal["pending", "in_progress", "review", "done", "failed", "cancelled"]
+# what a task is shown as: a pending one is ready (every dependency done) or blocked
+TaskState = Literal["ready", "blocked", "in_progress", "review", "done", "failed", "cancelled"]
+
+
+class TaskDoc(_Doc):
+    """One board task (``teamctl task add|assign|release|cancel|deps --json``)."""
+
+    id: int = Field(description="shown as T<id>")
+    team: str
+    title: str
+    body: str
+    role: str | None = Field(description="only a member of this role may claim it")
+    priority: int = Field(description="higher first")
+    status: TaskStatus = Field(description="as journaled")
+    state: TaskState = Field(description="as shown: a pending task is ready or blocked")
+    owner: str | None = Field(description="who holds it (a pending one: assigned, waiting)")
+    epoch: int | None = Field(description="which launch of the owner holds it")
+    lease_until: float | None = Field(description="its owner's process ended: released to "
+                                      "pending at this time unless the owner comes back")
+    blocked_by: list[int] = Field(description="the dependencies not done yet")
+    blocked: str | None = Field(description="what blocks it, in words (a failed or "
+                                "cancelled dependency said so)")
+    check: str | None = Field(description="the gate command to pass before done")
+    created_by: str
+    summary: str | None
+    evidence: str | None
+    created_at: float
+    updated_at: float
+
+
+class TaskListDoc(_Doc):
+    """``teamctl task list --json``: one page, oldest first."""
+
+    team: str
+    tasks: list[TaskDoc]
+    total: int = Field(description="tasks matching the filter, every page")
+    next_after: int | None = Field(description="--after for the next page (null: the last)")
+
+
+class TaskEventDoc(_Doc):
+    at: float
+    actor: str = Field(description="the operator or a member")
+    kind: str = Field(description="created, assigned, claimed, updated, released, lapsed, "
+                      "adopted, deps, completed, failed, cancelled")
+    note: str | None
+
+
+class TaskShowDoc(_Doc):
+    """``teamctl task show ID --json``: the task, its edges and its lifetime."""
+
+    task: TaskDoc
+    depends_on: list[int]
+    dependents: list[int]
+    events: list[TaskEventDoc]
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "status": StatusDoc,
     "launch": LaunchResult,
@@ -688,4 +753,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "prices": PricesDoc,
     "budget": BudgetDoc,
     "export": ExportDoc,
+    "task": TaskDoc,
+    "tasks": TaskListDoc,
+    "task-show": TaskShowDoc,
 }

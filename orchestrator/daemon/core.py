@@ -1,6 +1,6 @@
 """The daemon's core, built in one place: the journal's users (approvals, ledger), the
 supervisor and its launch factory, the attachment pipeline, the mailbox, described images, the
-team operations and the router — wired to each other and to a change feed.
+team operations, the router and the board — wired to each other and to a change feed.
 
 ``daemon.main`` (the composition root) builds it around the real runtime adapters and serves
 it; ``tests/fakes.py`` builds the very same core around a fake runtime, so what the fast tests
@@ -23,6 +23,7 @@ from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
 from orchestrator.daemon.approvals import Approvals
+from orchestrator.daemon.board import Board
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.describe import Descriptions
 from orchestrator.daemon.launch import LaunchFactory
@@ -83,6 +84,7 @@ class Core:
     mailbox: Mailbox
     teams: Teams
     router: Router
+    board: Board
 
 
 async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
@@ -123,8 +125,9 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions)
     router = Router(teams, supervisor, store, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered
+    board = Board(store)
     return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
-                router)
+                router, board)
 
 
 def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:

@@ -9,7 +9,8 @@ reply and typed error), ``message_attachments`` (the variant each member gets) a
 migrations) with these tables' synchronous calls; ``AsyncStore`` is the one way in for the
 daemon: typed async methods, each run in the journal's writer thread with group commit. The
 other tables' owners add theirs (``team_records``, ``worktrees``) or wrap it
-(``approval_journal``, ``kept_rules``, ``ledger_journal``, ``describe``, ``variant_cache``);
+(``approval_journal``, ``kept_rules``, ``ledger_journal``, ``describe``, ``variant_cache``,
+``board_journal``);
 ``MIGRATIONS`` puts every owner's migrations in their fixed order.
 """
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.daemon import (
     approval_journal,
+    board_journal,
     describe,
     kept_rules,
     ledger_journal,
@@ -154,7 +156,8 @@ _MESSAGES: Migrations = {
 # A new migration takes the next number in its owner's part; numbers never change.
 MIGRATIONS = collect(team_records.MIGRATIONS, variant_cache.MIGRATIONS, _MESSAGES,
                      worktrees.MIGRATIONS, approval_journal.MIGRATIONS,
-                     ledger_journal.MIGRATIONS, describe.MIGRATIONS, kept_rules.MIGRATIONS)
+                     ledger_journal.MIGRATIONS, describe.MIGRATIONS, kept_rules.MIGRATIONS,
+                     board_journal.MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 class Store(Journal):

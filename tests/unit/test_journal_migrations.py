@@ -1,7 +1,8 @@
 """The journal's migrations, now declared by each table's owner, are the ones teamctl always
 ran: the same statements under the same ``user_version`` numbers, so a journal an earlier
 teamctl left opens and migrates as before. ``data/journal_migrations_v11.json`` is the list
-``store._MIGRATIONS`` held when it was one tuple in ``store.py`` (schema 11)."""
+``store._MIGRATIONS`` held when it was one tuple in ``store.py`` (schema 11);
+``data/journal_migrations_v12.json`` is that list and the board's tables (schema 12)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from orchestrator.daemon.journal import collect
 from orchestrator.daemon.store import MIGRATIONS, SCHEMA_VERSION, Store
 
-EARLIER = json.loads((Path(__file__).parent / "data" / "journal_migrations_v11.json")
-                     .read_text())
+_DATA = Path(__file__).parent / "data"
+EARLIER = json.loads((_DATA / "journal_migrations_v12.json").read_text())
+ONE_TUPLE = json.loads((_DATA / "journal_migrations_v11.json").read_text())
 
 
 def _statements(script: str) -> list[str]:
@@ -35,8 +37,17 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) == 11
+    assert SCHEMA_VERSION == len(EARLIER) == 12
     assert [_statements(s) for s in MIGRATIONS] == [_statements(s) for s in EARLIER]
+
+
+def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:
+    """Schema 12 (the board: tasks, task_deps, task_events) came after the eleven the one
+    tuple held, which stay as they were."""
+    assert [_statements(s) for s in EARLIER[:11]] == [_statements(s) for s in ONE_TUPLE]
+    created = [s.split("(")[0].split()[-1] for s in _statements(EARLIER[11])
+               if s.startswith("CREATE TABLE")]
+    assert created == ["tasks", "task_deps", "task_events"]
 
 
 @pytest.mark.parametrize("version", range(len(EARLIER) + 1))
