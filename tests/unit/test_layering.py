@@ -12,7 +12,7 @@ import functools
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, TypeGuard, get_args
 
 from orchestrator.runtime_table import RUNTIMES
 from tests.conftest import REPO
@@ -51,28 +51,25 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
-    return skipped
+def _is_type_checking(node: ast.AST) -> TypeGuard[ast.If]:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
 def _imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Each import statement and whether it sits inside a function."""
-    skipped = _type_checking_nodes(tree)
-
-    def visit(node: ast.AST, lazy: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import statement and whether it sits inside a function. Only statements are
+    walked (an import is a statement; no expression holds one), and the body of an
+    ``if TYPE_CHECKING:`` is not (its ``else`` is)."""
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, lazy = todo.pop()
         for child in ast.iter_child_nodes(node):
-            if id(child) in skipped:
-                continue
             if isinstance(child, ast.Import | ast.ImportFrom):
                 yield child, lazy
-            inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-            yield from visit(child, inner)
-
-    yield from visit(tree, False)
+            elif _is_type_checking(child):
+                todo.extend((stmt, lazy) for stmt in child.orelse)
+            elif not isinstance(child, ast.expr | ast.expr_context):
+                todo.append((child, lazy or isinstance(child, ast.FunctionDef
+                                                        | ast.AsyncFunctionDef)))
 
 
 def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
@@ -146,14 +143,23 @@ def _shown(edges: list[Edge]) -> list[str]:
             for e in edges]
 
 
-GRAPH = import_graph(REPO)
+@functools.cache
+def project_graph() -> list[Edge]:
+    """The graph of this checkout, built once per process when a test first asks (not when
+    the module is collected: every test worker collects it)."""
+    return import_graph(REPO)
+
+
+def _crossing(source_side: str, target_side: str) -> list[Edge]:
+    return [e for e in project_graph()
+            if _side(e.source) == source_side and _side(e.target) == target_side]
 
 
 def test_no_module_of_orchestrator_or_runtimes_is_part_of_an_import_cycle() -> None:
     """A cycle makes import order matter (a name missing at import time, depending on which
     module a caller loads first) and ties the modules in it into one; the client's command
     modules and ``cli`` once imported each other."""
-    assert find_cycle(GRAPH) is None, " -> ".join(find_cycle(GRAPH) or [])
+    assert find_cycle(project_graph()) is None, " -> ".join(find_cycle(project_graph()) or [])
 
 
 def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
@@ -167,7 +173,8 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
 def test_the_shared_modules_import_neither_side_nor_the_runtimes() -> None:
     """``orchestrator/`` (config, contracts, errors, limits, rpc, wire, attachments/...) is what
     both sides share: it imports neither the client, the daemon nor a runtime."""
-    wrong = [e for e in GRAPH if _side(e.source) == "shared" and _side(e.target) != "shared"]
+    wrong = [e for e in project_graph()
+             if _side(e.source) == "shared" and _side(e.target) != "shared"]
     assert not wrong, _shown(wrong)
 
 
@@ -176,21 +183,21 @@ def test_a_runtime_imports_only_the_contracts_from_orchestrator() -> None:
     ``orchestrator`` it reads ``contracts`` alone, and never ``orchestrator.daemon`` (the
     registry, which is no runtime, also reads the table of runtime names it registers)."""
     allowed = {("runtimes.registry", "orchestrator.runtime_table")}
-    wrong = [e for e in GRAPH if _side(e.source) == "runtimes" and e.target.startswith(
+    wrong = [e for e in project_graph() if _side(e.source) == "runtimes" and e.target.startswith(
         "orchestrator") and e.target != "orchestrator.contracts"
         and (e.source, e.target) not in allowed]
     assert not wrong, _shown(wrong)
 
 
 def test_the_daemon_never_imports_the_client() -> None:
-    wrong = [e for e in GRAPH if _side(e.source) == "daemon" and _side(e.target) == "client"]
+    wrong = _crossing("daemon", "client")
     assert not wrong, _shown(wrong)
 
 
 def test_the_client_reaches_the_daemon_only_through_teamctl_daemons_one_lazy_import() -> None:
     """The CLI stays a thin, fast client: the daemon's code is loaded only by ``teamctl daemon``
     (the process that becomes the daemon), inside that command."""
-    into_daemon = [e for e in GRAPH if _side(e.source) == "client" and _side(e.target) == "daemon"]
+    into_daemon = _crossing("client", "daemon")
     allowed = [e for e in into_daemon if e.source == "orchestrator.client.cli"
                and e.target == "orchestrator.daemon.main" and e.lazy]
     assert len(allowed) == 1, _shown(into_daemon)
@@ -198,7 +205,7 @@ def test_the_client_reaches_the_daemon_only_through_teamctl_daemons_one_lazy_imp
 
 
 def test_only_the_composition_root_imports_the_runtime_registry() -> None:
-    wrong = [e for e in GRAPH if e.target == "runtimes.registry"
+    wrong = [e for e in project_graph() if e.target == "runtimes.registry"
              and e.source != "orchestrator.daemon.main"]
     assert not wrong, _shown(wrong)
 
@@ -206,8 +213,7 @@ def test_only_the_composition_root_imports_the_runtime_registry() -> None:
 def test_in_the_client_only_doctor_reads_the_runtimes() -> None:
     """``teamctl doctor`` must look where the members' preflight looks (logins, provider keys,
     the SSH host check); no other client module loads a runtime."""
-    wrong = [e for e in GRAPH if _side(e.source) == "client" and _side(e.target) == "runtimes"
-             and e.source != "orchestrator.client.doctor"]
+    wrong = [e for e in _crossing("client", "runtimes") if e.source != "orchestrator.client.doctor"]
     assert not wrong, _shown(wrong)
 
 
@@ -215,7 +221,7 @@ def _closure(start: str, *, lazy: bool) -> set[str]:
     seen, todo = {start}, [start]
     while todo:
         module = todo.pop()
-        for edge in GRAPH:
+        for edge in project_graph():
             if edge.source == module and (lazy or not edge.lazy) and edge.target not in seen:
                 seen.add(edge.target)
                 todo.append(edge.target)
@@ -252,8 +258,7 @@ def test_the_core_imports_no_runtime_adapter_only_the_composition_root_does() ->
     """``orchestrator/daemon`` names runtimes only through the port (``orchestrator.ports``)
     and the table's capability fields: one module, ``daemon.main``, wires the adapters in (the
     registry, this machine's and the SSH host)."""
-    wrong = [e for e in GRAPH if _side(e.source) == "daemon" and _side(e.target) == "runtimes"
-             and e.source != "orchestrator.daemon.main"]
+    wrong = [e for e in _crossing("daemon", "runtimes") if e.source != "orchestrator.daemon.main"]
     assert not wrong, _shown(wrong)
 
 
@@ -318,6 +323,6 @@ def test_no_adapter_imports_another_and_codex_transports_never_each_other() -> N
     it takes nothing from another adapter, and Codex's exec and app-server transports share
     ``codex._shared``, never each other (``codex`` and ``codex_app`` once imported each
     other). The rule sees such an import."""
-    assert not _across_adapters(GRAPH), _shown(_across_adapters(GRAPH))
+    assert not _across_adapters(project_graph()), _shown(_across_adapters(project_graph()))
     wrong = Edge("runtimes.codex.app_server", "runtimes.codex.exec", lazy=True, line=1)
     assert _across_adapters([wrong]) == [wrong]
