@@ -15,8 +15,8 @@ goes — ``done`` (the default: no gate), ``review`` (a reviewer or the operator
 
 from __future__ import annotations
 
+import re
 import time
-import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,19 +76,24 @@ def check_title(title: str, what: str = "title", *,
 def check_text(text: str, what: str, *, limit_bytes: int = MAX_TASK_TEXT_BYTES) -> str:
     """A body, summary, evidence, note or reason: at most 64 KiB, no control character
     other than a tab or a newline."""
-    _plain(text, what, allowed="\t\n")
-    size = len(text.encode("utf-8"))
+    size = len(text.encode("utf-8", "surrogatepass"))
     if size > limit_bytes:
         raise TaskInvalid(f"a task's {what} is at most {limit_bytes} bytes (this one has "
                           f"{size}); put the rest in a file and name it")
+    _plain(text, what, allowed="\t\n")
     return text
 
 
+# control characters (Unicode Cc) and lone surrogates (JSON can carry them; UTF-8 cannot)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def _plain(text: str, what: str, *, allowed: str) -> None:
-    for index, char in enumerate(text):
-        if char not in allowed and unicodedata.category(char) in ("Cc", "Cs"):
+    for found in _CONTROL.finditer(text):
+        char = found.group()
+        if char not in allowed:
             raise TaskInvalid(f"a task's {what} holds a control character (U+{ord(char):04X} "
-                              f"at {index}); remove it")
+                              f"at {found.start()}); remove it")
 
 
 class Board:
