@@ -44,6 +44,7 @@ from orchestrator.wire import ChangesDoc, Ping, StopResult, UiDoc
 
 if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
+    from orchestrator.daemon.board_api import BoardApi
     from orchestrator.daemon.connections import Connection
     from orchestrator.daemon.live_view import LazyLiveView
     from orchestrator.daemon.router import Router
@@ -207,7 +208,8 @@ class ControlServer:
 
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
                  allowed_uid: int | None = None, router: Router | None = None,
-                 approvals: Approvals | None = None, web: LazyLiveView | None = None) -> None:
+                 approvals: Approvals | None = None, web: LazyLiveView | None = None,
+                 board: BoardApi | None = None) -> None:
         self._teams = teams
         self._web = web
         self._router = router
@@ -215,7 +217,7 @@ class ControlServer:
         self._allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self._on_stop_all = on_stop_all
         self._stop_all_requested = False
-        self._methods: dict[str, tuple[type[_Params], Handler]] = {
+        self._methods: dict[str, tuple[type[BaseModel], Handler]] = {
             "ping": (EmptyParams, self._ping),
             "launch": (LaunchParams, self._launch),
             "status": (TeamParams, self._status),
@@ -242,6 +244,8 @@ class ControlServer:
             "usage": (UsageParams, self._usage),
             "budget": (BudgetParams, self._budget),
         }
+        if board is not None:  # task_add, task_list, ... (daemon.board_api)
+            self._methods.update(board.methods())
 
     async def handle_connection(self, connection: Connection) -> None:
         """Serve one connection's requests in order until the client closes it."""

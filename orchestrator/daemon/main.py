@@ -25,6 +25,7 @@ import structlog
 from orchestrator.daemon import orphans, stdio
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
+from orchestrator.daemon.board_api import BoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
@@ -166,7 +167,8 @@ class Daemon:
 
             web = LazyLiveView(core.changes, live_view)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
-                                   approvals=approvals, web=web)
+                                   approvals=approvals, web=web,
+                                   board=BoardApi(core.board, teams, core.supervisor))
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)
