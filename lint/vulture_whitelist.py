@@ -72,3 +72,8 @@ revoked_why
 writable  # io.TextIOBase: BoundedOut is a writable stream (daemon/stdio.py)
 exc_text  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)
 exc_info  # logging.LogRecord: a held-back repeat drops its traceback (daemon/stdio.py)
+list_tasks  # click command: teamctl task list (client/task_cli.py)
+lease_until  # TaskDoc, TaskListDoc, TaskShowDoc: --json fields (wire.py)
+tasks
+next_after
+depends_on
