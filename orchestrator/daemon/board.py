@@ -159,11 +159,11 @@ class Board:
     async def complete(self, task_id: int, *, by: Actor, summary: str,
                        evidence: str | None = None, team: str | None = None) -> TaskDoc:
         """The owner says it is done: the gate decides where it goes (done, review, or back
-        in progress with the gate's output). The gate runs outside any transaction; the
-        transition re-checks the owner."""
+        in progress with the gate's output). The gate runs only for the owner (or the
+        operator, a lead), outside any transaction; the transition re-checks the owner."""
         summary = check_text(summary, "summary")
         evidence = None if evidence is None else check_text(evidence, "evidence")
-        task = (await self.get(task_id, team)).task
+        task = await self._journal.run(board_writes.completable, task_id, team, by)
         verdict = await self.gate(task.model_copy(update={"summary": summary,
                                                           "evidence": evidence}))
         return await self._finish(task_id, team, by, verdict.status, verdict.note,

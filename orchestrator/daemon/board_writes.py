@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.wire import TaskDoc
 
 __all__ = ["OPERATOR", "Actor", "Assignee", "NewTask", "Outcome", "Verdict", "assign",
-           "change_deps", "create", "finish", "refuse_unless", "release", "update"]
+           "change_deps", "completable", "create", "finish", "refuse_unless", "release", "update"]
 
 Verdict = Literal["done", "review", "in_progress"]  # where the gate sends a completed task
 Outcome = Verdict | Literal["failed", "cancelled"]
@@ -204,6 +204,13 @@ def finish(journal: Journal, task_id: int, team: str | None, by: Actor, *,
                    (status, summary, evidence, now, task_id))
         add_event(db, task_id, now, by.name, kind, note)
         return current(db, task_id)
+
+
+def completable(journal: Journal, task_id: int, team: str | None, by: Actor) -> TaskDoc:
+    """The task, if ``by`` may complete it now (checked again when it does)."""
+    row = _owned(load(journal.connection, task_id, team), by, "complete")
+    _require(row, ("in_progress", "review"), "completed")
+    return current(journal.connection, task_id)
 
 
 def _owned(row: sqlite3.Row, by: Actor, action: str) -> sqlite3.Row:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from orchestrator.daemon.board import OPERATOR, Actor, Assignee, Board
+from orchestrator.daemon.board import OPERATOR, Actor, Assignee, Board, GateResult
 from orchestrator.errors import TaskCycle, TaskInvalid, TaskNotFound, TaskRefused
 from orchestrator.limits import MAX_PAGE_ROWS
 from tests.fakes import core
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from orchestrator.daemon.journal import Journal
+    from orchestrator.wire import TaskDoc
     from tests.fakes import Core
 
 pytestmark = pytest.mark.anyio
@@ -166,6 +167,15 @@ async def test_a_member_holds_at_most_max_tasks(board: Board) -> None:
 
 
 async def test_a_member_completing_a_task_it_does_not_own_is_refused(board: Board) -> None:
+    """Only the owner (or the operator, a lead) updates, releases or completes a task; the
+    refusal names who holds it, and the gate (a check command, next phase) is not run."""
+    gated: list[int] = []
+
+    async def gate(task: TaskDoc) -> GateResult:
+        gated.append(task.id)
+        return GateResult("done")
+
+    board.gate = gate
     task_id = await _add(board, "mine")
     await board.claim(TEAM, "lead", epoch=1, task_id=task_id)
     for act in (board.complete(task_id, by=Actor("dev"), summary="done, honest"),
@@ -175,8 +185,10 @@ async def test_a_member_completing_a_task_it_does_not_own_is_refused(board: Boar
             await act
         assert refused.value.code == "task_not_owner"
         assert f"T{task_id} is held by lead, not dev" in refused.value.message
+    assert gated == [], "the gate never ran for a member that does not own the task"
     done = await board.complete(task_id, by=Actor("lead"), summary="shipped", evidence="ci #4")
     assert (done.status, done.summary, done.evidence) == ("done", "shipped", "ci #4")
+    assert gated == [task_id]
 
 
 async def test_a_dead_owners_task_is_kept_for_its_next_launch_within_the_grace(
