@@ -123,9 +123,22 @@ def _stop_earlier(pid_file: str) -> None:
         time.sleep(0.2)
 
 
-def _kill_group(child: subprocess.Popen[bytes], grace: float) -> None:
+def _reaped(pid: int) -> bool:
+    """Whether the child ``pid`` has ended, reaping it: for the signal handler, which runs
+    inside the main thread's ``child.wait()``, where ``poll()`` cannot take Popen's lock and
+    never sees the end (the process exits right after, so Popen's view no longer matters)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def _kill_group(child: subprocess.Popen[bytes], grace: float, *, reap: bool = False) -> None:
+    def done() -> bool:
+        return _reaped(child.pid) if reap else child.poll() is not None
+
     deadline = time.monotonic() + grace
-    while child.poll() is None and time.monotonic() < deadline:
+    while not done() and time.monotonic() < deadline:
         time.sleep(0.05)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -134,7 +147,7 @@ def _kill_group(child: subprocess.Popen[bytes], grace: float) -> None:
             return
         if sig == signal.SIGTERM:
             end = time.monotonic() + 2
-            while child.poll() is None and time.monotonic() < end:
+            while not done() and time.monotonic() < end:
                 time.sleep(0.05)
 
 
@@ -208,7 +221,7 @@ def run() -> int:
                 return
 
     def stop(signum: int, _frame: object) -> None:
-        _kill_group(child, 0)
+        _kill_group(child, 0, reap=True)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)

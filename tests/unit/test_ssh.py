@@ -166,6 +166,21 @@ def test_an_earlier_run_of_the_member_is_stopped(tmp_path: Path) -> None:
     assert _gone(new_pid), "SIGTERM to the remote side takes its runtime with it"
 
 
+def test_a_remote_side_stopped_by_a_signal_leaves_no_zombie_runtime(tmp_path: Path) -> None:
+    """SIGTERM to the remote side (a stop) stops its runtime and reaps it before the remote side
+    exits. Its handler runs inside the main thread's ``child.wait()``, where ``poll()`` cannot
+    take Popen's lock and never saw the runtime end: the side waited out its whole SIGTERM grace,
+    then exited leaving the runtime's zombie to init."""
+    side = _run(tmp_path, tmp_path / "root", CHILD)
+    assert side.stdout is not None
+    pid = int(side.stdout.readline().decode().split()[0])
+    side.send_signal(signal.SIGTERM)
+    assert side.wait(timeout=20) == 128 + signal.SIGTERM
+    _close(side)
+    with pytest.raises(ProcessLookupError):  # reaped: not even a zombie is left
+        os.kill(pid, 0)
+
+
 def _close(process: subprocess.Popen[bytes]) -> None:
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None and not stream.closed:
