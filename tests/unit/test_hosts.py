@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -143,11 +144,15 @@ def _place(kind: type, tmp_path: Path) -> Placed:
 
 
 @pytest.mark.parametrize("kind", IMPLEMENTATIONS, ids=lambda c: c.__name__)
-async def test_each_host_answers_the_same_calls(kind: type, tmp_path: Path) -> None:
+async def test_each_host_answers_the_same_calls(kind: type, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """What the adapters and the launch factory ask of a host, asked of each: it starts a
     process whose stdio is the runtime's, places an image file, finds files, runs
     ``--version``, maps paths and ports, offers teamctl's MCP server with the token in its env
     (never argv), answers for the way to it and lets go of it."""
+    # "python3" on either host is this interpreter, not a version manager's shim in front of it
+    # (a shell script that costs half a second a call; the remote side runs on every call)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     placed = _place(kind, tmp_path)
     host = placed.host
     assert host.name == placed.name
