@@ -82,8 +82,10 @@ async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
     (where it would wait for the turn's idle timeout, 600 s by default)."""
     runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
-        await _launch(c, tmp_path)  # the probe is out for FAST's deadline: the send below
-        [frozen] = runtime.opened     # is journaled and looked at within it (milliseconds)
+        # the probe is out for FAST's deadline: the send below is journaled and looked at
+        # within it (milliseconds)
+        await _launch(c, tmp_path)
+        [frozen] = runtime.opened
         asked = anyio.Event()
 
         async def never_answers(timeout: float) -> bool:
