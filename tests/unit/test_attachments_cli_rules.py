@@ -9,6 +9,7 @@ import io
 import random
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,11 @@ def _few_colours(colours: int, size: tuple[int, int] = (1300, 800)) -> Image.Ima
                                for i in range(3)])
 
 
+@cache
+def _few_colours_png() -> bytes:
+    return _bytes(_few_colours(4))
+
+
 def test_few_colours_stay_lossless_as_a_palette_png() -> None:
     """A PNG over the budget whose pixels have at most 256 colours becomes a palette PNG with
     exactly the same pixels, not a JPEG."""
@@ -148,10 +154,10 @@ def test_few_colours_stay_lossless_as_a_palette_png() -> None:
     assert warnings[0].startswith("encoded_to_fit: palette PNG (lossless: at most 256 colours)")
 
 
-def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg() -> None:
+def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg(retina: bytes) -> None:
     """A window capture with transparent corners (macOS) keeps its size and its alpha: fewer
     colours, not fewer pixels, and never a JPEG."""
-    shot = screens.screenshot(2560, 1600).convert("RGBA")
+    shot = Image.open(io.BytesIO(retina)).convert("RGBA")
     mask = Image.new("L", shot.size, 0)
     ImageDraw.Draw(mask).rounded_rectangle((0, 0, 2559, 1599), 40, fill=255)
     shot.putalpha(mask)
@@ -162,9 +168,11 @@ def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg() -> N
                                   "transparency kept): as PNG it is ")
 
 
-def _alpha_noise(seed: int) -> bytes:
-    return _bytes(Image.frombytes("RGBA", (1356, 847), random.Random(seed).randbytes(
-        1356 * 847 * 4)))
+@cache
+def _alpha_noise(seed: int, size: tuple[int, int] = (1356, 847)) -> bytes:
+    """Transparent noise: no PNG, palette or smaller size of it is small (made once)."""
+    return _bytes(Image.frombytes("RGBA", size, random.Random(seed).randbytes(
+        size[0] * size[1] * 4)))
 
 
 def test_a_transparent_image_that_does_not_fit_quantized_is_downscaled() -> None:
@@ -176,9 +184,11 @@ def test_a_transparent_image_that_does_not_fit_quantized_is_downscaled() -> None
 
 
 def test_an_image_that_cannot_fit_legibly_is_refused() -> None:
+    """Every step of the ladder is over the budget: even the palette PNG of its last, smallest
+    step (226×150, about a byte a pixel of noise) is over 20 KB."""
     tiny = Limits(1568, 1.15, 3_932_160, cli_max_bytes=20_000)
     with pytest.raises(AttachmentError) as refused:
-        _plan(_alpha_noise(9), "claude-inline-image", tiny)
+        _plan(_alpha_noise(9, (600, 400)), "claude-inline-image", tiny)
     assert refused.value.failure.code == "attachment_too_large_optimized"
     assert "(20 KB) without losing legibility" in refused.value.failure.message
 
@@ -194,7 +204,7 @@ def test_the_ladder_is_deterministic_across_processes(retina: bytes, tmp_path: P
     """The JPEG and palette steps give the same bytes in any process (rebuildable)."""
     paths = [tmp_path / "retina.png", tmp_path / "few.png"]
     paths[0].write_bytes(retina)
-    paths[1].write_bytes(_bytes(_few_colours(4)))
+    paths[1].write_bytes(_few_colours_png())
     script = (
         "import sys\n"
         "from pathlib import Path\n"
@@ -206,14 +216,13 @@ def test_the_ladder_is_deterministic_across_processes(retina: bytes, tmp_path: P
         "    data = Path(arg).read_bytes()\n"
         "    print(derive(data, sniff(data[:64]), 'x', 'claude-inline-image', limits)[0])\n"
     )
-    # two fresh processes at once (and this one meanwhile): the same bytes from each
-    procs = [subprocess.Popen([sys.executable, "-c", script, *map(str, paths)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    # a fresh process (its own hash seed) and this one at the same time: the same bytes
+    proc = subprocess.Popen([sys.executable, "-c", script, *map(str, paths)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     here = [str(_plan(p.read_bytes(), "claude-inline-image", CLAUDE)[0]) for p in paths]
-    runs = [proc.communicate(timeout=60) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], [err for _out, err in runs]
-    assert runs[0][0] == runs[1][0] == "\n".join(here) + "\n"
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == "\n".join(here) + "\n"
 
 
 # -- what a CLI does anyway: said, never "as sent" -------------------------------------------
