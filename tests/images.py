@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import struct
@@ -21,6 +22,18 @@ def screenshot(width: int = 3840, height: int = 2160) -> Image.Image:
     for y in range(0, height, 40):
         draw.text((20, y), f"line {y}: the submit button is misaligned by 3px", fill="black")
     return image
+
+
+@functools.cache
+def _screenshot_png(width: int, height: int) -> bytes:
+    return png_bytes(screenshot(width, height))
+
+
+def screenshot_png(path: Path, width: int = 3840, height: int = 2160) -> Path:
+    """``screenshot(width, height)`` saved as PNG at ``path``: the bytes of
+    ``save(screenshot(), path, "PNG")``, made once per process."""
+    path.write_bytes(_screenshot_png(width, height))
+    return path
 
 
 def save(image: Image.Image, path: Path, fmt: str | None = None, **params: object) -> Path:
@@ -75,16 +88,33 @@ def truncated_png(path: Path) -> Path:
     return path
 
 
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(
+        ">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+
+def _png(ihdr: bytes, idat: bytes) -> bytes:
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat)
+            + _chunk(b"IEND", b""))
+
+
 def png_header_declaring(path: Path, width: int, height: int) -> Path:
     """A valid PNG signature and IHDR declaring width×height, then a tiny IDAT and IEND."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(
-            ">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
-    path.write_bytes(data)
+    path.write_bytes(_png(ihdr, zlib.compress(b"\x00" * 16)))
+    return path
+
+
+def black_png(path: Path, width: int, height: int) -> Path:
+    """A real, complete PNG of a black 1-bit width×height image (every row present: Pillow
+    decodes it, pixel for pixel what ``Image.new("1", size)`` saves), written with zlib
+    directly: Pillow's encoder takes seconds for 20000×20000."""
+    row = b"\x00" * (1 + (width + 7) // 8)  # filter byte "none", then the packed bits
+    packer = zlib.compressobj(1)
+    rows_at_once = 1000
+    parts = [packer.compress(row * rows_at_once) for _ in range(height // rows_at_once)]
+    parts += [packer.compress(row * (height % rows_at_once)), packer.flush()]
+    path.write_bytes(_png(struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0), b"".join(parts)))
     return path
 
 

@@ -102,7 +102,7 @@ def test_a_symlink_to_a_non_image_is_judged_by_its_target(tmp_path: Path) -> Non
 # -- decoding and variants -------------------------------------------------------------------
 
 def test_a_4k_screenshot_fits_claude_limits_and_stays_png(tmp_path: Path) -> None:
-    variant, _ = _variant(images.save(images.screenshot(), tmp_path / "s.png", "PNG"))
+    variant, _ = _variant(images.screenshot_png(tmp_path / "s.png"))
     assert variant.mime == "image/png"
     assert max(variant.width, variant.height) <= 1568
     assert variant.width * variant.height <= 1_150_000
@@ -171,8 +171,7 @@ def test_header_declaring_40000_square_is_refused_before_decoding(tmp_path: Path
 
 
 def test_a_real_20000_square_image_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "big.png"
-    Image.new("1", (20000, 20000)).save(path, "PNG")
+    path = images.black_png(tmp_path / "big.png", 20000, 20000)
     with pytest.raises(AttachmentError) as info:
         _variant(path)
     assert _code(info) == "attachment_dimensions_too_large"
@@ -186,7 +185,9 @@ def test_small_animated_gif_passes_unchanged(tmp_path: Path) -> None:
 
 
 def test_large_animated_gif_is_refused(tmp_path: Path) -> None:
-    path = images.animated_gif(tmp_path / "a.gif", size=(2000, 1500), frames=3)
+    """An animation is passed through unchanged or not at all: one over the model's long edge
+    (1568 px for Claude) is refused."""
+    path = images.animated_gif(tmp_path / "a.gif", size=(1600, 900), frames=3)
     with pytest.raises(AttachmentError) as info:
         _variant(path)
     assert _code(info) == "attachment_animated_too_large"
@@ -200,7 +201,9 @@ def test_bmp_is_converted_to_png_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_a_very_tall_screenshot_is_refused_rather_than_made_unreadable(tmp_path: Path) -> None:
-    path = images.save(images.screenshot(1440, 14000), tmp_path / "tall.png", "PNG")
+    """A phone's scrolled capture, 1080×10000: fitting 1568 px would shrink it to 16 % (under
+    the 18 % a screenshot's text survives)."""
+    path = images.save(images.screenshot(1080, 10000), tmp_path / "tall.png", "PNG")
     with pytest.raises(AttachmentError) as info:
         _variant(path)
     assert _code(info) == "attachment_too_large_optimized"
@@ -208,14 +211,14 @@ def test_a_very_tall_screenshot_is_refused_rather_than_made_unreadable(tmp_path:
 
 
 def test_a_photo_uses_jpeg_at_a_legible_quality(tmp_path: Path) -> None:
-    photo = Image.effect_noise((4000, 3000), 64).convert("RGB")
+    photo = Image.effect_noise((2000, 1500), 64).convert("RGB")  # 3 MP: over Claude's 1.15
     variant, _ = _variant(images.save(photo, tmp_path / "p.jpg", "JPEG", quality=90))
     assert variant.mime == "image/jpeg"
     assert variant.width * variant.height <= 1_150_000
 
 
 def test_variants_are_deterministic_within_a_process(tmp_path: Path) -> None:
-    path = images.save(images.screenshot(), tmp_path / "s.png", "PNG")
+    path = images.screenshot_png(tmp_path / "s.png")
     first, _ = _variant(path)
     second, _ = _variant(path)
     assert first.data == second.data
