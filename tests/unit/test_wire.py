@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
+from click.testing import CliRunner, Result
 
+from orchestrator.client.cli import cli
 from orchestrator.wire import DOCUMENTS
 from tests.conftest import REPO
 
@@ -43,13 +43,13 @@ def test_unknown_keys_are_refused() -> None:
 
 
 def test_schema_prints_one_or_all() -> None:
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "orchestrator", "schema", *args],
-                              capture_output=True, text=True, timeout=60, check=False,
-                              cwd=REPO)
+    """``teamctl schema`` (the CLI's command, run in this process: nothing of it depends on a
+    process of its own)."""
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["schema", *args], prog_name="teamctl")
 
     one = json.loads(run("history").stdout)
     assert one["title"] == "HistoryDoc" and "messages" in one["properties"]
     assert set(json.loads(run().stdout)) == set(DOCUMENTS)
     bad = run("nope")
-    assert bad.returncode == 2 and "documents: status" in bad.stderr
+    assert bad.exit_code == 2 and "documents: status" in bad.stderr
