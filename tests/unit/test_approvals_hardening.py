@@ -123,8 +123,10 @@ async def test_a_burst_of_130_requests_no_longer_overruns_the_100_pending_bound(
 async def test_approvals_no_longer_silently_shows_1000_of_1230_rows(tmp_path: Path) -> None:
     """A page says how many there are in all (``total``), and ``offset`` reaches the rest."""
     async with core(tmp_path) as c:
-        for n in range(1230):
-            queue_module._insert(c.store.sync, _values(n, "approved"))
+        db = c.store.sync  # one transaction, one fsync (the daemon's group commit)
+        written = db.run_group([lambda n=n: queue_module._insert(db, _values(n, "approved"))
+                                for n in range(1230)])
+        assert all(ok for ok, _state in written)
         first = await c.approvals.query(everything=True)
         assert (len(first.approvals), first.total) == (1000, 1230)
         rest = await c.approvals.query(everything=True, limit=1000, offset=1000)
