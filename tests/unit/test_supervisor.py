@@ -136,7 +136,7 @@ async def test_stop_stops_members_in_reverse_start_order(tmp_path: Path) -> None
 async def test_the_session_reported_by_the_runtime_is_recorded(tmp_path: Path) -> None:
     runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
-        await _launch(c, tmp_path)
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [0.01, 0.1]})  # restart at once
         first = c.runtime.opened[0].session_id
         assert await c.store.session_id("web", "lead") == first
         runtime.opened[-1].exit(1)
