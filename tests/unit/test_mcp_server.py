@@ -19,6 +19,7 @@ import pytest
 from orchestrator.client import mcp_server
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 
@@ -171,37 +172,47 @@ def _answer(process: subprocess.Popen[bytes], line: bytes) -> dict[str, Any]:
     return dict(answer)
 
 
-@pytest.mark.parametrize("case", list(_HOSTILE_CALLS))
-def test_a_hostile_tool_call_is_a_typed_error_and_the_server_keeps_serving(
-        case: str, tmp_path: Path) -> None:
-    """``teamctl mcp`` (the real process) answers a bad argument, an over-deep or over-long
-    line with a typed error — a tool error (``isError``) the model can correct, or a JSON-RPC
-    error — and answers the next request; nothing of the bad call reaches the daemon (a
-    ``text: null`` is never queued as "None")."""
-    daemon = _FakeDaemon(tmp_path)
-    env = {**os.environ, "TEAMCTL_MEMBER_TOKEN": "t" * 32, "TEAMCTL_MCP_HOME": str(tmp_path)}
+@pytest.fixture(scope="module")
+def mcp_process(tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[subprocess.Popen[bytes], _FakeDaemon]]:
+    """One real ``teamctl mcp`` process for every hostile call (each is followed by a good
+    one, so a call that broke it fails there); it must still end cleanly after all of them."""
+    home = tmp_path_factory.mktemp("mcp")
+    daemon = _FakeDaemon(home)
+    env = {**os.environ, "TEAMCTL_MEMBER_TOKEN": "t" * 32, "TEAMCTL_MCP_HOME": str(home)}
     process = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        line, expected = _HOSTILE_CALLS[case]
-        answer = _answer(process, line)
-        if expected.startswith("-"):
-            assert answer["error"]["code"] == int(expected), answer
-        else:
-            assert answer["id"] == 1 and answer["result"]["isError"] is True
-            assert answer["result"]["content"][0]["text"].startswith(expected), answer
-        assert daemon.requests == [], "nothing of a bad call reaches the daemon"
-        good = _answer(process, _line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                       "params": {"name": "send_message",
-                                                  "arguments": {"to": "rev", "text": "hi"}}}))
-        assert good["result"] == {"content": [{"type": "text", "text": "queued as M1 for rev"}],
-                                  "isError": False}
-        [sent] = daemon.requests
-        assert sent["params"] == {"token": "t" * 32, "to": "rev", "text": "hi",
-                                  "attachments": []}
+        yield process, daemon
     finally:
         assert process.stdin is not None and process.stdout is not None
         process.stdin.close()
         assert process.wait(timeout=_DEADLINE) == 0
         process.stdout.close()
         daemon.close()
+
+
+@pytest.mark.parametrize("case", list(_HOSTILE_CALLS))
+def test_a_hostile_tool_call_is_a_typed_error_and_the_server_keeps_serving(
+        case: str, mcp_process: tuple[subprocess.Popen[bytes], _FakeDaemon]) -> None:
+    """``teamctl mcp`` (the real process) answers a bad argument, an over-deep or over-long
+    line with a typed error — a tool error (``isError``) the model can correct, or a JSON-RPC
+    error — and answers the next request; nothing of the bad call reaches the daemon (a
+    ``text: null`` is never queued as "None")."""
+    process, daemon = mcp_process
+    daemon.requests.clear()
+    line, expected = _HOSTILE_CALLS[case]
+    answer = _answer(process, line)
+    if expected.startswith("-"):
+        assert answer["error"]["code"] == int(expected), answer
+    else:
+        assert answer["id"] == 1 and answer["result"]["isError"] is True
+        assert answer["result"]["content"][0]["text"].startswith(expected), answer
+    assert daemon.requests == [], "nothing of a bad call reaches the daemon"
+    good = _answer(process, _line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "send_message",
+                                              "arguments": {"to": "rev", "text": "hi"}}}))
+    assert good["result"] == {"content": [{"type": "text", "text": "queued as M1 for rev"}],
+                              "isError": False}
+    [sent] = daemon.requests
+    assert sent["params"] == {"token": "t" * 32, "to": "rev", "text": "hi", "attachments": []}
