@@ -84,7 +84,9 @@ async def test_waiters_do_not_leak_after_200_sends(tmp_path: Path) -> None:
     """``send --wait`` leaves nothing behind per call: answered, timed out or failed (the
     checks are exact, so one waiter or timestamp left by any call fails them)."""
     async with core(tmp_path) as c:
-        await _launch(c, tmp_path)
+        # recycled every 50 turns (as the 1000 sends this once made were at the default 200):
+        # the sends span process changes too
+        await _launch(c, tmp_path, recycle_turns=50)
         for index in range(200):
             await c.teams.send(None, "lead", f"m{index}", wait=True, timeout=10)
         assert c.mailbox.waiting == 0
