@@ -210,10 +210,14 @@ class Teamctl:
         return int(text) if text.isdigit() else None
 
     def member_pids(self) -> list[int]:
-        done = self.run("status", "--json")
-        if done.returncode != 0:
+        """The members' pids from the daemon's ``status`` (the document ``status --json``
+        prints), asked on the socket: no CLI process to start. [] when no daemon answers."""
+        try:
+            doc = self.rpc("status", {"team": None}).get("result")
+        except (OSError, ValueError):  # no socket, nobody listening, no answer
             return []
-        doc = json.loads(done.stdout)
+        if not doc:
+            return []
         return [m["pid"] for t in doc["teams"] for m in t["members"] if m["pid"]]
 
     def log_events(self) -> list[dict[str, Any]]:
@@ -235,6 +239,14 @@ class Teamctl:
                 raise AssertionError(f"process {child} outlived 'teamctl stop'")
 
 
+def fakes_path(path: str) -> str:
+    """``path`` with this interpreter's directory first: the fake CLIs' ``#!/usr/bin/env
+    python3`` finds it at once instead of a version manager's shim (pyenv's is a shell script
+    that forks several processes, a few tenths of a second for every member started)."""
+    first = str(Path(sys.executable).parent)
+    return os.pathsep.join([first, *(p for p in path.split(os.pathsep) if p and p != first)])
+
+
 @pytest.fixture
 def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
     home = tmp_path / "home"
@@ -245,6 +257,7 @@ def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
     env["TEAMCTL_HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
     env["HOME"] = str(operator_home(tmp_path / "operator"))
+    env["PATH"] = fakes_path(env.get("PATH", ""))
     ctl = Teamctl(home, work, env)
     yield ctl
     ctl.shutdown()
