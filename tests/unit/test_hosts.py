@@ -22,7 +22,7 @@ from runtimes.base import member_environ
 from runtimes.local_host import LocalHost
 from runtimes.ssh import MCP_MODULES, SshHost, SshTarget
 from tests.conftest import REPO
-from tests.unit.test_layering import project_graph
+from tests.unit.test_layering import module_edges
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -95,8 +95,8 @@ def test_the_mcp_server_shipped_to_a_host_has_every_module_it_imports() -> None:
     wanted, todo = {"orchestrator.client.mcp_server"}, ["orchestrator.client.mcp_server"]
     while todo:
         module = todo.pop()
-        for edge in project_graph():
-            if edge.source == module and edge.target not in wanted:
+        for edge in module_edges(module):
+            if edge.target not in wanted:
                 wanted.add(edge.target)
                 todo.append(edge.target)
     shipped = {"orchestrator." + m.removesuffix(".py").removesuffix("/__init__").replace("/", ".")

@@ -93,15 +93,29 @@ def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
             yield name
 
 
+def _edges_from(source: str, modules: dict[str, Path]) -> set[Edge]:
+    path = modules[source]
+    return {Edge(source, target, lazy, node.lineno) for node, lazy in _imports(_tree(path))
+            for target in _targets(node, source, path.name == "__init__.py", modules)}
+
+
 def import_graph(root: Path) -> list[Edge]:
     """Every import between the project's modules under ``root``."""
     modules = _modules(root)
-    edges = set()
-    for source, path in modules.items():
-        for node, lazy in _imports(_tree(path)):
-            edges.update(Edge(source, target, lazy, node.lineno)
-                         for target in _targets(node, source, path.name == "__init__.py", modules))
+    edges = set().union(*(_edges_from(source, modules) for source in modules))
     return sorted(edges, key=lambda e: (e.source, e.line, e.target))
+
+
+@functools.cache
+def module_edges(source: str) -> frozenset[Edge]:
+    """The imports of one module of this checkout (only the modules a check reaches are
+    parsed, not the whole graph)."""
+    return frozenset(_edges_from(source, _project_modules()))
+
+
+@functools.cache
+def _project_modules() -> dict[str, Path]:
+    return _modules(REPO)
 
 
 def find_cycle(edges: list[Edge]) -> list[str] | None:
@@ -221,8 +235,8 @@ def _closure(start: str, *, lazy: bool) -> set[str]:
     seen, todo = {start}, [start]
     while todo:
         module = todo.pop()
-        for edge in project_graph():
-            if edge.source == module and (lazy or not edge.lazy) and edge.target not in seen:
+        for edge in module_edges(module):
+            if (lazy or not edge.lazy) and edge.target not in seen:
                 seen.add(edge.target)
                 todo.append(edge.target)
     return seen
