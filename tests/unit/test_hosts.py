@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,14 +107,11 @@ def test_the_mcp_server_shipped_to_a_host_has_every_module_it_imports() -> None:
 
 # -- the same calls, made of each host ---------------------------------------------------------
 
-_FAKE_SSH = """#!{python}
-import os, sys
-argv = sys.argv[1:]
-if "-O" in argv:  # a ControlMaster command: none is kept here
-    sys.exit(255)
-at = argv.index("--")
-os.environ["HOME"] = {home!r}
-os.execvp("sh", ["sh", "-c", " ".join(argv[at + 2:])])
+_FAKE_SSH = """#!/bin/sh
+for arg; do [ "$arg" = -O ] && exit 255; done  # a ControlMaster command: none is kept here
+while [ "$1" != -- ]; do shift; done
+shift 2  # "--" and the destination
+HOME={home} exec sh -c "$*"
 """
 
 
@@ -134,7 +132,7 @@ def _place(kind: type, tmp_path: Path) -> Placed:
     remote_home = tmp_path / "far"
     remote_home.mkdir()
     ssh = tmp_path / "ssh"
-    ssh.write_text(_FAKE_SSH.format(python=sys.executable, home=str(remote_home)))
+    ssh.write_text(_FAKE_SSH.format(home=shlex.quote(str(remote_home))))
     ssh.chmod(0o700)
     control = tmp_path / "cm"
     control.mkdir(mode=0o700)
