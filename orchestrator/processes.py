@@ -50,6 +50,8 @@ class TreeUsage:
 _table_lock = threading.Lock()
 _parents: dict[int, int] = {}  # pid -> parent pid, as last read
 _full_scan_at = -float("inf")
+_table: dict[int, list[int]] = {}  # the children table as last built
+_table_at = -float("inf")
 
 
 def _read_parent(pid: int) -> int | None:
@@ -61,17 +63,20 @@ def _read_parent(pid: int) -> int | None:
     return int(stat.rpartition(b") ")[2].split(maxsplit=2)[1])
 
 
-def _children_table(max_age: float) -> dict[int, list[int]]:
+def _children_table(max_age: float, reuse: float = 0.0) -> dict[int, list[int]]:
     """Every process's children. Within ``max_age`` seconds of a full scan of /proc's ``stat``
     files, only the processes that appeared since are read (listing /proc's names is cheap; its
     files are not) and those that are gone dropped — so a hundred members' checks cost a hundred
     directory listings and one full scan, and a child born a moment ago is still seen. (A pid
     reused within ``max_age`` keeps its old parent until the next full scan.
     ``/proc/PID/task/TID/children`` would walk one tree only, but kernels without
-    CONFIG_PROC_CHILDREN, and gVisor, lack it.)"""
-    global _full_scan_at
+    CONFIG_PROC_CHILDREN, and gVisor, lack it.) ``reuse``: a table built that many seconds ago
+    or less is returned as it is — a hundred members' checks within it share one listing."""
+    global _full_scan_at, _table, _table_at
     with _table_lock:
         now = time.monotonic()
+        if now - _table_at < reuse:
+            return _table
         pids = {int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()}
         if max_age <= 0 or now - _full_scan_at >= max_age:
             _parents.clear()
@@ -85,16 +90,18 @@ def _children_table(max_age: float) -> dict[int, list[int]]:
         children: dict[int, list[int]] = {pid: [] for pid in _parents}
         for pid, parent in _parents.items():
             children.setdefault(parent, []).append(pid)
+        _table, _table_at = children, now
         return children
 
 
-def process_tree(pid: int, *, max_age: float = 0.0) -> TreeUsage | None:
+def process_tree(pid: int, *, max_age: float = 0.0, reuse: float = 0.0) -> TreeUsage | None:
     """What ``pid`` and every process below it hold now, from /proc (None: no such process).
     Descendants are found by parent pid, so a child that left the process group still counts;
     one that was re-parented away (its parent died) does not — the group kill covers those.
     ``max_age``: how long ago the last full scan of /proc may be (0: a full scan now); within
-    it, only new processes are read."""
-    children_of = _children_table(max_age)
+    it, only new processes are read. ``reuse``: how old a table of /proc may be and still serve
+    this call as it is (0: list /proc now; a process born since is not seen until the next)."""
+    children_of = _children_table(max_age, reuse)
     if pid not in children_of:
         return None
     tree, frontier = {pid}, [pid]

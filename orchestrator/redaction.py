@@ -14,6 +14,7 @@ diagnostic, a false negative leaks a key.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -67,8 +68,12 @@ _SECRET_NAME_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIA
 _MIN_SECRET_CHARS = 6
 _literals: set[str] = set()
 _literal_pattern: re.Pattern[str] | None = None
+_generation = 0  # bumped by add_secrets: what was redacted before is looked at again
+# names, states and ids recur on every log event: short texts are redacted once per generation
+_CACHED_CHARS = 64
 
 
+@functools.lru_cache(maxsize=4096)
 def secret_name(name: str) -> bool:
     """True for a variable or field name that says it holds a credential."""
     upper = name.upper()
@@ -78,17 +83,32 @@ def secret_name(name: str) -> bool:
 def add_secrets(values: Iterable[str]) -> None:
     """Register literal secrets (e.g. a member's credential variables): redacted from now on,
     whatever their shape. Values shorter than 6 characters are ignored (too common)."""
-    global _literal_pattern
+    global _literal_pattern, _generation
     fresh = {v for v in values if len(v) >= _MIN_SECRET_CHARS} - _literals
     if not fresh:
         return
     _literals.update(fresh)
     ordered = sorted(_literals, key=len, reverse=True)  # longest first: no partial leftovers
     _literal_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+    _generation += 1
+    _redact_short.cache_clear()
 
 
 def redact(text: str) -> str:
     """Return ``text`` with every secret and every run of image data replaced."""
+    if len(text) <= _CACHED_CHARS:
+        return _redact_short(text, _generation)
+    return _redact(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _redact_short(text: str, _generation: int) -> str:
+    """``_redact`` of a short text, remembered; the generation is part of the key, so a result
+    computed before a secret was added is never served after."""
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     if _literal_pattern is not None:
         text = _literal_pattern.sub(REDACTED, text)
     lowered = text.lower()

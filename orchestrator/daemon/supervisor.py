@@ -46,6 +46,10 @@ Claim = Callable[[], Awaitable[tuple[str, T] | None]]
 # of /proc only new processes are read (a full scan per finished turn was half the daemon's
 # time under a 100-member fan-out, issue 26).
 _PROCESS_TABLE_AGE = 5.0
+# ... and every member's check within this many seconds of a listing of /proc shares it: under a
+# 100-member fan-out, twenty checks a second each listing /proc cost a fifth of the daemon's
+# CPU; a child born within the last second is counted at the member's next check instead.
+_PROCESS_TABLE_REUSE = 1.0
 
 
 @dataclass(eq=False)
@@ -150,6 +154,7 @@ class Supervisor:
         self._on_change = on_change
         self._tg = tg
         self._teams: dict[str, list[MemberState]] = {}
+        self._by_name: dict[tuple[str, str], MemberState] = {}  # (team, member) → its state
         self._life = Lifecycle(launches.home, runtimes, launches, save_session=save_session,
                                clock=clock, sleep=sleep, is_current=self._is_current)
 
@@ -167,9 +172,9 @@ class Supervisor:
         return list(self._teams.get(team, []))
 
     def member(self, team: str, name: str) -> MemberState:
-        for state in self._teams.get(team, []):
-            if state.name == name:
-                return state
+        state = self._by_name.get((team, name))
+        if state is not None:
+            return state
         raise NotFound("member", name, [m.name for m in self._teams.get(team, [])])
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -183,7 +188,10 @@ class Supervisor:
                               permissions=team.member_permissions(m),
                               allow=team.member_allow(m), host=host)
                   for m, workdir, host in placed]
+        for old in self._teams.get(team.name, []):
+            self._by_name.pop((team.name, old.name), None)
         self._teams[team.name] = states
+        self._by_name.update(((team.name, s.name), s) for s in states)
         for state in states:
             self._spawn(state)
         return states
@@ -204,7 +212,8 @@ class Supervisor:
             await self._stop_member(state)
         for host in {id(s.host): s.host for s in self._teams.get(team, [])}.values():
             await host.close()  # e.g. its ControlMaster: nothing of ours stays on the host
-        self._teams.pop(team, None)
+        for state in self._teams.pop(team, []):
+            self._by_name.pop((team, state.name), None)
 
     async def restart_member(self, team: str, name: str) -> MemberState:
         """Stop the member if it runs, clear its restart history (and ``fatal``), start it."""
@@ -215,6 +224,7 @@ class Supervisor:
                             last_exit=old.last_exit, host=old.host)
         members = self._teams[team]
         members[members.index(old)] = fresh
+        self._by_name[(team, name)] = fresh
         old.notify()
         self._spawn(fresh)
         return fresh
@@ -282,7 +292,8 @@ class Supervisor:
                 state.tree_measured_at = now
             state.recycle = recycle_reason(state.config, process.pid if measure else None,
                                            state.process_turns,
-                                           table_age=_PROCESS_TABLE_AGE) \
+                                           table_age=_PROCESS_TABLE_AGE,
+                                           table_reuse=_PROCESS_TABLE_REUSE) \
                 or state.recycle_after_turn
             state.recycle_after_turn = None
         state.notify()
@@ -314,16 +325,17 @@ class Supervisor:
         await state.done.wait()
 
 def recycle_reason(config: MemberConfig, pid: int | None, turns: int, *,
-                   table_age: float = 0.0) -> str | None:
+                   table_age: float = 0.0, table_reuse: float = 0.0) -> str | None:
     """Why a long-lived member process should be recycled now (hygiene, not a crash), or
     None: ``recycle_turns`` turns served, or it and its descendants above ``recycle_rss_mb``
     or ``recycle_children`` (a runtime with no process between turns: turns only).
-    ``table_age``: how long ago a full scan of /proc may be (new processes are always read)."""
+    ``table_age``: how long ago a full scan of /proc may be (new processes are always read);
+    ``table_reuse``: how old a listing of /proc may be and still serve this check as it is."""
     if config.recycle_turns and turns >= config.recycle_turns:
         return f"{turns} turns (recycle_turns = {config.recycle_turns})"
     if pid is None or not (config.recycle_rss_mb or config.recycle_children):
         return None
-    tree = process_tree(pid, max_age=table_age)
+    tree = process_tree(pid, max_age=table_age, reuse=table_reuse)
     if tree is None:
         return None
     rss_mb = tree.rss_bytes / 2**20

@@ -94,3 +94,14 @@ def test_long_runs_of_name_characters_are_scanned_once() -> None:
     text = "key " + "x_" * 200_000 + "=value"
     assert redact(text).endswith("=value")
     assert redact(text + " API_KEY=hunter22").endswith("API_KEY=[REDACTED]")
+
+
+def test_a_secret_added_after_a_short_text_was_redacted_is_still_redacted_in_it() -> None:
+    """Short texts (names, ids, states) are redacted once and remembered — a literal secret
+    registered later (a member launched with a new credential) still never passes through a
+    remembered result."""
+    text = "token=short tail qz7-late-literal-9f"
+    assert "qz7-late-literal-9f" in redact(text)
+    add_secrets(["qz7-late-literal-9f"])
+    assert "qz7-late-literal-9f" not in redact(text)
+    assert "qz7-late-literal-9f" not in redact_value({"note": text})

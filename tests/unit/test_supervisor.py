@@ -240,7 +240,7 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
 
     measured: list[int] = []
 
-    def tree(pid: int, *, max_age: float = 0.0) -> TreeUsage:
+    def tree(pid: int, *, max_age: float = 0.0, reuse: float = 0.0) -> TreeUsage:
         measured.append(pid)
         return TreeUsage(rss_bytes=0, children=0)
 
@@ -261,3 +261,35 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
     for _ in range(2):
         supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
     assert len(measured) == 3
+
+
+def test_a_hundred_members_checks_share_one_listing_of_proc(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a 100-member fan-out, twenty recycle checks a second each listed /proc (a fifth of
+    the daemon's CPU): checks within ``reuse`` seconds of a listing share it; ``reuse=0`` (the
+    default) still lists /proc now, so a process born a moment ago is seen."""
+    import os
+    import subprocess
+
+    from orchestrator import processes
+
+    listings: list[object] = []
+    real_scandir = os.scandir
+
+    def counting_scandir(path: object) -> object:
+        listings.append(path)
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", counting_scandir)
+    first = processes.process_tree(os.getpid(), max_age=3600.0, reuse=3600.0)
+    for _ in range(99):
+        assert processes.process_tree(os.getpid(), max_age=3600.0, reuse=3600.0) == first
+    assert len(listings) <= 1, "one listing for a hundred checks"
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        fresh = processes.process_tree(os.getpid(), max_age=3600.0)
+        assert first is not None and fresh is not None
+        assert fresh.children == first.children + 1, "reuse=0 lists /proc now"
+    finally:
+        child.kill()
+        child.wait()
