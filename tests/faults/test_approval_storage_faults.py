@@ -59,14 +59,16 @@ def test_a_full_disk_denies_the_request_instead_of_killing_the_member(
     with the reason (the model reads it) and the member stays running; once there is room the
     delivery is recorded and the next request waits in the queue as usual."""
     env = {"TEAMCTL_APPROVAL_WRITE_DEADLINE": "0.5"}
-    slow = fake_member("lead", permissions="ask", env={"FAKE_CLAUDE_TURN_DELAY": "3"})
+    gate = teamctl.workdir / "disk-full"  # the turns ask once the test has filled the disk
+    slow = fake_member("lead", permissions="ask", env={"FAKE_CLAUDE_TURN_GATE": str(gate)})
     # the daemon starts here, with the short deadline (follow_logs only reads the log file)
     done = teamctl.run("launch", str(teamctl.write_team("web", [slow])), extra_env=env)
     assert done.returncode == 0, done.stderr
     message_id = teamctl.run("send", "lead", "WRITE full.txt x").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
                          and e.get("message_id") == message_id, timeout=60)
-    _fill(journal_disk)  # the turn waits 3 s before it asks
+    _fill(journal_disk)
+    gate.touch()
     refused = follow_logs.wait_for(lambda e: e["event"] == "approval_unrecorded", timeout=60)
     assert refused["code"] == "store_error" and refused["member"] == "lead"
     [member] = teamctl.json("status")["teams"][0]["members"]

@@ -26,8 +26,9 @@ def _start_daemon(teamctl: Teamctl) -> subprocess.Popen[str]:
 
 def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    gate = teamctl.workdir / "daemon-back"  # lead's turns answer once the daemon is back
     team = teamctl.write_team("web", [
-        fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "3"}),
+        fake_member("lead", env={"FAKE_CLAUDE_TURN_GATE": str(gate)}),
         opencode_member("des"),
         codex_member("rev"),  # a long-lived codex app-server
     ])
@@ -44,6 +45,7 @@ def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
     assert wait_pid_exit(daemon, 10)
 
     _start_daemon(teamctl)
+    gate.touch()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id, timeout=60)
     [message] = teamctl.json("history", "lead")["messages"]

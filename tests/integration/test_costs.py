@@ -157,8 +157,9 @@ def test_bad_budgets_are_refused_with_the_key_and_nothing_starts(teamctl: Teamct
 
 def test_hostile_usage_and_budget_calls_are_refused_and_nothing_is_lost(
         teamctl: Teamctl) -> None:
+    gate = teamctl.workdir / "gate"  # lead's turn stays in flight through the hostile calls
     team = teamctl.write_team("web", [fake_member(
-        "lead", budget_usd=1.0, env={"FAKE_CLAUDE_TURN_DELAY": "1"})])
+        "lead", budget_usd=1.0, env={"FAKE_CLAUDE_TURN_GATE": str(gate)})])
     assert teamctl.run("launch", str(team)).returncode == 0
     queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
     for method, params in (
@@ -178,6 +179,7 @@ def test_hostile_usage_and_budget_calls_are_refused_and_nothing_is_lost(
     assert unknown["error"]["code"] == "not_found"
     assert teamctl.json("budget", "lead")["spend"]["budget_usd"] == 1.0, "nothing changed"
     assert teamctl.run("status").returncode == 0, "the daemon is up"
+    gate.touch()
     done = teamctl.run("send", "lead", "and after", "--wait")
     assert done.returncode == 0, done.stderr
     states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}

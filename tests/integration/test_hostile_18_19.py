@@ -12,7 +12,8 @@ from tests.conftest import Teamctl, fake_member
 
 
 def test_hostile_calls_are_refused_and_nothing_queued_is_lost(teamctl: Teamctl) -> None:
-    team = teamctl.write_team("web", [fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "1"}),
+    gate = teamctl.workdir / "gate"  # lead's turn stays in flight through the hostile calls
+    team = teamctl.write_team("web", [fake_member("lead", env={"FAKE_CLAUDE_TURN_GATE": str(gate)}),
                                       fake_member("rev")])
     assert teamctl.run("launch", str(team)).returncode == 0
     queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
@@ -37,6 +38,7 @@ def test_hostile_calls_are_refused_and_nothing_queued_is_lost(teamctl: Teamctl) 
     assert answer["error"]["code"] == "attachment_refused"
     assert teamctl.json("history", "rev")["messages"] == [], "nothing was journaled"
 
+    gate.touch()
     args = json.dumps({"to": "rev", "text": "see [Image #4]", "attachments": [str(shot)]})
     done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
     assert done.returncode == 0, done.stderr

@@ -111,8 +111,9 @@ def test_status_watch_redraws_on_a_change_not_on_a_timer(teamctl: Teamctl) -> No
 
 def test_hostile_params_on_the_new_socket_methods_are_refused_and_nothing_is_lost(
         teamctl: Teamctl) -> None:
+    gate = teamctl.workdir / "gate"  # lead's turn stays in flight through the hostile calls
     assert teamctl.run("launch", str(teamctl.write_team("web", [
-        fake_member("lead", env={"FAKE_CLAUDE_TURN_DELAY": "1"})]))).returncode == 0
+        fake_member("lead", env={"FAKE_CLAUDE_TURN_GATE": str(gate)})]))).returncode == 0
     queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
     for method, params in (("changes", {"after": -1}), ("changes", {"wait": 1e9}),
                            ("changes", {"wait": "forever"}), ("ui", {"port": 70000}),
@@ -123,6 +124,7 @@ def test_hostile_params_on_the_new_socket_methods_are_refused_and_nothing_is_los
         answer = teamctl.rpc(method, params)
         assert answer["error"]["code"] == "usage_error", (method, params, answer)
     assert teamctl.run("status").returncode == 0, "the daemon is up"
+    gate.touch()
     done = teamctl.run("send", "lead", "and after", "--wait")
     assert done.returncode == 0, done.stderr
     states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
