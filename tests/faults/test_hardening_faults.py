@@ -82,7 +82,8 @@ def test_running_out_of_file_descriptors_does_not_stop_the_daemon(
 def test_a_frozen_idle_member_is_noticed_by_the_liveness_probe(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
     """A SIGSTOPped idle member used to show alive and ready until a turn went silent."""
-    member = fake_member("lead", liveness_interval=0.5, backoff=[0.1, 1.0])
+    member = fake_member("lead", liveness_interval=0.5, liveness_deadline=1.5,
+                         backoff=[0.1, 1.0])
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     [frozen] = teamctl.member_pids()
     os.kill(frozen, signal.SIGSTOP)

@@ -133,14 +133,16 @@ def test_missing_heartbeats_make_the_member_not_alive_then_restarted(
 
 def test_retry_events_show_as_activity_in_status(teamctl: Teamctl,
                                                  follow_logs: LogFollower) -> None:
+    gate = teamctl.workdir / "gate"  # the turn answers once the test has read the status
     member = opencode_member("des", env={"FAKE_OPENCODE_RETRY_ON_TURN": "1",
-                                         "FAKE_OPENCODE_TURN_DELAY": "3"})
+                                         "FAKE_OPENCODE_TURN_GATE": str(gate)})
     teamctl.run("launch", str(teamctl.write_team("web", [member])))
     message_id = teamctl.run("send", "des", "hello").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "runtime_retry_notice")
     [row] = teamctl.json("status")["teams"][0]["members"]
     assert (row["readiness"], row["activity"]) == ("busy", "retrying (attempt 1)")
     assert "des: retrying (attempt 1)" in teamctl.run("status").stdout
+    gate.touch()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id)
     [row] = teamctl.json("status")["teams"][0]["members"]
