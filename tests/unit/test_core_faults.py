@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from orchestrator.contracts import RuntimeStuck, Turn, TurnResult
+from orchestrator.daemon import mailbox_records
 from orchestrator.daemon.store import Store
 from orchestrator.errors import (
     MemberStartFailed,
@@ -98,9 +99,10 @@ async def test_waiters_do_not_leak_after_200_sends(tmp_path: Path) -> None:
 
 
 async def test_unwritable_journal_mid_delivery_tells_the_waiter_then_recovers(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A journal that fails mid-delivery: the waiter is told at once (StoreError, not a hang);
     the row is not left ``prepared``: once the journal takes writes again it is answered."""
+    monkeypatch.setattr(mailbox_records, "_WRITE_RETRY_FIRST", 0.01)  # not 0.5 s, waited out
     (tmp_path / "home").mkdir()
     store = FlakyStore(tmp_path / "home" / "state.db")
 
