@@ -1,58 +1,31 @@
-"""The unit layer's disk: each test's ``tmp_path`` is in memory (``/dev/shm``) when there is one.
+"""The unit layer's disk: ``os.fsync`` does nothing here.
 
-The in-process core tests journal to SQLite under ``tmp_path``, and every durable commit
-flushes: on the machine's disk, shared with the integration tests' daemons, about half of their
-time was waiting for those flushes. In memory the same calls are made (``os.fsync``, SQLite's
-own syncs) and return at once; no unit test can tell a flushed write from one in memory (only a
-power loss could). The integration and fault layers keep the disk. Without a ``/dev/shm`` (or
-with one too small) ``tmp_path`` is pytest's own.
+No unit test can observe a flush (only a power loss could), yet the journal's durable commits
+flushed for real: about 40 % of the in-process core tests' time was spent waiting on the disk.
+The calls are still made, in the same places (a test that counts them sees each one); tests
+marked ``real_fsync`` (the group commit's, whose grouping depends on a flush taking time) keep
+the real one, and the integration and fault layers, with their real daemons, flush as always.
+(A ``tmp_path`` in memory, under ``/dev/shm``, is no way round it: an attachment under ``/dev``
+is refused by design.)
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import tempfile
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
-_MEMORY = Path("/dev/shm")
-_ENOUGH = 1 << 30  # bytes free for the layer's journals, images and artifacts
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_fsync: this test flushes to the disk for real")
 
 
-@pytest.fixture(scope="session")
-def _memory_root() -> Iterator[Path | None]:
-    try:
-        usable = _MEMORY.is_dir() and shutil.disk_usage(_MEMORY).free >= _ENOUGH
-    except OSError:
-        usable = False
-    if not usable:
-        yield None
-        return
-    root = Path(tempfile.mkdtemp(prefix="teamctl-unit-", dir=_MEMORY))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def _no_flush(fd: int) -> None:
+    os.fstat(fd)  # a closed or bad descriptor still fails, as fsync would
 
 
-@pytest.fixture
-def tmp_path(request: pytest.FixtureRequest, _memory_root: Path | None,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh private directory for the test (pytest's ``tmp_path``, in memory)."""
-    name = re.sub(r"[\W]", "_", request.node.name)[:30]
-    if _memory_root is None:
-        yield tmp_path_factory.mktemp(name, numbered=True)
-        return
-    path = Path(tempfile.mkdtemp(prefix=name + "-", dir=_memory_root))
-    os.chmod(path, 0o700)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+@pytest.fixture(autouse=True)
+def _fsync_does_nothing(request: pytest.FixtureRequest,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("real_fsync") is None:
+        monkeypatch.setattr(os, "fsync", _no_flush)

@@ -218,7 +218,7 @@ def test_a_photo_uses_jpeg_at_a_legible_quality(tmp_path: Path) -> None:
 
 
 def test_variants_are_deterministic_within_a_process(tmp_path: Path) -> None:
-    path = images.screenshot_png(tmp_path / "s.png")
+    path = images.screenshot_png(tmp_path / "s.png", 1920, 1080)  # resized for Claude
     first, _ = _variant(path)
     second, _ = _variant(path)
     assert first.data == second.data

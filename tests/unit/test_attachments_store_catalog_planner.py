@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.variants import PlannedVariant
 
 CLAUDE_CAPS = ClaudeRuntime.capabilities
+SHOT = (1920, 1080)  # over Claude's 1568 px: each plan makes a variant of its own
 
 
 # -- artifact store ------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def _plan(planner: Planner, target: Target, paths: list[Path], text: str = "look
 
 def test_plan_stores_original_and_variant(tmp_path: Path) -> None:
     planner = _planner(tmp_path)
-    shot = images.screenshot_png(tmp_path / "shot.png")
+    shot = images.screenshot_png(tmp_path / "shot.png", *SHOT)
     [planned] = _plan(planner, _target(), [shot])
     store = ArtifactStore(tmp_path / "artifacts")
     assert store.get(planned.original_sha256) == shot.read_bytes()
@@ -187,7 +188,7 @@ def test_the_serialized_payload_is_budgeted(tmp_path: Path) -> None:
     small_budget = Capabilities(image_input=True, image_mimes=CLAUDE_CAPS.image_mimes,
                                 image_purpose="claude-inline-image", inline_base64=True,
                                 max_payload_bytes=50_000)
-    shots = [images.screenshot_png(tmp_path / f"s{i}.png") for i in range(2)]
+    shots = [images.screenshot_png(tmp_path / f"s{i}.png", *SHOT) for i in range(2)]
     with pytest.raises(AttachmentRefused) as info:
         _plan(_planner(tmp_path), _target(caps=small_budget), shots)
     assert [f.code for f in info.value.failures] == ["attachment_serialized_payload_too_large"]
@@ -196,7 +197,7 @@ def test_the_serialized_payload_is_budgeted(tmp_path: Path) -> None:
 def test_the_same_file_again_is_served_from_the_store(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     planner = _planner(tmp_path)
-    shot = images.screenshot_png(tmp_path / "s.png")
+    shot = images.screenshot_png(tmp_path / "s.png", *SHOT)
     [first] = _plan(planner, _target(), [shot])
 
     def no_decoding(*args: object) -> None:
@@ -209,7 +210,7 @@ def test_the_same_file_again_is_served_from_the_store(tmp_path: Path,
 
 def test_a_missing_variant_is_rebuilt_from_the_original(tmp_path: Path) -> None:
     planner = _planner(tmp_path)
-    [planned] = _plan(planner, _target(), [images.screenshot_png(tmp_path / "s.png")])
+    [planned] = _plan(planner, _target(), [images.screenshot_png(tmp_path / "s.png", *SHOT)])
     store = ArtifactStore(tmp_path / "artifacts")
     loader = VariantLoader(store)
     store.path(planned.variant.sha256).unlink()
@@ -231,7 +232,7 @@ def _variant_line(path: Path) -> str:
 
 def test_variants_are_identical_across_processes(tmp_path: Path) -> None:
     """The same bytes and optimizer version give the same variant bytes and id anywhere."""
-    shot = images.screenshot_png(tmp_path / "s.png")
+    shot = images.screenshot_png(tmp_path / "s.png", *SHOT)
     photo = images.exif_rotated_jpeg(tmp_path / "p.jpg")
     script = (
         "import sys, hashlib\n"

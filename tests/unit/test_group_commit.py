@@ -16,7 +16,7 @@ from orchestrator.errors import StoreError
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.real_fsync]  # grouping needs a flush that takes time
 
 
 @pytest.fixture
