@@ -3,6 +3,7 @@ team files written from Python, and event-based waits on process exit (pidfd).""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -100,13 +101,13 @@ def fake_member(name: str, **extra: Any) -> dict[str, Any]:
     return member
 
 
-def socket_exchange(path: Path, payload: bytes) -> bytes:
+def socket_exchange(path: Path, payload: bytes, timeout: float = 30.0) -> bytes:
     """Write ``payload`` on a Unix socket and read one answer line (a raw client)."""
     import contextlib
     import socket
 
     with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(30)
+        sock.settimeout(timeout)
         sock.connect(str(path))
         # the daemon stops reading past its limit; its answer is buffered for us
         with contextlib.suppress(BrokenPipeError):
@@ -227,10 +228,15 @@ class Teamctl:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def shutdown(self) -> None:
-        """Stop everything; prove the daemon and every member process are gone."""
+        """Stop everything; prove the daemon and every member process are gone. The request
+        is the one ``teamctl stop`` sends (that command's own tests run it), written on the
+        socket: no CLI process to start after every test."""
         pid = self.daemon_pid()
         members = self.member_pids()
-        self.run("stop", timeout=120)
+        stop = {"jsonrpc": "2.0", "id": 1, "method": "stop", "params": {"team": None}}
+        with contextlib.suppress(OSError):  # no daemon: nothing to stop
+            socket_exchange(self.home / "teamctl.sock", json.dumps(stop).encode() + b"\n",
+                            timeout=120.0)
         for process in self.spawned:
             process.wait(timeout=30)
         for child in [*members, *([pid] if pid else [])]:
