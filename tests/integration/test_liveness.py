@@ -64,7 +64,9 @@ def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes
     with _stopped(frozen):
         event = follow_logs.wait_for(lambda e: e["event"] == "member_unresponsive")
         assert (event["pid"], event["epoch"], event["stopped"]) == (frozen, 1, True)
-        down = _row(teamctl)
+        # read within the 2 s backoff: on the socket (the document `status --json` prints),
+        # not through a CLI start that a busy machine can stretch past it
+        [down] = teamctl.rpc("status", {"team": None})["result"]["teams"][0]["members"]
         assert (down["launch"], down["liveness"], down["readiness"]) == (
             "backoff", "unresponsive", "not_ready")
         assert wait_pid_exit(frozen, 10), "the frozen process was killed"
