@@ -9,10 +9,13 @@ journal: the tests' core cannot drift from the daemon's.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,8 +39,6 @@ from orchestrator.paths import Home
 from runtimes.local_host import LocalHost
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.router import Router
@@ -213,6 +214,23 @@ def team_config(tmp_path: Path, *members: dict[str, Any], name: str = "web") -> 
         {"team": {"name": name, "workdir": str(tmp_path)}, "members": rows})
 
 
+@functools.cache
+def _migrated() -> bytes:
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "state.db"
+        Store(path).close()  # its WAL checkpointed into the file
+        return path.read_bytes()
+
+
+def _new_journal(path: Path) -> Path:
+    """A new journal at today's schema, as ``Store`` makes it, from one made once per process:
+    migrating each test's new journal cost ~35 ms (SQLite's syncs, mostly); the migrations are
+    tested on their own (test_journal_migrations)."""
+    path.write_bytes(_migrated())
+    path.chmod(0o600)
+    return path
+
+
 @asynccontextmanager
 async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
                store: Store | None = None, clock: ManualClock | None = None
@@ -222,7 +240,7 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
     home = Home(tmp_path / "home")
     home.prepare()
     runtime = runtime or FakeRuntime()
-    journal = store or Store(home.database)
+    journal = store or Store(_new_journal(home.database))
     db = AsyncStore(journal)
     try:
         async with anyio.create_task_group() as tg:
