@@ -115,10 +115,13 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
     )
 
     def __init__(self, *, spawner: Spawner = spawn_process,
-                 heartbeat_grace: float = 30.0) -> None:
+                 heartbeat_grace: float = 30.0, stop_grace: float = 0.5) -> None:
         super().__init__(spawner=spawner)
         self._heartbeat_grace = float(
             os.environ.get("TEAMCTL_OPENCODE_HEARTBEAT_GRACE") or heartbeat_grace)
+        # how long a stopped server is given after its stdin closes before SIGTERM (`opencode
+        # serve` does not read stdin: the tests, which stop hundreds of them, say 0)
+        self._stop_grace = float(os.environ.get("TEAMCTL_OPENCODE_STOP_GRACE") or stop_grace)
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[OpenCodeServer]:
         """Start ``opencode serve`` and wait for readiness; stop it on exit."""
@@ -133,7 +136,8 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
         argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
                 "--port", str(serve_port)]
         raw = await spawn_member(spec, argv, env)
-        server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace)
+        server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace,
+                                stop_grace=self._stop_grace)
 
         def http_failed(exc: Exception) -> str:
             return f"its server failed a start-up request ({type(exc).__name__}: {exc})"
@@ -169,9 +173,10 @@ class OpenCodeServer(MemberProcess):
     """One running ``opencode serve`` and the member's session on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec, port: int, password: str,
-                 heartbeat_grace: float) -> None:
+                 heartbeat_grace: float, *, stop_grace: float = 0.5) -> None:
         super().__init__(process)
         self._spec = spec
+        self._stop_grace = stop_grace
         self._http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
             params={"directory": spec.host.remote_path(str(spec.workdir))},
@@ -204,7 +209,7 @@ class OpenCodeServer(MemberProcess):
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._http.aclose()
-            await stop_process(self._process, eof_timeout=0.5)
+            await stop_process(self._process, eof_timeout=self._stop_grace)
             self._exited.set()
 
     # -- start-up -----------------------------------------------------------------------------

@@ -264,6 +264,8 @@ def teamctl(tmp_path: Path) -> Iterator[Teamctl]:
     env["PYTHONPATH"] = str(REPO)
     env["HOME"] = str(operator_home(tmp_path / "operator"))
     env["PATH"] = fakes_path(env.get("PATH", ""))
+    # `opencode serve` (and its fake) never exits at the end of its stdin: SIGTERM at once
+    env["TEAMCTL_OPENCODE_STOP_GRACE"] = "0"
     ctl = Teamctl(home, work, env)
     yield ctl
     ctl.shutdown()
