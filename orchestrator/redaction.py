@@ -71,6 +71,7 @@ _literal_pattern: re.Pattern[str] | None = None
 _generation = 0  # bumped by add_secrets: what was redacted before is looked at again
 # names, states and ids recur on every log event: short texts are redacted once per generation
 _CACHED_CHARS = 64
+_SCALARS = frozenset({int, float, bool})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -128,6 +129,8 @@ def redact_value(value: Any) -> Any:
     a string under a credential-like key is replaced whole."""
     if isinstance(value, str):
         return redact(value)
+    if value is None or type(value) in _SCALARS:  # most of a log event: no ABC check
+        return value
     if isinstance(value, Mapping):
         return {k: REDACTED if isinstance(v, str) and v and isinstance(k, str)
                 and secret_name(k) else redact_value(v) for k, v in value.items()}
