@@ -28,6 +28,14 @@ from typing import Any, BinaryIO
 
 from orchestrator import rpc
 from orchestrator.client.calls import call
+from orchestrator.client.mcp_tasks import (
+    TASK_TOOLS,
+    coerce_ids,
+    described,
+    matches,
+    task_call,
+    task_text,
+)
 from orchestrator.errors import TeamctlError, UsageError
 from orchestrator.limits import REQUEST_LIMIT_BYTES
 from orchestrator.paths import Home
@@ -59,6 +67,7 @@ TOOLS: list[dict[str, Any]] = [
                     "reply once answered.",
      "inputSchema": {"type": "object", "additionalProperties": False, "required": ["id"],
                      "properties": {"id": {"type": "string", "description": "the message id"}}}},
+    *TASK_TOOLS,  # the team's board (mcp_tasks)
 ]
 _TOOLS = {tool["name"]: tool for tool in TOOLS}
 
@@ -127,7 +136,9 @@ def _answer(message: dict[str, Any], home: Home, token: str) -> dict[str, Any] |
             "serverInfo": {"name": "teamctl", "version": "0.1.0"},
             "instructions": "teamctl's tools for talking to your teammates: send_message, "
                             "list_team, message_status. A message is queued, not delivered at "
-                            "once; its reply comes to you as a new message."})
+                            "once; its reply comes to you as a new message. The team's board: "
+                            "task_list, task_get, task_create, task_claim, task_update, "
+                            "task_complete, task_release, task_review."})
     if method == "ping":
         return _result(request_id, {})
     if method == "tools/list":
@@ -162,21 +173,16 @@ def _checked(name: Any, arguments: Any) -> tuple[str, dict[str, Any]]:
     for key in schema.get("required", ()):
         if key not in arguments:
             raise ToolArgumentsInvalid(name, f"{key!r} is required")
+    checked = {}
     for key, value in arguments.items():
         wanted = properties.get(key)
         if wanted is None:
             raise ToolArgumentsInvalid(name, f"no argument named {str(key)[:64]!r}; "
                                              f"arguments: {', '.join(properties) or 'none'}")
-        if not _matches(wanted, value):
-            kind = "an array of strings" if wanted["type"] == "array" else "a string"
-            raise ToolArgumentsInvalid(name, f"{key!r} must be {kind}")
-    return name, arguments
-
-
-def _matches(schema: dict[str, Any], value: Any) -> bool:
-    if schema["type"] == "string":
-        return isinstance(value, str)
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+        checked[key] = coerce_ids(wanted, value)
+        if not matches(wanted, checked[key]):
+            raise ToolArgumentsInvalid(name, f"{key!r} must be {described(wanted)}")
+    return name, checked
 
 
 def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
@@ -209,6 +215,10 @@ def _run(home: Home, token: str, name: str, arguments: dict[str, Any]) -> str:
         if status.get("error"):
             text += f"; error: {status['error']}"
         return text
+    if name.startswith("task_"):
+        method, params = task_call(name, arguments)
+        return task_text(name, call(home, method, {"token": token, **params},
+                                    timeout=_CALL_TIMEOUT))
     raise AssertionError(name)  # _checked let only a listed tool through
 
 

@@ -45,6 +45,7 @@ from orchestrator.wire import ChangesDoc, Ping, StopResult, UiDoc
 if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.board_api import BoardApi
+    from orchestrator.daemon.board_members import MemberBoardApi
     from orchestrator.daemon.connections import Connection
     from orchestrator.daemon.live_view import LazyLiveView
     from orchestrator.daemon.router import Router
@@ -209,7 +210,8 @@ class ControlServer:
     def __init__(self, teams: Teams, *, on_stop_all: Callable[[], None],
                  allowed_uid: int | None = None, router: Router | None = None,
                  approvals: Approvals | None = None, web: LazyLiveView | None = None,
-                 board: BoardApi | None = None) -> None:
+                 board: BoardApi | None = None,
+                 member_board: MemberBoardApi | None = None) -> None:
         self._teams = teams
         self._web = web
         self._router = router
@@ -246,6 +248,8 @@ class ControlServer:
         }
         if board is not None:  # task_add, task_list, ... (daemon.board_api)
             self._methods.update(board.methods())
+        if member_board is not None:  # member.task_*: a member's MCP task tools
+            self._methods.update(member_board.methods(self._member))
 
     async def handle_connection(self, connection: Connection) -> None:
         """Serve one connection's requests in order until the client closes it."""

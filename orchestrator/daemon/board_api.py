@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.teams import Teams
     from orchestrator.wire import TaskDoc, TaskListDoc, TaskShowDoc
 
-__all__ = ["BoardApi"]
+__all__ = ["BoardApi", "assignee_of"]
 
 Handler = Callable[[Any], Awaitable[BaseModel]]
 _NAME = Field(default=None, pattern=NAME_PATTERN)
@@ -78,6 +78,13 @@ class TaskDepsParams(TaskIdParams):
     remove: list[int] = _IDS
 
 
+def assignee_of(teams: Teams, supervisor: Supervisor, team: str, member: str) -> Assignee:
+    """The member and its launch now (None: no process of it runs)."""
+    teams.resolve_member(team, member)
+    state = supervisor.member(team, member)
+    return Assignee(member, state.epoch if state.launch == "running" else None)
+
+
 class BoardApi:
     """The board as the operator reaches it: teams resolved as every method does (``--team``
     may be omitted when one team runs), an assignee's launch read from the supervisor."""
@@ -99,10 +106,7 @@ class BoardApi:
         }
 
     def _assignee(self, team: str, member: str) -> Assignee:
-        """The member and its launch now (None: no process of it runs)."""
-        self._teams.resolve_member(team, member)
-        state = self._supervisor.member(team, member)
-        return Assignee(member, state.epoch if state.launch == "running" else None)
+        return assignee_of(self._teams, self._supervisor, team, member)
 
     async def _add(self, params: TaskAddParams) -> TaskDoc:
         team = self._teams.resolve(params.team).name

@@ -26,6 +26,7 @@ from orchestrator.daemon import orphans, stdio
 from orchestrator.daemon.api import ControlServer
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.board_api import BoardApi
+from orchestrator.daemon.board_members import MemberBoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
@@ -168,7 +169,9 @@ class Daemon:
             web = LazyLiveView(core.changes, live_view)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
                                    approvals=approvals, web=web,
-                                   board=BoardApi(core.board, teams, core.supervisor))
+                                   board=BoardApi(core.board, teams, core.supervisor),
+                                   member_board=MemberBoardApi(core.board, teams,
+                                                               core.supervisor))
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

@@ -50,7 +50,9 @@ def test_the_handshake_the_real_clis_make(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert answers[0]["error"]["code"] == -32601  # Claude then falls back to initialize
     assert answers[1]["result"]["protocolVersion"] == "2025-06-18"
     names = [t["name"] for t in answers[2]["result"]["tools"]]
-    assert names == ["send_message", "list_team", "message_status"]
+    assert names == ["send_message", "list_team", "message_status", "task_list", "task_get",
+                     "task_create", "task_claim", "task_update", "task_complete",
+                     "task_release", "task_review"]
     assert answers[3] == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert len(answers) == 4, "notifications are never answered"
 

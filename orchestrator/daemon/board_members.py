@@ -1,0 +1,188 @@
+"""The board as a member reaches it: ``member.task_*`` on the control API, called by the MCP
+server its CLI runs (``teamctl mcp``: ``task_list``, ``task_get``, ``task_create``,
+``task_claim``, ``task_update``, ``task_complete``, ``task_release``, ``task_review``).
+
+Each call is authenticated as ``member.send_message`` is: the member's per-launch token, from
+one of that member's own processes (``Router.check_caller``); the member it names acts as
+itself — ``Actor(name, privileged=<lead>)`` — in its own team only (another team's task is
+``task_not_found``), with its launch (epoch), role and ``max_tasks`` for a claim. The board
+decides the rest (a member acts only on what it holds; only a lead assigns). Params are strict
+pydantic models with the board's bounds: "3" is not an id, a 10 MB note never reaches it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.daemon.board import Actor
+from orchestrator.daemon.board_api import assignee_of
+from orchestrator.errors import TaskRefused, TeamctlError
+from orchestrator.limits import MAX_SEQ, MAX_TASK_DEPS, MAX_TASK_TEXT_BYTES, NAME_PATTERN
+
+if TYPE_CHECKING:
+    from orchestrator.daemon.board import Board
+    from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.teams import Teams
+    from orchestrator.wire import TaskDoc, TaskListDoc, TaskShowDoc
+
+__all__ = ["MEMBER_PAGE_ROWS", "MemberBoardApi", "member_actor"]
+
+Handler = Callable[[Any], Awaitable[BaseModel]]
+CheckCaller = Callable[[str], Awaitable[object]]
+MEMBER_PAGE_ROWS = 50  # a task_list page: what a model reads in one tool result
+_ID = Field(ge=1, le=MAX_SEQ)
+_TEXT = Field(max_length=MAX_TASK_TEXT_BYTES)
+
+
+class _Params(BaseModel):
+    """Strict, no unknown key; the caller's token (as ``member.send_message``'s)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    token: str = Field(min_length=16, max_length=128)
+
+
+class ListParams(_Params):
+    filter: Literal["all", "mine", "ready", "blocked", "pending", "in_progress", "review",
+                    "done", "failed", "cancelled"] = "all"
+    after: int = Field(default=0, ge=0, le=MAX_SEQ)
+
+
+class IdParams(_Params):
+    id: int = _ID
+
+
+class CreateParams(_Params):
+    title: str = Field(min_length=1, max_length=1000)
+    body: str = Field(default="", max_length=MAX_TASK_TEXT_BYTES)
+    blocked_by: list[int] = Field(default_factory=list, max_length=MAX_TASK_DEPS)
+    role: str | None = Field(default=None, pattern=NAME_PATTERN)
+    assignee: str | None = Field(default=None, pattern=NAME_PATTERN)
+
+
+class ClaimParams(_Params):
+    id: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+
+
+class NoteParams(IdParams):
+    note: str = _TEXT
+
+
+class CompleteParams(IdParams):
+    summary: str = _TEXT
+    evidence: str | None = Field(default=None, max_length=MAX_TASK_TEXT_BYTES)
+
+
+class ReleaseParams(IdParams):
+    reason: str = _TEXT
+
+
+class ReviewParams(IdParams):
+    approve: bool
+    note: str = _TEXT
+
+
+def member_actor(state: MemberState) -> Actor:
+    """Who a member is on the board: itself; privileged when its team file makes it the lead."""
+    return Actor(state.name, privileged=bool(getattr(state.config, "lead", False)))
+
+
+class MemberBoardApi:
+    """``member.task_*``: each call's token checked by ``check_caller`` (the router's: a token
+    from another member's process is refused), then resolved to its member's launch."""
+
+    def __init__(self, board: Board, teams: Teams, supervisor: Supervisor) -> None:
+        self._board = board
+        self._teams = teams
+        self._supervisor = supervisor
+
+    def methods(self, check_caller: CheckCaller) -> dict[str, tuple[type[BaseModel], Handler]]:
+        self._check_caller = check_caller
+        return {
+            "member.task_list": (ListParams, self._list),
+            "member.task_get": (IdParams, self._get),
+            "member.task_create": (CreateParams, self._create),
+            "member.task_claim": (ClaimParams, self._claim),
+            "member.task_update": (NoteParams, self._update),
+            "member.task_complete": (CompleteParams, self._complete),
+            "member.task_release": (ReleaseParams, self._release),
+            "member.task_review": (ReviewParams, self._review),
+        }
+
+    async def _member(self, token: str) -> MemberState:
+        await self._check_caller(token)
+        state = self._supervisor.by_token(token)
+        if state is None:
+            raise _Stale()
+        return state
+
+    async def _list(self, params: ListParams) -> TaskListDoc:
+        me = await self._member(params.token)
+        mine = params.filter == "mine"
+        state = None if params.filter in ("all", "mine") else params.filter
+        return await self._board.listing(me.team, state=state, owner=me.name if mine else None,
+                                         after_id=params.after, limit=MEMBER_PAGE_ROWS)
+
+    async def _get(self, params: IdParams) -> TaskShowDoc:
+        me = await self._member(params.token)
+        return await self._board.get(params.id, me.team)
+
+    async def _create(self, params: CreateParams) -> TaskDoc:
+        me = await self._member(params.token)
+        actor = member_actor(me)
+        assignee = None
+        if params.assignee is not None:
+            if not actor.privileged:
+                raise TaskRefused("task_forbidden", "only the team's lead assigns a task; "
+                                  "create it without assignee (or ask the lead)", task_id=None)
+            assignee = assignee_of(self._teams, self._supervisor, me.team, params.assignee)
+        return await self._board.create(me.team, params.title, params.body, role=params.role,
+                                        blocked_by=params.blocked_by, created_by=actor,
+                                        assignee=assignee)
+
+    async def _claim(self, params: ClaimParams) -> TaskDoc:
+        me = await self._member(params.token)
+        role = getattr(me.config, "role", None)
+        return await self._board.claim(me.team, me.name, epoch=me.epoch,
+                                       roles=() if role is None else (role,),
+                                       max_tasks=int(getattr(me.config, "max_tasks", 1)),
+                                       task_id=params.id)
+
+    async def _update(self, params: NoteParams) -> TaskDoc:
+        me = await self._member(params.token)
+        return await self._board.update(params.id, by=member_actor(me), note=params.note,
+                                        team=me.team)
+
+    async def _complete(self, params: CompleteParams) -> TaskDoc:
+        me = await self._member(params.token)
+        return await self._board.complete(params.id, by=member_actor(me),
+                                          summary=params.summary, evidence=params.evidence,
+                                          team=me.team)
+
+    async def _release(self, params: ReleaseParams) -> TaskDoc:
+        me = await self._member(params.token)
+        return await self._board.release(params.id, by=member_actor(me), reason=params.reason,
+                                         team=me.team)
+
+    async def _review(self, params: ReviewParams) -> TaskDoc:
+        me = await self._member(params.token)
+        review = getattr(self._board, "review", None)
+        if review is None:  # the gates (issue 28 phase 2a) add Board.review
+            raise TaskRefused("task_forbidden", "this daemon's board has no reviews yet",
+                              task_id=params.id)
+        doc: TaskDoc = await review(params.id, by=member_actor(me), approve=params.approve,
+                                    note=params.note, team=me.team)
+        return doc
+
+
+class _Stale(TeamctlError):
+    """The token names no current launch (restarted or stopped): as the messaging tools say."""
+
+    code = "messaging_token_unknown"
+    retryable = True
+
+    def __init__(self) -> None:
+        super().__init__("this MCP session's member token is not current (the member was "
+                         "restarted or stopped); nothing was done")
