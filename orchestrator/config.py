@@ -6,11 +6,19 @@ Unknown keys and bad values are errors that name the file, the line, the key and
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from orchestrator.errors import TeamFileError
 from orchestrator.limits import NAME_PATTERN
@@ -18,12 +26,14 @@ from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic rea
 
 __all__ = [
     "NAME_PATTERN",
+    "BoardSection",
     "DescribeWith",
     "HostConfig",
     "MemberConfig",
     "SshDestination",
     "TeamConfig",
     "TeamSection",
+    "check_argv",
     "load_team_file",
     "missing_workdirs",
 ]
@@ -58,11 +68,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _bounded(value: str, separator: str, head: int, tail: int) -> str:
+    """``value`` whose part before ``separator`` has at most ``head`` characters and the part
+    from it on at most ``tail``."""
+    before, sep, after = value.partition(separator)
+    if len(before) > head or len(sep + after) > tail:
+        raise ValueError(f"at most {head} characters before {separator!r} and {tail - 1} "
+                         "after it")
+    return value
+
+
 # a branch, tag or commit; never starting with "-" (git would read it as an option)
 GitRef = Annotated[str, Field(pattern=r"^[^-\s][^\s]{0,254}$")]
 Login = Literal["operator", "isolated"]
 # an approvals rule: TOOL or TOOL(GLOB), e.g. "Write" or "Bash(npm test*)"
-AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]{0,80}(\([^()]{1,500}\))?$")]
+# (the lengths are checked apart from the pattern: a bounded repeat of a Unicode class, \w{0,80},
+# compiles to an automaton of megabytes in pydantic-core's regex engine — 8 MiB of the daemon)
+AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]*(\([^()]+\))?$"),
+                      AfterValidator(lambda rule: _bounded(rule, "(", 81, 502))]
 Permissions = Literal["read", "edit", "full", "ask"]
 
 
@@ -84,7 +107,8 @@ class DescribeWith(_Strict):
 # read it as an option), no spaces or shell characters
 SshDestination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}@?"
                                               r"[A-Za-z0-9_.:-]{0,253}$")]
-SshOption = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{1,63}=[^\s\x00]{1,1000}$")]
+SshOption = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{1,63}=[^\s\x00]+$"),
+                      AfterValidator(lambda option: _bounded(option, "=", 64, 1001))]
 
 
 class HostConfig(_Strict):
@@ -113,6 +137,37 @@ class TeamSection(_Strict):
     allow: list[AllowRule] = []  # pre-approved for every "ask" member (docs/approvals.md)
     budget_usd: BudgetUsd | None = None  # the whole team's (docs/costs.md)
     budget_tokens: BudgetTokens | None = None
+    claims: bool = False  # members take the next ready task when idle (docs/board.md)
+
+
+class BoardSection(_Strict):
+    """The team's board (docs/board.md): how long a dead owner's task is kept, the check
+    before done, who reviews, and how long a released offer cools down."""
+
+    task_grace: Annotated[float, Field(ge=0, le=86400, allow_inf_nan=False)] = 60.0
+    check: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    check_timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 600.0
+    review_by: Name | None = None  # a member's name, or "operator"
+    offer_cooldown: Annotated[float, Field(ge=0, le=86400, allow_inf_nan=False)] = 300.0
+
+    @model_validator(mode="after")
+    def _check_splits(self) -> BoardSection:
+        if self.check is not None:
+            check_argv(self.check)
+        return self
+
+
+def check_argv(command: str) -> list[str]:
+    """A gate command as its argv (shell-like quoting, never a shell); ValueError if it
+    does not split or is empty."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"check = {command!r} does not split into words ({exc}); "
+                         "balance its quotes") from None
+    if not argv:
+        raise ValueError("check is empty; name a command, e.g. \"make test\"")
+    return argv
 
 
 class MemberConfig(_Strict):
@@ -138,6 +193,13 @@ class MemberConfig(_Strict):
     worktree: bool | None = None
     base: GitRef | None = None
     messaging: bool = True  # teamctl's MCP tools: send_message, list_team, message_status
+    # the board (docs/board.md): the tasks it may take, whether it acts as the lead (assigns,
+    # acts on any task), whether it is offered tasks when idle (default: the team's), and how
+    # many tasks it holds in progress at once
+    role: Name | None = None
+    lead: bool = False
+    claims: bool | None = None
+    max_tasks: Annotated[int, Field(ge=1, le=100)] = 1
     allow: list[AllowRule] = []  # "ask": pre-approved TOOL or TOOL(PATTERN) (docs/approvals.md)
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
     budget_usd: BudgetUsd | None = None  # checked before and during each turn (docs/costs.md)
@@ -176,6 +238,7 @@ class TeamConfig(_Strict):
 
     team: TeamSection
     hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], HostConfig] = {}
+    board: BoardSection = BoardSection()
     members: Annotated[list[MemberConfig], Field(min_length=1)]
 
     @model_validator(mode="before")
@@ -219,9 +282,25 @@ class TeamConfig(_Strict):
             seen.add(member.name)
         return self
 
+    @model_validator(mode="after")
+    def _reviewer_exists(self) -> TeamConfig:
+        """``review_by`` names a member of the team, or the operator."""
+        reviewer = self.board.review_by
+        names = [m.name for m in self.members]
+        if reviewer not in (None, "operator", *names):
+            raise ValueError(f"board.review_by: no member named {reviewer!r}; name one of "
+                             f"{', '.join(names)}, or \"operator\"")
+        if "operator" in names and reviewer == "operator":
+            raise ValueError("board.review_by = \"operator\" is ambiguous: a member is named "
+                             "operator; rename that member")
+        return self
+
     @property
     def name(self) -> str:
         return self.team.name
+
+    def member_claims(self, member: MemberConfig) -> bool:
+        return self.team.claims if member.claims is None else member.claims
 
     def member(self, name: str) -> MemberConfig | None:
         return next((m for m in self.members if m.name == name), None)
