@@ -180,6 +180,8 @@ class MemberStatus(_Doc):
     spend: Spend | None = None
     hold: str | None = Field(default=None, description="why the member's queue is held (a "
                              "budget reached, a rate limit until HH:MM); messages stay queued")
+    task: str | None = Field(default=None, description="its current task on the board: "
+                             "\"T3 title\" (\" (review)\" when in review; several: \"; \")")
 
 
 class TeamStatus(_Doc):

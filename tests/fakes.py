@@ -233,10 +233,10 @@ def _new_journal(path: Path) -> Path:
 
 @asynccontextmanager
 async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
-               store: Store | None = None, clock: ManualClock | None = None
-               ) -> AsyncIterator[Core]:
+               store: Store | None = None, clock: ManualClock | None = None,
+               **options: Any) -> AsyncIterator[Core]:
     """The mailbox, supervisor and teams over a real journal and a fake runtime; everything
-    is stopped when the block ends."""
+    is stopped when the block ends. ``options``: more of build_core's keywords."""
     home = Home(tmp_path / "home")
     home.prepare()
     runtime = runtime or FakeRuntime()
@@ -248,7 +248,8 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
                                      hosts=lambda team, member: LocalHost(),
                                      local_host=LocalHost(),
                                      vision=lambda rt, model, override: override,
-                                     **({"clock": clock, "sleep": clock.sleep} if clock else {}))
+                                     **({"clock": clock, "sleep": clock.sleep} if clock else {}),
+                                     **options)
             teams = built.teams
             yield Core(home, db, built.supervisor, built.mailbox, teams, runtime, built.router,
                        built.approvals, built=built)

@@ -10,7 +10,11 @@ holds control characters (a tab and, outside the title, a newline aside).
 
 The gate seam: ``complete`` asks ``gate`` (a coroutine given the task) where a completed task
 goes — ``done`` (the default: no gate), ``review`` (a reviewer or the operator decides) or
-``in_progress`` (the check failed; its output is the note sent back to the owner).
+``in_progress`` (the check failed; its output is the note sent back to the owner); then
+``on_gated`` hears where it went (the daemon tells the owner or the reviewer: ``board_gate``).
+``review`` settles a task in review (``reviewer``: who may, by team). ``on_change(team)``
+hears every write (None: any team — a lapse): the change feed, and idle claimers looked at
+again (``board_offers``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon import board_claims, board_journal, board_writes
+from orchestrator.daemon import board_claims, board_journal, board_review, board_writes
 from orchestrator.daemon.board_claims import Claimant
 from orchestrator.daemon.board_writes import (
     OPERATOR,
@@ -53,9 +57,11 @@ class GateResult:
 
     status: Verdict
     note: str | None = None
+    by: str | None = None  # who settled it: a reviewer (None: the gate)
 
 
 Gate = Callable[["TaskDoc"], Awaitable[GateResult]]
+Gated = Callable[["TaskDoc", GateResult], Awaitable[None]]
 
 
 async def no_gate(task: TaskDoc) -> GateResult:
@@ -104,9 +110,17 @@ class Board:
     def __init__(self, journal: AsyncJournal, *, clock: Callable[[], float] = time.time,
                  grace: float = DEFAULT_GRACE, gate: Gate = no_gate) -> None:
         self._journal = journal
-        self._clock = clock
+        self.clock = clock
         self.grace = grace
         self.gate = gate
+        self.on_gated: Gated | None = None
+        self.on_change: Callable[[str | None], None] | None = None
+        self.reviewer: Callable[[str], str | None] = lambda team: None
+
+    def _changed(self, doc: TaskDoc) -> TaskDoc:
+        if self.on_change is not None:
+            self.on_change(doc.team)
+        return doc
 
     async def create(self, team: str, title: str, body: str = "", *, role: str | None = None,
                      priority: int = 0, blocked_by: Sequence[int] = (), created_by: Actor,
@@ -117,11 +131,15 @@ class Board:
                        tuple(dict.fromkeys(blocked_by)),
                        None if check is None else
                        check_title(check, "check", limit_chars=_CHECK_CHARS))
-        return await self._journal.run(board_writes.create, task, created_by, self._clock(),
-                                       assignee, self.grace)
+        return self._changed(await self._journal.run(
+            board_writes.create, task, created_by, self.clock(), assignee, self.grace))
 
     async def get(self, task_id: int, team: str | None = None) -> TaskShowDoc:
         return await self._journal.run(board_journal.details, task_id, team)
+
+    async def held(self, team: str) -> dict[str, str]:
+        """Each member's current tasks, by member (``teamctl status``)."""
+        return await self._journal.run(board_journal.held, team)
 
     async def listing(self, team: str, *, state: str | None = None, owner: str | None = None,
                    role: str | None = None, after_id: int = 0, limit: int = 100
@@ -133,28 +151,30 @@ class Board:
     async def claim(self, team: str, member: str, *, epoch: int, roles: Collection[str] = (),
                     max_tasks: int = 1, task_id: int | None = None) -> TaskDoc:
         who = Claimant(team, member, epoch, frozenset(roles), max_tasks)
-        return await self._journal.run(board_claims.claim, who, task_id, self._clock())
+        return self._changed(await self._journal.run(board_claims.claim, who, task_id,
+                                                     self.clock()))
 
     async def assign(self, task_id: int, assignee: Assignee, *, by: Actor,
                      team: str | None = None) -> TaskDoc:
-        return await self._journal.run(board_writes.assign, task_id, team, assignee, by,
-                                       self._clock(), self.grace)
+        return self._changed(await self._journal.run(
+            board_writes.assign, task_id, team, assignee, by, self.clock(), self.grace))
 
     async def deps(self, task_id: int, *, by: Actor, add: Sequence[int] = (),
                    remove: Sequence[int] = (), team: str | None = None) -> TaskDoc:
-        return await self._journal.run(board_writes.change_deps, task_id, team, by,
-                                       tuple(dict.fromkeys(add)), tuple(remove), self._clock())
+        return self._changed(await self._journal.run(
+            board_writes.change_deps, task_id, team, by, tuple(dict.fromkeys(add)),
+            tuple(remove), self.clock()))
 
     async def update(self, task_id: int, *, by: Actor, note: str,
                      team: str | None = None) -> TaskDoc:
-        return await self._journal.run(board_writes.update, task_id, team, by,
-                                       check_text(note, "note"), self._clock())
+        return self._changed(await self._journal.run(
+            board_writes.update, task_id, team, by, check_text(note, "note"), self.clock()))
 
     async def release(self, task_id: int, *, by: Actor, reason: str | None = None,
                       team: str | None = None) -> TaskDoc:
         reason = None if reason is None else check_text(reason, "reason")
-        return await self._journal.run(board_writes.release, task_id, team, by, reason,
-                                       self._clock())
+        return self._changed(await self._journal.run(
+            board_writes.release, task_id, team, by, reason, self.clock()))
 
     async def complete(self, task_id: int, *, by: Actor, summary: str,
                        evidence: str | None = None, team: str | None = None) -> TaskDoc:
@@ -166,8 +186,27 @@ class Board:
         task = await self._journal.run(board_writes.completable, task_id, team, by)
         verdict = await self.gate(task.model_copy(update={"summary": summary,
                                                           "evidence": evidence}))
-        return await self._finish(task_id, team, by, verdict.status, verdict.note,
+        done = await self._finish(task_id, team, by, verdict.status, verdict.note,
                                   summary=summary, evidence=evidence)
+        if self.on_gated is not None:
+            await self.on_gated(done, verdict)
+        return done
+
+    async def review(self, task_id: int, *, by: Actor, approve: bool, note: str,
+                     team: str | None = None) -> TaskDoc:
+        """The reviewer's (or the operator's) verdict on a task in review: approved → done,
+        rejected → back in progress under its owner, who is told why (``on_gated``)."""
+        note = check_text(note, "note")
+        row = await self.get(task_id, team)
+        reviewer = self.reviewer(row.task.team)
+        done = self._changed(await self._journal.run(
+            board_review.review, task_id, team, by, reviewer, approve=approve, note=note,
+            now=self.clock()))
+        if self.on_gated is not None:
+            await self.on_gated(done, GateResult("done" if approve else "in_progress",
+                                                 f"{'approved' if approve else 'rejected'} "
+                                                 f"by {by.name}: {note}", by=by.name))
+        return done
 
     async def fail(self, task_id: int, *, by: Actor, reason: str,
                    team: str | None = None) -> TaskDoc:
@@ -180,10 +219,11 @@ class Board:
 
     async def _finish(self, task_id: int, team: str | None, by: Actor, status: Outcome,
                       note: str | None, **texts: str | None) -> TaskDoc:
-        return await self._journal.run(board_writes.finish, task_id, team, by,
-                                       status=status, note=note, now=self._clock(), **texts)
+        return self._changed(await self._journal.run(
+            board_writes.finish, task_id, team, by, status=status, note=note, now=self.clock(),
+            **texts))
 
-    # -- leases: the supervisor's lifecycle calls these (phase 2) ------------------------------
+    # -- leases: the supervisor's lifecycle calls these (board_leases) ------------------------
 
     async def owner_exited(self, team: str, member: str, epoch: int, *, grace: float,
                            now: float) -> list[int]:
@@ -192,11 +232,21 @@ class Board:
 
     async def owner_started(self, team: str, member: str, epoch: int, *,
                             now: float) -> list[int]:
-        return await self._journal.run(board_claims.owner_started, team, member, epoch,
-                                       now=now)
+        adopted = await self._journal.run(board_claims.owner_started, team, member, epoch,
+                                          now=now)
+        if self.on_change is not None:  # it may have released a lapsed task of the team
+            self.on_change(team)
+        return adopted
 
     async def expire(self, now: float) -> list[int]:
-        return await self._journal.run(board_claims.expire, now)
+        """Release the tasks whose lease ran out (a read first: nothing due, nothing
+        written)."""
+        if not await self._journal.run(board_claims.lease_due, now):
+            return []
+        lapsed = await self._journal.run(board_claims.expire, now)
+        if lapsed and self.on_change is not None:
+            self.on_change(None)
+        return lapsed
 
     async def daemon_started(self, *, now: float, grace: float) -> list[int]:
         return await self._journal.run(board_claims.daemon_started, grace=grace, now=now)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from orchestrator.daemon.journal import Journal
     from orchestrator.wire import TaskDoc
 
-__all__ = ["Claimant", "claim", "daemon_started", "expire", "owner_exited", "owner_started"]
+__all__ = ["Claimant", "claim", "daemon_started", "expire", "lease_due", "owner_exited",
+           "owner_started", "take"]
 
 _READY = ("NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks b ON b.id = d.blocked_by "
           "WHERE d.task = tasks.id AND b.status <> 'done')")
@@ -49,31 +50,48 @@ def claim(journal: Journal, who: Claimant, task_id: int | None, now: float) -> T
     """Take task ``task_id`` — or, none given, the next ready task of the member's role
     (priority first, then age) — for ``who``; TaskRefused says why not."""
     with journal.transaction() as db:
-        row = _next(db, who) if task_id is None else load(db, task_id, who.team)
-        if row["status"] == "in_progress" and row["owner"] == who.member:
-            return current(db, row["id"])  # already its own: a repeated claim changes nothing
-        _check(db, row, who)
-        held = db.execute("SELECT count(*) FROM tasks WHERE team = ? AND owner = ? AND "
-                          "status = 'in_progress'", (who.team, who.member)).fetchone()[0]
-        refuse_unless(held < who.max_tasks, "task_limit",
-                      f"{who.member} already holds {held} task(s) in progress (max_tasks = "
-                      f"{who.max_tasks}): complete or release one first", row["id"],
-                      retryable=True)
-        db.execute("UPDATE tasks SET status = 'in_progress', owner = ?, owner_epoch = ?, "
-                   "owner_left_at = NULL, lease_until = NULL, updated_at = ? WHERE id = ?",
-                   (who.member, who.epoch, now, row["id"]))
-        add_event(db, row["id"], now, who.member, "claimed", f"launch {who.epoch}")
-        return current(db, row["id"])
+        return take(db, who, task_id, now)
 
 
-def _next(db: sqlite3.Connection, who: Claimant) -> sqlite3.Row:
+def take(db: sqlite3.Connection, who: Claimant, task_id: int | None, now: float, *,
+         cooled_since: float | None = None, kind: str = "claimed") -> TaskDoc:
+    """The claim inside its transaction (``claim``'s; an offer's, which skips the tasks
+    ``who`` released after ``cooled_since`` and records the event as ``kind``)."""
+    row = _next(db, who, cooled_since) if task_id is None else load(db, task_id, who.team)
+    if row["status"] == "in_progress" and row["owner"] == who.member:
+        return current(db, row["id"])  # already its own: a repeated claim changes nothing
+    _check(db, row, who)
+    held = db.execute("SELECT count(*) FROM tasks WHERE team = ? AND owner = ? AND "
+                      "status = 'in_progress'", (who.team, who.member)).fetchone()[0]
+    refuse_unless(held < who.max_tasks, "task_limit",
+                  f"{who.member} already holds {held} task(s) in progress (max_tasks = "
+                  f"{who.max_tasks}): complete or release one first", row["id"],
+                  retryable=True)
+    db.execute("UPDATE tasks SET status = 'in_progress', owner = ?, owner_epoch = ?, "
+               "owner_left_at = NULL, lease_until = NULL, updated_at = ? WHERE id = ?",
+               (who.member, who.epoch, now, row["id"]))
+    add_event(db, row["id"], now, who.member if kind == "claimed" else "teamctl", kind,
+              f"launch {who.epoch}" if kind == "claimed" else f"to {who.member}'s launch "
+              f"{who.epoch}")
+    return current(db, row["id"])
+
+
+# a task the member released itself after a time: not offered to it again before its cooldown
+_RELEASED = ("NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task = tasks.id AND "
+             "e.kind = 'released' AND e.actor = ? AND e.at > ?)")
+
+
+def _next(db: sqlite3.Connection, who: Claimant, cooled_since: float | None) -> sqlite3.Row:
     roles = sorted(who.roles)
     marks = ", ".join("?" * len(roles))
     role = f"(role IS NULL OR role IN ({marks}))" if roles else "role IS NULL"
+    cool, cool_args = ("", ()) if cooled_since is None else \
+        (f" AND {_RELEASED}", (who.member, cooled_since))
     row: sqlite3.Row | None = db.execute(
         f"SELECT * FROM tasks WHERE team = ? AND status = 'pending' AND "
-        f"(owner IS NULL OR owner = ?) AND {role} AND {_READY} "
-        "ORDER BY priority DESC, id LIMIT 1", (who.team, who.member, *roles)).fetchone()
+        f"(owner IS NULL OR owner = ?) AND {role} AND {_READY}{cool} "
+        "ORDER BY priority DESC, id LIMIT 1",
+        (who.team, who.member, *roles, *cool_args)).fetchone()
     if row is None:
         of = f" of role {', '.join(roles)}" if roles else " without a role"
         refuse_unless(False, "task_none_ready", f"no ready task{of} for {who.member} in team "
@@ -133,6 +151,13 @@ def owner_started(journal: Journal, team: str, member: str, epoch: int, *,
             add_event(db, row["id"], now, member, "adopted",
                       f"kept for {member}'s launch {epoch}")
         return [r["id"] for r in rows]
+
+
+def lease_due(journal: Journal, now: float) -> bool:
+    """Whether a lease has run out (a read: the periodic check writes nothing when not)."""
+    return journal.connection.execute(
+        "SELECT 1 FROM tasks WHERE lease_until IS NOT NULL AND lease_until <= ? LIMIT 1",
+        (now,)).fetchone() is not None
 
 
 def expire(journal: Journal, now: float) -> list[int]:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
     from orchestrator.daemon.journal import Journal, Migrations
 
-__all__ = ["MIGRATIONS", "SCHEMA", "add_event", "blockers", "current", "details", "listing",
-           "load", "rows_where", "shown", "task_doc"]
+__all__ = ["MIGRATIONS", "SCHEMA", "add_event", "blockers", "current", "details", "held",
+           "listing", "load", "rows_where", "shown", "task_doc"]
 
 # no ";" inside the statements: the migration runner splits on it. No CHECK on the event
 # kinds: the next phases add kinds (offered, gate) without rebuilding the table.
@@ -167,6 +167,18 @@ def details(journal: Journal, task_id: int, team: str | None) -> TaskShowDoc:
               for r in db.execute("SELECT at, actor, kind, note FROM task_events WHERE task = ? "
                                   "ORDER BY id", (task_id,))]
     return TaskShowDoc(task=task, depends_on=column, dependents=dependents, events=events)
+
+
+def held(journal: Journal, team: str) -> dict[str, str]:
+    """Each member's current tasks (in progress or in review), as ``teamctl status`` shows
+    them: "T3 title" (more than one: joined by "; ")."""
+    found: dict[str, list[str]] = {}
+    for row in journal.connection.execute(
+            "SELECT owner, id, title, status FROM tasks WHERE team = ? AND owner IS NOT NULL "
+            "AND status IN ('in_progress', 'review') ORDER BY id", (team,)):
+        review = " (review)" if row["status"] == "review" else ""
+        found.setdefault(row["owner"], []).append(f"T{row['id']} {row['title']}{review}")
+    return {owner: "; ".join(tasks) for owner, tasks in found.items()}
 
 
 def _ids(db: sqlite3.Connection, sql: str, task_id: int) -> list[int]:

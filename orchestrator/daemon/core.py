@@ -23,7 +23,10 @@ from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner
 from orchestrator.daemon.approvals import Approvals
-from orchestrator.daemon.board import Board
+from orchestrator.daemon.board import DEFAULT_GRACE, Board
+from orchestrator.daemon.board_gate import Gates
+from orchestrator.daemon.board_leases import LEASE_CHECK_INTERVAL, Leases
+from orchestrator.daemon.board_offers import Offers
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.describe import Descriptions
 from orchestrator.daemon.launch import LaunchFactory
@@ -93,11 +96,13 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                      hosts: HostFactory, local_host: Host,
                      vision: VisionLookup = catalog_vision,
                      clock: Callable[[], float] = time.monotonic,
-                     sleep: Sleep = anyio.sleep) -> Core:
+                     sleep: Sleep = anyio.sleep,
+                     lease_check_interval: float = LEASE_CHECK_INTERVAL) -> Core:
     """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
     adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
     (where describers run) — the runtimes' classes, so the core imports none;
-    ``clock``/``sleep``: the supervisor's and the router's time (a test's manual clock)."""
+    ``clock``/``sleep``: the supervisor's and the router's time (a test's manual clock);
+    ``lease_check_interval``: how often a lapsed task is looked for (a test's is short)."""
     changes = Changes()
     approvals = Approvals(store)
     approvals.on_change = changes.bump
@@ -125,7 +130,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions)
     router = Router(teams, supervisor, store, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered
-    board = Board(store)
+    board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
+                         lease_check_interval)
     return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
                 router, board)
 
@@ -136,3 +142,35 @@ def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> No
     for state in supervisor.members(team):
         if runtime_info(state.config.runtime).budget_backstop and member in (None, state.name):
             supervisor.recycle_member(team, state.name, "its budget changed")
+
+
+async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Supervisor,
+                 mailbox: Mailbox, changes: Changes, ledger: Ledger,
+                 interval: float) -> Board:
+    """The board, live (docs/board.md): gates that run checks and ask reviewers, leases that
+    follow the supervisor's launches, idle claimers handed the next ready task; every
+    change on the change feed. What a dead daemon left in progress gets the grace."""
+    async def send(team: str, member: str, text: str) -> str:
+        return await mailbox.send(team, member, text)
+
+    gates = Gates(teams, supervisor, send)
+    board = Board(store, gate=gates.gate)
+    board.on_gated = gates.gated
+    board.reviewer = lambda team: None if (c := teams.running(team)) is None \
+        else c.board.review_by
+    offers = Offers(store, board, teams, supervisor, mailbox.poke,
+                    held=lambda team, member: ledger.gate(team, member) is not None)
+
+    def changed(team: str | None) -> None:
+        changes.bump()
+        offers.poke(team)
+
+    board.on_change = changed
+    mailbox.on_idle = offers.on_idle
+    teams.tasks_of = board.held
+    leases = Leases(board, teams)
+    supervisor.on_launch.append(leases.launched)
+    supervisor.on_exit.append(leases.exited)
+    await board.daemon_started(now=board.clock(), grace=DEFAULT_GRACE)
+    tg.start_soon(leases.expire_loop, interval, name="board leases")
+    return board

@@ -25,12 +25,15 @@ if TYPE_CHECKING:
     from orchestrator.paths import Home
     from orchestrator.ports import Runtime, RuntimeProcess
 
-__all__ = ["Lifecycle", "SessionStore", "Sleep"]
+__all__ = ["Lifecycle", "Observer", "SessionStore", "Sleep"]
 
 log = structlog.get_logger("teamctl.supervisor")
 
 SessionStore = Callable[[str, str, str | None], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
+# told of each launch that came up, and of each that ended (e.g. the board's leases)
+Observer = Callable[["MemberState"], Awaitable[None]]
+_OBSERVER_DEADLINE = 10.0  # one observer's call, at most
 
 
 def _signal_name(exit_code: int | None) -> str | None:
@@ -55,6 +58,8 @@ class Lifecycle:
         self._clock = clock
         self._sleep = sleep
         self._is_current = is_current
+        self.on_launch: list[Observer] = []  # the launch is ready (state.epoch: its number)
+        self.on_exit: list[Observer] = []  # the launch's process ended (state.epoch: its)
 
     async def run(self, state: MemberState) -> None:
         """The member's whole life, until it is stopped (its scope cancelled) or fatal."""
@@ -135,6 +140,7 @@ class Lifecycle:
             async with runtime.open(spec) as process:
                 opened = process
                 await self._on_ready(state, process, spec.session_id)
+                await _tell(self.on_launch, state, "launch")
                 exit_code = await self._watch(state, process)
                 stderr_tail, cut_turn = process.stderr_tail(), state.turn
         except anyio.get_cancelled_exc_class():
@@ -157,6 +163,8 @@ class Lifecycle:
                 with anyio.CancelScope(shield=True):
                     await state.approver.close("the member process that asked is gone")
             orphans.forget(self._home.member_dir(state.team, state.name))
+            if opened is not None:
+                await _tell(self.on_exit, state, "exit")
             state.notify()
         state.process_turns = 0
         if state.recycle is not None:
@@ -205,3 +213,18 @@ class Lifecycle:
                  session_id=process.session_id)
         state.settled.set()
         state.notify()
+
+
+async def _tell(observers: list[Observer], state: MemberState, what: str) -> None:
+    """Each observer, shielded and bounded; one that fails is logged, never the member's end."""
+    with anyio.CancelScope(shield=True):
+        for observer in observers:
+            try:
+                with anyio.move_on_after(_OBSERVER_DEADLINE) as scope:
+                    await observer(state)
+                if scope.cancelled_caught:
+                    log.error("lifecycle_observer_timeout", team=state.team, member=state.name,
+                              what=what, epoch=state.epoch, deadline=_OBSERVER_DEADLINE)
+            except Exception:  # a bug there must not end the member's task
+                log.exception("lifecycle_observer_failed", team=state.team, member=state.name,
+                              what=what, epoch=state.epoch)

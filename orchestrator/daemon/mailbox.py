@@ -23,10 +23,12 @@ soon as the journal takes it again — the queue waits meanwhile, so no row is l
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
 
+from orchestrator.daemon.delivery import Origin
 from orchestrator.daemon.mailbox_hooks import MailboxHooks
 from orchestrator.daemon.mailbox_queues import Queues
 from orchestrator.daemon.mailbox_records import DeliveryRecords
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from orchestrator.attachments.loader import VariantLoader
     from orchestrator.attachments.variants import PlannedAttachment
     from orchestrator.daemon.ledger import Ledger
-    from orchestrator.daemon.store import AsyncStore, Delivery, Origin
+    from orchestrator.daemon.store import AsyncStore, Delivery
     from orchestrator.daemon.supervisor import Supervisor
 
 __all__ = ["Mailbox"]
@@ -82,6 +84,16 @@ class Mailbox:
     def on_change(self, hook: Callable[[], None] | None) -> None:
         self._hooks.on_change = hook
 
+    @property
+    def on_idle(self) -> Callable[[str, str], Awaitable[bool]] | None:
+        """``on_idle(team, member)``: the member is ready, not held, its queue empty — the
+        board may journal an offer for it (True: the queue is looked at again)."""
+        return self._queues.on_idle
+
+    @on_idle.setter
+    def on_idle(self, hook: Callable[[str, str], Awaitable[bool]] | None) -> None:
+        self._queues.on_idle = hook
+
     def open_member(self, team: str, member: str) -> None:
         """Start delivering the member's queue (once)."""
         self._queues.open_member(team, member)
@@ -97,9 +109,12 @@ class Mailbox:
 
     async def send(self, team: str, member: str, text: str,
                    attachments: list[PlannedAttachment] | None = None,
-                   origin: Origin | None = None) -> str:
+                   origin: Origin | None = None, task_id: int | None = None) -> str:
         """Journal a message (with its planned attachments and, from a teammate, its origin)
-        for ``member``; return its id once it is durable."""
+        for ``member``; return its id once it is durable. ``task_id``: the board's task it is
+        about (an offer, a gate's output), shown with it in history and ``thread``."""
+        if task_id is not None:
+            origin = replace(origin or Origin(), task_id=task_id)
         message_id = new_ulid()
         started = time.perf_counter()
         await self._store.add_message(message_id, team, text, [member],

@@ -59,6 +59,9 @@ class Queues:
         self._deliver = deliver
         self._ledger = ledger
         self._queues: dict[tuple[str, str], _Queue] = {}
+        # the member is ready, not held, and its queue is empty: it may journal work for it
+        # (the board's offer) and say so (True: look at the queue again)
+        self.on_idle: Callable[[str, str], Awaitable[bool]] | None = None
 
     def open_member(self, team: str, member: str) -> None:
         """Start delivering the member's queue (once)."""
@@ -112,6 +115,8 @@ class Queues:
             if self._ledger is not None and self._ledger.gate(team, member) is not None:
                 return None  # held (a budget, a rate limit): its release pokes the queue
             claimed = await self._store.claim_next(team, member)
+            if claimed is None and self.on_idle is not None and await self.on_idle(team, member):
+                claimed = await self._store.claim_next(team, member)
             return None if claimed is None else (claimed[0].message_id, claimed)
 
         async with self._supervisor.turn_slot(team, member, claim) as slot:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import structlog
 
-from orchestrator.daemon.lifecycle import Lifecycle, SessionStore, Sleep
+from orchestrator.daemon.lifecycle import Lifecycle, Observer, SessionStore, Sleep
 from orchestrator.errors import NotFound
 from orchestrator.processes import process_tree
 from orchestrator.wire import LastExit, Launch, Liveness, MemberStatus, Readiness
@@ -157,6 +157,9 @@ class Supervisor:
         self._by_name: dict[tuple[str, str], MemberState] = {}  # (team, member) → its state
         self._life = Lifecycle(launches.home, runtimes, launches, save_session=save_session,
                                clock=clock, sleep=sleep, is_current=self._is_current)
+        # observers of each launch that came up and each that ended (the board's leases)
+        self.on_launch: list[Observer] = self._life.on_launch
+        self.on_exit: list[Observer] = self._life.on_exit
 
     # -- queries ------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from orchestrator.redaction import add_secrets, secret_name
 from orchestrator.wire import StatusDoc, TeamStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
     from pathlib import Path
 
     from orchestrator.attachments.planner import Planner
@@ -68,10 +68,16 @@ class Teams:
         self.diff = self._worktree_ops.diff
         self.resolve = roster.resolve
         self.resolve_member = roster.resolve_member
+        # each member's current task, by member (the board's; set by build_core)
+        self.tasks_of: Callable[[str], Awaitable[dict[str, str]]] | None = None
 
     def running(self, team: str) -> TeamConfig | None:
         """The running team named ``team`` (None if it does not run)."""
         return self._roster.teams.get(team)
+
+    def names(self) -> list[str]:
+        """The running teams' names."""
+        return list(self._roster.teams)
 
     async def launch(self, config: TeamConfig, file: str, *, wait: bool,
                      timeout: float | None) -> TeamStatus:
@@ -162,6 +168,9 @@ class Teams:
         queued = await self._store.queued_counts(team)
         members = [state.snapshot(queued.get(state.name, 0))
                    for state in self._supervisor.members(team)]
+        if self.tasks_of is not None:  # the board: each member's current task
+            tasks = await self.tasks_of(team)
+            members = [m.model_copy(update={"task": tasks.get(m.name)}) for m in members]
         if self._ledger is None:
             return TeamStatus(name=team, members=members)
         accounts = self._accounts

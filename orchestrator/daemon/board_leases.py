@@ -1,0 +1,80 @@
+"""Leases follow liveness (docs/board.md): the supervisor's lifecycle tells the board when a
+member's launch comes up and when its process ends, and a periodic check releases the tasks
+whose owner did not come back within the team's ``[board] task_grace``.
+
+The supervisor knows nothing of the board: ``build_core`` adds ``launched`` and ``exited`` to
+its observer lists, and runs ``expire_loop`` in the core's task group. The board's calls take
+the time from here (the board's wall clock: leases are in the journal, across daemons).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from orchestrator.daemon.board import DEFAULT_GRACE
+
+if TYPE_CHECKING:
+    from orchestrator.daemon.board import Board
+    from orchestrator.daemon.lifecycle import Sleep
+    from orchestrator.daemon.supervisor import MemberState
+    from orchestrator.daemon.teams import Teams
+
+__all__ = ["LEASE_CHECK_INTERVAL", "Leases"]
+
+log = structlog.get_logger("teamctl.board")
+
+LEASE_CHECK_INTERVAL = 1.0  # seconds between two looks for a lease that ran out
+_RETRY_MAX = 30.0  # the check's delay after errors (the journal unwritable), at most
+
+
+class Leases:
+    """The board's half of the lifecycle: observers and the expiry loop."""
+
+    def __init__(self, board: Board, teams: Teams) -> None:
+        self._board = board
+        self._teams = teams
+
+    def grace(self, team: str) -> float:
+        """The team's ``task_grace`` (a team not running: the default)."""
+        config = self._teams.running(team)
+        return DEFAULT_GRACE if config is None else config.board.task_grace
+
+    async def launched(self, state: MemberState) -> None:
+        """A launch came up: it adopts its tasks still within their grace."""
+        adopted = await self._board.owner_started(state.team, state.name, state.epoch,
+                                                  now=self._board.clock())
+        if adopted:
+            log.info("tasks_adopted", team=state.team, member=state.name, epoch=state.epoch,
+                     tasks=adopted)
+
+    async def exited(self, state: MemberState) -> None:
+        """A launch's process ended: its tasks are kept ``task_grace`` for the next one."""
+        grace = self.grace(state.team)
+        kept = await self._board.owner_exited(state.team, state.name, state.epoch,
+                                              grace=grace, now=self._board.clock())
+        if kept:
+            log.info("tasks_kept", team=state.team, member=state.name, epoch=state.epoch,
+                     tasks=kept, grace=grace)
+
+    async def expire_once(self) -> list[int]:
+        lapsed = await self._board.expire(self._board.clock())
+        if lapsed:
+            log.warning("tasks_lapsed", tasks=lapsed,
+                        reason="their owner died and did not come back within the grace")
+        return lapsed
+
+    async def expire_loop(self, interval: float, sleep: Sleep = anyio.sleep) -> None:
+        """Every ``interval`` seconds, release the tasks whose lease ran out; an error (the
+        journal unwritable) is logged and retried later, never fatal."""
+        delay = interval
+        while True:
+            await sleep(delay)
+            try:
+                await self.expire_once()
+                delay = interval
+            except Exception:  # the journal may refuse a write for a while: try again later
+                delay = min(max(delay, interval) * 2, _RETRY_MAX)
+                log.exception("lease_check_failed", retry_in=delay)

@@ -1,0 +1,125 @@
+"""Self-claim, done by teamctl (docs/board.md): a member with ``claims = true`` that is idle —
+ready, not held, nothing queued (its mailbox queue says so: ``Mailbox.on_idle``) — is handed
+the next ready task of its role (priority, then age).
+
+Handed, not offered: the claim and the message that tells the member ("you now own T3: …; when
+done call task_complete") are one journal transaction, so the task is the member's exactly
+when the message is in its queue — durable, delivered at least once like any message — and
+two idle members can never be offered the same task. A task the member released itself is not
+handed to it again within ``[board] offer_cooldown``; one it holds counts against its
+``max_tasks``, so an idle member is never handed a second task while it holds one (no offer
+storms). A board change (a task created, released, lapsed, or a dependency done) pokes the
+team's idle claimers (``poke``), so the dependent of a task just done reaches the next idle
+claimer at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import structlog
+
+from orchestrator.daemon.board_claims import Claimant, take
+from orchestrator.errors import TaskRefused
+from orchestrator.ids import new_ulid
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orchestrator.daemon.board import Board
+    from orchestrator.daemon.journal import AsyncJournal, Journal
+    from orchestrator.daemon.store import Store
+    from orchestrator.daemon.supervisor import Supervisor
+    from orchestrator.daemon.teams import Teams
+    from orchestrator.wire import TaskDoc
+
+__all__ = ["Offers", "hand_over", "offer_text"]
+
+log = structlog.get_logger("teamctl.board")
+
+_NOTHING = ("task_none_ready", "task_limit")  # refusals that mean: no offer now
+
+
+def offer_text(task: TaskDoc) -> str:
+    """What the member reads: the task, and the tools to finish or give it back."""
+    body = f"\n\n{task.body}" if task.body else ""
+    role = f" (role {task.role})" if task.role else ""
+    return (f"teamctl: you now own task T{task.id}{role}: {task.title}{body}\n\n"
+            f"Work on it now. When it is done, call task_complete(id={task.id}, summary=...) "
+            f"(the team's check may run first). If you cannot do it, call "
+            f"task_release(id={task.id}, reason=...) so a teammate takes it.")
+
+
+def hand_over(journal: Journal, who: Claimant, now: float,
+              cooled_since: float) -> TaskDoc | None:
+    """In one transaction: claim the next ready task of ``who``'s role (not one it released
+    after ``cooled_since``) and journal the message that tells it; None when there is none
+    (or it holds its ``max_tasks``)."""
+    store = cast("Store", journal)
+    with store.transaction():
+        try:
+            task = take(store.connection, who, None, now, cooled_since=cooled_since,
+                        kind="offered")
+        except TaskRefused as exc:
+            if exc.code in _NOTHING:
+                return None
+            raise
+        store.add_message(new_ulid(), who.team, offer_text(task), [who.member])
+        return task
+
+
+class Offers:
+    """``on_idle`` (the mailbox's hook) and ``poke`` (the board's change hook)."""
+
+    def __init__(self, journal: AsyncJournal, board: Board, teams: Teams,
+                 supervisor: Supervisor, poke: Callable[[str, str], None], *,
+                 held: Callable[[str, str], bool]) -> None:
+        """``poke(team, member)``: look at its queue again; ``held(team, member)``: the
+        ledger holds it (a budget, a rate limit)."""
+        self._journal = journal
+        self._held = held
+        self._board = board
+        self._teams = teams
+        self._supervisor = supervisor
+        self._poke = poke
+
+    def claimers(self, team: str) -> list[str]:
+        """The team's members with ``claims = true``."""
+        config = self._teams.running(team)
+        if config is None:
+            return []
+        return [m.name for m in config.members if config.member_claims(m)]
+
+    def poke(self, team: str | None) -> None:
+        """The board changed: the team's claimers (None: every running team's) look again;
+        a busy one looks after its turn, as it always does."""
+        teams = [team] if team is not None else self._teams.names()
+        for name in teams:
+            for member in self.claimers(name):
+                self._poke(name, member)
+
+    async def on_idle(self, team: str, member: str) -> bool:
+        """The member is idle: hand it the next ready task of its role, if it claims (and
+        is ready, and not held)."""
+        config = self._teams.running(team)
+        spec = None if config is None else config.member(member)
+        if config is None or spec is None or not config.member_claims(spec):
+            return False
+        state = self._supervisor.member(team, member)
+        if state.readiness != "ready" or self._held(team, member):
+            return False  # the queue asks only then; never to a held or not-ready member
+        who = Claimant(team, member, state.epoch,
+                       frozenset(() if spec.role is None else (spec.role,)), spec.max_tasks)
+        now = self._board.clock()
+        try:
+            task = await self._journal.run(hand_over, who, now,
+                                           now - config.board.offer_cooldown)
+        except Exception:  # the journal refused it: the member stays idle, asked again later
+            log.exception("task_offer_failed", team=team, member=member)
+            return False
+        if task is None:
+            return False
+        log.info("task_offered", team=team, member=member, task=task.id, epoch=state.epoch)
+        if self._board.on_change is not None:
+            self._board.on_change(team)
+        return True

@@ -1,0 +1,268 @@
+"""The board, live in the daemon's core (docs/board.md): leases that follow the supervisor's
+launches, idle claimers handed the next ready task, the check before done, reviews, and the
+current task in ``status`` — in process, on the daemon's own ``build_core`` around a fake
+runtime (tests/fakes.py)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from orchestrator.config import TeamConfig
+from orchestrator.contracts import TextPart
+from orchestrator.daemon.board import OPERATOR, Actor, Assignee
+from orchestrator.errors import TaskRefused
+from tests.fakes import Core, FakeRuntime, core
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from orchestrator.daemon.board import Board
+
+pytestmark = pytest.mark.anyio
+PY = sys.executable
+
+
+def _team(tmp_path: Path, members: list[dict[str, Any]], **board: Any) -> TeamConfig:
+    rows = [{"runtime": "claude", "start_timeout": 5.0, "backoff": [0.01, 0.01], **m}
+            for m in members]
+    return TeamConfig.model_validate({"team": {"name": "web", "workdir": str(tmp_path)},
+                                      "board": board, "members": rows})
+
+
+@asynccontextmanager
+async def _running(tmp_path: Path, members: list[dict[str, Any]], **board: Any
+                   ) -> AsyncIterator[Core]:
+    async with core(tmp_path, FakeRuntime(), lease_check_interval=0.01) as c:
+        await c.teams.launch(_team(tmp_path, members, **board), "t.toml", wait=True,
+                             timeout=10)
+        yield c
+
+
+def _board(c: Core) -> Board:
+    assert c.built is not None
+    return c.built.board
+
+
+async def _until(c: Core, ready: Callable[[], Awaitable[bool]], timeout: float = 10) -> None:
+    """Wait (bounded) on the change feed until ``ready()``."""
+    assert c.built is not None
+    changes = c.built.changes
+    with anyio.fail_after(timeout):
+        while True:
+            version = changes.version
+            if await ready():
+                return
+            await changes.wait(version, 1.0)
+
+
+def _texts(c: Core, member: str) -> list[str]:
+    return [" ".join(p.text for p in t.parts if isinstance(p, TextPart))
+            for process in c.runtime.opened if process.spec.member == member
+            for t in process.turns]
+
+
+async def _turn_with(c: Core, member: str, needle: str) -> str:
+    async def seen() -> bool:
+        return any(needle in t for t in _texts(c, member))
+    await _until(c, seen)
+    return next(t for t in _texts(c, member) if needle in t)
+
+
+async def _status(c: Core, task_id: int) -> tuple[str, str | None, int | None]:
+    task = (await _board(c).get(task_id)).task
+    return task.status, task.owner, task.epoch
+
+
+# -- leases follow liveness ---------------------------------------------------------------------
+
+async def test_a_dead_owners_task_is_kept_for_its_restarted_launch(tmp_path: Path) -> None:
+    """A member whose process dies holding a task gets it back in its next launch (within
+    task_grace): the new epoch adopts it, it is never released meanwhile."""
+    async with _running(tmp_path, [{"name": "a"}], task_grace=60) as c:
+        board = _board(c)
+        state = c.supervisor.member("web", "a")
+        task = await board.create("web", "fix it", created_by=OPERATOR,
+                                  assignee=Assignee("a", state.epoch))
+        assert (task.status, task.epoch) == ("in_progress", 1)
+        c.runtime.opened[-1].exit(1)
+
+        async def adopted() -> bool:
+            return await _status(c, task.id) == ("in_progress", "a", 2)
+        await _until(c, adopted)
+        kinds = [e.kind for e in (await board.get(task.id)).events]
+        assert "adopted" in kinds and "lapsed" not in kinds
+
+
+async def test_a_dead_owners_task_is_released_after_the_grace(tmp_path: Path) -> None:
+    """A member that dies holding a task and does not come back within task_grace loses it:
+    the periodic check releases it to pending, nobody's, with a note in its lifetime."""
+    async with _running(tmp_path, [{"name": "a", "restart": "never"}], task_grace=0) as c:
+        board = _board(c)
+        task = await board.create("web", "fix it", created_by=OPERATOR,
+                                  assignee=Assignee("a", c.supervisor.member("web", "a").epoch))
+        c.runtime.opened[-1].exit(1)
+
+        async def released() -> bool:
+            return await _status(c, task.id) == ("pending", None, None)
+        await _until(c, released)
+        lapsed = [e for e in (await board.get(task.id)).events if e.kind == "lapsed"]
+        assert lapsed and "died and did not come back within 0 s" in (lapsed[0].note or "")
+
+
+# -- offers ---------------------------------------------------------------------------------------
+
+async def test_an_idle_claimer_is_handed_a_ready_task_not_a_blocked_one(tmp_path: Path) -> None:
+    """An idle member with claims = true is handed the ready task (claimed for it, and told in
+    a message naming the task and task_complete); a blocked task is never handed; once its
+    dependency is done, the dependent goes to the next idle claimer."""
+    async with _running(tmp_path, [{"name": "lead"}, {"name": "dev", "claims": True}]) as c:
+        board, mailbox = _board(c), c.mailbox
+        first = await board.create("web", "schema", created_by=OPERATOR,
+                                   assignee=Assignee("lead", 1))
+        blocked = await board.create("web", "api", body="on the schema",
+                                     blocked_by=[first.id], created_by=OPERATOR)
+        assert mailbox.on_idle is not None
+        assert not await mailbox.on_idle("web", "dev")  # only a blocked task: nothing
+        assert await _status(c, blocked.id) == ("pending", None, None)
+        await board.complete(first.id, by=Actor("lead"), summary="done")
+        text = await _turn_with(c, "dev", f"you now own task T{blocked.id}")
+        assert "api" in text and "on the schema" in text
+        assert f"task_complete(id={blocked.id}" in text
+        assert await _status(c, blocked.id) == ("in_progress", "dev", 1)
+        assert not any("you now own" in t for t in _texts(c, "lead"))  # not a claimer
+
+
+async def test_no_task_is_handed_to_a_held_or_busy_member(tmp_path: Path) -> None:
+    """A claimer the ledger holds (a budget, a rate limit) or that is not ready is never
+    handed a task; released, it is."""
+    async with _running(tmp_path, [{"name": "dev", "claims": True}]) as c:
+        assert c.built is not None and c.mailbox.on_idle is not None
+        ledger, board = c.built.ledger, _board(c)
+        ledger.hold_budget("web", "dev", "over its budget")
+        task = await board.create("web", "x", created_by=OPERATOR)
+        assert not await c.mailbox.on_idle("web", "dev")
+        assert await _status(c, task.id) == ("pending", None, None)
+        state = c.supervisor.member("web", "dev")
+        state.busy = True
+        ledger._holds.release("web", "dev")
+        assert not await c.mailbox.on_idle("web", "dev")  # busy: not ready
+        state.busy = False
+        state.notify()
+        await _turn_with(c, "dev", f"you now own task T{task.id}")
+
+
+async def test_a_released_task_cools_down_before_it_is_handed_back(tmp_path: Path) -> None:
+    """A task the member released itself is not handed to it again within offer_cooldown
+    (no offer storm); after the cooldown it is."""
+    async with _running(tmp_path, [{"name": "dev", "claims": True}],
+                        offer_cooldown=300) as c:
+        board = _board(c)
+        assert c.mailbox.on_idle is not None
+        task = await board.create("web", "x", created_by=OPERATOR)
+        await _turn_with(c, "dev", f"you now own task T{task.id}")
+        await board.release(task.id, by=Actor("dev"), reason="not mine")
+        assert not await c.mailbox.on_idle("web", "dev")
+        assert await _status(c, task.id) == ("pending", None, None)
+        later = board.clock() + 301
+        board.clock = lambda: later
+        assert await c.mailbox.on_idle("web", "dev")
+        assert await _status(c, task.id) == ("in_progress", "dev", 1)
+
+
+# -- the check before done ------------------------------------------------------------------------
+
+async def _complete(c: Core, member: str, title: str, check: str | None = None) -> int:
+    board = _board(c)
+    task = await board.create("web", title, created_by=OPERATOR, check=check,
+                              assignee=Assignee(member, c.supervisor.member("web", member).epoch))
+    await board.complete(task.id, by=Actor(member), summary="did it")
+    return task.id
+
+
+async def test_a_passing_check_makes_the_task_done(tmp_path: Path) -> None:
+    """The team's check runs in the owner's workdir; exit 0 → done (its event says so)."""
+    check = f"{PY} -c \"import os,sys; open('ran','w').write(os.getcwd()); sys.exit(0)\""
+    async with _running(tmp_path, [{"name": "a"}], check=check) as c:
+        task_id = await _complete(c, "a", "x")
+        assert (await _status(c, task_id))[0] == "done"
+        assert (tmp_path / "ran").read_text() == str(tmp_path)
+
+
+async def test_a_failing_check_keeps_the_task_in_progress_and_tells_the_owner(
+        tmp_path: Path) -> None:
+    """A check that exits non-zero keeps the task in progress; its output is in the task's
+    lifetime and in a message to the owner. A task's own check overrides the team's."""
+    fail = f"{PY} -c \"print('boom: 3 tests failed'); raise SystemExit(3)\""
+    async with _running(tmp_path, [{"name": "a"}], check=f"{PY} -c pass") as c:
+        task_id = await _complete(c, "a", "x", check=fail)
+        assert await _status(c, task_id) == ("in_progress", "a", 1)
+        gate = [e for e in (await _board(c).get(task_id)).events if e.kind == "gate"]
+        assert gate and "exit 3" in (gate[0].note or "") and "boom" in (gate[0].note or "")
+        text = await _turn_with(c, "a", f"task T{task_id}")
+        assert "boom: 3 tests failed" in text and "is not done yet" in text
+
+
+async def test_a_hanging_check_is_killed_at_its_timeout_and_reported(tmp_path: Path) -> None:
+    """A check that does not finish within check_timeout is killed (its process group) and
+    reported to the owner; the task stays in progress."""
+    hang = f"{PY} -c \"print('started', flush=True); import time; time.sleep(600)\""
+    async with _running(tmp_path, [{"name": "a"}], check=hang, check_timeout=0.5) as c:
+        task_id = await _complete(c, "a", "x")
+        assert (await _status(c, task_id))[0] == "in_progress"
+        text = await _turn_with(c, "a", f"task T{task_id}")
+        assert "did not finish within 0.5 s (killed)" in text and "started" in text
+
+
+# -- review ---------------------------------------------------------------------------------------
+
+async def test_review_by_a_member_sends_the_task_to_it_and_its_verdict_settles_it(
+        tmp_path: Path) -> None:
+    """review_by = member: a completed task goes to review and the reviewer is asked in a
+    message; only the reviewer (or the operator) decides — not the owner, not a teammate;
+    rejected → in progress with the reason told to the owner, approved → done."""
+    members = [{"name": "a"}, {"name": "rev"}, {"name": "other"}]
+    async with _running(tmp_path, members, review_by="rev") as c:
+        board = _board(c)
+        task_id = await _complete(c, "a", "feature")
+        assert (await _status(c, task_id))[0] == "review"
+        asked = await _turn_with(c, "rev", f"please review task T{task_id}")
+        assert "did it" in asked and f"task_review(id={task_id}" in asked
+        for who in ("a", "other"):
+            with pytest.raises(TaskRefused) as refused:
+                await board.review(task_id, by=Actor(who), approve=True, note="lgtm")
+            assert refused.value.code == "task_forbidden"
+        await board.review(task_id, by=Actor("rev"), approve=False, note="no tests")
+        assert await _status(c, task_id) == ("in_progress", "a", 1)
+        assert "rejected by rev: no tests" in await _turn_with(c, "a", "rejected by rev")
+        await board.complete(task_id, by=Actor("a"), summary="with tests")
+        await board.review(task_id, by=Actor("rev"), approve=True, note="lgtm")
+        assert (await _status(c, task_id))[0] == "done"
+
+
+async def test_review_by_the_operator_waits_in_review_for_teamctl_task_review(
+        tmp_path: Path) -> None:
+    """review_by = "operator": the task waits in review (no member is asked) until the
+    operator decides."""
+    async with _running(tmp_path, [{"name": "a"}], review_by="operator") as c:
+        task_id = await _complete(c, "a", "x")
+        assert (await _status(c, task_id))[0] == "review"
+        await _board(c).review(task_id, by=OPERATOR, approve=True, note="ok")
+        assert (await _status(c, task_id))[0] == "done"
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+async def test_status_shows_each_members_current_task(tmp_path: Path) -> None:
+    """teamctl status: each member's current task (in progress or in review)."""
+    async with _running(tmp_path, [{"name": "a"}, {"name": "b"}]) as c:
+        await _board(c).create("web", "fix the login", created_by=OPERATOR,
+                               assignee=Assignee("a", 1))
+        doc = await c.teams.status("web")
+        tasks = {m.name: m.task for m in doc.teams[0].members}
+        assert tasks == {"a": "T1 fix the login", "b": None}
