@@ -42,14 +42,40 @@ def send_internal(runs: int = 500) -> None:
         for i in range(runs):
             client.call(ctl, "send", {"member": "m0", "text": f"ping {i}", "wait": True,
                                       "timeout": 30.0}, timeout=60)
-        samples = [float(e["journal_to_stdin_ms"]) for e in events(ctl)  # type: ignore[arg-type]
-                   if e["event"] == "delivery_sent" and e.get("journal_to_stdin_ms") is not None]
+        sent = [e for e in events(ctl)
+                if e["event"] == "delivery_sent" and e.get("journal_to_stdin_ms") is not None]
+        samples = [float(e["journal_to_stdin_ms"]) for e in sent]  # type: ignore[arg-type]
+        durable = [float(e["durable_to_stdin_ms"]) for e in sent]  # type: ignore[arg-type]
+        disk = fsync_ms(Path(env["TEAMCTL_HOME"]))
     baseline = direct_write_us()
     print(f"journal write → line on the member's stdin: p50 {median(samples):.3f} ms, "
-          f"p99 {percentile(samples, 99):.3f} ms ({len(samples)} messages); baseline: writing "
-          f"the same line to a claude stdin directly {baseline:.1f} µs")
+          f"p99 {percentile(samples, 99):.3f} ms ({len(samples)} messages); of it, after the "
+          f"write was durable: p50 {median(durable):.3f} ms, p99 {percentile(durable, 99):.3f} "
+          f"ms; baseline: one fsync on this disk p50 {disk:.3f} ms, writing the same line to a "
+          f"claude stdin directly {baseline:.1f} µs")
     figure("send_internal_p50_ms", median(samples))
     figure("send_internal_p99_ms", percentile(samples, 99))
+    figure("send_internal_durable_to_stdin_p50_ms", median(durable))
+    figure("fsync_p50_ms", disk)
+
+
+def fsync_ms(directory: Path, runs: int = 200) -> float:
+    """One 4 KiB append and its fsync on the journal's disk (what a durable commit waits on)."""
+    import os
+
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    samples = []
+    try:
+        for _ in range(runs):
+            os.write(fd, b"x" * 4096)
+            start = time.perf_counter()
+            os.fsync(fd)
+            samples.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return median(samples)
 
 
 def direct_write_us(runs: int = 500) -> float:

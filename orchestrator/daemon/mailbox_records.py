@@ -55,7 +55,8 @@ class DeliveryRecords:
         self._hooks.changed()
         log.info("delivery_sent", team=delivery.team, member=member, message_id=message_id,
                  attempt=delivery.attempts + 1,
-                 journal_to_stdin_ms=None if latency is None else round(latency, 3))
+                 journal_to_stdin_ms=None if latency is None else round(latency[0], 3),
+                 durable_to_stdin_ms=None if latency is None else round(latency[1], 3))
 
     async def answered(self, delivery: Delivery, result: TurnResult) -> None:
         """``sent → answered`` with the reply, however long the journal takes; its waiters

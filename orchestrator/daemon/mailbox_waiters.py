@@ -40,6 +40,7 @@ class Waiters:
         # journal-write start time of messages sent through this daemon (for the latency figure
         # on delivery_sent: journal write → line on the member's stdin)
         self._journaled_at: dict[str, float] = {}
+        self._durable_at: dict[str, float] = {}
 
     @property
     def waiting(self) -> int:
@@ -57,14 +58,21 @@ class Waiters:
         return self._journaled_at
 
     def journaled(self, message_id: str, started: float) -> None:
-        """``message_id`` was journaled; its write started at ``started`` (perf_counter)."""
+        """``message_id`` was journaled (durable now); its write started at ``started``
+        (perf_counter)."""
         self._journaled_at[message_id] = started
+        self._durable_at[message_id] = time.perf_counter()
 
-    def sent_latency_ms(self, message_id: str) -> float | None:
-        """Milliseconds from the message's journal write until now (None: not sent through
-        this daemon, or already counted)."""
+    def sent_latency_ms(self, message_id: str) -> tuple[float, float] | None:
+        """Milliseconds from the message's journal write until now, and from the moment it was
+        durable (the write's fsync done) until now (None: not sent through this daemon, or
+        already counted)."""
         started = self._journaled_at.pop(message_id, None)
-        return None if started is None else (time.perf_counter() - started) * 1000
+        durable = self._durable_at.pop(message_id, None)
+        if started is None or durable is None:
+            return None
+        now = time.perf_counter()
+        return (now - started) * 1000, (now - durable) * 1000
 
     async def wait(self, message_id: str, member: str, timeout: float, *,
                    just_sent: bool = False) -> Delivery:
@@ -128,6 +136,7 @@ class Waiters:
     def settle(self, message_id: str) -> None:
         """The delivery ended (answered or failed): wake its waiters."""
         self._journaled_at.pop(message_id, None)
+        self._durable_at.pop(message_id, None)
         self._wake(message_id)
 
     def _wake(self, message_id: str) -> None:
