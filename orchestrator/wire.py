@@ -266,6 +266,7 @@ class MessageDoc(_Doc):
     chain_id: str | None = None
     depth: int = Field(default=0, description="teammate hops from the operator's message")
     reply_to: str | None = None
+    task_id: int | None = Field(default=None, description="the board's task it belongs to")
     created_at: str | None = Field(default=None, description="when it was journaled (UTC)")
     updated_at: str | None = Field(default=None, description="its delivery's last change (UTC)")
     usage: dict[str, Any] | None = Field(
@@ -303,6 +304,7 @@ class SendResult(_Doc):
     chain_id: str | None = None
     depth: int = 0
     reply_to: str | None = None
+    task_id: int | None = None
     created_at: str | None = None
     updated_at: str | None = None
     usage: dict[str, Any] | None = None

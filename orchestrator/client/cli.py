@@ -333,7 +333,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
     for message in doc["messages"]:
         sender = message.get("sender") or "operator"
         click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}  "
-                   f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else ""))
+                   f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
+                   + _task_of(message))
         click.echo(f"  > {message['text']}")
         if message.get("reply"):
             click.echo("  < " + message["reply"].replace("\n", "\n    "))
@@ -350,6 +351,11 @@ def history(team: str | None, member: str, limit: int, before: str | None,
         if message.get("error"):
             error = message["error"]
             click.echo(f"  ! {error['code']}: {error['message']}")
+
+
+def _task_of(message: dict[str, Any]) -> str:
+    """``  task T3``: the board's task a message belongs to (none: nothing)."""
+    return "" if message.get("task_id") is None else f"  task T{message['task_id']}"
 
 
 @cli.command()
@@ -392,7 +398,7 @@ def thread(message_id: str, as_json: bool) -> None:
         indent = "  " * message["depth"]
         kind = " (reply)" if message["kind"] == "reply" else ""
         click.echo(f"{indent}{message['sender']} -> {message['to']}{kind}  {message['id']}  "
-                   f"depth {message['depth']}  {message['state']}")
+                   f"depth {message['depth']}  {message['state']}" + _task_of(message))
         click.echo(f"{indent}  > {message['text']}")
         if message.get("reply"):
             click.echo(f"{indent}  < " + message["reply"].replace("\n", " "))

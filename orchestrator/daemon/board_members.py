@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.teams import Teams
     from orchestrator.wire import TaskDoc, TaskListDoc, TaskShowDoc
 
-__all__ = ["MEMBER_PAGE_ROWS", "MemberBoardApi", "member_actor"]
+__all__ = ["MEMBER_PAGE_ROWS", "MemberBoardApi", "member_actor", "working_on"]
 
 Handler = Callable[[Any], Awaitable[BaseModel]]
 CheckCaller = Callable[[str], Awaitable[object]]
@@ -84,9 +84,16 @@ class ReviewParams(IdParams):
     note: str = _TEXT
 
 
+async def working_on(board: Board, team: str, member: str) -> int | None:
+    """The task ``member`` holds in progress (the oldest, when it holds several), if any: a
+    message it sends belongs to it."""
+    page = await board.listing(team, state="in_progress", owner=member, limit=1)
+    return page.tasks[0].id if page.tasks else None
+
+
 def member_actor(state: MemberState) -> Actor:
     """Who a member is on the board: itself; privileged when its team file makes it the lead."""
-    return Actor(state.name, privileged=bool(getattr(state.config, "lead", False)))
+    return Actor(state.name, privileged=state.config.lead)
 
 
 class MemberBoardApi:
@@ -144,11 +151,10 @@ class MemberBoardApi:
 
     async def _claim(self, params: ClaimParams) -> TaskDoc:
         me = await self._member(params.token)
-        role = getattr(me.config, "role", None)
+        role = me.config.role
         return await self._board.claim(me.team, me.name, epoch=me.epoch,
                                        roles=() if role is None else (role,),
-                                       max_tasks=int(getattr(me.config, "max_tasks", 1)),
-                                       task_id=params.id)
+                                       max_tasks=me.config.max_tasks, task_id=params.id)
 
     async def _update(self, params: NoteParams) -> TaskDoc:
         me = await self._member(params.token)
@@ -168,13 +174,8 @@ class MemberBoardApi:
 
     async def _review(self, params: ReviewParams) -> TaskDoc:
         me = await self._member(params.token)
-        review = getattr(self._board, "review", None)
-        if review is None:  # the gates (issue 28 phase 2a) add Board.review
-            raise TaskRefused("task_forbidden", "this daemon's board has no reviews yet",
-                              task_id=params.id)
-        doc: TaskDoc = await review(params.id, by=member_actor(me), approve=params.approve,
-                                    note=params.note, team=me.team)
-        return doc
+        return await self._board.review(params.id, by=member_actor(me), approve=params.approve,
+                                        note=params.note, team=me.team)
 
 
 class _Stale(TeamctlError):

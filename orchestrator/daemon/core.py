@@ -26,6 +26,7 @@ from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.board import DEFAULT_GRACE, Board
 from orchestrator.daemon.board_gate import Gates
 from orchestrator.daemon.board_leases import LEASE_CHECK_INTERVAL, Leases
+from orchestrator.daemon.board_members import working_on
 from orchestrator.daemon.board_offers import Offers
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.describe import Descriptions
@@ -132,6 +133,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     mailbox.on_answered = router.on_answered
     board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
                          lease_check_interval)
+    router.working_on = functools.partial(working_on, board)  # a message's task
     return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
                 router, board)
 

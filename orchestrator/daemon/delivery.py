@@ -49,6 +49,9 @@ class Origin:
     # the sender's turn in flight when it sent this (its message id; None: the operator, a
     # routed reply, a message sent between turns): a redelivered turn's repeat is found by it
     delivery: str | None = None
+    # the board's task it belongs to: the one its sender held in progress, or the task a
+    # board message (an offer, a gate's output) is about (docs/board.md)
+    task_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class Delivery:
             attachments=[a.to_ref() for a in attachments or []],
             sender=self.origin.sender or "operator", to=self.member, kind=self.origin.kind,
             chain_id=self.origin.chain_id, depth=self.origin.depth,
-            reply_to=self.origin.reply_to, usage=self.usage,
+            reply_to=self.origin.reply_to, usage=self.usage, task_id=self.origin.task_id,
             created_at=_iso(self.created_at), updated_at=_iso(self.updated_at))
 
 
@@ -101,7 +104,7 @@ def _iso(when: float | None) -> str | None:
 DELIVERY_COLUMNS = (
     "d.message_id, d.team, d.member, m.text, d.state, d.attempts, d.reply, d.error_code, "
     "d.error_message, d.retryable, d.notes, m.sender, m.kind, m.chain_id, m.depth, m.reply_to, "
-    "d.usage, m.created_at, d.updated_at, d.sent_session, m.origin_delivery"
+    "d.usage, m.created_at, d.updated_at, d.sent_session, m.origin_delivery, m.task_id"
 )
 ATTACHMENT_COLUMNS = (
     "message_id, member, position, name, original_sha256, original_mime, original_bytes, "
@@ -133,7 +136,7 @@ def delivery_of(row: sqlite3.Row) -> Delivery:
         None if retryable is None else bool(retryable),
         tuple(json.loads(row["notes"])) if row["notes"] else (),
         Origin(row["sender"], row["kind"], row["chain_id"], row["depth"], row["reply_to"],
-               row["origin_delivery"]),
+               row["origin_delivery"], row["task_id"]),
         json.loads(row["usage"]) if row["usage"] else None,
         row["created_at"], row["updated_at"], row["sent_session"],
     )

@@ -37,7 +37,7 @@ from orchestrator.errors import TeamctlError
 from orchestrator.wire import MemberCard, MessageStatus, Receipt, SendResult, TeamCard
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from orchestrator.config import TeamConfig
     from orchestrator.daemon.store import AsyncStore, Delivery
@@ -71,6 +71,9 @@ class Router:
         self._pairs: dict[tuple[str, str, str], float] = {}
         # one send_message at a time per sender: a repeat is looked up before it is sent
         self._sending: defaultdict[tuple[str, str], anyio.Lock] = defaultdict(anyio.Lock)
+        # the board's task a member holds in progress (team, member → its id; None: none): a
+        # message it sends belongs to that task (docs/board.md)
+        self.working_on: Callable[[str, str], Awaitable[int | None]] | None = None
 
     # -- the tools ----------------------------------------------------------------------------
 
@@ -181,10 +184,13 @@ class Router:
         turn = sender.turn
         current = await self._store.delivery(turn, sender.name) \
             if turn else None
+        task = None if self.working_on is None else await self.working_on(sender.team,
+                                                                           sender.name)
         if current is None:
-            return Origin(sender=sender.name, depth=1)
+            return Origin(sender=sender.name, depth=1, task_id=task)
         return Origin(sender=sender.name, chain_id=current.origin.chain_id,
-                      depth=current.origin.depth + 1, delivery=current.message_id)
+                      depth=current.origin.depth + 1, delivery=current.message_id,
+                      task_id=task)
 
     async def _sent_before(self, team: str, sender: str, origin: Origin, to: str,
                            text: str) -> Receipt | None:

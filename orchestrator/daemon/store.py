@@ -151,6 +151,9 @@ _MESSAGES: Migrations = {
     CREATE INDEX messages_by_origin_delivery ON messages (origin_delivery, sender)
         WHERE origin_delivery IS NOT NULL;
     """,
+    # the board (issue 28): the task a message belongs to — the one its sender held in
+    # progress, or the task an offer or a gate's output is about (NULL: none)
+    13: "ALTER TABLE messages ADD COLUMN task_id INTEGER",
 }
 # The journal's migrations, each owner's part in this fixed order (script n: user_version n).
 # A new migration takes the next number in its owner's part; numbers never change.
@@ -176,10 +179,10 @@ class Store(Journal):
         o = origin or Origin()
         with self._tx() as db:
             db.execute("INSERT INTO messages (id, team, text, created_at, sender, kind, "
-                       "chain_id, depth, reply_to, origin_delivery) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "chain_id, depth, reply_to, origin_delivery, task_id) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (message_id, team, text, now, o.sender, o.kind, o.chain_id or message_id,
-                        o.depth, o.reply_to, o.delivery))
+                        o.depth, o.reply_to, o.delivery, o.task_id))
             db.executemany(
                 "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",

@@ -88,7 +88,8 @@ class _Api:
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[_Api]:
     async with core(tmp_path) as c:
-        await c.teams.launch(team_config(tmp_path, {"name": "dev"}, {"name": "ops"}), "t.toml",
+        await c.teams.launch(team_config(tmp_path, {"name": "dev"}, {"name": "ops"},
+                                         {"name": "qa"}), "t.toml",
                              wait=True, timeout=10)
         other = (tmp_path / "other")
         other.mkdir()
@@ -233,3 +234,55 @@ def _bulk(journal: Journal, count: int) -> None:
             "INSERT INTO tasks (team, title, status, created_by, created_at, updated_at) "
             "VALUES ('web', ?, 'pending', 'operator', 0, 0)",
             [(f"task {n}",) for n in range(1, count + 1)])
+
+
+async def test_a_message_sent_while_holding_a_task_belongs_to_it(api: _Api) -> None:
+    """A member's send_message while it holds a task in progress carries that task's id (in
+    history and thread); before the claim, and after the task is done, it carries none; a
+    board message (``Mailbox.send(task_id=...)``, an offer or a gate's output) carries its
+    task."""
+    c = api.c
+    task = await api.ok("member.task_create", "dev", title="fix the login")
+    before = await c.router.send_message(api.token("dev"), "qa", "about to start")
+    await api.ok("member.task_claim", "dev", id=task["id"])
+    during = await c.router.send_message(api.token("dev"), "ops", "working on it")
+    await api.ok("member.task_complete", "dev", id=task["id"], summary="fixed")
+    await c.mailbox.send("web", "ops", "offer: T1", task_id=task["id"])
+    history = {m.text: m for member in ("ops", "qa")
+               for m in (await c.teams.history("web", member)).messages}
+    assert history["about to start"].task_id is None
+    assert history["working on it"].task_id == task["id"]
+    assert history["offer: T1"].task_id == task["id"]
+    thread = await c.teams.thread(during.id)
+    assert thread.messages[0].id == during.id and thread.messages[0].task_id == task["id"]
+    assert before.id != during.id
+
+
+async def test_the_lead_assigns_and_the_reviewer_settles_through_their_tools(
+        api: _Api, tmp_path: Path) -> None:
+    """A ``lead = true`` member acts on any task and assigns (a member that is not the lead
+    may not); with ``review_by``, a completed task waits in review until the reviewer's
+    task_review approves it — which nobody else's may."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    config = team_config(lab, {"name": "boss", "lead": True}, {"name": "dev"}, {"name": "rev"},
+                         name="lab")
+    config = config.model_copy(update={"board": config.board.model_copy(
+        update={"review_by": "rev"})})
+    await api.c.teams.launch(config, "lab.toml", wait=True, timeout=10)
+
+    async def call(method: str, member: str, **params: Any) -> Any:
+        return await api.call(method, token=api.token(member, "lab"), **params)
+
+    task = await call("member.task_create", "boss", title="ship it", assignee="dev")
+    assert (task["state"], task["owner"]) == ("in_progress", "dev")
+    noted = await call("member.task_update", "boss", id=task["id"], note="the lead may")
+    assert "error" not in noted, noted
+    done = await call("member.task_complete", "dev", id=task["id"], summary="shipped")
+    assert done["status"] == "review", done
+    refused = await call("member.task_review", "dev", id=task["id"], approve=True,
+                         note="looks fine to me")
+    assert refused["error"]["code"] == "task_forbidden", refused
+    approved = await call("member.task_review", "rev", id=task["id"], approve=True,
+                          note="checked")
+    assert approved["status"] == "done", approved
