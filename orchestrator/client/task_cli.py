@@ -1,4 +1,4 @@
-"""``teamctl task add | list | show | assign | release | cancel | deps``: the team's board
+"""``teamctl task add | list | show | assign | release | cancel | deps | review``: the team's board
 (docs/board.md). A task is named ``T3`` or ``3``. Registered by ``orchestrator.client.cli``."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def task() -> None:
 @click.option("--assign", default=None, callback=check_name, metavar="MEMBER",
               help="Hand it to MEMBER (now if ready, else once it is).")
 @click.option("--check", default=None, metavar="CMD",
-              help="The gate to pass before done (stored; run from a later release).")
+              help="The command that must pass before done (overrides the team's check).")
 @_JSON
 @handles_errors
 def add(team: str | None, title: str, body: str | None, blocked_by: tuple[int, ...],
@@ -221,6 +221,27 @@ def deps(task_id: int, add: tuple[int, ...], remove: tuple[int, ...], team: str 
     doc = _call("task_deps", {"team": team, "id": task_id, "add": list(add),
                               "remove": list(remove)})
     _echo_task(doc, as_json, "dependencies changed")
+
+
+@task.command()
+@_ID
+@click.option("--approve", "verdict", flag_value="approve", help="It is done.")
+@click.option("--reject", "verdict", metavar="WHY", help="Back to its owner, with WHY.")
+@click.option("--note", default="", help="What to record with an approval.")
+@_TEAM
+@_JSON
+@handles_errors
+def review(task_id: int, verdict: str | None, note: str, team: str | None,
+           as_json: bool) -> None:
+    """Settle task ID in review: --approve (done) or --reject WHY (back in progress; its
+    owner is told why)."""
+    if verdict is None:
+        raise click.UsageError("give --approve or --reject WHY")
+    approve = verdict == "approve"
+    doc = _call("task_review", {"team": team, "id": task_id, "approve": approve,
+                                "note": (note or "approved by the operator") if approve
+                                else verdict})
+    _echo_task(doc, as_json, "approved" if approve else "rejected")
 
 
 COMMANDS = (task,)

@@ -1,7 +1,8 @@
 """The operator's board methods on the control API (``teamctl task ...``): ``task_add``,
 ``task_list``, ``task_show``, ``task_assign``, ``task_release``, ``task_cancel``,
-``task_deps``. Each request's params are a strict pydantic model with bounded sizes (the
-board checks the text again, whoever calls it); the operator acts with ``board.OPERATOR``.
+``task_deps``, ``task_review``. Each request's params are a strict pydantic model with
+bounded sizes (the board checks the text again, whoever calls it); the operator acts with
+``board.OPERATOR``.
 ``api.ControlServer`` serves them beside its own methods."""
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ class TaskReasonParams(TaskIdParams):
     reason: str | None = _TEXT
 
 
+class TaskReviewParams(TaskIdParams):
+    approve: bool
+    note: str = Field(min_length=1, max_length=MAX_TASK_TEXT_BYTES)
+
+
 class TaskDepsParams(TaskIdParams):
     add: list[int] = _IDS
     remove: list[int] = _IDS
@@ -103,6 +109,7 @@ class BoardApi:
             "task_release": (TaskReasonParams, self._release),
             "task_cancel": (TaskReasonParams, self._cancel),
             "task_deps": (TaskDepsParams, self._deps),
+            "task_review": (TaskReviewParams, self._review),
         }
 
     def _assignee(self, team: str, member: str) -> Assignee:
@@ -137,6 +144,10 @@ class BoardApi:
     async def _cancel(self, params: TaskReasonParams) -> TaskDoc:
         return await self._board.cancel(params.id, by=OPERATOR, reason=params.reason,
                                         team=params.team)
+
+    async def _review(self, params: TaskReviewParams) -> TaskDoc:
+        return await self._board.review(params.id, by=OPERATOR, approve=params.approve,
+                                        note=params.note, team=params.team)
 
     async def _deps(self, params: TaskDepsParams) -> TaskDoc:
         return await self._board.deps(params.id, by=OPERATOR, add=params.add,
