@@ -5,6 +5,8 @@ removed from the code, not added here."""
 # ruff: noqa
 _.MAX_IMAGE_PIXELS
 _._backoff_ordered
+_._check_splits
+_._reviewer_exists
 _._no_nul
 _._unique_members
 _.accept_failures

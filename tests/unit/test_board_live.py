@@ -5,6 +5,7 @@ runtime (tests/fakes.py)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,22 @@ async def _turn_with(c: Core, member: str, needle: str) -> str:
 async def _status(c: Core, task_id: int) -> tuple[str, str | None, int | None]:
     task = (await _board(c).get(task_id)).task
     return task.status, task.owner, task.epoch
+
+
+# -- the team file -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("board", "member", "says"), [
+    ({"check": "make 'test"}, {}, "does not split into words"),
+    ({"review_by": "nobody"}, {}, "board.review_by: no member named 'nobody'"),
+    ({}, {"max_tasks": 0}, "max_tasks"),
+    ({"check_timeout": 7200}, {}, "check_timeout"),
+])
+def test_bad_board_keys_are_refused_naming_the_key(tmp_path: Path, board: dict[str, Any],
+                                                   member: dict[str, Any], says: str) -> None:
+    """The board's team-file keys are validated with the file: a check whose quotes do not
+    balance, a reviewer who is not a member, max_tasks 0, a check_timeout past an hour."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        _team(tmp_path, [{"name": "a", **member}], **board)
 
 
 # -- leases follow liveness ---------------------------------------------------------------------
