@@ -111,7 +111,11 @@ class McpServer:
     command: tuple[str, ...]
     env: Mapping[str, str]
 
-    TOOLS: ClassVar[tuple[str, ...]] = ("send_message", "list_team", "message_status")
+    TOOLS: ClassVar[tuple[str, ...]] = (
+        "send_message", "list_team", "message_status",
+        # the team's board (docs/board.md)
+        "task_list", "task_get", "task_create", "task_claim", "task_update", "task_complete",
+        "task_release", "task_review")
 
 
 @dataclass(frozen=True)

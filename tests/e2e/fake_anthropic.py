@@ -117,6 +117,9 @@ class FakeAnthropic(FakeProvider):
         if text.startswith("DO_SEND "):  # teamctl's MCP tool, as the model would call it
             _, to, message = text.split(" ", 2)
             return self._tool(model, "mcp__teamctl__send_message", {"to": to, "text": message})
+        if text.startswith("DO_TOOL "):  # DO_TOOL <tool> <json arguments>: any teamctl tool
+            _, tool, arguments = text.split(" ", 2)
+            return self._tool(model, f"mcp__teamctl__{tool}", json.loads(arguments))
         if text.startswith("DO_PINGPONG "):  # DO_PINGPONG <me> <other>: pass it back, forever
             _, me, other = text.split(" ", 2)
             return self._tool(model, "mcp__teamctl__send_message",

@@ -98,6 +98,9 @@ class FakeChat(FakeProvider):
         elif text.startswith("DO_SEND "):  # teamctl's MCP tool, as OpenCode names it
             _, to, message = text.split(" ", 2)
             call = ("teamctl_send_message", {"to": to, "text": message})
+        elif text.startswith("DO_TOOL "):  # DO_TOOL <tool> <json arguments>: any teamctl tool
+            _, tool, arguments = text.split(" ", 2)
+            call = (f"teamctl_{tool}", json.loads(arguments))
         elif text.startswith("DO_ASK "):  # OpenCode's question tool: the user is asked
             call = ("question", {"questions": [{"question": text[7:], "header": "Question",
                                                 "options": [{"label": "yes",

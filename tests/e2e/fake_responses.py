@@ -86,12 +86,13 @@ class FakeResponses(FakeProvider):
             text = f"done: {str(output)[-300:]}"
         elif text.startswith("Describe this image"):  # teamctl's describer (describe_with)
             text = seen_images(newest_user_images(body))
-        elif text.startswith("DO_SEND "):  # an MCP tool: namespace + name (teammates.md §2.7)
-            _, to, message = text.split(" ", 2)
+        elif text.startswith(("DO_SEND ", "DO_TOOL ")):  # an MCP tool: namespace + name
+            _, first, rest = text.split(" ", 2)  # (teammates.md §2.7); DO_TOOL <tool> <json>
+            tool, arguments = ("send_message", json.dumps({"to": first, "text": rest})) \
+                if text.startswith("DO_SEND ") else (first, rest)
             call = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
-                    "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": "send_message",
-                    "namespace": "mcp__teamctl",
-                    "arguments": json.dumps({"to": to, "text": message}), "status": "completed"}
+                    "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": tool,
+                    "namespace": "mcp__teamctl", "arguments": arguments, "status": "completed"}
             return self._frames(rid, model, call)
         elif text.startswith(("DO_WRITE ", "DO_BASH ", "DO_ESCALATE ")):
             verb, _, argument = text.partition(" ")
