@@ -163,8 +163,8 @@ class Daemon:
                 from orchestrator.daemon.web.server import WebServer
 
                 return WebServer(View(teams, store, approvals, core.changes, core.artifacts,
-                                      self.home.logs / LOG_FILE_NAME, uploads), tg,
-                                 web_settings)
+                                      self.home.logs / LOG_FILE_NAME, uploads,
+                                      board=core.board), tg, web_settings)
 
             web = LazyLiveView(core.changes, live_view)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,

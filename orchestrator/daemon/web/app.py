@@ -56,10 +56,11 @@ if TYPE_CHECKING:
 
     from orchestrator.attachments.artifacts import ArtifactStore
     from orchestrator.daemon.approvals import Approvals
+    from orchestrator.daemon.board import Board
     from orchestrator.daemon.changes import Changes
     from orchestrator.daemon.store import AsyncStore
     from orchestrator.daemon.teams import Teams
-    from orchestrator.wire import MemberStatus, MessageDoc
+    from orchestrator.wire import MemberStatus, MessageDoc, TaskListDoc
 
 __all__ = ["MAX_TEXT_BYTES", "MAX_UPLOAD_BYTES", "View", "build_app"]
 
@@ -87,6 +88,7 @@ class View:
     uploads: Path
     sessions: Sessions = field(default_factory=Sessions)
     shown: set[str] = field(default_factory=set)  # artifact hashes of messages on the page
+    board: Board | None = None  # the team's board (None: a daemon without one)
 
 
 def _guarded(view: View, handler: Callable[[Request], Awaitable[Response]], *,
@@ -214,6 +216,29 @@ def build_app(view: View) -> Starlette:
                  if m.sender != "operator"}
         return HTMLResponse(render.between([found[k] for k in sorted(found)][-50:]))
 
+    async def board(request: Request) -> Response:
+        if view.board is None:
+            return HTMLResponse(render.board([]))
+        teams = sorted({team for team, _ in await _members(view)})
+        return HTMLResponse(render.board([(team, await _columns(view.board, team))
+                                          for team in teams]))
+
+    async def task(request: Request) -> Response:
+        wanted = request.query_params.get("id", "")
+        if view.board is None or not wanted.isdigit() or len(wanted) > 18:
+            return HTMLResponse(render.task_page(None, [], None))
+        try:
+            shown = _redacted(await view.board.get(int(wanted)))
+        except NotFound:  # gone with its journal, or a hand-typed id
+            return HTMLResponse(render.task_page(None, [], None))
+        team, owner = shown.task.team, shown.task.owner
+        messages = [m for member in await _member_names_of(view, team)
+                    for m in await _history(view, team, member, 50)
+                    if m.task_id == shown.task.id]
+        trees = {(t.team, t.member) for t in await view.store.worktrees(None)}
+        diff = f"teamctl diff --team {team} {owner}" if (team, owner) in trees else None
+        return HTMLResponse(render.task_page(shown, messages, diff))
+
     async def log_tail(request: Request) -> Response:
         from orchestrator import diagnostics
 
@@ -288,6 +313,8 @@ def build_app(view: View) -> Starlette:
         route("/fragments/members", members),
         route("/fragments/conversation", conversation),
         route("/fragments/between", between),
+        route("/fragments/board", board),
+        route("/fragments/task", task),
         route("/fragments/log", log_tail),
         route("/artifacts/{sha256:str}", artifact),
         route("/events", events),
@@ -408,6 +435,18 @@ async def _history(view: View, team: str, member: str, limit: int) -> list[Messa
 async def _members(view: View) -> list[tuple[str, MemberStatus]]:
     status = _redacted(await view.teams.status(None))
     return [(team.name, member) for team in status.teams for member in team.members]
+
+
+async def _member_names_of(view: View, team: str) -> list[str]:
+    return [m.name for t, m in await _members(view) if t == team]
+
+
+_BOARD_ROWS = 50  # a column shows its first tasks and how many more
+
+
+async def _columns(board: Board, team: str) -> dict[str, TaskListDoc]:
+    return {state: _redacted(await board.listing(team, state=state, limit=_BOARD_ROWS))
+            for state in ("ready", "blocked", "in_progress", "review", "done")}
 
 
 async def _member_names(view: View) -> list[str]:

@@ -8,6 +8,7 @@ with it."""
 
 from __future__ import annotations
 
+import re
 import time
 from html import escape
 from typing import TYPE_CHECKING
@@ -15,15 +16,35 @@ from typing import TYPE_CHECKING
 from orchestrator.costs.text import cost_text
 
 if TYPE_CHECKING:
-    from orchestrator.wire import ApprovalDoc, MemberStatus, MessageDoc
+    from orchestrator.wire import (
+        ApprovalDoc,
+        MemberStatus,
+        MessageDoc,
+        TaskDoc,
+        TaskListDoc,
+        TaskShowDoc,
+    )
 
-__all__ = ["between", "conversation", "log_tail", "members", "needs_you", "page", "signed_in"]
+__all__ = ["between", "board", "conversation", "log_tail", "members", "needs_you", "page",
+           "signed_in", "task_page"]
 
 _ALARM = {"fatal", "backoff"}
 
 
 def _e(value: object) -> str:
     return escape("" if value is None else str(value), quote=True)
+
+
+# control characters (a tab and a newline aside) and the bidirectional overrides: shown as
+# their code, so a title cannot reorder or hide the text around it on the page
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _t(value: object) -> str:
+    """Text a member wrote (a task's title, body, notes): escaped, its invisible characters
+    made visible."""
+    return _e(_INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", "" if value is None
+                             else str(value)))
 
 
 def page(csrf: str, member_names: list[str]) -> str:
@@ -51,6 +72,8 @@ def page(csrf: str, member_names: list[str]) -> str:
 </form>
 <div id="send-result" role="status"></div>
 </section>
+<section id="board" data-fragment="/fragments/board"></section>
+<section id="task" data-fragment="/fragments/task"></section>
 <section id="conversation" data-fragment="/fragments/conversation"></section>
 <section id="between" data-fragment="/fragments/between"></section>
 <section id="log" data-fragment="/fragments/log"></section>
@@ -179,3 +202,60 @@ def between(messages: list[MessageDoc]) -> str:
 def log_tail(lines: list[str]) -> str:
     return "<h2>Log</h2><pre>" + _e("\n".join(lines)) + "</pre>"
 
+
+
+# -- the board (docs/board.md) ------------------------------------------------------------------
+
+_COLUMNS = (("ready", "ready"), ("blocked", "blocked"), ("in_progress", "in progress"),
+            ("review", "review"), ("done", "done"))
+
+
+def board(pages: list[tuple[str, dict[str, TaskListDoc]]]) -> str:
+    """Each running team's board: a column per state (its first tasks and how many), a
+    blocked task with what blocks it; every title escaped."""
+    teams = []
+    for team, columns in pages:
+        cells = []
+        for state, label in _COLUMNS:
+            page = columns[state]
+            rows = "".join(_task_row(t) for t in page.tasks)
+            more = (f'<li class="more" data-key="more:{_e(state)}">… {page.total - len(page.tasks)}'
+                    " more (teamctl task list)</li>" if page.total > len(page.tasks) else "")
+            cells.append(f'<div class="column" data-key="col:{_e(team)}/{state}">'
+                         f"<h3>{label} ({page.total})</h3><ul>{rows}{more}</ul></div>")
+        teams.append(f'<div class="board" data-key="board:{_e(team)}"><h3>{_e(team)}</h3>'
+                     f'{"".join(cells)}</div>')
+    body = "".join(teams) or "<p>no team runs</p>"
+    return f"<h2>Board</h2>{body}"
+
+
+def _task_row(task: TaskDoc) -> str:
+    owner = f' <span class="owner">{_e(task.owner)}</span>' if task.owner else ""
+    blocked = f' <span class="blocked">{_t(task.blocked)}</span>' if task.blocked else ""
+    return (f'<li class="task" data-key="task:{task.id}" data-state="{_e(task.state)}">'
+            f'<a href="#task" data-task-link="{task.id}">T{task.id}</a> '
+            f'<span class="title">{_t(task.title)}</span>{owner}{blocked}</li>')
+
+
+def task_page(shown: TaskShowDoc | None, messages: list[MessageDoc],
+              diff: str | None) -> str:
+    """One task: its state, body, lifetime (who did what, with the gate's output in its
+    notes), its messages, and its worktree diff (the command that shows it)."""
+    if shown is None:
+        return "<h2>Task</h2><p>pick a task on the board</p>"
+    task = shown.task
+    events = "".join(
+        f'<li data-key="ev:{index}"><time>{_e(time.strftime("%H:%M:%S", time.localtime(e.at)))}'
+        f"</time> <b>{_e(e.actor)}</b> {_e(e.kind)}"
+        + (f'<pre class="note">{_t(e.note)}</pre>' if e.note else "") + "</li>"
+        for index, e in enumerate(shown.events))
+    said = "".join(f'<li data-key="m-{_e(m.id)}"><b>{_e(m.sender)}</b> → {_e(m.to)} '
+                   f'<span class="state">{_e(m.state)}</span>: {_t(m.text[:300])}</li>'
+                   for m in messages) or "<li>no messages about it yet</li>"
+    worktree = (f'<p class="diff">its diff: <code>{_e(diff)}</code></p>' if diff else "")
+    return (f'<h2>T{task.id} <span class="title">{_t(task.title)}</span></h2>'
+            f'<div data-key="task-{task.id}"><p><span class="state">{_e(task.state)}</span>'
+            f"{' — ' + _e(task.owner) if task.owner else ''}"
+            f"{' — ' + _t(task.blocked) if task.blocked else ''}</p>"
+            f'<pre class="body">{_t(task.body)}</pre>{worktree}'
+            f"<h3>Lifetime</h3><ol>{events}</ol><h3>Messages</h3><ol>{said}</ol></div>")

@@ -5,6 +5,7 @@
 "use strict";
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 let conversationMember = null;
+let taskShown = null;  // the task whose page is open (the board's links)
 let pending = null;
 let refreshing = false;
 let again = false;
@@ -14,6 +15,7 @@ function fragmentUrl(section) {
   if (section.id === "conversation" && conversationMember) {
     url += "?member=" + encodeURIComponent(conversationMember);
   }
+  if (section.id === "task" && taskShown) url += "?id=" + encodeURIComponent(taskShown);
   return url;
 }
 
@@ -207,6 +209,12 @@ document.addEventListener("click", async (event) => {
   if (button) {
     event.preventDefault();
     showAction(await post(button.dataset.post));
+    scheduleRefresh();
+    return;
+  }
+  const taskLink = event.target.closest("[data-task-link]");
+  if (taskLink) {
+    taskShown = taskLink.dataset.taskLink;
     scheduleRefresh();
     return;
   }
