@@ -68,13 +68,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _bounded(value: str, separator: str, head: int, tail: int) -> str:
+def _bounded(value: str, separator: str, head: int, tail: int, what: str) -> str:
     """``value`` whose part before ``separator`` has at most ``head`` characters and the part
-    from it on at most ``tail``."""
+    from it on at most ``tail``; else ``what`` is the error."""
     before, sep, after = value.partition(separator)
     if len(before) > head or len(sep + after) > tail:
-        raise ValueError(f"at most {head} characters before {separator!r} and {tail - 1} "
-                         "after it")
+        raise ValueError(what)
     return value
 
 
@@ -85,7 +84,9 @@ Login = Literal["operator", "isolated"]
 # (the lengths are checked apart from the pattern: a bounded repeat of a Unicode class, \w{0,80},
 # compiles to an automaton of megabytes in pydantic-core's regex engine — 8 MiB of the daemon)
 AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]*(\([^()]+\))?$"),
-                      AfterValidator(lambda rule: _bounded(rule, "(", 81, 502))]
+                      AfterValidator(lambda rule: _bounded(
+                          rule, "(", 81, 502, "a tool of at most 81 characters and at most "
+                          "500 characters between its parentheses"))]
 Permissions = Literal["read", "edit", "full", "ask"]
 
 
@@ -108,7 +109,9 @@ class DescribeWith(_Strict):
 SshDestination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}@?"
                                               r"[A-Za-z0-9_.:-]{0,253}$")]
 SshOption = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{1,63}=[^\s\x00]+$"),
-                      AfterValidator(lambda option: _bounded(option, "=", 64, 1001))]
+                      AfterValidator(lambda option: _bounded(
+                          option, "=", 64, 1001, "a name of at most 64 characters and a value "
+                          "of at most 1000"))]
 
 
 class HostConfig(_Strict):
