@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.teams import Teams
     from orchestrator.wire import TaskDoc
 
-    Send = Callable[[str, str, str], Awaitable[str]]
+    Send = Callable[[str, str, str, int], Awaitable[str]]  # team, member, text, task id
     Environ = Callable[[Mapping[str, str]], dict[str, str]]
 
 __all__ = ["CheckRun", "Gates", "minimal_environ", "run_check"]
@@ -174,7 +174,7 @@ class Gates:
             await self._ask_review(task)
         elif owner is not None and (result.status == "in_progress" or result.by is not None):
             verb = "is done" if result.status == "done" else "is not done yet"
-            await self._tell(task.team, owner,
+            await self._tell(task.team, owner, task.id,
                              f"teamctl: task T{task.id} ({task.title}) {verb}: {result.note}"
                              + ("" if result.status == "done" else
                                 f"\n\nFix it, then call task_complete(id={task.id}, "
@@ -192,7 +192,7 @@ class Gates:
             state = self._supervisor.member(task.team, task.owner)
             where = (f"\nIts changes: {task.owner}'s workdir {state.workdir} (teamctl diff "
                      f"{task.owner} shows a worktree's diff).")
-        await self._tell(task.team, reviewer,
+        await self._tell(task.team, reviewer, task.id,
                          f"teamctl: please review task T{task.id} by {task.owner}: "
                          f"{task.title}\n\nSummary: {task.summary or '(none)'}"
                          + (f"\nEvidence: {task.evidence}" if task.evidence else "") + where
@@ -200,8 +200,8 @@ class Gates:
                          f"note=...) or reject with task_review(id={task.id}, approve=false, "
                          "note=why).")
 
-    async def _tell(self, team: str, member: str, text: str) -> None:
+    async def _tell(self, team: str, member: str, task_id: int, text: str) -> None:
         try:
-            await self._send(team, member, text)
+            await self._send(team, member, text, task_id)
         except Exception:  # the task moved; a message that could not be queued is logged
             log.exception("task_message_failed", team=team, member=member)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 import structlog
 
 from orchestrator.daemon.board_claims import Claimant, take
+from orchestrator.daemon.delivery import Origin
 from orchestrator.errors import TaskRefused
 from orchestrator.ids import new_ulid
 
@@ -64,7 +65,8 @@ def hand_over(journal: Journal, who: Claimant, now: float,
             if exc.code in _NOTHING:
                 return None
             raise
-        store.add_message(new_ulid(), who.team, offer_text(task), [who.member])
+        store.add_message(new_ulid(), who.team, offer_text(task), [who.member],
+                          origin=Origin(task_id=task.id))
         return task
 
 

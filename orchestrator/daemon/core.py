@@ -152,8 +152,8 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
     """The board, live (docs/board.md): gates that run checks and ask reviewers, leases that
     follow the supervisor's launches, idle claimers handed the next ready task; every
     change on the change feed. What a dead daemon left in progress gets the grace."""
-    async def send(team: str, member: str, text: str) -> str:
-        return await mailbox.send(team, member, text)
+    async def send(team: str, member: str, text: str, task_id: int) -> str:
+        return await mailbox.send(team, member, text, task_id=task_id)
 
     gates = Gates(teams, supervisor, send)
     board = Board(store, gate=gates.gate)

@@ -153,6 +153,9 @@ async def test_an_idle_claimer_is_handed_a_ready_task_not_a_blocked_one(tmp_path
         assert f"task_complete(id={blocked.id}" in text
         assert await _status(c, blocked.id) == ("in_progress", "dev", 1)
         assert not any("you now own" in t for t in _texts(c, "lead"))  # not a claimer
+        told = [m for m in (await c.teams.history("web", "dev")).messages
+                if "you now own" in m.text]
+        assert [m.task_id for m in told] == [blocked.id], "history shows the task it is about"
 
 
 async def test_no_task_is_handed_to_a_held_or_busy_member(tmp_path: Path) -> None:
@@ -223,6 +226,8 @@ async def test_a_failing_check_keeps_the_task_in_progress_and_tells_the_owner(
         assert gate and "exit 3" in (gate[0].note or "") and "boom" in (gate[0].note or "")
         text = await _turn_with(c, "a", f"task T{task_id}")
         assert "boom: 3 tests failed" in text and "is not done yet" in text
+        told = [m for m in (await c.teams.history("web", "a")).messages if "boom" in m.text]
+        assert [m.task_id for m in told] == [task_id], "history shows the task it is about"
 
 
 async def test_a_hanging_check_is_killed_at_its_timeout_and_reported(tmp_path: Path) -> None:
