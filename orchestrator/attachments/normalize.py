@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import PIL
-from PIL import Image, ImageChops, ImageOps, UnidentifiedImageError
 
 from orchestrator.attachments.cli_rules import patch_count, patch_fit
 from orchestrator.attachments.failures import AttachmentError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from PIL import Image
 
     from orchestrator.attachments.sniff import Format
 
@@ -57,8 +58,6 @@ _PNG_COMPRESS_LEVEL = 3
 _REDUCING_GAP = 1.3
 
 _EXIF_ORIENTATION = 0x0112
-
-Image.MAX_IMAGE_PIXELS = None  # teamctl checks MAX_PIXELS itself, from the header, before decode
 
 
 @dataclass(frozen=True)
@@ -132,6 +131,9 @@ def decode(data: bytes, source: Format, name: str, *, limits: Limits | None = No
 
     With ``limits``, a JPEG is decoded straight at the smallest DCT scale that still covers
     the variant's size (libjpeg's draft mode), which is most of the work saved for photos."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    Image.MAX_IMAGE_PIXELS = None  # teamctl checks MAX_PIXELS itself, from the header
     try:
         image = Image.open(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
@@ -228,6 +230,7 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
     """The variant for ``purpose`` within ``limits``, or AttachmentError. How it was encoded,
     when that is not the source's own kind (lossless PNG, or JPEG for a JPEG), is added to
     ``decoded.warnings``: the plan records the choice."""
+    from PIL import Image
     if decoded.animated:
         return _animated_passthrough(original, decoded, purpose, limits, name)
     image = decoded.image
@@ -261,6 +264,7 @@ def make_variant(original: bytes, decoded: Decoded, purpose: str, limits: Limits
 
 
 def _shrunk(image: Image.Image, step: int) -> Image.Image:
+    from PIL import Image
     if not step:
         return image
     factor = _SHRINK_STEP ** step
@@ -302,6 +306,7 @@ def _encodings(image: Image.Image, *, prefer_jpeg: bool) -> Iterator[_Encoding]:
 
 def _palette_png(image: Image.Image) -> bytes | None:
     """The image as a palette PNG if that loses nothing (at most 256 distinct colours)."""
+    from PIL import ImageChops
     if image.mode not in ("RGB", "RGBA") or image.getcolors(256) is None:
         return None
     paletted = _quantized(image)
@@ -313,6 +318,7 @@ def _palette_png(image: Image.Image) -> bytes | None:
 def _quantized(image: Image.Image) -> Image.Image:
     """At most 256 colours, without dithering (median cut; fast octree where there is alpha,
     which median cut does not take)."""
+    from PIL import Image
     method = Image.Quantize.FASTOCTREE if image.mode == "RGBA" else Image.Quantize.MEDIANCUT
     return image.quantize(256, method=method, dither=Image.Dither.NONE)
 

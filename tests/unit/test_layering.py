@@ -298,12 +298,13 @@ def test_no_runtime_name_is_spelt_in_orchestrator_outside_the_runtime_table() ->
 
 def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
     """An adapter is imported when a member of its runtime first starts: a daemon that runs
-    no OpenCode member never loads httpx (~4 MiB of its resident memory), nor any adapter; and
-    uvicorn, Starlette and the page's routes wait for the first ``teamctl ui`` (LazyLiveView)."""
+    no OpenCode member never loads httpx (~4 MiB of its resident memory), nor any adapter;
+    uvicorn, Starlette and the page's routes wait for the first ``teamctl ui`` (LazyLiveView);
+    Pillow's decoder (~3 MiB) waits for the first image planned."""
     probe = ("import sys, orchestrator.daemon.main; print(sorted(n for n in sys.modules if n in "
              "('httpx', 'runtimes.opencode', 'runtimes.claude', 'runtimes.codex', "
              "'runtimes.describers', 'uvicorn', 'starlette', 'h11', 'multipart', "
-             "'python_multipart')))")
+             "'python_multipart', 'PIL.Image')))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]", done.stdout
