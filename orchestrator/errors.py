@@ -37,6 +37,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   ├── ExecutableNotFound      the runtime's executable is missing
     │   ├── HostUnavailable         a member's SSH host: unreachable, key mismatch, login
     │   │                           refused, no CLI there, a connection that hangs (its code)
+    │   ├── SandboxUnavailable      sandbox = "process" where bubblewrap is missing or cannot
+    │   │                           make its namespaces (the install command in the message)
     │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
     ├── SessionLost                 the runtime no longer knows the member's session (Claude
     │                               --resume, Codex "no rollout"): replaced once, never looped
@@ -108,6 +110,7 @@ __all__ = [
     "RuntimeExited",
     "RuntimeNotLoggedIn",
     "RuntimeStuck",
+    "SandboxUnavailable",
     "SessionLost",
     "StoreError",
     "TaskCycle",
@@ -398,6 +401,20 @@ class HostUnavailable(MemberStartFailed):
         self.reason = reason
         self.code = code
         self.retryable = retryable
+
+
+class SandboxUnavailable(MemberStartFailed):
+    """``sandbox = "process"`` cannot be had here: bubblewrap is missing, or it cannot make
+    the namespaces it needs (some containers). Refused, never run unsandboxed."""
+
+    code = "sandbox_unavailable"
+    retryable = False
+
+    def __init__(self, member: str, reason: str) -> None:
+        super().__init__(member, f"sandbox = \"process\" is unavailable: {reason}; install "
+                         "bubblewrap (apt-get install bubblewrap), run where user namespaces "
+                         "are allowed, or set sandbox = \"none\" for this member")
+        self.reason = reason
 
 
 class SessionLost(TeamctlError):

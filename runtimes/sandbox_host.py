@@ -1,0 +1,198 @@
+"""A member sandboxed with bubblewrap (``sandbox = "process"``): a ``contracts.Host`` that wraps
+the member's base host (this machine) and starts its runtime inside ``bwrap``.
+
+What the runtime sees is ``runtimes.sandbox_plan``'s (its workdir and private runtime home
+read-write, the system and its toolchain read-only, the rest of the operator's home, teamctl's
+state and the other members hidden). Everything else is the base host's, except:
+
+- ``spawn``: bubblewrap is probed once per executable (``bwrap --ro-bind / / true`` within a
+  deadline); where it is missing or cannot make its namespaces the start is refused
+  (``sandbox_unavailable``), never run unsandboxed;
+- ``put_file``: an image's artifact (in teamctl's hidden state dir) is copied into the
+  member's runtime home, where the runtime can read it;
+- ``mcp_server``: teamctl's MCP server reaches the daemon through this member's own socket
+  (``mcp_home``, in its runtime home), which accepts only ``member.*`` calls with this
+  member's token; the daemon's control socket stays hidden.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.contracts import SandboxUnavailable
+from runtimes.sandbox_plan import NETWORK_ON, NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from anyio.abc import Process
+
+    from orchestrator.contracts import Host, ImagePart, McpServer
+
+__all__ = ["SandboxHost", "SandboxSupport", "probe"]
+
+_PROBE_TIMEOUT = 10.0
+_PROBED: dict[str, SandboxSupport] = {}
+
+
+@dataclass(frozen=True)
+class SandboxSupport:
+    """What ``probe`` found: ``ok`` with bubblewrap's ``version`` and ``path``, or ``reason``
+    (what is wrong, for the refusal and ``teamctl doctor``)."""
+
+    ok: bool
+    path: str | None = None
+    version: str | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "path": self.path, "version": self.version,
+                "reason": self.reason}
+
+
+def probe(bwrap: str, *, timeout: float = _PROBE_TIMEOUT) -> SandboxSupport:
+    """Whether ``bwrap`` is there and makes the namespaces a sandbox uses (a real run of
+    ``true`` inside them within ``timeout`` seconds). Blocking; the daemon keeps the first
+    answer per executable (``probe_once``)."""
+    path = shutil.which(bwrap)
+    if path is None:
+        return SandboxSupport(False, reason=f"bubblewrap ({bwrap}) is not installed or not on "
+                                            "PATH")
+    run = [path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+           "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        done = subprocess.run(run, capture_output=True, timeout=timeout, check=False)
+        version = subprocess.run([path, "--version"], capture_output=True, timeout=timeout,
+                                 check=False).stdout.decode(errors="replace").strip()
+    except subprocess.TimeoutExpired:
+        return SandboxSupport(False, path, reason=f"bubblewrap did not answer within "
+                                                  f"{timeout:g}s")
+    except OSError as exc:
+        return SandboxSupport(False, path, reason=f"cannot run {path}: {exc.strerror}")
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return SandboxSupport(False, path, version or None,
+                              f"bubblewrap cannot create its namespaces here "
+                              f"({tail[0][:200]}; user namespaces may be disabled)")
+    return SandboxSupport(True, path, version or None)
+
+
+async def probe_once(bwrap: str) -> SandboxSupport:
+    """``probe``'s answer for ``bwrap``, asked once per daemon."""
+    found = _PROBED.get(bwrap)
+    if found is None:
+        found = _PROBED[bwrap] = await anyio.to_thread.run_sync(lambda: probe(bwrap))
+    return found
+
+
+def mcp_toolchain() -> tuple[Path, ...]:
+    """What ``teamctl mcp`` (this python, its environment, teamctl's own package and the
+    PYTHONPATH it is given) needs inside, read-only."""
+    paths = [Path(sys.prefix), Path(sys.executable)]
+    spec = importlib.util.find_spec("orchestrator")
+    if spec is not None and spec.origin:
+        paths.append(Path(spec.origin).parent)
+    paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+              if os.path.isabs(p)]
+    return tuple(paths)
+
+
+@dataclass(frozen=True)
+class SandboxHost:
+    """``base`` (this machine) with every runtime started inside bubblewrap per ``policy``;
+    implements ``contracts.Host``. ``network``: the egress seam (``NetworkPlan``)."""
+
+    base: Host
+    member: str
+    policy: SandboxPolicy
+    mcp_home: Path
+    bwrap: str = "bwrap"
+    network: NetworkPlan = NETWORK_ON
+    extra_toolchain: tuple[Path, ...] = field(default_factory=mcp_toolchain)
+
+    @property
+    def name(self) -> str | None:
+        return self.base.name
+
+    @property
+    def checks_local_login(self) -> bool:
+        return self.base.checks_local_login
+
+    def find_executable(self, member: str, command: str | None, *, env_var: str,
+                        default: str) -> str:
+        return self.base.find_executable(member, command, env_var=env_var, default=default)
+
+    def local_path(self, path: str) -> str | None:
+        return self.base.local_path(path)
+
+    def remote_path(self, path: str) -> str:
+        return self.base.remote_path(path)
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        """The bubblewrap command line that runs ``argv`` inside (its toolchain from its
+        executable and ``env``'s PATH)."""
+        tools = toolchain(argv[0], env.get("PATH", os.defpath), extra=self.extra_toolchain)
+        return bwrap_argv(self.bwrap, replace(self.policy, toolchain=tools), argv,
+                          network=self.network)
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process:
+        support = await probe_once(self.bwrap)
+        if not support.ok:
+            raise SandboxUnavailable(self.member, support.reason or "unknown")
+        wrapped = self.argv(argv, env)
+        wrapped[0] = support.path or wrapped[0]
+        return await self.base.spawn(wrapped, cwd=cwd, env={**env, **self.network.env})
+
+    async def put_file(self, image: ImagePart) -> Path | None:
+        """A copy of the artifact in the member's runtime home (the artifacts are hidden)."""
+        source = await self.base.put_file(image)
+        if source is None:
+            return None
+        suffix = Path(source).suffix
+        target = self.policy.runtime_home / "attachments" / f"{image.sha256}{suffix}"
+
+        def copy() -> None:
+            target.parent.mkdir(mode=0o700, exist_ok=True)
+            if not target.exists():
+                tmp = target.with_name(f".{target.name}.tmp")
+                shutil.copyfile(source, tmp)
+                os.chmod(tmp, 0o600)
+                os.replace(tmp, target)
+
+        await anyio.to_thread.run_sync(copy)
+        return target
+
+    async def exists(self, pattern: str) -> bool:
+        return await self.base.exists(pattern)
+
+    async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
+                      cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        return await self.base.version(executable, env=env, cwd=cwd, timeout=timeout)
+
+    async def forward_port(self, port: int) -> int:
+        return await self.base.forward_port(port)
+
+    def mcp_server(self, token: str, *, home: Path, socket: Path,
+                   state_dir: Path) -> McpServer:
+        """The base host's ``teamctl mcp``, pointed at this member's own socket."""
+        return self.base.mcp_server(token, home=self.mcp_home, socket=self.mcp_home /
+                                    socket.name, state_dir=state_dir)
+
+    async def forwarder(self) -> int | None:
+        return await self.base.forwarder()
+
+    async def answers(self, deadline: float) -> bool:
+        return await self.base.answers(deadline)
+
+    async def close(self) -> None:
+        await self.base.close()

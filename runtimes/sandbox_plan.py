@@ -1,0 +1,250 @@
+"""What a sandboxed member sees, as a bubblewrap command line (docs/security.md, "Sandbox").
+
+Pure: paths in, argv out (``bwrap_argv``); nothing here starts a process. The order of the
+mounts is the policy, because bubblewrap applies them in order and a later one covers an
+earlier one:
+
+1. the system, read-only: ``/usr``, ``/etc``, ``/bin``, ``/sbin``, ``/lib*`` (a symlink stays
+   a symlink); a fresh ``/proc`` (this pid namespace's only) and ``/dev``; a private,
+   size-bounded ``/tmp``;
+2. the operator's home as an empty private tmpfs (so nothing in it is seen unless bound
+   below);
+3. the member's toolchain, read-only: its executable's own tree (the npm package it lives in),
+   its interpreter's prefix, the directories on its ``PATH``, and the python that runs
+   teamctl's MCP server;
+4. ``sandbox_ro`` read-only, ``sandbox_rw`` read-write;
+5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
+   dir and worktree) and the other members' workdirs;
+6. the member's own: its workdir and its private runtime home read-write, and what its CLI's
+   login needs (``login = "operator"``: protocols/logins.md);
+7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
+   secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
+   workdir or runtime home;
+8. the network plan's arguments (``NetworkPlan``: 29b's egress seam), then the command.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "HIDDEN_IN_HOME",
+    "HIDDEN_SYSTEM",
+    "NETWORK_ON",
+    "SYSTEM_DIRS",
+    "NetworkPlan",
+    "SandboxPolicy",
+    "bwrap_argv",
+    "toolchain",
+]
+
+# read-only from the host, as they are (a merged-/usr system's /bin is a symlink, kept one)
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# credentials under the operator's home, hidden even where a bind (a workdir of ~, a
+# sandbox_ro of ~) would show them; sandbox_hide adds to it
+HIDDEN_IN_HOME = (
+    ".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/hub", ".docker",
+    ".kube", ".netrc", ".gnupg", ".git-credentials", ".config/git/credentials", ".npmrc",
+    ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".password-store",
+    ".local/share/keyrings", ".terraform.d/credentials.tfrc.json", ".vault-token",
+    ".config/op", ".mozilla", ".config/google-chrome", ".config/chromium",
+)
+# secrets of the system under the read-only /etc (globs): password hashes, host keys, sudo
+HIDDEN_SYSTEM = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key",
+    "/etc/sudoers", "/etc/sudoers.d", "/etc/security/opasswd", "/etc/ssl/private",
+)
+_TMP_BYTES = 512 * 1024 * 1024  # the private /tmp's bound (ENOSPC past it)
+_HOME_BYTES = 256 * 1024 * 1024  # the operator's home as the member sees it (dotfiles only)
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    """How a sandboxed member reaches the network — the seam for ``network = "off" |
+    "allowlist"`` (the egress proxy). ``bwrap_args`` are added after the mounts (e.g.
+    ``--unshare-net`` and a ``--bind`` of the proxy's socket), ``env`` is added to the
+    runtime's environment (``HTTPS_PROXY``…), and ``relay`` (an argv, run inside) is put in
+    front of the runtime's command: it must end by running the command it is given.
+    ``NETWORK_ON``: the host's network, nothing added."""
+
+    mode: str = "on"
+    bwrap_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    relay: tuple[str, ...] = ()
+
+
+NETWORK_ON = NetworkPlan()
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """One member's view of the filesystem (see the module's doc). Every path is absolute.
+    ``workdir`` and ``runtime_home`` are read-write; ``login`` (path, writable) are what its
+    CLI's login needs; ``conceal`` is teamctl's state and the other members' workdirs;
+    ``hide`` is added to the credential list."""
+
+    workdir: Path
+    runtime_home: Path
+    home: Path
+    rw: tuple[Path, ...] = ()
+    ro: tuple[Path, ...] = ()
+    hide: tuple[Path, ...] = ()
+    conceal: tuple[Path, ...] = ()
+    login: tuple[tuple[Path, bool], ...] = ()
+    toolchain: tuple[Path, ...] = ()
+    tmp_bytes: int = _TMP_BYTES
+
+    def concealed(self) -> list[Path]:
+        """teamctl's state and the other members' workdirs that exist here, but never the
+        member's own workdir or runtime home (a shared workdir stays shared)."""
+        own = (self.workdir, self.runtime_home)
+        return [p for p in _unique(self.conceal) if _exists(p) and p not in own]
+
+    def hidden(self) -> list[Path]:
+        """Every path hidden in step 7 that exists here, credentials first."""
+        listed = [self.home / rel for rel in HIDDEN_IN_HOME]
+        listed += [Path(p) for pattern in HIDDEN_SYSTEM for p in sorted(glob.glob(pattern))]
+        listed += list(self.hide)
+        own = (self.workdir, self.runtime_home, *(path for path, _ in self.login))
+        return _unique(p for p in listed if _exists(p) and not any(_within(o, p) for o in own))
+
+
+def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
+               network: NetworkPlan = NETWORK_ON) -> list[str]:
+    """The whole command line: ``bwrap`` with the policy's mounts, then ``command`` (behind
+    the network plan's relay). argv only; nothing is ever given to a shell."""
+    argv = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL"]
+    argv += [*_system(), "--perms", "0700", "--size", str(_HOME_BYTES), "--tmpfs", str(policy.home)]
+    argv += _binds("--ro-bind-try", policy.toolchain)
+    argv += _binds("--ro-bind-try", policy.ro) + _binds("--bind-try", policy.rw)
+    own = (policy.workdir, policy.runtime_home)
+    inside = [p for p in policy.concealed() if any(_within(p, o) for o in own)]
+    for path in policy.concealed():
+        if path not in inside:  # above or beside the member's own: covered before them
+            argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+    argv += _binds("--bind", own)
+    for path in inside:  # below the member's own: covered after them...
+        argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+    # ...and the member's own that lie in one of those bound again (a home inside a workdir)
+    argv += _binds("--bind", [o for o in own if any(_within(o, p) for p in inside)])
+    for path, writable in policy.login:
+        argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
+    for path in policy.hidden():
+        argv += _hide(path)
+    argv += list(network.bwrap_args)
+    argv += ["--chdir", str(policy.workdir), "--", *network.relay, *command]
+    return argv
+
+
+def _system() -> list[str]:
+    argv: list[str] = []
+    for name in SYSTEM_DIRS:
+        if os.path.islink(name):
+            argv += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            argv += ["--ro-bind", name, name]
+    resolv = os.path.realpath("/etc/resolv.conf")  # systemd-resolved: a link into /run
+    if not _within(Path("/etc"), Path(resolv)) and os.path.exists(resolv):
+        argv += ["--ro-bind", resolv, resolv]
+    return [*argv, "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(_TMP_BYTES), "--tmpfs", "/tmp"]
+
+
+def _binds(flag: str, paths: Iterable[Path]) -> list[str]:
+    return [arg for path in _unique(paths) for arg in (flag, str(path), str(path))]
+
+
+def _hide(path: Path) -> list[str]:
+    """A directory becomes an empty unreadable tmpfs; a file, an unreadable device node."""
+    if path.is_dir():
+        return ["--perms", "0000", "--size", "4096", "--tmpfs", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
+
+
+def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> tuple[Path, ...]:
+    """The read-only paths a runtime needs to run: the executable's tree (the directory that
+    holds its ``node_modules``, else the file and its symlinks' chain), its ``#!``
+    interpreter's prefix, and the absolute directories on ``path_env`` (outside the system
+    dirs, which are there already); ``extra`` (teamctl's own python) added as it is."""
+    found: list[Path] = []
+    for path in (executable, _interpreter(executable, path_env)):
+        if path:
+            found += _tree(path)
+    for entry in path_env.split(os.pathsep):
+        if os.path.isabs(entry) and len(Path(entry).parts) > 2 and os.path.isdir(entry):
+            found += _tree(entry)
+    found += list(extra)
+    return tuple(p for p in _unique(found) if not _in_system(p))
+
+
+def _tree(path: str) -> list[Path]:
+    """``path``'s own tree: each link of its symlink chain and where it ends (the npm package
+    root above ``node_modules``, or the prefix above a ``bin`` dir, else the file itself)."""
+    out: list[Path] = []
+    current = os.path.abspath(path)
+    for _ in range(16):  # a symlink chain is followed at most this far
+        out.append(Path(current))
+        if not os.path.islink(current):
+            break
+        current = os.path.join(os.path.dirname(current), os.readlink(current))
+    real = Path(os.path.realpath(path))
+    out.append(_root(real))
+    return out
+
+
+def _root(real: Path) -> Path:
+    parts = real.parts
+    if "node_modules" in parts:
+        return Path(*parts[:parts.index("node_modules")])
+    if real.parent.name == "bin" and (real.parent.parent / "lib").is_dir():
+        return real.parent.parent  # a prefix: a venv, an nvm node, /opt/<tool>
+    return real
+
+
+def _interpreter(executable: str, path_env: str) -> str | None:
+    """The program a ``#!`` script runs under (through ``/usr/bin/env NAME``: found on
+    ``path_env``), None for a binary."""
+    try:
+        with open(executable, "rb") as handle:
+            head = handle.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        names = [w for w in words[1:] if not w.startswith("-")]
+        return shutil.which(names[0], path=path_env) if names else None
+    return words[0]
+
+
+def _in_system(path: Path) -> bool:
+    return any(_within(Path(os.path.realpath(d)), path) for d in SYSTEM_DIRS
+               if os.path.isdir(d))
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or below it."""
+    return inner == outer or outer in inner.parents
+
+
+def _exists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _unique(paths: Iterable[Path]) -> list[Path]:
+    seen: dict[Path, None] = {}
+    for path in paths:
+        seen.setdefault(path, None)
+    return list(seen)
