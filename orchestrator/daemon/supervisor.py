@@ -91,7 +91,7 @@ class MemberState:
     settled: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
-    _changed: anyio.Event = field(default_factory=anyio.Event)
+    _changed: anyio.Event | None = None  # made when first waited on (most changes: none)
 
     @property
     def name(self) -> str:
@@ -104,11 +104,14 @@ class MemberState:
         return "busy" if self.busy else "ready"
 
     def changed(self) -> anyio.Event:
+        if self._changed is None:
+            self._changed = anyio.Event()
         return self._changed
 
     def notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
         if self.on_change is not None:
             self.on_change()
 
@@ -280,8 +283,7 @@ class Supervisor:
 
     def _is_current(self, state: MemberState, epoch: int) -> bool:
         """Whether ``epoch`` is the launch ``state`` runs now, and ``state`` the member's."""
-        return state.epoch == epoch and any(
-            s is state for s in self._teams.get(state.team, ()))
+        return state.epoch == epoch and self._by_name.get((state.team, state.name)) is state
 
     @staticmethod
     def _turn_ended(state: MemberState, process: RuntimeProcess) -> None:
