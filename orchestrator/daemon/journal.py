@@ -222,8 +222,12 @@ class _Call:
 
     def __init__(self, run: Callable[[], Any]) -> None:
         self.run = run
-        self.wake = anyio.Event()
+        self.wake: anyio.Event | None = None  # made when the call waits (a leader never does)
         self.outcome: tuple[bool, Any] | None = None
+
+    def done(self) -> None:
+        if self.wake is not None:
+            self.wake.set()
 
 
 class AsyncJournal:
@@ -266,7 +270,7 @@ class AsyncJournal:
             if call in self._queue:  # cancelled before its group: never run
                 self._queue.remove(call)
             if not self._leading and self._queue:  # nobody leads now: a waiting call takes over
-                self._queue[0].wake.set()
+                self._queue[0].done()
             raise
         ok, value = call.outcome
         if not ok:
@@ -284,7 +288,7 @@ class AsyncJournal:
                         self.sync.run_group, [c.run for c in group])
                 for call, outcome in zip(group, outcomes, strict=True):
                     call.outcome = outcome
-                    call.wake.set()
+                    call.done()
         finally:
             self._leading = False
 
