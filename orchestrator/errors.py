@@ -20,7 +20,10 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── DaemonAlreadyRunning        a second daemon on the same TEAMCTL_HOME
     ├── DaemonBusy                  every control connection slot is serving a request
     ├── ProtocolError               a peer spoke something that is not the protocol
-    │   └── LineTooLong             a framed line went past its bound
+    │   ├── LineTooLong             a framed line went past its bound
+    │   └── EgressRefused           a sandboxed member's egress proxy refused a request
+    │                               (its code: egress_denied, egress_bad_request, ...; the
+    │                               HTTP status the member's client gets)
     ├── NotFound                    unknown team or member (names those that exist)
     │   └── TaskNotFound            no board task of that id (in that team)
     ├── TaskRefused                 a board operation refused: not ready (the blockers),
@@ -92,6 +95,7 @@ __all__ = [
     "DaemonAlreadyRunning",
     "DaemonBusy",
     "DaemonUnavailable",
+    "EgressRefused",
     "ExecutableNotFound",
     "HostUnavailable",
     "InternalError",
@@ -237,6 +241,16 @@ class LineTooLong(ProtocolError):
 
     def __init__(self, limit_bytes: int) -> None:
         super().__init__(f"a line went past the {limit_bytes}-byte limit", limit_bytes=limit_bytes)
+
+
+class EgressRefused(ProtocolError):
+    """A request on a sandboxed member's egress proxy refused (daemon/egress.py): ``code``
+    says why, ``status`` is the HTTP status its client is answered with."""
+
+    def __init__(self, code: str, status: int, message: str, *,
+                 retryable: bool = False) -> None:
+        super().__init__(message, status=status)
+        self.code, self.status, self.retryable = code, status, retryable
 
 
 class NotFound(TeamctlError):

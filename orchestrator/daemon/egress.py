@@ -1,0 +1,365 @@
+"""A sandboxed member's egress proxy: an HTTP CONNECT proxy in the daemon's loop, on a Unix
+socket only that member's sandbox has (docs/security.md, "The network boundary").
+
+One proxy per member with ``network = "off" | "allowlist"``. Its socket is 0600 in a 0700
+directory and bound into the member's sandbox, where the relay (``runtimes/sandbox_relay.py``)
+turns the CLI's TCP connections to ``127.0.0.1:PORT`` into connections to it; a peer of another
+uid is refused before anything is read. Per connection:
+
+- the request head, at most ``head_bytes`` within ``head_timeout``: ``CONNECT host:port`` (a
+  tunnel: TLS end to end, the proxy sees no header or body of the member's), or a plain-HTTP
+  request in absolute form (``GET http://host:port/...``, forwarded once with
+  ``Connection: close``); anything else is answered 400/405/431 and closed;
+- the policy (``egress_policy.EgressPolicy``) decides; a refused target is answered 403 and
+  logged as ``egress_denied`` (team, member, host, port, reason — never a header or a body);
+- the name is resolved once within ``connect_timeout`` and an address the policy passes is
+  connected (502 when none answers, 504 past the deadline);
+- then bytes both ways in chunks of at most ``chunk`` bytes (each waits for the other side to
+  take the last: bounded memory), until both sides end or neither moves for ``idle_timeout``.
+
+At most ``max_connections`` at once (more are answered 503 and closed). Nothing a member sends
+stops the proxy or the daemon: each connection's failure ends that connection only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+from anyio.abc import SocketAttribute
+
+from orchestrator.daemon.api import peer_uid
+from orchestrator.daemon.egress_policy import ip_literal, parse_target, split_host_port
+from orchestrator.errors import EgressRefused
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anyio.abc import SocketStream, TaskStatus
+
+    from orchestrator.daemon.egress_policy import EgressPolicy, IpAddress, Target
+
+__all__ = ["EgressCounts", "EgressLimits", "EgressProxy"]
+
+log = structlog.get_logger("teamctl.egress")
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed",
+            408: "Request Timeout", 431: "Request Header Fields Too Large",
+            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+_HOP_HEADERS = (b"connection", b"proxy-connection", b"proxy-authorization", b"keep-alive")
+
+
+@dataclass(frozen=True)
+class EgressLimits:
+    head_bytes: int = 16 * 1024
+    head_timeout: float = 10.0
+    connect_timeout: float = 10.0
+    idle_timeout: float = 300.0
+    max_connections: int = 128
+    chunk: int = 64 * 1024
+
+
+@dataclass
+class EgressCounts:
+    """What one member's proxy did since it started (status shows them)."""
+
+    allowed: int = 0
+    denied: int = 0
+    refused: int = 0  # malformed, over a limit, unreachable: not a policy denial
+    open: int = 0
+
+
+@dataclass
+class _Request:
+    target: Target
+    connect: bool
+    head: bytes = b""  # plain HTTP: the head to send upstream
+    rest: bytes = b""  # bytes the client sent after its head
+
+
+@dataclass
+class _Clock:
+    idle: float
+    last: float = field(default_factory=time.monotonic)
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+    def remaining(self) -> float:
+        return self.last + self.idle - time.monotonic()
+
+
+def _refusal(status: int, code: str, message: str) -> bytes:
+    body = f"teamctl egress proxy: {code}: {message}\n".encode()
+    return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\nX-Teamctl-Error: {code}\r\n"
+            "\r\n").encode() + body
+
+
+def _bad(message: str) -> EgressRefused:
+    return EgressRefused("egress_bad_request", 400, message)
+
+
+def _target(authority: str, default_port: int | None) -> Target:
+    found = split_host_port(authority, default_port)
+    target = None if found is None else parse_target(*found)
+    if target is None:
+        raise _bad("the request's target is not a host:port")
+    return target
+
+
+def _plain_head(method: bytes, uri: str, version: bytes,
+                lines: list[bytes]) -> tuple[Target, bytes]:
+    """A plain-HTTP request in absolute form: its target and the head to send upstream (in
+    origin form, hop-by-hop headers dropped, ``Connection: close``)."""
+    if not uri.startswith("http://"):
+        raise _bad("only CONNECT, or plain HTTP in absolute form (http://host/...)")
+    authority, slash, path = uri[len("http://"):].partition("/")
+    if "@" in authority:
+        raise _bad("credentials in the request's URL")
+    target = _target(authority, 80)
+    kept = [line for line in lines
+            if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS]
+    head = b"\r\n".join([method + b" " + (slash + path).encode() + b" " + version, *kept,
+                         b"Connection: close", b"", b""])
+    return target, head
+
+
+def parse_head(head: bytes) -> _Request:
+    """The request line and headers of one proxy request (``head`` ends at the blank line)."""
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        raise _bad("the request head is not ASCII") from None
+    lines = text.split("\r\n")[:-2]
+    if not lines:
+        raise _bad("an empty request")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _bad("not an HTTP/1.x request line")
+    method, uri, version = parts
+    if method == "CONNECT":
+        return _Request(_target(uri, None), connect=True)
+    if not method.isalpha() or not method.isupper():
+        raise EgressRefused("egress_bad_method", 405, "not an HTTP method")
+    target, upstream = _plain_head(method.encode(), uri, version.encode(),
+                                   [line.encode() for line in lines[1:]])
+    return _Request(target, connect=False, head=upstream)
+
+
+class _Raw:
+    """A non-blocking socket as a byte stream, waited on with ``anyio.wait_readable`` and
+    ``wait_writable`` (anyio's own Unix stream sets a future twice when a pending receive is
+    cancelled as its socket turns readable: an error in the loop's log, seen at every stop)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+
+    async def receive(self, limit: int) -> bytes:
+        while True:
+            try:
+                data = self.sock.recv(limit)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+
+    def shut(self, how: int = socket.SHUT_RDWR) -> None:
+        """End the stream (``how``: a direction); a receive pending on it returns its end."""
+        with suppress(OSError):
+            self.sock.shutdown(how)
+
+
+async def _connect(address: IpAddress, port: int) -> _Raw:
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    stream = _Raw(sock)
+    try:
+        error = sock.connect_ex((str(address), port))
+        if error == errno.EINPROGRESS:
+            await anyio.wait_writable(sock)
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            raise OSError(error, os.strerror(error))
+    except BaseException:
+        sock.close()
+        raise
+    return stream
+
+
+class EgressProxy:
+    """One member's proxy on ``path`` (its parent a private directory the caller made)."""
+
+    def __init__(self, team: str, member: str, policy: EgressPolicy, path: Path, *,
+                 limits: EgressLimits | None = None) -> None:
+        self.team, self.member, self.policy, self.path = team, member, policy, path
+        self.limits = limits or EgressLimits()
+        self.counts = EgressCounts()
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen on ``path`` (0600) and serve until cancelled; the socket file is removed."""
+        with suppress(FileNotFoundError):
+            self.path.unlink()
+        listener = await anyio.create_unix_listener(self.path)
+        try:
+            os.chmod(self.path, 0o600)
+            task_status.started()
+            await listener.serve(self._connection)
+        finally:
+            await listener.aclose()
+            with suppress(FileNotFoundError):
+                self.path.unlink()
+
+    async def _connection(self, accepted: SocketStream) -> None:
+        async with accepted:
+            client = _Raw(accepted.extra(SocketAttribute.raw_socket))
+            if self.counts.open >= self.limits.max_connections:
+                await self._answer(client, EgressRefused(
+                    "egress_busy", 503, f"{self.limits.max_connections} connections are open "
+                    "(the limit); try again", retryable=True))
+                return
+            if peer_uid(client.sock) != os.getuid():
+                return  # not the operator's uid: nothing is read or answered
+            self.counts.open += 1
+            try:
+                await self._serve_one(client)
+            finally:
+                self.counts.open -= 1
+
+    async def _serve_one(self, client: _Raw) -> None:
+        try:
+            request = await self._read_request(client)
+            upstream = await self._open(request.target)
+        except EgressRefused as refusal:
+            await self._answer(client, refusal)
+            return
+        with upstream.sock:
+            self.counts.allowed += 1
+            await self._tunnel(client, upstream, request)
+
+    async def _read_request(self, client: _Raw) -> _Request:
+        buffer = b""
+        with anyio.move_on_after(self.limits.head_timeout):
+            while b"\r\n\r\n" not in buffer:
+                if len(buffer) > self.limits.head_bytes:
+                    raise EgressRefused("egress_head_too_large", 431, "the request head is over "
+                                        f"{self.limits.head_bytes} bytes")
+                try:
+                    buffer += await client.receive(self.limits.head_bytes)
+                except (anyio.EndOfStream, OSError):
+                    raise _bad("the connection ended before the request's head") from None
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            if len(head) > self.limits.head_bytes:
+                raise EgressRefused("egress_head_too_large", 431, "the request head is over "
+                                    f"{self.limits.head_bytes} bytes")
+            request = parse_head(head + b"\r\n\r\n")
+            request.rest = rest
+            return request
+        raise EgressRefused("egress_head_timeout", 408,
+                            f"no request head within {self.limits.head_timeout:g}s")
+
+    async def _open(self, target: Target) -> _Raw:
+        decision = self.policy.decide(target)
+        if not decision.allowed:
+            self._denied(target, decision.reason)
+        addresses = await self._resolve(target)
+        if not addresses:
+            self._denied(target, "blocked_address")
+        with anyio.move_on_after(self.limits.connect_timeout):
+            for address in addresses:
+                with suppress(OSError):
+                    return await _connect(address, target.port)
+            raise EgressRefused("egress_connect_failed", 502, f"{target} did not accept a "
+                                "connection", retryable=True)
+        raise EgressRefused("egress_connect_timeout", 504, f"{target} did not answer within "
+                            f"{self.limits.connect_timeout:g}s", retryable=True)
+
+    async def _resolve(self, target: Target) -> list[IpAddress]:
+        """The addresses to connect ``target`` to (resolved once: what is connected is what
+        was checked), those the policy refuses left out."""
+        if target.ip is not None:
+            found: list[IpAddress] = [target.ip]
+        else:
+            infos: list[tuple[object, ...]] = []
+            with anyio.move_on_after(self.limits.connect_timeout), suppress(OSError):
+                infos = list(await anyio.getaddrinfo(target.host, target.port,
+                                                     type=socket.SOCK_STREAM))
+            if not infos:
+                raise EgressRefused("egress_unresolved", 502, f"{target.host} did not resolve",
+                                    retryable=True)
+            addresses = (ip_literal(str(info[4][0])) for info in infos
+                         if isinstance(info[4], tuple))
+            found = list(dict.fromkeys(a for a in addresses if a is not None))
+        return [a for a in found if self.policy.may_connect(target, a)]
+
+    def _denied(self, target: Target, reason: str) -> None:
+        self.counts.denied += 1
+        log.warning("egress_denied", team=self.team, member=self.member, host=target.host,
+                    port=target.port, reason=reason)
+        raise EgressRefused("egress_denied", 403, f"{target} is not allowed for this member "
+                            f"({reason}); the operator may add it to allow_hosts")
+
+    async def _answer(self, client: _Raw, refusal: EgressRefused) -> None:
+        if refusal.code != "egress_denied":
+            self.counts.refused += 1
+            log.info("egress_refused", team=self.team, member=self.member, code=refusal.code)
+        with anyio.move_on_after(self.limits.head_timeout), suppress(OSError):
+            await client.send(_refusal(refusal.status, refusal.code, refusal.message))
+
+    async def _tunnel(self, client: _Raw, upstream: _Raw, request: _Request) -> None:
+        """Both directions until both end, or until nothing moved for the idle timeout. A
+        tunnel is ended by shutting its sockets down, never by cancelling a pending receive."""
+        clock = _Clock(self.limits.idle_timeout)
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(self._watch, clock, client, upstream)
+            with suppress(OSError):
+                if request.connect:
+                    await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await upstream.send(request.head + request.rest)
+                async with anyio.create_task_group() as pumps:
+                    pumps.start_soon(self._pump, client, upstream, clock, self.limits.chunk)
+                    pumps.start_soon(self._pump, upstream, client, clock, self.limits.chunk)
+            watch.cancel_scope.cancel()
+
+    @staticmethod
+    async def _watch(clock: _Clock, *streams: _Raw) -> None:
+        while True:  # the deadline moves with every chunk
+            remaining = clock.remaining()
+            if remaining <= 0:
+                break
+            await anyio.sleep(remaining)
+        for stream in streams:
+            stream.shut()
+
+    @staticmethod
+    async def _pump(source: _Raw, sink: _Raw, clock: _Clock, chunk: int) -> None:
+        """``source`` to ``sink`` until ``source`` ends (then ``sink``'s write side is shut);
+        a broken side ends both. Each chunk waits for the sink to take the last one."""
+        try:
+            while True:
+                data = await source.receive(chunk)
+                clock.touch()
+                await sink.send(data)
+        except anyio.EndOfStream:
+            sink.shut(socket.SHUT_WR)
+        except OSError:
+            source.shut()
+            sink.shut()

@@ -1,0 +1,160 @@
+"""The in-sandbox end of a member's network (docs/security.md, "The network boundary"): this
+file's source runs as ``python3 -I -c`` first in a sandbox with ``network = "off" |
+"allowlist"`` (standard library only, any python3 >= 3.8; nothing of teamctl is imported or
+installed there), and starts the runtime.
+
+The sandbox's network namespace is empty but for its own loopback, so nothing in it reaches a
+TCP port outside. The daemon's egress proxy for this member listens on a Unix socket bound into
+the sandbox (``--socket``). This relay
+
+- listens on ``127.0.0.1:<a free port>`` and joins each connection to that socket: the proxy
+  port, given to the runtime as ``HTTPS_PROXY``/``HTTP_PROXY`` (and lower-case);
+- for each ``--map PORT``, listens on ``127.0.0.1:PORT`` too and opens each connection as
+  ``CONNECT 127.0.0.1:PORT`` on the proxy (a provider API on the operator's loopback — a test's
+  fake API — is then reached at the same URL inside, whatever the CLI does with proxies);
+- sets ``NO_PROXY`` to the loopback names (the sandbox's own services and mapped ports);
+- then starts ``argv`` (after ``--``) as its child with that environment and the same stdio,
+  passes SIGTERM, SIGINT and SIGHUP on to it, and exits with its status when it ends.
+
+Every listener is bound before the runtime starts (no race with its first request). A
+connection's two directions are copied by two threads in chunks of 64 KiB; at most 256
+connections at once; the proxy decides what is allowed and ends idle tunnels.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+CHUNK = 64 * 1024
+MAX_CONNECTIONS = 256
+HEAD_LIMIT = 16 * 1024
+CONNECT_TIMEOUT = 30.0
+_slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while True:
+            data = source.recv(CHUNK)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    try:
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _join(client: socket.socket, upstream: socket.socket) -> None:
+    other = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+    other.start()
+    _pump(client, upstream)
+    other.join()
+
+
+def _connect_through(upstream: socket.socket, client: socket.socket, port: int) -> bool:
+    """Ask the proxy for ``127.0.0.1:port``; on a refusal, hand its answer to the client."""
+    upstream.sendall(("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                      % (port, port)).encode())
+    upstream.settimeout(CONNECT_TIMEOUT)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = upstream.recv(4096)
+        if not data or len(head) > HEAD_LIMIT:
+            return False
+        head += data
+    upstream.settimeout(None)
+    answer, _, rest = head.partition(b"\r\n\r\n")
+    if answer.split(b" ", 2)[1:2] != [b"200"]:
+        client.sendall(head)  # the proxy's typed refusal, for an HTTP client to show
+        return False
+    if rest:
+        client.sendall(rest)
+    return True
+
+
+def _serve(client: socket.socket, path: str, port: int | None) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(path)
+        if port is None or _connect_through(upstream, client, port):
+            _join(client, upstream)
+    except OSError:
+        pass
+    finally:
+        upstream.close()
+        client.close()
+        _slots.release()
+
+
+def _accept(listener: socket.socket, path: str, port: int | None) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            continue
+        if not _slots.acquire(blocking=False):
+            client.close()
+            continue
+        threading.Thread(target=_serve, args=(client, path, port), daemon=True).start()
+
+
+def _listen(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(128)
+    return listener
+
+
+def _parse(args: list[str]) -> tuple[str, list[int], list[str]]:
+    path, maps = "", []
+    while args and args[0] != "--":
+        flag, value, args = args[0], args[1], args[2:]
+        if flag == "--socket":
+            path = value
+        elif flag == "--map":
+            maps.append(int(value))
+        else:
+            raise SystemExit("sandbox_relay: unknown option %s" % flag)
+    if not path or len(args) < 2:
+        raise SystemExit("usage: sandbox_relay --socket PATH [--map PORT]... -- ARGV...")
+    return path, maps, args[1:]
+
+
+def main(args: list[str]) -> int:
+    path, maps, argv = _parse(args)
+    try:
+        proxy = _listen(0)
+        mapped = [(_listen(port), port) for port in maps]
+    except OSError as exc:
+        sys.stderr.write("sandbox_relay: cannot listen on the sandbox's loopback: %s\n" % exc)
+        return 70
+    for listener, port in [(proxy, None), *mapped]:
+        threading.Thread(target=_accept, args=(listener, path, port), daemon=True).start()
+    url = "http://127.0.0.1:%d" % proxy.getsockname()[1]
+    env = dict(os.environ)
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        env[name] = url
+    for name in ("NO_PROXY", "no_proxy"):  # the sandbox's own loopback: its mapped ports too
+        env[name] = "localhost,127.0.0.1,::1"
+    try:
+        child = subprocess.Popen(argv, env=env)
+    except OSError as exc:
+        sys.stderr.write("sandbox_relay: cannot start %s: %s\n" % (argv[0], exc))
+        return 127
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda signum, _frame: child.send_signal(signum))
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
