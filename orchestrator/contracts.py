@@ -349,11 +349,17 @@ class TokenUsage:
         """What ``budget_tokens`` counts: input plus output."""
         return self.input_tokens + self.output_tokens
 
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(*(getattr(self, n) + getattr(other, n) for n in self.FIELDS))
+    def __add__(self, other: TokenUsage) -> TokenUsage:  # spelt out: several per turn
+        return TokenUsage(self.input_tokens + other.input_tokens,
+                          self.cached_input_tokens + other.cached_input_tokens,
+                          self.output_tokens + other.output_tokens,
+                          self.reasoning_output_tokens + other.reasoning_output_tokens)
 
     def __sub__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(*(getattr(self, n) - getattr(other, n) for n in self.FIELDS))
+        return TokenUsage(self.input_tokens - other.input_tokens,
+                          self.cached_input_tokens - other.cached_input_tokens,
+                          self.output_tokens - other.output_tokens,
+                          self.reasoning_output_tokens - other.reasoning_output_tokens)
 
     def below(self, other: TokenUsage) -> bool:
         """Whether any count is smaller than ``other``'s (a running total went backwards)."""
