@@ -23,6 +23,7 @@ from pydantic import (
 from orchestrator.errors import TeamFileError
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
+from orchestrator.sandbox_config import HostPatterns, Network, Sandbox, SandboxPaths  # noqa: TC001
 
 __all__ = [
     "NAME_PATTERN",
@@ -141,6 +142,13 @@ class TeamSection(_Strict):
     budget_usd: BudgetUsd | None = None  # the whole team's (docs/costs.md)
     budget_tokens: BudgetTokens | None = None
     claims: bool = False  # members take the next ready task when idle (docs/board.md)
+    # the OS boundary around each member (docs/security.md, "Sandbox"); a member's key wins
+    sandbox: Sandbox = "none"
+    sandbox_rw: SandboxPaths = []
+    sandbox_ro: SandboxPaths = []
+    sandbox_hide: SandboxPaths = []  # added to the member's own
+    network: Network = "on"
+    allow_hosts: HostPatterns = []
 
 
 class BoardSection(_Strict):
@@ -204,6 +212,12 @@ class MemberConfig(_Strict):
     claims: bool | None = None
     max_tasks: Annotated[int, Field(ge=1, le=100)] = 1
     allow: list[AllowRule] = []  # "ask": pre-approved TOOL or TOOL(PATTERN) (docs/approvals.md)
+    sandbox: Sandbox | None = None  # docs/security.md, "Sandbox" (default: the team's)
+    sandbox_rw: SandboxPaths | None = None
+    sandbox_ro: SandboxPaths | None = None
+    sandbox_hide: SandboxPaths = []
+    network: Network | None = None
+    allow_hosts: HostPatterns | None = None
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
     budget_usd: BudgetUsd | None = None  # checked before and during each turn (docs/costs.md)
     budget_tokens: BudgetTokens | None = None  # input + output tokens
@@ -274,6 +288,20 @@ class TeamConfig(_Strict):
             if self.member_worktree(member):
                 raise ValueError(f"members[{index}].host: a member on another host has no "
                                  "worktree here; set worktree = false for it")
+            if self.member_sandbox(member) != "none":
+                raise ValueError(f"members[{index}].host: a member on another host cannot "
+                                 "be sandboxed yet (bubblewrap runs here only); set sandbox = "
+                                 "\"none\" for it")
+        return self
+
+    @model_validator(mode="after")
+    def _network_needs_sandbox(self) -> TeamConfig:
+        """``network = "off" | "allowlist"`` is enforced by the sandbox's namespace."""
+        for index, member in enumerate(self.members):
+            if self.member_network(member) != "on" and self.member_sandbox(member) == "none":
+                raise ValueError(f"members[{index}]: network = "
+                                 f"\"{self.member_network(member)}\" needs sandbox = "
+                                 "\"process\" (the network is cut off by its namespace)")
         return self
 
     @model_validator(mode="after")
@@ -313,6 +341,21 @@ class TeamConfig(_Strict):
 
     def member_permissions(self, member: MemberConfig) -> Permissions:
         return member.permissions or self.team.permissions
+
+    def member_sandbox(self, member: MemberConfig) -> Sandbox:
+        return member.sandbox or self.team.sandbox
+
+    def member_sandbox_paths(self, member: MemberConfig) -> dict[str, list[str]]:
+        """``rw``, ``ro`` (the member's list, else the team's) and ``hide`` (both)."""
+        return {"rw": self.team.sandbox_rw if member.sandbox_rw is None else member.sandbox_rw,
+                "ro": self.team.sandbox_ro if member.sandbox_ro is None else member.sandbox_ro,
+                "hide": [*self.team.sandbox_hide, *member.sandbox_hide]}
+
+    def member_network(self, member: MemberConfig) -> Network:
+        return member.network or self.team.network
+
+    def member_allow_hosts(self, member: MemberConfig) -> list[str]:
+        return self.team.allow_hosts if member.allow_hosts is None else member.allow_hosts
 
     def member_worktree(self, member: MemberConfig) -> bool:
         return self.team.worktree if member.worktree is None else member.worktree

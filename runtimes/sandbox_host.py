@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from orchestrator.contracts import Host, ImagePart, McpServer
 
-__all__ = ["SandboxHost", "SandboxSupport", "probe"]
+__all__ = ["SandboxHost", "SandboxSupport", "login_paths", "probe", "probe_once"]
 
 _PROBE_TIMEOUT = 10.0
 _PROBED: dict[str, SandboxSupport] = {}
@@ -104,6 +104,20 @@ def mcp_toolchain() -> tuple[Path, ...]:
     paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
               if os.path.isabs(p)]
     return tuple(paths)
+
+
+def login_paths(runtime: str, login: str) -> tuple[tuple[Path, bool], ...]:
+    """What a CLI's own login needs inside (path, writable): with ``login = "operator"`` the
+    dirs a token refresh rewrites (protocols/logins.md: Claude's config dir, Codex's home,
+    OpenCode's data dir; OpenCode's config dir read-only); nothing for ``isolated``."""
+    if login != "operator":
+        return ()
+    from runtimes import logins
+
+    return {"claude": ((logins.claude_config_dir(), True),),
+            "codex": ((logins.codex_home(), True),),
+            "opencode": ((logins.opencode_data_dir(), True),
+                         (logins.opencode_config_dir(), False))}.get(runtime, ())
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,11 @@ def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> 
         if os.path.isabs(entry) and len(Path(entry).parts) > 2 and os.path.isdir(entry):
             found += _tree(entry)
     found += list(extra)
-    return tuple(p for p in _unique(found) if not _in_system(p))
+    kept = [p for p in _unique(found) if not _in_system(p) and _exists(p)]
+    dirs = [p for p in kept if p.is_dir() and not p.is_symlink()]
+    # one bind per tree: a path inside another is there already (and a mount point inside a
+    # read-only bind could not be made)
+    return tuple(p for p in kept if not any(d != p and _within(p, d) for d in dirs))
 
 
 def _tree(path: str) -> list[Path]:

@@ -61,6 +61,9 @@ Handler = Callable[[Any], Awaitable[Any]]
 # the pid of the process at the other end of the connection being served (SO_PEERCRED); None
 # for a request that did not come over the socket
 _PEER_PID: ContextVar[int | None] = ContextVar("peer_pid", default=None)
+# a sandboxed member's own socket (daemon/member_sockets.py): its team and name; None on the
+# control socket. There only member.* methods with that member's token are served.
+_SOCKET_MEMBER: ContextVar[tuple[str, str] | None] = ContextVar("socket_member", default=None)
 # answers that are a secret for the caller itself, over the 0600 socket to the same uid: the
 # live view's one-time sign-in link (it is never logged; the page redeems it once)
 _OWN_SECRET = frozenset({"ui"})
@@ -251,6 +254,12 @@ class ControlServer:
         if member_board is not None:  # member.task_*: a member's MCP task tools
             self._methods.update(member_board.methods(self._member))
 
+    async def handle_member_connection(self, connection: Connection, team: str,
+                                       member: str) -> None:
+        """A connection on ``member``'s own socket: ``member.*`` calls with its token only."""
+        _SOCKET_MEMBER.set((team, member))  # this connection's task only
+        await self.handle_connection(connection)
+
     async def handle_connection(self, connection: Connection) -> None:
         """Serve one connection's requests in order until the client closes it."""
         uid = peer_uid(connection.raw_socket)
@@ -286,7 +295,8 @@ class ControlServer:
             return rpc.error_response(request_id, rpc.INVALID_REQUEST,
                                       "not a JSON-RPC 2.0 request")
         entry = self._methods.get(method)
-        if entry is None:
+        if entry is None or (_SOCKET_MEMBER.get() is not None
+                             and not method.startswith("member.")):
             return rpc.error_response(request_id, rpc.METHOD_NOT_FOUND,
                                       f"no method {redact(method[:64])!r}")
         model, handler = entry
@@ -402,7 +412,7 @@ class ControlServer:
         """The router, once the caller is known to be the token's member's own process
         (orchestrator/daemon/peers.py): a token read from a teammate's mcp.json is refused."""
         router = self._routing()
-        await router.check_caller(token, _PEER_PID.get())
+        await router.check_caller(token, _PEER_PID.get(), socket_member=_SOCKET_MEMBER.get())
         return router
 
     async def _member_send(self, params: MemberSendParams) -> BaseModel:

@@ -17,6 +17,7 @@ import resource
 import signal
 import sys
 from contextlib import ExitStack, suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import anyio
@@ -30,13 +31,16 @@ from orchestrator.daemon.board_members import MemberBoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
+from orchestrator.daemon.member_sockets import MemberSockets
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
-from orchestrator.paths import ensure_private_dir
+from orchestrator.paths import Home, ensure_private_dir
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
+from runtimes.sandbox_host import SandboxHost, login_paths
+from runtimes.sandbox_plan import SandboxPolicy
 from runtimes.ssh import SshHost, SshTarget
 from runtimes.ssh import control_dir as ssh_control_dir
 
@@ -48,7 +52,6 @@ if TYPE_CHECKING:
     from orchestrator.config import MemberConfig, TeamConfig
     from orchestrator.contracts import Host, ImageDescriber
     from orchestrator.daemon.web.server import WebServer
-    from orchestrator.paths import Home
     from orchestrator.ports import Runtime
 
 __all__ = ["Daemon", "main"]
@@ -109,8 +112,30 @@ class Daemon:
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._local = LocalHost()
+        self._member_sockets: MemberSockets | None = None
 
     def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
+        """The member's host, inside a bubblewrap sandbox where the team file asks for one
+        (``sandbox = "process"``: runtimes/sandbox_host.py)."""
+        host = self._base_host(team, member)
+        if team.member_sandbox(member) == "none" or self._member_sockets is None:
+            return host
+        member_dir = self.home.member_dir(team.name, member.name)
+        mcp_home = Home(member_dir / "mcp")
+        self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
+        paths = team.member_sandbox_paths(member)
+        others = [team.member_workdir(m) for m in team.members
+                  if m.name != member.name and team.member_host(m) is None]
+        policy = SandboxPolicy(
+            workdir=team.member_workdir(member), runtime_home=member_dir,
+            home=Path(os.environ.get("HOME") or Path.home()),
+            rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
+            hide=tuple(map(Path, paths["hide"])), conceal=(self.home.root, *others),
+            login=login_paths(member.runtime, team.member_login(member)))
+        return SandboxHost(host, member.name, policy, mcp_home.root,
+                           bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap")
+
+    def _base_host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
         file names (runtimes/ssh.py) — one per member, sharing the host's ControlMaster with
         the team's other members there. A new kind of host is one more class, chosen here."""
@@ -152,6 +177,7 @@ class Daemon:
     async def _serve(self, store: AsyncStore, notify_fd: int | None,
                      web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
+            self._member_sockets = MemberSockets(tg, idle_timeout=self._idle_timeout)
             core = await build_core(self.home, store, tg, runtimes=self._runtimes,
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local)
@@ -172,6 +198,7 @@ class Daemon:
                                    board=BoardApi(core.board, teams, core.supervisor),
                                    member_board=MemberBoardApi(core.board, teams,
                                                                core.supervisor))
+            self._member_sockets.handler = server.handle_member_connection
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

@@ -151,12 +151,15 @@ class Router:
 
     # -- guards -------------------------------------------------------------------------------
 
-    async def check_caller(self, token: str, pid: int | None) -> None:
-        """A current token is good only from its member's own processes (peers.belongs_to):
+    async def check_caller(self, token: str, pid: int | None, *,
+                           socket_member: tuple[str, str] | None = None) -> None:
+        """A current token is good only from its member's own processes (peers.belongs_to),
+        and on a sandboxed member's own socket only if it is that member's (``socket_member``):
         ``mcp_token_not_yours`` otherwise, logged without the token; an unknown token is left
         to the tool (``messaging_token_unknown``)."""
         state = self._supervisor.by_token(token)
-        if state is None or (pid is not None and await belongs_to(state, pid)):
+        mine = socket_member is None or state is None or (state.team, state.name) == socket_member
+        if state is None or (mine and pid is not None and await belongs_to(state, pid)):
             return
         log.warning("mcp_token_not_yours", team=state.team, member=state.name, peer_pid=pid)
         raise MessageRefused(
