@@ -14,7 +14,8 @@ earlier one:
    teamctl's MCP server;
 4. ``sandbox_ro`` read-only, ``sandbox_rw`` read-write;
 5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
-   dir and worktree) and the other members' workdirs;
+   dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
+   once the member's own paths in it are bound;
 6. the member's own: its workdir and its private runtime home read-write, and what its CLI's
    login needs (``login = "operator"``: protocols/logins.md);
 7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
@@ -140,6 +141,8 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
     for path in policy.hidden():
         argv += _hide(path)
+    for path in policy.concealed():  # read-only once the member's own are bound in them
+        argv += ["--remount-ro", str(path)]
     argv += list(network.bwrap_args)
     argv += ["--chdir", str(policy.workdir), "--", *network.relay, *command]
     return argv
@@ -164,9 +167,10 @@ def _binds(flag: str, paths: Iterable[Path]) -> list[str]:
 
 
 def _hide(path: Path) -> list[str]:
-    """A directory becomes an empty unreadable tmpfs; a file, an unreadable device node."""
+    """A directory becomes an empty read-only tmpfs; a file, an unreadable device node."""
     if path.is_dir():
-        return ["--perms", "0000", "--size", "4096", "--tmpfs", str(path)]
+        return ["--perms", "0000", "--size", "4096", "--tmpfs", str(path),
+                "--remount-ro", str(path)]
     return ["--ro-bind", "/dev/null", str(path)]
 
 
