@@ -29,16 +29,24 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.contracts import SandboxUnavailable
-from runtimes.sandbox_plan import NETWORK_ON, NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
+from runtimes.sandbox_plan import (
+    NETWORK_ON,
+    SYSTEM_DIRS,
+    NetworkPlan,
+    SandboxPolicy,
+    bwrap_argv,
+    toolchain,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from anyio.abc import Process
 
     from orchestrator.contracts import Host, ImagePart, McpServer
 
-__all__ = ["SandboxHost", "SandboxSupport", "login_paths", "probe", "probe_once"]
+__all__ = ["SandboxHost", "SandboxSupport", "describe", "login_paths", "member_policy", "probe",
+           "probe_once"]
 
 _PROBE_TIMEOUT = 10.0
 _PROBED: dict[str, SandboxSupport] = {}
@@ -120,6 +128,31 @@ def login_paths(runtime: str, login: str) -> tuple[tuple[Path, bool], ...]:
                          (logins.opencode_config_dir(), False))}.get(runtime, ())
 
 
+def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
+                  others: Sequence[Path], paths: Mapping[str, Sequence[str]], runtime: str,
+                  login: str) -> SandboxPolicy:
+    """A member's view (``SandboxPolicy``): its workdir and ``runtime_home`` read-write,
+    teamctl's ``state_root`` and the ``others``' workdirs concealed, the team file's ``paths``
+    (``rw``, ``ro``, ``hide``), what its ``runtime``'s ``login`` needs."""
+    return SandboxPolicy(
+        workdir=workdir, runtime_home=runtime_home,
+        home=Path(os.environ.get("HOME") or Path.home()),
+        rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
+        hide=tuple(map(Path, paths["hide"])), conceal=(state_root, *others),
+        login=login_paths(runtime, login))
+
+
+def describe(policy: SandboxPolicy, executable: str, path_env: str) -> dict[str, list[str]]:
+    """What a member will see (``teamctl doctor``): read-write, read-only, hidden."""
+    tools = toolchain(executable, path_env, extra=mcp_toolchain())
+    return {"rw": [str(p) for p in (policy.workdir, policy.runtime_home, *policy.rw,
+                                    *(p for p, w in policy.login if w))],
+            "ro": [*SYSTEM_DIRS, *map(str, tools), *map(str, policy.ro),
+                   *(str(p) for p, w in policy.login if not w)],
+            "hidden": [str(policy.home) + " (all but the above)",
+                       *map(str, policy.concealed()), *map(str, policy.hidden())]}
+
+
 @dataclass(frozen=True)
 class SandboxHost:
     """``base`` (this machine) with every runtime started inside bubblewrap per ``policy``;
@@ -132,6 +165,8 @@ class SandboxHost:
     bwrap: str = "bwrap"
     network: NetworkPlan = NETWORK_ON
     extra_toolchain: tuple[Path, ...] = field(default_factory=mcp_toolchain)
+    # what the network plan keeps open (the member's egress proxy), let go of at ``close``
+    on_close: Callable[[], Awaitable[None]] | None = None
 
     @property
     def name(self) -> str | None:
@@ -209,4 +244,6 @@ class SandboxHost:
         return await self.base.answers(deadline)
 
     async def close(self) -> None:
+        if self.on_close is not None:
+            await self.on_close()
         await self.base.close()

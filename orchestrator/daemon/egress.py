@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from anyio.abc import SocketAttribute
 
 from orchestrator.daemon.api import peer_uid
 from orchestrator.daemon.egress_policy import ip_literal, parse_target, split_host_port
@@ -42,7 +41,7 @@ from orchestrator.errors import EgressRefused
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from anyio.abc import SocketStream, TaskStatus
+    from anyio.abc import TaskStatus
 
     from orchestrator.daemon.egress_policy import EgressPolicy, IpAddress, Target
 
@@ -213,30 +212,59 @@ class EgressProxy:
         self.team, self.member, self.policy, self.path = team, member, policy, path
         self.limits = limits or EgressLimits()
         self.counts = EgressCounts()
+        self._listener: socket.socket | None = None
 
-    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen on ``path`` (0600) and serve until cancelled; the socket file is removed."""
+    def bind(self) -> None:
+        """Listen on ``path`` (0600) now, before the member that connects to it starts."""
         with suppress(FileNotFoundError):
             self.path.unlink()
-        listener = await anyio.create_unix_listener(self.path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            listener.bind(str(self.path))
             os.chmod(self.path, 0o600)
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        listener.setblocking(False)
+        self._listener = listener
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled (bound first if ``bind`` was not called); the socket file
+        is removed at the end."""
+        if self._listener is None:
+            self.bind()
+        assert self._listener is not None
+        listener = self._listener
+        try:
             task_status.started()
-            await listener.serve(self._connection)
+            async with anyio.create_task_group() as tg:
+                while True:
+                    try:
+                        client, _ = listener.accept()
+                    except BlockingIOError:
+                        await anyio.wait_readable(listener)
+                        continue
+                    except OSError as exc:  # out of descriptors: the next accept may pass
+                        log.warning("egress_accept_failed", team=self.team, member=self.member,
+                                    error=str(exc))
+                        await anyio.sleep(0.1)
+                        continue
+                    tg.start_soon(self._connection, client)
         finally:
-            await listener.aclose()
+            listener.close()
             with suppress(FileNotFoundError):
                 self.path.unlink()
 
-    async def _connection(self, accepted: SocketStream) -> None:
-        async with accepted:
-            client = _Raw(accepted.extra(SocketAttribute.raw_socket))
+    async def _connection(self, sock: socket.socket) -> None:
+        with sock:
+            client = _Raw(sock)
             if self.counts.open >= self.limits.max_connections:
                 await self._answer(client, EgressRefused(
                     "egress_busy", 503, f"{self.limits.max_connections} connections are open "
                     "(the limit); try again", retryable=True))
                 return
-            if peer_uid(client.sock) != os.getuid():
+            if peer_uid(sock) != os.getuid():
                 return  # not the operator's uid: nothing is read or answered
             self.counts.open += 1
             try:

@@ -1,10 +1,12 @@
 """Which ``host:port`` a sandboxed member may reach through its egress proxy (docs/security.md,
 "The network boundary"). Pure: no sockets, no clock.
 
-An entry is ``host`` or ``host:port`` (``[v6]:port`` for an IPv6 literal); without a port it
-means 443. A request is allowed only when its host equals an entry's host — compared lower-case
-and without a trailing dot, never by suffix (``api.anthropic.com.evil.com`` is not
-``api.anthropic.com``) — and its port equals the entry's port. An IP literal is allowed only when
+An entry is ``host`` or ``host:port`` (``[v6]:port`` for an IPv6 literal), or ``*.name[:port]``
+for the names under ``name``; without a port it means 443. A request is allowed only when its
+host equals an entry's host — compared lower-case and without a trailing dot, never by suffix
+(``api.anthropic.com.evil.com`` is not ``api.anthropic.com``) — or, for ``*.name``, ends in
+``.name`` at a label's boundary (``x.github.com``, not ``github.com`` nor ``evilgithub.com``),
+and its port equals the entry's port. An IP literal is allowed only when
 that literal is itself an entry. Then the name is resolved once and the proxy connects to an
 address it resolved (no second lookup a rebinding DNS could answer differently), and only to an
 address this module passes: link-local (169.254.0.0/16 — the cloud metadata service — and
@@ -96,9 +98,17 @@ def split_host_port(text: str, default_port: int | None = DEFAULT_PORT) -> tuple
 
 
 def parse_entry(text: str) -> Target | None:
-    """One ``allow_hosts`` entry (``host``, ``host:port``, ``[v6]:port``); None when invalid."""
+    """One ``allow_hosts`` entry (``host``, ``host:port``, ``[v6]:port``, ``*.name[:port]``:
+    its host then starts with ``*.``); None when invalid."""
     found = split_host_port(text.strip())
-    return None if found is None else parse_target(*found)
+    if found is None:
+        return None
+    host, port = found
+    wildcard = host.startswith("*.")
+    target = parse_target(host[2:] if wildcard else host, port)
+    if target is None or (wildcard and target.ip is not None):
+        return None
+    return Target("*." + target.host, port) if wildcard else target
 
 
 def blocked_address(ip: IpAddress) -> bool:
@@ -115,6 +125,8 @@ class EgressPolicy:
 
     def __init__(self, entries: Iterable[Target]) -> None:
         self.entries = frozenset(Target(e.host, e.port, e.ip) for e in entries)
+        self._under = frozenset((e.host[1:], e.port) for e in self.entries
+                                if e.host.startswith("*."))  # (".name", port)
 
     @classmethod
     def from_strings(cls, entries: Iterable[str]) -> EgressPolicy:
@@ -131,9 +143,15 @@ class EgressPolicy:
         """Whether a request for ``target`` may be resolved and connected at all."""
         if target.ip is not None and target.ip.is_link_local:
             return Decision(False, "blocked_address")  # the metadata service, listed or not
-        if target not in self.entries:
-            return Decision(False, "ip_literal" if target.ip is not None else "not_listed")
-        return Decision(True, "allowed")
+        if target in self.entries or (target.ip is None and self._matches_under(target)):
+            return Decision(True, "allowed")
+        return Decision(False, "ip_literal" if target.ip is not None else "not_listed")
+
+    def _matches_under(self, target: Target) -> bool:
+        """``target`` is a name under a ``*.name`` entry of its port."""
+        labels = target.host.split(".")
+        return any(("." + ".".join(labels[i:]), target.port) in self._under
+                   for i in range(1, len(labels)))
 
     def may_connect(self, target: Target, address: IpAddress) -> bool:
         """Whether ``address`` (what ``target``'s name resolved to) may be connected: never a

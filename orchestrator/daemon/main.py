@@ -11,6 +11,7 @@ SIGINT and ``teamctl stop`` stop members in reverse start order, then the daemon
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import resource
@@ -30,6 +31,7 @@ from orchestrator.daemon.board_api import BoardApi
 from orchestrator.daemon.board_members import MemberBoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
+from orchestrator.daemon.egress_proxies import EgressProxies
 from orchestrator.daemon.live_view import LazyLiveView
 from orchestrator.daemon.member_sockets import MemberSockets
 from orchestrator.daemon.store import AsyncStore, Store
@@ -40,12 +42,13 @@ from orchestrator.paths import Home, ensure_private_dir
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
 from runtimes.sandbox_host import SandboxHost, login_paths
-from runtimes.sandbox_plan import SandboxPolicy
+from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
+from runtimes.sandbox_plan import NETWORK_ON, SandboxPolicy
 from runtimes.ssh import SshHost, SshTarget
 from runtimes.ssh import control_dir as ssh_control_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from anyio.abc import TaskStatus
 
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from orchestrator.contracts import Host, ImageDescriber
     from orchestrator.daemon.web.server import WebServer
     from orchestrator.ports import Runtime
+    from runtimes.sandbox_plan import NetworkPlan
 
 __all__ = ["Daemon", "main"]
 
@@ -113,6 +117,7 @@ class Daemon:
         self._idle_timeout = idle_timeout
         self._local = LocalHost()
         self._member_sockets: MemberSockets | None = None
+        self._egress: EgressProxies | None = None
 
     def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """The member's host, inside a bubblewrap sandbox where the team file asks for one
@@ -132,8 +137,27 @@ class Daemon:
             rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
             hide=tuple(map(Path, paths["hide"])), conceal=(self.home.root, *others),
             login=login_paths(member.runtime, team.member_login(member)))
+        network, on_close = self._network(team, member)
         return SandboxHost(host, member.name, policy, mcp_home.root,
-                           bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap")
+                           bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",
+                           network=network, on_close=on_close)
+
+    def _network(self, team: TeamConfig, member: MemberConfig
+                 ) -> tuple[NetworkPlan, Callable[[], Awaitable[None]] | None]:
+        """A sandboxed member's network: the host's (``on``), or an empty namespace whose
+        only way out is its egress proxy, allowing its provider's hosts (``off``) and
+        ``allow_hosts`` or the defaults (``allowlist``); the proxy closes with the host."""
+        mode = team.member_network(member)
+        if mode == "on" or self._egress is None:
+            return NETWORK_ON, None
+        env = {**{k: os.environ[k] for k in member.pass_env if k in os.environ}, **member.env}
+        entries = provider_hosts(member.runtime, env, member.config)
+        if mode == "allowlist":
+            entries += (team.member_allow_hosts(member)
+                        or default_hosts(Path(team.member_workdir(member))))
+        socket = self._egress.ensure(team.name, member.name, entries)
+        return (network_plan(mode, socket, entries),
+                functools.partial(self._egress.close, team.name, member.name))
 
     def _base_host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
@@ -178,6 +202,7 @@ class Daemon:
                      web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
             self._member_sockets = MemberSockets(tg, idle_timeout=self._idle_timeout)
+            self._egress = EgressProxies(tg, self.home.root)
             core = await build_core(self.home, store, tg, runtimes=self._runtimes,
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local)

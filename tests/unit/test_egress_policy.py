@@ -36,6 +36,23 @@ def test_only_exact_hosts_and_ports_are_allowed() -> None:
     assert _decide("api.anthropic.com", 8443) == (False, "not_listed")
 
 
+def test_a_wildcard_entry_allows_the_names_under_it_only() -> None:
+    """``*.github.com`` is any name ending in ``.github.com`` at a label's boundary, on its
+    port: not ``github.com`` itself, not ``evilgithub.com``, not an IP literal."""
+    policy = EgressPolicy.from_strings(["*.github.com", "*.example.org:8443"])
+
+    def allowed(host: str, port: int = 443) -> bool:
+        target = parse_target(host, port)
+        assert target is not None
+        return policy.decide(target).allowed
+
+    assert allowed("codeload.github.com") and allowed("a.b.github.com")
+    assert allowed("x.example.org", 8443) and not allowed("x.example.org")
+    for host in ("github.com", "evilgithub.com", "github.com.evil.com", "x.github.co"):
+        assert not allowed(host), host
+    assert parse_entry("*.1.2.3.4") is None and parse_entry("*.") is None
+
+
 def test_an_entry_without_a_port_means_443() -> None:
     assert parse_entry("pypi.org") == parse_target("pypi.org", 443)
     assert parse_entry("pypi.org:8080") == parse_target("pypi.org", 8080)

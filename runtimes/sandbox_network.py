@@ -1,0 +1,137 @@
+"""A sandboxed member's network (``network = "off" | "allowlist"``) as a ``NetworkPlan`` for
+bubblewrap, and the hosts it may reach by default (docs/security.md, "The network boundary").
+
+- ``network_plan``: an empty network namespace (``--unshare-net``: the sandbox's own loopback
+  only, which bubblewrap brings up), the member's egress-proxy socket bound in at
+  ``INSIDE_SOCKET``, and the relay (``sandbox_relay.py``, run as ``python3 -I -c``) in front of
+  the runtime: it gives the runtime ``HTTPS_PROXY`` to a loopback port that reaches the proxy,
+  and listens on each loopback port an entry names (``127.0.0.1:PORT``: a test's fake API).
+- ``provider_hosts``: where the member's runtime sends its model requests — its base URL if
+  the member's ``env`` or ``config`` sets one, else its provider's API host(s).
+- ``default_hosts``: what ``allowlist`` allows when ``allow_hosts`` is not given — the git
+  remote's host of the member's workdir and the package registries.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from runtimes.sandbox_plan import NetworkPlan
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = ["INSIDE_SOCKET", "REGISTRIES", "default_hosts", "network_plan", "provider_hosts"]
+
+INSIDE_SOCKET = "/run/teamctl/egress.sock"
+REGISTRIES = ("registry.npmjs.org", "pypi.org", "files.pythonhosted.org")
+_RELAY = Path(__file__).with_name("sandbox_relay.py").read_text(encoding="utf-8")
+_LOOPBACK_ENTRY = re.compile(r"127\.0\.0\.1:(\d{1,5})")
+
+# the API host(s) of each provider a CLI uses when no base URL is configured
+_CLAUDE = ("api.anthropic.com",)
+_CODEX = ("api.openai.com", "chatgpt.com", "auth.openai.com")  # API key or ChatGPT login
+_OPENCODE = {"anthropic": "api.anthropic.com", "openai": "api.openai.com",
+             "openrouter": "openrouter.ai", "google": "generativelanguage.googleapis.com",
+             "groq": "api.groq.com", "mistral": "api.mistral.ai", "deepseek": "api.deepseek.com",
+             "xai": "api.x.ai"}
+_OPENCODE_CATALOG = "models.dev"  # OpenCode reads its model catalog from there at start
+
+
+def network_plan(mode: str, socket: Path, entries: Sequence[str], *,
+                 python: str = sys.executable) -> NetworkPlan:
+    """The plan for ``mode`` ("off" or "allowlist") with the proxy on ``socket`` (outside);
+    ``entries`` are the hosts its policy allows (their loopback ports are mapped inside)."""
+    ports = sorted({m[1] for e in entries if (m := _LOOPBACK_ENTRY.fullmatch(e))}, key=int)
+    relay = [python, "-I", "-c", _RELAY, "--socket", INSIDE_SOCKET]
+    for port in ports:
+        relay += ["--map", port]
+    return NetworkPlan(mode=mode, bwrap_args=("--unshare-net", "--bind", str(socket),
+                                              INSIDE_SOCKET),
+                       relay=(*relay, "--"))
+
+
+def _url_host(url: object) -> str | None:
+    """``host:port`` of a base URL (the scheme's port when it names none)."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port}"
+
+
+def provider_hosts(runtime: str, env: Mapping[str, str], config: Mapping[str, Any]) -> list[str]:
+    """The hosts the member's model requests go to (``env`` and ``config``: the member's)."""
+    if runtime == "claude":
+        found = _url_host(env.get("ANTHROPIC_BASE_URL"))
+        return [found] if found else list(_CLAUDE)
+    if runtime == "codex":
+        return _codex_hosts(env, config)
+    if runtime == "opencode":
+        return _opencode_hosts(config)
+    return []
+
+
+def _codex_hosts(env: Mapping[str, str], config: Mapping[str, Any]) -> list[str]:
+    provider = str(config.get("model_provider") or "openai")
+    providers = config.get("model_providers")
+    table = providers.get(provider) if isinstance(providers, dict) else None
+    found = _url_host(table.get("base_url")) if isinstance(table, dict) else None
+    found = found or _url_host(env.get("OPENAI_BASE_URL"))
+    return [found] if found else list(_CODEX)
+
+
+def _opencode_hosts(config: Mapping[str, Any]) -> list[str]:
+    hosts = [_OPENCODE_CATALOG]
+    model = config.get("model")
+    providers = config.get("provider")
+    for name, table in (providers.items() if isinstance(providers, dict) else ()):
+        options = table.get("options") if isinstance(table, dict) else None
+        found = _url_host(options.get("baseURL")) if isinstance(options, dict) else None
+        hosts.append(found or _OPENCODE.get(str(name), ""))
+    if isinstance(model, str) and "/" in model:
+        hosts.append(_OPENCODE.get(model.split("/", 1)[0], ""))
+    if len(hosts) == 1:
+        hosts += list(_OPENCODE.values())  # no provider named: the catalog's own
+    return list(dict.fromkeys(h for h in hosts if h))
+
+
+def git_remote_host(workdir: Path) -> str | None:
+    """The host of the workdir's ``origin`` (https or ssh URL, or ``user@host:path``), from
+    ``.git/config`` (a worktree's ``.git`` file is followed to its common dir)."""
+    git = workdir / ".git"
+    try:
+        if git.is_file():
+            text = git.read_text(encoding="utf-8").strip()
+            common = Path(text.removeprefix("gitdir:").strip())
+            git = (common.parent.parent if common.parent.name == "worktrees" else common)
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.read(git / "config", encoding="utf-8")
+        url = parser.get('remote "origin"', "url", fallback=None)
+    except (OSError, configparser.Error, UnicodeDecodeError):
+        return None
+    if url is None:
+        return None
+    if "://" in url:
+        found = urlsplit(url).hostname
+    else:  # scp-like: [user@]host:path
+        found = url.split(":", 1)[0].rpartition("@")[2] if ":" in url else None
+    return found.lower() if found else None
+
+
+def default_hosts(workdir: Path) -> list[str]:
+    """``allowlist``'s hosts when ``allow_hosts`` is not given: the git remote's host (over
+    HTTPS: an ssh remote needs ``network = "on"``) and the package registries."""
+    remote = git_remote_host(workdir)
+    return [*([remote] if remote else []), *REGISTRIES]
