@@ -351,6 +351,11 @@ class TeamConfig(_Strict):
                 "ro": self.team.sandbox_ro if member.sandbox_ro is None else member.sandbox_ro,
                 "hide": [*self.team.sandbox_hide, *member.sandbox_hide]}
 
+    def other_workdirs(self, member: MemberConfig) -> list[Path]:
+        """The workdirs here of the team's other members (what a sandbox hides from it)."""
+        return [self.member_workdir(m) for m in self.members
+                if m.name != member.name and m.host is None]
+
     def member_network(self, member: MemberConfig) -> Network:
         return member.network or self.team.network
 

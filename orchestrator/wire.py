@@ -161,6 +161,9 @@ class MemberStatus(_Doc):
     model: str | None
     host: str | None = Field(default=None, description="the SSH host it runs on (null: this "
                              "machine); pid is then the local ssh client's")
+    sandbox: str | None = Field(default=None, description="the OS boundary around it: "
+                                "\"process, network on\" (bubblewrap; its network mode); "
+                                "null: none (docs/security.md)")
     pid: int | None
     launch: Launch
     liveness: Liveness

@@ -150,7 +150,9 @@ def describe(policy: SandboxPolicy, executable: str, path_env: str) -> dict[str,
             "ro": [*SYSTEM_DIRS, *map(str, tools), *map(str, policy.ro),
                    *(str(p) for p, w in policy.login if not w)],
             "hidden": [str(policy.home) + " (all but the above)",
-                       *map(str, policy.concealed()), *map(str, policy.hidden())]}
+                       *(str(p) for p in policy.conceal
+                         if p not in (policy.workdir, policy.runtime_home)),
+                       *map(str, policy.hidden())]}
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += [f"  {m['name']}: task {m['task']}" for m in members if m.get("task")]
+    lines += [f"  {m['name']}: sandbox {m['sandbox']}" for m in members if m.get("sandbox")]
     lines += [f"  {m['name']}: {m[key]}" for m in members
               for key in ("hold", "error", "activity", "note") if m.get(key)]
     return lines
@@ -530,7 +531,12 @@ def daemon(notify_fd: int | None) -> None:
 def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
     """Which runtimes are installed; with TEAMFILE, which credential each member will use;
     with --host, whether a member host answers over SSH and which CLIs it has."""
-    from orchestrator.client.doctor import describe_members, inspect_host, inspect_runtimes
+    from orchestrator.client.doctor import (
+        describe_members,
+        inspect_host,
+        inspect_runtimes,
+        inspect_sandbox,
+    )
 
     if host is not None:
         from orchestrator.config import load_team_file
@@ -539,6 +545,7 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
                      as_json)
         return
     report = inspect_runtimes()
+    report["sandbox"] = inspect_sandbox()
     if teamfile is not None:
         from orchestrator.config import load_team_file
 
@@ -562,9 +569,15 @@ def _doctor_text(report: dict[str, Any]) -> None:
         click.echo(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
                    f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
         click.echo(f"{'':<12} {where} {row.get('version') or ''}".rstrip())
+        for key in ("rw", "ro", "hidden"):
+            if row.get("sandbox"):
+                click.echo(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
+    box = report["sandbox"]
+    click.echo(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
+               + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
     catalog = report["vision_catalog"]
     click.echo(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
     state = "running" if report["daemon_running"] else "not running"

@@ -68,8 +68,33 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
         row |= _executable(member, versions, timeout)
         if row.get("problem") is None and kind == "none":
             row |= {"problem": f"no credential for its {member.runtime} CLI", "fix": source}
+        if config.member_sandbox(member) != "none":
+            row["sandbox"] = _sandbox(config, member, row.get("path") or row["command"])
         rows.append(row)
     return rows
+
+
+def inspect_sandbox() -> dict[str, Any]:
+    """Whether ``sandbox = "process"`` can be had here: bubblewrap's path and version, and
+    whether it made its namespaces (a real run), or why not."""
+    from runtimes.sandbox_host import probe
+
+    return probe(os.environ.get("TEAMCTL_BWRAP") or "bwrap").as_dict()
+
+
+def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[str, Any]:
+    """What a sandboxed member will see: read-write, read-only, hidden (its network mode)."""
+    from orchestrator.paths import Home
+    from runtimes.sandbox_host import describe, member_policy
+
+    home = Home.from_env()
+    policy = member_policy(
+        workdir=config.member_workdir(member),
+        runtime_home=home.member_dir(config.name, member.name), state_root=home.root,
+        others=config.other_workdirs(member), paths=config.member_sandbox_paths(member),
+        runtime=member.runtime, login=config.member_login(member))
+    view: dict[str, Any] = describe(policy, executable, os.environ.get("PATH", os.defpath))
+    return view | {"network": config.member_network(member)}
 
 
 def _executable(member: MemberConfig, versions: dict[str, tuple[str | None, str | None]],

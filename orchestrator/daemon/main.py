@@ -41,9 +41,9 @@ from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlErr
 from orchestrator.paths import Home, ensure_private_dir
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
-from runtimes.sandbox_host import SandboxHost, login_paths
+from runtimes.sandbox_host import SandboxHost, member_policy
 from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
-from runtimes.sandbox_plan import NETWORK_ON, SandboxPolicy
+from runtimes.sandbox_plan import NETWORK_ON
 from runtimes.ssh import SshHost, SshTarget
 from runtimes.ssh import control_dir as ssh_control_dir
 
@@ -128,15 +128,11 @@ class Daemon:
         member_dir = self.home.member_dir(team.name, member.name)
         mcp_home = Home(member_dir / "mcp")
         self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
-        paths = team.member_sandbox_paths(member)
-        others = [team.member_workdir(m) for m in team.members
-                  if m.name != member.name and team.member_host(m) is None]
-        policy = SandboxPolicy(
+        policy = member_policy(
             workdir=team.member_workdir(member), runtime_home=member_dir,
-            home=Path(os.environ.get("HOME") or Path.home()),
-            rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
-            hide=tuple(map(Path, paths["hide"])), conceal=(self.home.root, *others),
-            login=login_paths(member.runtime, team.member_login(member)))
+            state_root=self.home.root, others=team.other_workdirs(member),
+            paths=team.member_sandbox_paths(member), runtime=member.runtime,
+            login=team.member_login(member))
         network, on_close = self._network(team, member)
         return SandboxHost(host, member.name, policy, mcp_home.root,
                            bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",

@@ -48,7 +48,8 @@ Claim = Callable[[], Awaitable[tuple[str, T] | None]]
 _PROCESS_TABLE_AGE = 5.0
 # ... and every member's check within this many seconds of a listing of /proc shares it: under a
 # 100-member fan-out, twenty checks a second each listing /proc cost a fifth of the daemon's
-# CPU; a child born within the last second is counted at the member's next check instead.
+# CPU; a child born within the last second is counted at the member's next check instead
+# (never more than the member's recycle_check_interval: 0 measures a fresh listing every turn).
 _PROCESS_TABLE_REUSE = 1.0
 
 
@@ -61,6 +62,7 @@ class MemberState:
     workdir: str
     login: Login = "operator"
     permissions: Permissions = "edit"
+    sandbox: str | None = None  # "process, network on" (MemberStatus.sandbox); None: none
     launch: Launch = "pending"
     liveness: Liveness = "unknown"
     busy: bool = False
@@ -131,7 +133,7 @@ class MemberState:
         if self.approver is not None and self.approver.waiting_on is not None:
             activity = f"waiting for approval {self.approver.waiting_on}"
         return MemberStatus(
-            name=self.name, host=self.host.name,
+            name=self.name, host=self.host.name, sandbox=self.sandbox,
             runtime=self.config.runtime, model=self.config.model,
             pid=process.pid if process is not None else self.pid, launch=self.launch,
             liveness=self.live, activity=activity,
@@ -192,7 +194,9 @@ class Supervisor:
         placed = [(m, *self._launches.place(team, m, workdirs or {})) for m in team.members]
         states = [MemberState(team.name, m, workdir, login=team.member_login(m),
                               permissions=team.member_permissions(m),
-                              allow=team.member_allow(m), host=host)
+                              allow=team.member_allow(m), host=host,
+                              sandbox=None if team.member_sandbox(m) == "none" else
+                              f"{team.member_sandbox(m)}, network {team.member_network(m)}")
                   for m, workdir, host in placed]
         for old in self._teams.get(team.name, []):
             self._by_name.pop((team.name, old.name), None)
@@ -298,7 +302,9 @@ class Supervisor:
             state.recycle = recycle_reason(state.config, process.pid if measure else None,
                                            state.process_turns,
                                            table_age=_PROCESS_TABLE_AGE,
-                                           table_reuse=_PROCESS_TABLE_REUSE) \
+                                           table_reuse=min(
+                                               _PROCESS_TABLE_REUSE,
+                                               state.config.recycle_check_interval)) \
                 or state.recycle_after_turn
             state.recycle_after_turn = None
         state.notify()

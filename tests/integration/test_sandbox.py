@@ -85,8 +85,11 @@ def test_teamctl_tools_reach_the_daemon_from_inside_through_the_members_own_sock
     """``teamctl mcp`` inside the sandbox calls list_team through ``a``'s own socket and is
     answered: the daemon's peer check saw the caller's pid as this pid namespace's parent
     sees it (SO_PEERCRED translates it), a descendant of ``a``'s bwrap — while inside, the
-    runtime is pid 2 of its own namespace."""
+    runtime is pid 2 of its own namespace. ``status`` shows the sandbox per member."""
     assert teamctl.run("launch", str(_team(teamctl, tmp_path))).returncode == 0
+    status = teamctl.json("status")["teams"][0]["members"]
+    assert [m["sandbox"] for m in status] == ["process, network on", None]
+    assert "a: sandbox process, network on" in teamctl.run("status").stdout
     reply = _reply(teamctl, "a", "TRY pid")
     assert "try pid : ok pid=2 ppid=1" in reply
     reply = _reply(teamctl, "a", "MCP list_team {}")
@@ -127,3 +130,28 @@ def test_a_missing_bubblewrap_refuses_the_start_with_sandbox_unavailable(
     assert failed and all(e["code"] == "sandbox_unavailable" for e in failed)
     assert {e["member"] for e in failed} == {"a"}
     assert "received: fine" in _reply(teamctl, "b", "fine")
+
+
+def test_doctor_reports_bubblewrap_and_what_each_sandboxed_member_will_see(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """``teamctl doctor TEAMFILE``: bubblewrap's version and that it made its namespaces; per
+    sandboxed member its read-write (workdir, runtime home), read-only (the system, the
+    toolchain, sandbox_ro) and hidden (the operator's ~/.ssh, teamctl's state dir, ``b``'s
+    workdir) paths; nothing for the member without a sandbox. A bwrap that is not there:
+    the reason."""
+    os.makedirs(os.path.join(teamctl.env["HOME"], ".ssh"), exist_ok=True)
+    team = _team(teamctl, tmp_path)
+    report = teamctl.json("doctor", str(team))
+    assert report["sandbox"]["ok"] is True and report["sandbox"]["version"].startswith("bubble")
+    a, b = report["members"]
+    assert "sandbox" not in b
+    assert a["sandbox"]["rw"][:2] == [str(tmp_path / "a"),
+                                      str(teamctl.home / "members" / "web" / "a")]
+    assert "/usr" in a["sandbox"]["ro"] and str(REPO / "fixtures") in a["sandbox"]["ro"]
+    for hidden in (os.path.join(teamctl.env["HOME"], ".ssh"), str(teamctl.home),
+                   str(tmp_path / "b")):
+        assert hidden in a["sandbox"]["hidden"]
+    assert a["sandbox"]["network"] == "on"
+    teamctl.env["TEAMCTL_BWRAP"] = str(tmp_path / "no" / "bwrap")
+    text = teamctl.run("doctor", str(team)).stdout
+    assert "sandbox: bubblewrap - at -, unavailable: bubblewrap" in text

@@ -141,7 +141,8 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
         cells.append(
             f'<tr class="{cls}" data-key="member:{_e(team)}/{_e(m.name)}" '
             f'data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
-            f"<td>{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}</td>"
+            f"<td>{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}"
+            f"{_e(' [sandbox ' + m.sandbox + ']' if m.sandbox else '')}</td>"
             f"<td>{_e(m.model)}</td>"
             f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
             f'<td class="readiness">{_e(m.readiness)}</td><td class="delivery">{turn}</td>'
