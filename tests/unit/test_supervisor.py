@@ -240,8 +240,11 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
 
     measured: list[int] = []
 
+    reuses: list[float] = []
+
     def tree(pid: int, *, max_age: float = 0.0, reuse: float = 0.0) -> TreeUsage:
         measured.append(pid)
+        reuses.append(reuse)
         return TreeUsage(rss_bytes=0, children=0)
 
     monkeypatch.setattr(supervisor, "process_tree", tree)
@@ -261,6 +264,7 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
     for _ in range(2):
         supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
     assert len(measured) == 3
+    assert reuses == [1.0, 0.0, 0.0], "measured every turn: a fresh listing of /proc each time"
 
 
 def test_a_hundred_members_checks_share_one_listing_of_proc(
