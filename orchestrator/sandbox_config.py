@@ -59,6 +59,9 @@ def check_host_pattern(value: str) -> str:
     if not value or len(value) > 260:
         raise ValueError("a host of 1 to 260 characters, e.g. api.anthropic.com or "
                          "*.github.com:443")
+    if "/" in value or "@" in value:
+        raise ValueError(f"{value!r} is not host[:port] (no scheme, path or user: write "
+                         "api.example.com or api.example.com:443)")
     host, port = value, ""
     if value.count(":") == 1 or (value.startswith("[") and "]:" in value):
         host, _, port = value.rpartition(":")

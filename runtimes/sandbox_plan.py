@@ -124,7 +124,8 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
     the network plan's relay). argv only; nothing is ever given to a shell."""
     argv = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL"]
-    argv += [*_system(), "--perms", "0700", "--size", str(_HOME_BYTES), "--tmpfs", str(policy.home)]
+    argv += [*_system(policy.tmp_bytes), "--perms", "0700", "--size", str(_HOME_BYTES),
+             "--tmpfs", str(policy.home)]
     argv += _binds("--ro-bind-try", policy.toolchain)
     argv += _binds("--ro-bind-try", policy.ro) + _binds("--bind-try", policy.rw)
     own = (policy.workdir, policy.runtime_home)
@@ -148,7 +149,7 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
     return argv
 
 
-def _system() -> list[str]:
+def _system(tmp_bytes: int) -> list[str]:
     argv: list[str] = []
     for name in SYSTEM_DIRS:
         if os.path.islink(name):
@@ -159,7 +160,7 @@ def _system() -> list[str]:
     if not _within(Path("/etc"), Path(resolv)) and os.path.exists(resolv):
         argv += ["--ro-bind", resolv, resolv]
     return [*argv, "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(_TMP_BYTES), "--tmpfs", "/tmp"]
+            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
 
 
 def _binds(flag: str, paths: Iterable[Path]) -> list[str]:
