@@ -103,6 +103,7 @@ def _accept(listener: socket.socket, path: str, port: int | None) -> None:
         if not _slots.acquire(blocking=False):
             client.close()
             continue
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay added
         threading.Thread(target=_serve, args=(client, path, port), daemon=True).start()
 
 

@@ -190,6 +190,7 @@ class _Raw:
 async def _connect(address: IpAddress, port: int) -> _Raw:
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a relay adds no Nagle delay
     stream = _Raw(sock)
     try:
         error = sock.connect_ex((str(address), port))
