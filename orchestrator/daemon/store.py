@@ -8,9 +8,8 @@ reply and typed error), ``message_attachments`` (the variant each member gets) a
 ``Store`` is the journal file (``journal.Journal``: its connection, transactions and
 migrations) with these tables' synchronous calls; ``AsyncStore`` is the one way in for the
 daemon: typed async methods, each run in the journal's writer thread with group commit. The
-other tables' owners add theirs (``team_records``, ``worktrees``) or wrap it
-(``approval_journal``, ``kept_rules``, ``ledger_journal``, ``describe``, ``variant_cache``,
-``board_journal``);
+other tables' owners add theirs (``team_records``, ``worktrees``) or wrap it (``approval_journal``,
+``kept_rules``, ``ledger_journal``, ``describe``, ``variant_cache``, ``board_journal``);
 ``MIGRATIONS`` puts every owner's migrations in their fixed order.
 """
 
@@ -142,17 +141,15 @@ _MESSAGES: Migrations = {
     ALTER TABLE message_attachments ADD COLUMN described_by TEXT;
     ALTER TABLE message_attachments ADD COLUMN description TEXT;
     """,
-    # effects once (issue 26): the runtime session a delivery last reached its member on (a cut
-    # turn continues there), and the sender's turn in flight a teammate's message was sent
-    # from (a redelivered turn that sends it again gets the first receipt)
+    # effects once (issue 26): the session a delivery last reached (a cut turn continues there)
+    # and the sender's turn a teammate's message came from (its repeat gets the first receipt)
     11: """
     ALTER TABLE deliveries ADD COLUMN sent_session TEXT;
     ALTER TABLE messages ADD COLUMN origin_delivery TEXT;
     CREATE INDEX messages_by_origin_delivery ON messages (origin_delivery, sender)
         WHERE origin_delivery IS NOT NULL;
     """,
-    # the board (issue 28): the task a message belongs to — the one its sender held in
-    # progress, or the task an offer or a gate's output is about (NULL: none)
+    # the board (issue 28): the task a message is about (its sender's, an offer's; NULL: none)
     13: "ALTER TABLE messages ADD COLUMN task_id INTEGER",
 }
 # The journal's migrations, each owner's part in this fixed order (script n: user_version n).
@@ -162,6 +159,7 @@ MIGRATIONS = collect(team_records.MIGRATIONS, variant_cache.MIGRATIONS, _MESSAGE
                      ledger_journal.MIGRATIONS, describe.MIGRATIONS, kept_rules.MIGRATIONS,
                      board_journal.MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
+
 
 class Store(Journal):
     """The journal file, with the messages' and deliveries' calls (synchronous: the writer
