@@ -292,8 +292,7 @@ class Store(Journal):
     def claim_next(self, team: str, member: str
                    ) -> tuple[Delivery, list[PlannedAttachment]] | None:
         """The oldest queued delivery of a member, moved to ``prepared`` (an attempt counted),
-        with its attachments — one call, not fsynced (see ``claim``); None if the queue is
-        empty."""
+        with its attachments — one call, not fsynced (see ``claim``); None: the queue is empty."""
         delivery = self.next_queued(team, member)
         if delivery is None:
             return None
