@@ -23,6 +23,7 @@ connections at once; the proxy decides what is allowed and ends idle tunnels.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,10 +47,8 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
             sink.sendall(data)
     except OSError:
         pass
-    try:
+    with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 
 
 def _join(client: socket.socket, upstream: socket.socket) -> None:
@@ -61,8 +60,8 @@ def _join(client: socket.socket, upstream: socket.socket) -> None:
 
 def _connect_through(upstream: socket.socket, client: socket.socket, port: int) -> bool:
     """Ask the proxy for ``127.0.0.1:port``; on a refusal, hand its answer to the client."""
-    upstream.sendall(("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
-                      % (port, port)).encode())
+    upstream.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+                     .encode())
     upstream.settimeout(CONNECT_TIMEOUT)
     head = b""
     while b"\r\n\r\n" not in head:
@@ -124,7 +123,7 @@ def _parse(args: list[str]) -> tuple[str, list[int], list[str]]:
         elif flag == "--map":
             maps.append(int(value))
         else:
-            raise SystemExit("sandbox_relay: unknown option %s" % flag)
+            raise SystemExit(f"sandbox_relay: unknown option {flag}")
     if not path or len(args) < 2:
         raise SystemExit("usage: sandbox_relay --socket PATH [--map PORT]... -- ARGV...")
     return path, maps, args[1:]
@@ -136,11 +135,11 @@ def main(args: list[str]) -> int:
         proxy = _listen(0)
         mapped = [(_listen(port), port) for port in maps]
     except OSError as exc:
-        sys.stderr.write("sandbox_relay: cannot listen on the sandbox's loopback: %s\n" % exc)
+        sys.stderr.write(f"sandbox_relay: cannot listen on the sandbox's loopback: {exc}\n")
         return 70
     for listener, port in [(proxy, None), *mapped]:
         threading.Thread(target=_accept, args=(listener, path, port), daemon=True).start()
-    url = "http://127.0.0.1:%d" % proxy.getsockname()[1]
+    url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
     env = dict(os.environ)
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
         env[name] = url
@@ -149,7 +148,7 @@ def main(args: list[str]) -> int:
     try:
         child = subprocess.Popen(argv, env=env)
     except OSError as exc:
-        sys.stderr.write("sandbox_relay: cannot start %s: %s\n" % (argv[0], exc))
+        sys.stderr.write(f"sandbox_relay: cannot start {argv[0]}: {exc}\n")
         return 127
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda signum, _frame: child.send_signal(signum))
