@@ -66,7 +66,8 @@ _MIRROR_MAX_BYTES = 1 << 20
 _MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}  # the host's own, or here only
 # what ``teamctl mcp`` needs on a member's host (standard library only), and how it starts
 MCP_MODULES = ("__init__.py", "errors.py", "limits.py", "rpc.py", "paths.py", "redaction.py",
-               "client/__init__.py", "client/calls.py", "client/mcp_server.py")
+               "client/__init__.py", "client/calls.py", "client/mcp_server.py",
+               "client/mcp_tasks.py")
 _MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
              "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 
