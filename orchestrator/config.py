@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.acp_agents import AcpAgentName, acp_agent
 from orchestrator.errors import TeamFileError
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
@@ -194,7 +195,11 @@ class MemberConfig(_Strict):
     # this machine. Its workdir is then a path on that host (docs/scaling.md)
     host: SshDestination | None = None
     workdir: str | None = None
-    command: str | None = None
+    # its executable, or its whole command line (a list: the executable, then arguments that
+    # come before ``args``); ``acp_agent``: an ACP agent's preset command line (docs/runtimes.md)
+    command: str | Annotated[list[Annotated[str, Field(min_length=1)]],
+                             Field(min_length=1)] | None = None
+    acp_agent: AcpAgentName | None = None
     args: list[str] = []
     env: dict[str, str] = {}
     pass_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = []
@@ -248,6 +253,30 @@ class MemberConfig(_Strict):
         if self.backoff[0] > self.backoff[1]:
             raise ValueError("backoff = [first, largest]: the first delay exceeds the largest")
         return self
+
+    @model_validator(mode="after")
+    def _agent_named(self) -> MemberConfig:
+        """A runtime of agent presets (``agent_presets``) runs the agent its ``acp_agent`` or
+        ``command`` names, and only such a runtime takes a preset."""
+        presets = runtime_info(self.runtime).agent_presets
+        if self.acp_agent is not None and not presets:
+            raise ValueError(f"acp_agent: runtime = \"{self.runtime}\" takes no agent preset; "
+                             "remove acp_agent")
+        if presets and self.acp_agent is None and self.command is None:
+            raise ValueError(f"runtime = \"{self.runtime}\" runs an agent you name: set "
+                             "acp_agent (e.g. \"qwen\") or command (e.g. [\"qwen\", \"--acp\"])")
+        return self
+
+    def command_line(self) -> tuple[str | None, tuple[str, ...]]:
+        """The executable the team file names (None: the runtime's own) and the arguments
+        before the runtime's: ``command``'s rest or the preset's, then ``args``. A string
+        ``command`` with a preset replaces only the preset's executable."""
+        preset = acp_agent(self.acp_agent)
+        if isinstance(self.command, list):
+            return self.command[0], (*self.command[1:], *self.args)
+        if preset is None:
+            return self.command, tuple(self.args)
+        return self.command or preset.argv[0], (*preset.argv[1:], *self.args)
 
 
 class TeamConfig(_Strict):

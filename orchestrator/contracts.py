@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from orchestrator.acp_agents import AcpAgent, acp_agent
 from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process
 
 __all__ = [
+    "AcpAgent",
     "ApprovalAnswer",
     "ApprovalRequest",
     "Approver",
@@ -78,6 +80,7 @@ __all__ = [
     "TurnFailed",
     "TurnResult",
     "UsageReading",
+    "acp_agent",
     "map_exceptions",
     "process_stopped",
     "process_tree",
@@ -277,6 +280,8 @@ class LaunchSpec:
     mcp: McpServer | None = None
     # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
     transport: Literal["exec", "app-server"] = "app-server"
+    # ACP only: the agent's preset (``acp_agent``: its login check, key names, model variable)
+    agent: str | None = None
     # the operator's approvals queue, for the "ask" profile (None: nothing may ask)
     approver: Approver | None = None
     # the daemon's ledger: usage readings and rate limits (None: nothing is counted)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "RuntimeInfo", "RuntimeName",
+__all__ = ["ACP", "CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "RuntimeInfo", "RuntimeName",
            "runtime_info"]
 
-RuntimeName = Literal["claude", "codex", "opencode"]
+RuntimeName = Literal["claude", "codex", "opencode", "acp"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class RuntimeInfo:
     ``budget_backstop``: its CLI takes the budget left as an argument of its process
     (``--max-budget-usd``), so a changed budget means a recycled process.
     ``cannot_ask_on``: the transports on which it cannot put a question to the operator
-    (the ``ask`` profile needs another)."""
+    (the ``ask`` profile needs another).
+    ``agent_presets``: it runs any agent of a protocol, named by a preset (``acp_agent``) or
+    by its ``command`` — it has no executable of its own (``default_executable`` empty)."""
 
     name: RuntimeName
     env_var: str
@@ -34,6 +36,7 @@ class RuntimeInfo:
     reports_cost: bool = True
     budget_backstop: bool = False
     cannot_ask_on: frozenset[str] = frozenset()
+    agent_presets: bool = False
 
     def can_ask(self, transport: str) -> bool:
         """Whether a member on ``transport`` can ask the operator (``permissions = "ask"``)."""
@@ -44,7 +47,8 @@ CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=T
 CODEX = RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex", reports_cost=False,
                     cannot_ask_on=frozenset({"exec"}))
 OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode")
-RUNTIMES: tuple[RuntimeInfo, ...] = (CLAUDE, CODEX, OPENCODE)
+ACP = RuntimeInfo("acp", "TEAMCTL_ACP_BIN", "", reports_cost=False, agent_presets=True)
+RUNTIMES: tuple[RuntimeInfo, ...] = (CLAUDE, CODEX, OPENCODE, ACP)
 assert tuple(r.name for r in RUNTIMES) == get_args(RuntimeName)
 
 

@@ -119,6 +119,17 @@ class StdioJsonProcess(MemberProcess):
                     await waiter.done.wait()
         return waiter.done.is_set()
 
+    async def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a JSON-RPC request (``message`` without its id) and return its answer, whole
+        (``result`` or ``error``); TimeoutError past ``timeout``, RuntimeExited if the process
+        exits first."""
+        request_id = self.next_id()
+        with self.pending(request_id) as waiter:
+            await self.write({**message, "id": request_id})
+            if not await self.answer(waiter, timeout):
+                raise TimeoutError
+        return waiter.answer
+
     # -- reading ------------------------------------------------------------------------------
 
     async def read_stdout(self) -> None:

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.runtime_table import CLAUDE, CODEX, OPENCODE, RUNTIMES
+from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES
 
 if TYPE_CHECKING:
     from orchestrator.contracts import ImageDescriber
@@ -27,7 +27,8 @@ T = TypeVar("T")
 _RUNTIMES: dict[str, tuple[str, str]] = {
     CLAUDE.name: ("runtimes.claude", "ClaudeRuntime"),
     CODEX.name: ("runtimes.codex", "CodexRuntime"),
-    OPENCODE.name: ("runtimes.opencode", "OpenCodeRuntime")}
+    OPENCODE.name: ("runtimes.opencode", "OpenCodeRuntime"),
+    ACP.name: ("runtimes.acp", "AcpRuntime")}
 _DESCRIBERS: dict[str, tuple[str, str]] = {
     CLAUDE.name: ("runtimes.describers", "ClaudeDescriber"),
     CODEX.name: ("runtimes.describers", "CodexDescriber")}

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.runtime_table import CLAUDE, CODEX, OPENCODE, RUNTIMES
+from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES
 from runtimes import logins
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
 def _executable(member: MemberConfig, versions: dict[str, tuple[str | None, str | None]],
                 timeout: float) -> dict[str, Any]:
     runtime = next(r for r in RUNTIMES if r.name == member.runtime)
-    wanted = member.command or os.environ.get(runtime.env_var) or runtime.default_executable
+    wanted = member.command_line()[0] or os.environ.get(runtime.env_var) or \
+        runtime.default_executable
     if member.host is not None:  # looked up there: doctor --host checks it
         return {"command": wanted, "path": None, "version": None}
     path = shutil.which(wanted)
@@ -199,9 +200,23 @@ def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[st
         f"set {var} in the member's env"
 
 
+def _acp(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
+    from orchestrator.acp_agents import acp_agent
+
+    preset = acp_agent(member.acp_agent)
+    if preset is None:
+        return "unknown", "the agent says at session/new whether it needs a login"
+    found = [k for k in preset.keys if env.get(k)]
+    if found:
+        return "API key", f"the member's env {found[0]}"
+    if login == "operator":
+        return "unknown", f"{preset.name}'s own login in your HOME, if any ({preset.login})"
+    return "none", f"not logged in: {preset.login}"
+
+
 # where each runtime's CLI finds its credential, keyed by the rows of the runtime table
 _CREDENTIALS: dict[str, Callable[[MemberConfig, dict[str, str], str], tuple[str, str]]] = {
-    CLAUDE.name: _claude, CODEX.name: _codex, OPENCODE.name: _opencode}
+    CLAUDE.name: _claude, CODEX.name: _codex, OPENCODE.name: _opencode, ACP.name: _acp}
 assert set(_CREDENTIALS) == {r.name for r in RUNTIMES}
 
 
@@ -250,8 +265,9 @@ def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
         host = HostConfig(address=address, user=user or None)
     commands = {r.name: r.default_executable for r in RUNTIMES}
     for member in config.members if config is not None else []:
-        if member.host == name and member.command:
-            commands[member.runtime] = member.command
+        command = member.command_line()[0]
+        if member.host == name and command:
+            commands[member.runtime] = command
     home = Home.from_env()
     link = SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
                              tuple(host.ssh_options)), control_dir(home.root), "doctor",

@@ -70,7 +70,8 @@ class LaunchFactory:
         """This launch's spec; gives ``state`` a new MCP token (earlier ones stop working)
         and its approver. Raises MemberStartFailed (no executable, workdir, private dir)."""
         config = state.config
-        executable = state.host.find_executable(state.name, config.command,
+        command, args = config.command_line()
+        executable = state.host.find_executable(state.name, command,
                                                 env_var=runtime.env_var,
                                                 default=runtime.default_executable)
         local_workdir = state.host.local_path(state.workdir)  # None: checked there at start
@@ -83,7 +84,7 @@ class LaunchFactory:
         return LaunchSpec(
             team=state.team, member=state.name, executable=executable, model=config.model,
             prompt=config.prompt, workdir=Path(state.workdir),
-            state_dir=state_dir, args=tuple(config.args), env={**inherited, **config.env},
+            state_dir=state_dir, args=args, env={**inherited, **config.env},
             config=dict(config.config),
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
@@ -92,7 +93,7 @@ class LaunchFactory:
             login=state.login, permissions=state.permissions,
             mcp=state.host.mcp_server(token, home=self.home.root, socket=self.home.socket,
                                       state_dir=state_dir) if config.messaging else None,
-            transport=config.transport, approver=self._approver(state),
+            transport=config.transport, agent=config.acp_agent, approver=self._approver(state),
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
             max_budget_usd=self._backstop(state),

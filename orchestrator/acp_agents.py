@@ -1,0 +1,52 @@
+"""The presets of ACP agents (``acp_agent = "qwen"`` in a team file, docs/runtimes.md § ACP):
+how each is started, what its login takes, and how it is told its model — so a team file names
+the agent and nothing else. Each row was checked against the pinned release's ``--help`` and
+its first contact over ACP (shared/protocols/acp.md). Standard library only: the team file's
+checks and the ACP adapter both read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+__all__ = ["ACP_AGENTS", "AcpAgent", "AcpAgentName", "acp_agent"]
+
+AcpAgentName = Literal["qwen", "gemini"]
+
+
+@dataclass(frozen=True)
+class AcpAgent:
+    """One agent: ``argv`` starts it speaking ACP on stdio; ``keys``: the variables that
+    carry its credential (one is enough, checked before an isolated member starts);
+    ``env_names``: every variable it reads for its provider (for the docs and ``doctor``);
+    ``model_env``: the variable that names its model when it advertises none over ACP;
+    ``login``: what the operator does when it answers "authentication required"."""
+
+    name: AcpAgentName
+    argv: tuple[str, ...]
+    keys: tuple[str, ...]
+    env_names: tuple[str, ...]
+    login: str
+    model_env: str | None = None
+
+
+ACP_AGENTS: dict[str, AcpAgent] = {
+    "qwen": AcpAgent(
+        "qwen", ("qwen", "--acp", "--auth-type", "openai"), keys=("OPENAI_API_KEY",),
+        env_names=("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"),
+        login="set OPENAI_API_KEY (and OPENAI_BASE_URL for another provider) in the member's "
+              "env, or run 'qwen' once and log in with /auth",
+        model_env="OPENAI_MODEL"),
+    "gemini": AcpAgent(
+        "gemini", ("gemini", "--acp"), keys=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        env_names=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+        login="set GEMINI_API_KEY in the member's env, or run 'gemini' once and log in with "
+              "/auth",
+        model_env="GEMINI_MODEL"),
+}
+assert tuple(ACP_AGENTS) == get_args(AcpAgentName)
+
+
+def acp_agent(name: str | None) -> AcpAgent | None:
+    """The preset named ``name`` (a validated team file's ``acp_agent``); None: no preset."""
+    return None if name is None else ACP_AGENTS[name]

@@ -1,0 +1,476 @@
+"""Any agent that speaks ACP (Agent Client Protocol: JSON-RPC 2.0 lines on stdio) as a member:
+one long-lived process per member (docs/runtimes.md § ACP).
+
+Start-up: ``initialize`` (protocolVersion 1; no fs, no terminal: teamctl serves neither) — an
+agent answering another version is a start failure; then the member's session: ``session/load``
+of the recorded id when the agent advertises ``loadSession`` (else ``session/resume`` when it
+advertises that; unknown: SessionLost, and a new one), else ``session/new {cwd, mcpServers}``
+with teamctl's MCP server. An agent answering "authentication required" (-32000) is
+``RuntimeNotLoggedIn`` naming its login — never a retry loop. Its model: ``session/set_model``
+when the agent advertises it among its models, else the preset's variable; its mode: the
+"default" mode (approval prompts) for every profile but ``full`` when the agent offers it.
+
+A turn is ``session/prompt`` with text and image blocks (the planned variant's bytes, base64),
+answered at the turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
+noted) → the reply accumulated from ``agent_message_chunk``; refusal → a failed turn; cancelled
+→ stuck (or over budget). Every line is activity; a silent turn gets ``session/cancel`` before
+the process is killed. Usage: the chunks' ``_meta.usage`` (Qwen Code), the prompt's ``usage``,
+and ``usage_update``'s session cost. The agent's ``session/request_permission`` is answered by
+the member's profile (``acp_launch.allowed``) or, for ``ask``, by the operator; its other
+requests get a JSON-RPC error. Liveness: ``_teamctl/ping``, a method no agent has — the error it
+answers proves the agent reads and answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from contextlib import AbstractAsyncContextManager, suppress
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anyio
+import structlog
+
+from orchestrator.contracts import (
+    ApprovalRequest,
+    BudgetReached,
+    Capabilities,
+    ImagePart,
+    LaunchSpec,
+    ProtocolError,
+    RuntimeExited,
+    RuntimeNotLoggedIn,
+    RuntimeStuck,
+    SessionLost,
+    TextPart,
+    TokenUsage,
+    Turn,
+    TurnFailed,
+    TurnResult,
+    UsageReading,
+    token_count,
+    usd,
+)
+from runtimes.acp_launch import (
+    allowed,
+    build_env,
+    check_login,
+    choose_option,
+    login_fix,
+    mcp_servers,
+    tool_paths,
+)
+from runtimes.base import OnSent, owned_process
+from runtimes.kit import (
+    Adapter,
+    OperatorBridge,
+    UsageStop,
+    denied,
+    retryable_status,
+    spawn_member,
+    starting,
+)
+from runtimes.kit_stdio import StdioJsonProcess, Waiter
+
+if TYPE_CHECKING:
+    from anyio.abc import Process, TaskGroup
+
+__all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime"]
+
+log = structlog.get_logger("teamctl.runtime.acp")
+
+PROTOCOL_VERSION = 1
+AUTH_REQUIRED = -32000  # ACP's "authentication required"
+_REQUEST_TIMEOUT = 30.0
+_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
+_MAX_REPLY_CHARS = 1024 * 1024  # a flood of message chunks keeps no more than this
+
+
+class AcpRuntime(Adapter, runtime="acp"):
+    """The ``acp`` runtime adapter."""
+
+    capabilities = Capabilities(
+        image_input=True,  # per agent: its promptCapabilities.image, checked at each turn
+        image_mimes=frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
+        image_purpose="acp-image-block",
+        inline_base64=True,  # base64 image blocks inside the one session/prompt line
+        max_payload_bytes=_MAX_PAYLOAD_BYTES,
+    )
+
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[AcpAgentProcess]:
+        """Start the agent, hand-shake, open the member's session; stop it on exit."""
+        return owned_process(lambda tg: self._start(spec, tg))
+
+    async def _start(self, spec: LaunchSpec, tg: TaskGroup) -> AcpAgentProcess:
+        if spec.host.checks_local_login:
+            check_login(spec)
+        raw = await spawn_member(spec, [spec.executable, *spec.args], build_env(spec))
+        agent = AcpAgentProcess(raw, spec)
+        agent.start_readers(tg)
+
+        def exited(_exc: Exception) -> str:
+            return f"the agent exited during start-up (exit {raw.returncode})"
+
+        async with starting(spec, agent, what="the agent did not answer initialize", failures={
+                AcpError: str, ProtocolError: lambda e: str(getattr(e, "message", e)),
+                RuntimeExited: exited}):
+            await agent.handshake()
+            await agent.open_session()
+        log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
+                 agent=agent.agent_name, session_id=agent.session_id, resumed=agent.resumed,
+                 image=agent.image_input)
+        return agent
+
+
+class _Turn:
+    def __init__(self, message_id: str, waiter: Waiter) -> None:
+        self.message_id = message_id
+        self.waiter = waiter
+        self.stop: UsageStop | None = None
+        self.chunks: list[str] = []
+        self.size = 0
+        self.notes: list[str] = []
+        self.usage: dict[str, TokenUsage] = {}  # per reporting message: the turn's own
+        self.prompt_usage: TokenUsage | None = None
+        self.cost: float | None = None  # usage_update's session cost (USD), a running total
+
+
+class AcpAgentProcess(StdioJsonProcess):
+    """One running ACP agent and the member's session on it."""
+
+    def __init__(self, process: Process, spec: LaunchSpec) -> None:
+        super().__init__(process, spec, write_timeout=_REQUEST_TIMEOUT,
+                         fields={"runtime": "acp"})
+        self._bridge = OperatorBridge(spec, self.watch)
+        self._session_id = spec.session_id
+        self.resumed = False
+        self.agent_name = ""
+        self.capabilities: dict[str, Any] = {}
+        self._turn: _Turn | None = None
+
+    @property
+    def image_input(self) -> bool:
+        prompt = self.capabilities.get("promptCapabilities") or {}
+        return isinstance(prompt, dict) and prompt.get("image") is True
+
+    # -- the RuntimeProcess protocol ----------------------------------------------------------
+
+    async def probe(self, timeout: float) -> bool:
+        """A request of a method no agent has: its error answer proves it reads and answers."""
+        with anyio.move_on_after(timeout):
+            try:
+                await self._request("_teamctl/ping", {})
+            except AcpError:
+                pass  # the answer we expect
+            except (RuntimeExited, RuntimeStuck, TimeoutError):
+                return False
+            return self.usable
+        return False
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    async def handshake(self) -> None:
+        result = await self._request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
+                                   "terminal": False},
+            "clientInfo": {"name": "teamctl", "title": "teamctl", "version": "0.1.0"}})
+        version = result.get("protocolVersion")
+        if version != PROTOCOL_VERSION:
+            raise ProtocolError(f"the agent speaks ACP protocol version {version!r}; teamctl "
+                                f"speaks {PROTOCOL_VERSION} (use a release of the agent that "
+                                "speaks it)")
+        caps = result.get("agentCapabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("agentInfo")
+        self.agent_name = str((info or {}).get("name") or "") if isinstance(info, dict) else ""
+
+    async def open_session(self) -> None:
+        """Load (or resume) the recorded session where the agent can, else a new one; then
+        the member's model and mode."""
+        where = {"cwd": str(self._spec.workdir), "mcpServers": mcp_servers(self._spec)}
+        result: dict[str, Any] | None = None
+        method = self._resume_method()
+        if self._session_id and method is not None:
+            try:
+                result = await self._session_call(method, {"sessionId": self._session_id,
+                                                           **where})
+                self.resumed = True
+            except AcpError as exc:
+                lost = SessionLost(self._spec.member, self._session_id, exc.message)
+                log.warning("session_lost", team=self._spec.team, member=self._spec.member,
+                            lost_session=self._session_id, reason=lost.message)
+        elif self._session_id:
+            log.warning("session_not_resumable", team=self._spec.team, member=self._spec.member,
+                        lost_session=self._session_id,
+                        reason="the agent advertises neither session/load nor session/resume: "
+                               "a new session, without the earlier turns")
+        if result is None:
+            result = await self._session_call("session/new", where)
+            session_id = result.get("sessionId")
+            if not isinstance(session_id, str) or not session_id:
+                raise ProtocolError(f"session/new answered without a sessionId: "
+                                    f"{str(result)[:200]}")
+            self._session_id = session_id
+        await self._choose(result)
+
+    def _resume_method(self) -> str | None:
+        if self.capabilities.get("loadSession") is True:
+            return "session/load"
+        sessions = self.capabilities.get("sessionCapabilities")
+        if isinstance(sessions, dict) and sessions.get("resume") is not None:
+            return "session/resume"
+        return None
+
+    async def _session_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self._request(method, params)
+        except AcpError as exc:
+            if exc.code == AUTH_REQUIRED:
+                raise RuntimeNotLoggedIn(self._spec.member, self.agent_name or "the agent",
+                                         f"it answered {exc.message!r}: "
+                                         f"{login_fix(self._spec)}") from None
+            raise
+
+    async def _choose(self, session: dict[str, Any]) -> None:
+        """The member's model among those the agent advertises, and its approval mode."""
+        models = session.get("models") if isinstance(session.get("models"), dict) else {}
+        wanted = self._spec.model
+        ids = [m.get("modelId") for m in (models or {}).get("availableModels") or []
+               if isinstance(m, dict)]
+        if wanted and wanted in ids and (models or {}).get("currentModelId") != wanted:
+            await self._request("session/set_model", {"sessionId": self._session_id,
+                                                      "modelId": wanted})
+        elif wanted and ids and wanted not in ids:
+            log.info("model_not_advertised", team=self._spec.team, member=self._spec.member,
+                     model=wanted, advertised=ids[:20])
+        modes = session.get("modes") if isinstance(session.get("modes"), dict) else {}
+        mode_ids = [m.get("id") for m in (modes or {}).get("availableModes") or []
+                    if isinstance(m, dict)]
+        if self._spec.permissions != "full" and "default" in mode_ids \
+                and (modes or {}).get("currentModeId") != "default":
+            await self._request("session/set_mode", {"sessionId": self._session_id,
+                                                     "modeId": "default"})
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        if not self.usable:
+            raise self.exited()
+        prompt = self._prompt(turn)
+        request_id = self.next_id()
+        with self.pending(request_id) as waiter:
+            state = self._turn = _Turn(turn.message_id, waiter)
+            state.stop = UsageStop(self._spec, turn.message_id, waiter.done,
+                                   lambda: self._stop_soon(state), "cancel")
+            self._activity = "starting the turn"
+            try:
+                await self.write({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+                                  "params": {"sessionId": self._session_id, "prompt": prompt}})
+                await on_sent()
+                await self._await_end(state)
+            finally:
+                self._turn = None
+                self._activity = None
+        return self._outcome(state)
+
+    def _prompt(self, turn: Turn) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        for part in turn.parts:
+            if isinstance(part, TextPart):
+                blocks.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                if not self.image_input:
+                    raise TurnFailed(self._spec.member, f"the agent ({self.agent_name or 'ACP'})"
+                                     " does not take images (its promptCapabilities has no "
+                                     "image): send text, or use describe_with", api_status=None,
+                                     retryable=False)
+                blocks.append({"type": "image", "mimeType": part.mime,
+                               "data": base64.b64encode(part.data).decode("ascii")})
+            else:
+                assert_never(part)
+        return blocks
+
+    async def _await_end(self, state: _Turn) -> None:
+        def alive() -> None:
+            if self._exited.is_set() or self._doomed:
+                raise self.exited()
+
+        if not await self.watch.wait(state.waiter.done, alive=alive):
+            await self.watch.stop_turn(state.waiter.done, self._cancel, self.kill)
+            raise RuntimeStuck(self._spec.member, self.watch.idle)
+
+    async def _cancel(self) -> None:
+        await self.write({"jsonrpc": "2.0", "method": "session/cancel",
+                          "params": {"sessionId": self._session_id}})
+
+    def _stop_soon(self, state: _Turn) -> None:
+        """Cancel the turn for a budget; kill the process if it does not end in time."""
+        if self._tg is not None:
+            self._tg.start_soon(self.watch.stop_turn, state.waiter.done, self._cancel,
+                                self.kill, None)
+
+    def _outcome(self, state: _Turn) -> TurnResult:
+        answer = state.waiter.answer
+        self._charge(state, answer.get("result"))
+        if "error" in answer:
+            raise self._failed(answer.get("error"))
+        result = answer.get("result") if isinstance(answer.get("result"), dict) else {}
+        reason = (result or {}).get("stopReason")
+        if reason == "cancelled":
+            if state.stop is not None and state.stop.requested:
+                raise BudgetReached(self._spec.member, "the budget was reached during the turn")
+            raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
+        if reason == "refusal":
+            raise TurnFailed(self._spec.member, "the agent refused the prompt (stopReason "
+                             "refusal)", api_status=None, retryable=False)
+        if reason in ("max_tokens", "max_turn_requests"):
+            state.notes.append(f"the agent stopped early: {reason}")
+        elif reason != "end_turn":
+            log.warning("acp_unknown_stop_reason", team=self._spec.team,
+                        member=self._spec.member, stop_reason=str(reason)[:80])
+        return TurnResult(reply="".join(state.chunks), session_id=self._session_id,
+                          notes=tuple(state.notes))
+
+    def _failed(self, error: Any) -> TurnFailed:
+        error = error if isinstance(error, dict) else {}
+        message = str(error.get("message") or "the agent failed the turn")[:2000]
+        if error.get("code") == AUTH_REQUIRED:
+            return TurnFailed(self._spec.member, f"the agent needs a login ({message}): "
+                              f"{login_fix(self._spec)}", api_status=None, retryable=False)
+        status = _status(message)
+        return TurnFailed(self._spec.member, message, api_status=status,
+                          retryable=retryable_status(status))
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.call({"jsonrpc": "2.0", "method": method, "params": params},
+                                 _REQUEST_TIMEOUT)
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            raise AcpError(str(error.get("message") or error)[:500], error.get("code"))
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def on_message(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        method = message.get("method")
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method is None and isinstance(request_id, int):
+            self.resolve(request_id, message)
+        elif isinstance(method, str) and request_id is not None and self._tg is not None:
+            self._tg.start_soon(self._answer_request, request_id, method, params)
+        elif method == "session/update" and params.get("sessionId") == self._session_id:
+            update = params.get("update")
+            if isinstance(update, dict) and self._turn is not None:
+                self._on_update(self._turn, update)
+
+    async def _answer_request(self, request_id: Any, method: str,
+                              params: dict[str, Any]) -> None:
+        """Answer one of the agent's own requests (never left waiting)."""
+        if method == "session/request_permission":
+            outcome = await self._permission(params)
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id,
+                                       "result": {"outcome": outcome}}
+        else:
+            log.warning("runtime_request_refused", team=self._spec.team,
+                        member=self._spec.member, request=method[:100])
+            message = {"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32601, "message": f"teamctl does not serve {method[:100]}"}}
+        with suppress(RuntimeExited, RuntimeStuck):
+            await self.write(message)
+
+    async def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The profile's answer, or the operator's for ``ask``, as an ACP outcome."""
+        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        kind = str((call or {}).get("kind") or "other")[:40]
+        title = str((call or {}).get("title") or kind)[:300]
+        paths = tool_paths(call or {})
+        verdict = allowed(self._spec, kind, paths)
+        always = False
+        if verdict is None and self._bridge.asks:
+            answer = await self._bridge.ask(ApprovalRequest("permission", kind, title))
+            verdict, always = answer.decision == "approve", answer.always
+        option = choose_option(params.get("options"), bool(verdict), always)
+        if not verdict:
+            note = denied(self._spec, kind, paths[0] if paths else title,
+                          f"permissions = \"{self._spec.permissions}\"")
+            if self._turn is not None:
+                self._turn.notes.append(note)
+        if option is None:
+            return {"outcome": "cancelled"}
+        return {"outcome": "selected", "optionId": option}
+
+    def _on_update(self, state: _Turn, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            content = update.get("content")
+            text = content.get("text") if isinstance(content, dict) else None
+            if isinstance(text, str) and state.size < _MAX_REPLY_CHARS:
+                state.chunks.append(text[:_MAX_REPLY_CHARS - state.size])
+                state.size += len(state.chunks[-1])
+            self._activity = "writing its reply"
+            meta = update.get("_meta")
+            if isinstance(meta, dict) and isinstance(meta.get("usage"), dict):
+                state.usage[str(len(state.usage))] = _tokens(meta["usage"])
+                self._report(state, estimate=True)
+        elif kind == "agent_thought_chunk":
+            self._activity = "thinking"
+        elif kind == "tool_call":
+            self._activity = f"{update.get('kind') or 'tool'}: {str(update.get('title'))[:80]}"
+        elif kind == "usage_update":
+            cost = update.get("cost")
+            if isinstance(cost, dict) and cost.get("currency") == "USD":
+                state.cost = usd(cost.get("amount"), "usage_update.cost")
+
+    def _charge(self, state: _Turn, result: Any) -> None:
+        if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+            state.prompt_usage = _tokens(result["usage"])
+        self._report(state, estimate=False)
+
+    def _report(self, state: _Turn, *, estimate: bool) -> None:
+        """The turn's tokens so far (the prompt's own ``usage`` when it gave one, else the sum
+        of the chunks' ``_meta.usage``); with ``usage_update``'s session cost, a running total
+        the ledger charges the increase of."""
+        meter = self._spec.meter
+        tokens = state.prompt_usage or sum(state.usage.values(), TokenUsage())
+        if meter is None or not state.message_id or (estimate and not state.usage):
+            return
+        if not estimate and state.prompt_usage is None and not state.usage \
+                and state.cost is None:
+            return
+        reading = UsageReading(tokens=tokens, model=self._spec.model, estimate=estimate)
+        if state.cost is not None and not estimate:
+            reading = UsageReading(tokens=tokens, model=self._spec.model, cost_usd=state.cost,
+                                   counter=f"acp-session:{self._session_id}",
+                                   baseline=TokenUsage(), turn_tokens=True)
+        if meter.reading(state.message_id, reading) and state.stop is not None:
+            state.stop.request()
+
+
+def _tokens(usage: dict[str, Any]) -> TokenUsage:
+    """ACP's ``Usage`` (and Qwen Code's ``_meta.usage``): input tokens include cached reads."""
+    return TokenUsage(input_tokens=token_count(usage, "inputTokens"),
+                      cached_input_tokens=token_count(usage, "cachedReadTokens"),
+                      output_tokens=token_count(usage, "outputTokens"),
+                      reasoning_output_tokens=token_count(usage, "thoughtTokens"))
+
+
+_STATUS = re.compile(r"\b([45]\d\d)\b")
+
+
+def _status(message: str) -> int | None:
+    """The HTTP status an agent's error message names (its provider's answer), if any."""
+    found = _STATUS.search(message)
+    return int(found.group(1)) if found else None
+
+
+class AcpError(Exception):
+    """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, message: str, code: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

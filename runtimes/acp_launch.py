@@ -1,0 +1,105 @@
+"""An ACP agent's launch (docs/runtimes.md § ACP), as plain functions of the ``LaunchSpec``: its
+environment (a private HOME for an isolated login; the preset's model variable), the login
+preflight of a preset, teamctl's MCP server as an ACP stdio server, and the permission profiles
+as answers to ``session/request_permission``."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.contracts import RuntimeNotLoggedIn, acp_agent
+from runtimes.base import member_environ
+
+if TYPE_CHECKING:
+    from orchestrator.contracts import LaunchSpec
+
+__all__ = ["allowed", "build_env", "check_login", "choose_option", "login_fix", "mcp_servers",
+           "tool_paths"]
+
+# ACP's tool kinds (ToolKind) by what they do; any other kind is "other"
+_READS = frozenset({"read", "search", "think", "fetch"})
+_EDITS = frozenset({"edit", "delete", "move"})
+
+
+def build_env(spec: LaunchSpec) -> dict[str, str]:
+    """The minimal environment; an isolated member's private HOME (the agent keeps its
+    settings, sessions and logins under it); the preset's model variable; the member's env."""
+    own: dict[str, str] = {}
+    if spec.login == "isolated":
+        home = spec.state_dir / "home"
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        own["HOME"] = str(home)
+    preset = acp_agent(spec.agent)
+    if preset is not None and preset.model_env and spec.model:
+        own[preset.model_env] = spec.model
+    return member_environ(own, spec.env)
+
+
+def login_fix(spec: LaunchSpec) -> str:
+    """What the operator does for an agent that says it needs a login."""
+    preset = acp_agent(spec.agent)
+    if preset is not None:
+        return preset.login
+    return (f"log {os.path.basename(spec.executable)} in as its own documentation says (run "
+            "it once by hand), or give the member its API key in env")
+
+
+def check_login(spec: LaunchSpec) -> None:
+    """The preflight of a preset: an isolated member has one of its credential variables."""
+    preset = acp_agent(spec.agent)
+    if preset is None or spec.login != "isolated" or any(k in spec.env for k in preset.keys):
+        return
+    raise RuntimeNotLoggedIn(spec.member, preset.name,
+                             f"set {' or '.join(preset.keys)} in the member's env (or "
+                             "pass_env): an isolated member has no login of the operator's")
+
+
+def mcp_servers(spec: LaunchSpec) -> list[dict[str, Any]]:
+    """teamctl's MCP server as the agent starts it (ACP ``McpServerStdio``), its token in the
+    environment given to that server only."""
+    if spec.mcp is None:
+        return []
+    command, *args = spec.mcp.command
+    return [{"name": "teamctl", "command": command, "args": args,
+             "env": [{"name": k, "value": v} for k, v in spec.mcp.env.items()]}]
+
+
+def tool_paths(tool_call: dict[str, Any]) -> list[str]:
+    """The paths a tool call names (its ``locations``)."""
+    locations = tool_call.get("locations")
+    if not isinstance(locations, list):
+        return []
+    return [str(loc["path"]) for loc in locations
+            if isinstance(loc, dict) and isinstance(loc.get("path"), str)]
+
+
+def allowed(spec: LaunchSpec, kind: str, paths: list[str]) -> bool | None:
+    """The profile's answer to a tool of ACP ``kind`` touching ``paths``: True, False, or None
+    (``ask``: the operator decides). ``read``: reading tools only; ``edit``: those, commands,
+    and edits whose every path is inside the workdir; ``full``: everything."""
+    if spec.permissions == "full" or kind in _READS:
+        return True
+    if spec.permissions == "ask":
+        return None
+    if spec.permissions == "edit" and kind == "execute":
+        return True
+    if spec.permissions == "edit" and kind in _EDITS:
+        root = os.path.realpath(spec.workdir)
+        return bool(paths) and all(
+            os.path.commonpath([root, os.path.realpath(os.path.join(root, p))]) == root
+            for p in paths)
+    return False
+
+
+def choose_option(options: Any, allow: bool, always: bool = False) -> str | None:
+    """The ``optionId`` of the option of the kind wanted (allow/reject, once/always, the
+    other if only that one is offered); None: none offered."""
+    want = ["allow", "reject"][not allow]
+    order = [f"{want}_always", f"{want}_once"] if always else [f"{want}_once", f"{want}_always"]
+    offered = [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    for kind in order:
+        for option in offered:
+            if option.get("kind") == kind and isinstance(option.get("optionId"), str):
+                return str(option["optionId"])
+    return None
