@@ -103,9 +103,11 @@ async def probe_once(bwrap: str) -> SandboxSupport:
 
 
 def mcp_toolchain() -> tuple[Path, ...]:
-    """What ``teamctl mcp`` (this python, its environment, teamctl's own package and the
-    PYTHONPATH it is given) needs inside, read-only."""
-    paths = [Path(sys.prefix), Path(sys.executable)]
+    """What ``teamctl mcp`` and the network relay (this python, its environment, the base
+    interpreter a venv's python links into, teamctl's own package and the PYTHONPATH it is
+    given) need inside, read-only."""
+    paths = [Path(sys.prefix), Path(sys.executable), Path(sys.base_prefix),
+             Path(os.path.realpath(sys.executable))]
     spec = importlib.util.find_spec("orchestrator")
     if spec is not None and spec.origin:
         paths.append(Path(spec.origin).parent)

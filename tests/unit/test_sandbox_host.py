@@ -3,13 +3,14 @@ keys, without starting a sandbox (tests/integration/test_sandbox.py runs the rea
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 from orchestrator.config import load_team_file
 from orchestrator.errors import TeamFileError
-from runtimes.sandbox_host import probe
+from runtimes.sandbox_host import mcp_toolchain, probe
 from runtimes.sandbox_plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
 
 if TYPE_CHECKING:
@@ -171,3 +172,23 @@ def test_allow_hosts_take_names_wildcards_and_addresses(tmp_path: Path) -> None:
         '"*.github.com:443", "10.0.0.1:8080", "[::1]:3128"]'))
     assert config.member_allow_hosts(config.members[0]) == [
         "api.x.com", "*.github.com:443", "10.0.0.1:8080", "[::1]:3128"]
+
+
+def test_a_node_cli_sandboxed_still_has_the_python_that_runs_teamctl_mcp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The python that runs ``teamctl mcp`` (and the network relay) is bound inside even when
+    the CLI's own interpreter is another (node): a venv's python is a symlink into its base
+    interpreter's prefix (pyenv's, under the operator's home), which must be there too — a
+    sandboxed real Claude failed to start ("teamctl's MCP server did not start") without it."""
+    base, venv = tmp_path / "base", tmp_path / "venv"
+    (base / "bin").mkdir(parents=True)
+    (base / "lib").mkdir()
+    (base / "bin" / "python3.11").write_text("")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.11")
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    tools = toolchain("/usr/bin/node", "/usr/bin", extra=mcp_toolchain())
+    assert venv in tools
+    assert base in tools

@@ -1,0 +1,89 @@
+"""Sandboxed members (``sandbox = "process"``, docs/security.md "Sandbox") with the real CLIs
+against the fake APIs and the real bubblewrap: the turn works, a write (the CLI's own write
+tool, and a command) inside the workdir lands, a write outside it — the operator's home, a
+directory of this machine — never reaches the disk, with ``permissions = "full"`` (the CLI's
+own checks off: the sandbox is the boundary)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.e2e.conftest import claude_member, codex_member, opencode_member
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import Teamctl
+    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.e2e.fake_chat import FakeChat
+    from tests.e2e.fake_responses import FakeResponses
+
+pytestmark = pytest.mark.e2e
+
+SANDBOXED = {"sandbox": "process", "permissions": "full"}
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory of this machine outside the workdir (and outside /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="teamctl-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _send(teamctl: Teamctl, member: str, text: str) -> str:
+    done = teamctl.run("send", member, text, "--wait", "--timeout", "120", timeout=180)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _writes_stay_inside(teamctl: Teamctl, member: str, outside: Path) -> dict[str, str]:
+    """The member's turn answered; its write tool and a command write inside its workdir;
+    the same to the operator's home and to ``outside`` never land. The replies, by step."""
+    replies = {"turn": _send(teamctl, member, "hello from outside")}
+    assert "hello from outside" in replies["turn"], replies["turn"]
+    home = Path(teamctl.env["HOME"])
+    inside, by_bash = teamctl.workdir / "inside.txt", teamctl.workdir / "inside-bash.txt"
+    replies["write"] = _send(teamctl, member, f"DO_WRITE {inside}")
+    replies["bash"] = _send(teamctl, member, f"DO_BASH touch {by_bash}")
+    assert inside.exists(), replies["write"]
+    assert by_bash.exists(), replies["bash"]
+    for target in (home / "escape.txt", outside / "escape.txt"):
+        replies[f"write {target}"] = _send(teamctl, member, f"DO_WRITE {target}")
+        replies[f"bash {target}"] = _send(teamctl, member, f"DO_BASH touch {target}-bash")
+        assert not target.exists(), replies[f"write {target}"]
+        assert not Path(f"{target}-bash").exists(), replies[f"bash {target}"]
+    return replies
+
+
+def test_real_claude_sandboxed_writes_only_its_workdir(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic, outside: Path) -> None:
+    """Claude in bypassPermissions inside the sandbox: its Write and Bash land in the workdir
+    only."""
+    member = claude_member("c", claude_bin, anthropic, **SANDBOXED)
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
+    _writes_stay_inside(teamctl, "c", outside)
+
+
+def test_real_codex_sandboxed_writes_only_its_workdir(
+        teamctl: Teamctl, codex_bin: Path, responses: FakeResponses, outside: Path) -> None:
+    """Codex with --dangerously-bypass-approvals-and-sandbox inside ours (its own bubblewrap
+    cannot start in our user namespace): its write and command land in the workdir only."""
+    member = codex_member("x", codex_bin, responses, **SANDBOXED)
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
+    _writes_stay_inside(teamctl, "x", outside)
+
+
+def test_real_opencode_sandboxed_writes_only_its_workdir(
+        teamctl: Teamctl, opencode_bin: Path, chat: FakeChat, outside: Path) -> None:
+    """OpenCode with external_directory = "allow" inside the sandbox: its write and bash
+    tools land in the workdir only."""
+    member = opencode_member("o", opencode_bin, chat, model="fake/text-model", vision=False,
+                             **SANDBOXED)
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
+    _writes_stay_inside(teamctl, "o", outside)
