@@ -32,6 +32,7 @@ import anyio
 import structlog
 
 from orchestrator.contracts import (
+    ApprovalAnswer,
     ApprovalRequest,
     BudgetReached,
     Capabilities,
@@ -370,8 +371,9 @@ class AcpAgentProcess(StdioJsonProcess):
     async def _answer_request(self, request_id: Any, method: str,
                               params: dict[str, Any]) -> None:
         """Answer one of the agent's own requests (never left waiting)."""
+        answer: ApprovalAnswer | None = None
         if method == "session/request_permission":
-            outcome = await self._permission(params)
+            outcome, answer = await self._permission(params)
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id,
                                        "result": {"outcome": outcome}}
         else:
@@ -381,27 +383,35 @@ class AcpAgentProcess(StdioJsonProcess):
                 "code": -32601, "message": f"teamctl does not serve {method[:100]}"}}
         with suppress(RuntimeExited, RuntimeStuck):
             await self.write(message)
+            if answer is not None:  # ACP confirms nothing: the agent has read the answer
+                self._bridge.answered(str(request_id), answer)
+                await self._bridge.confirm(str(request_id))
 
-    async def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The profile's answer, or the operator's for ``ask``, as an ACP outcome."""
+    async def _permission(self, params: dict[str, Any]
+                          ) -> tuple[dict[str, Any], ApprovalAnswer | None]:
+        """The profile's answer, or the operator's for ``ask``, as an ACP outcome (and the
+        operator's answer, to confirm once sent)."""
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         kind = str((call or {}).get("kind") or "other")[:40]
         title = str((call or {}).get("title") or kind)[:300]
         paths = tool_paths(call or {})
         verdict = allowed(self._spec, kind, paths)
-        always = False
+        answer: ApprovalAnswer | None = None
         if verdict is None and self._bridge.asks:
-            answer = await self._bridge.ask(ApprovalRequest("permission", kind, title))
-            verdict, always = answer.decision == "approve", answer.always
-        option = choose_option(params.get("options"), bool(verdict), always)
-        if not verdict:
-            note = denied(self._spec, kind, paths[0] if paths else title,
-                          f"permissions = \"{self._spec.permissions}\"")
+            summary = paths[0] if paths and kind != "execute" else title  # what rules match
+            answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary))
+        approve = bool(verdict) or (answer is not None and answer.decision == "approve")
+        if not approve:
+            why = answer.message if answer is not None and answer.message else \
+                f"permissions = \"{self._spec.permissions}\""
+            note = denied(self._spec, kind, paths[0] if paths else title, why or "")
             if self._turn is not None:
                 self._turn.notes.append(note)
-        if option is None:
-            return {"outcome": "cancelled"}
-        return {"outcome": "selected", "optionId": option}
+        option = choose_option(params.get("options"), approve,
+                               answer is not None and answer.always)
+        outcome = {"outcome": "cancelled"} if option is None else \
+            {"outcome": "selected", "optionId": option}
+        return outcome, answer
 
     def _on_update(self, state: _Turn, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")

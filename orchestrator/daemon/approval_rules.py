@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMAND_TOOLS", "KeptRule", "Rule", "Target", "kept_rule", "parse_rule", "target_of"]
 
-COMMAND_TOOLS = frozenset({"bash", "commandexecution"})
+COMMAND_TOOLS = frozenset({"bash", "commandexecution", "execute"})  # execute: ACP's tool kind
 _RULE = re.compile(r"^(?P<tool>[A-Za-z_][\w.-]{0,80})(?:\((?P<pattern>[^()]{1,500})\))?$")
 _OPERATOR = re.compile(r"[;&|<>()`\n\r]|\$[({]")
 _SIZE = re.compile(r" \(\+\d+ lines\)$")  # what Claude's summary adds after a path
