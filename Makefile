@@ -10,6 +10,8 @@ CODEX_VERSION := 0.171.0
 CODEX_BIN := $(E2E_DIR)/codex/node_modules/.bin/codex
 OPENCODE_VERSION := 1.18.33
 OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
+QWEN_VERSION := 0.24.4
+QWEN_BIN := $(E2E_DIR)/qwen/node_modules/.bin/qwen
 
 .PHONY: help demo test unit e2e lint coverage bench soak venv install system-deps clean
 
@@ -46,9 +48,10 @@ test: $(STAMP) lint  ## lint, then the unit, integration and fault tests, in par
 unit: $(STAMP)  ## the in-process unit tests only (seconds)
 	$(PY) -m pytest tests/unit -q -n auto
 
-e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)  ## the real CLIs (pinned npm) against fake APIs
+e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN)  ## the real CLIs (pinned npm) against fake APIs
 	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
-		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) $(PY) -m pytest -m e2e tests/e2e -q
+		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
+		$(PY) -m pytest -m e2e tests/e2e -q
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
@@ -71,6 +74,13 @@ $(OPENCODE_BIN):
 		XDG_CACHE_HOME=$$PWD/xdg/cache XDG_STATE_HOME=$$PWD/xdg/state \
 		npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
 	HOME=$(abspath $(E2E_DIR)/opencode/home) $(OPENCODE_BIN) --version
+
+# Qwen Code, an ACP agent (docs/runtimes.md § ACP); --version writes nothing into HOME.
+$(QWEN_BIN):
+	mkdir -p $(E2E_DIR)/qwen
+	cd $(E2E_DIR)/qwen && (test -f package.json || npm init -y >/dev/null) && \
+		npm install --no-audit --no-fund --loglevel=error @qwen-code/qwen-code@$(QWEN_VERSION)
+	$(QWEN_BIN) --version
 
 lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench

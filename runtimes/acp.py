@@ -8,7 +8,7 @@ advertises that; unknown: SessionLost, and a new one), else ``session/new {cwd, 
 with teamctl's MCP server. An agent answering "authentication required" (-32000) is
 ``RuntimeNotLoggedIn`` naming its login — never a retry loop. Its model: ``session/set_model``
 when the agent advertises it among its models, else the preset's variable; its mode: the
-"default" mode (approval prompts) for every profile but ``full`` when the agent offers it.
+"default" mode (every tool asks) for every profile but ``full`` ("yolo"), when offered.
 
 A turn is ``session/prompt`` with text and image blocks (the planned variant's bytes, base64),
 answered at the turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
@@ -85,6 +85,10 @@ AUTH_REQUIRED = -32000  # ACP's "authentication required"
 _REQUEST_TIMEOUT = 30.0
 _MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 _MAX_REPLY_CHARS = 1024 * 1024  # a flood of message chunks keeps no more than this
+# the session mode set per profile, when the agent offers it (Qwen Code and Gemini CLI both
+# name them so): every tool asks — the profile answers — except for ``full``, which asks
+# nothing (Qwen Code starts in "auto", whose classifier would block what ``full`` allows)
+_MODES = {"full": "yolo", "other": "default"}
 
 
 class AcpRuntime(Adapter, runtime="acp"):
@@ -234,24 +238,26 @@ class AcpAgentProcess(StdioJsonProcess):
             raise
 
     async def _choose(self, session: dict[str, Any]) -> None:
-        """The member's model among those the agent advertises, and its approval mode."""
+        """The member's model among those the agent advertises (by id or name: Qwen Code's
+        ids are ``$runtime|openai|<model>(openai)``), and the mode of its profile."""
         models = session.get("models") if isinstance(session.get("models"), dict) else {}
         wanted = self._spec.model
-        ids = [m.get("modelId") for m in (models or {}).get("availableModels") or []
-               if isinstance(m, dict)]
-        if wanted and wanted in ids and (models or {}).get("currentModelId") != wanted:
+        entries = [m for m in (models or {}).get("availableModels") or [] if isinstance(m, dict)]
+        chosen = next((m.get("modelId") for m in entries
+                       if wanted in (m.get("modelId"), m.get("name"))), None) if wanted else None
+        if chosen and (models or {}).get("currentModelId") != chosen:
             await self._request("session/set_model", {"sessionId": self._session_id,
-                                                      "modelId": wanted})
-        elif wanted and ids and wanted not in ids:
+                                                      "modelId": chosen})
+        elif wanted and entries and not chosen:
             log.info("model_not_advertised", team=self._spec.team, member=self._spec.member,
-                     model=wanted, advertised=ids[:20])
+                     model=wanted, advertised=[m.get("modelId") for m in entries][:20])
         modes = session.get("modes") if isinstance(session.get("modes"), dict) else {}
-        mode_ids = [m.get("id") for m in (modes or {}).get("availableModes") or []
-                    if isinstance(m, dict)]
-        if self._spec.permissions != "full" and "default" in mode_ids \
-                and (modes or {}).get("currentModeId") != "default":
+        offered = [m.get("id") for m in (modes or {}).get("availableModes") or []
+                   if isinstance(m, dict)]
+        mode = _MODES["full" if self._spec.permissions == "full" else "other"]
+        if mode in offered and (modes or {}).get("currentModeId") != mode:
             await self._request("session/set_mode", {"sessionId": self._session_id,
-                                                     "modeId": "default"})
+                                                     "modeId": mode})
 
     # -- turns --------------------------------------------------------------------------------
 

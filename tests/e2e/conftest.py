@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
 OPENCODE_VERSION = "1.18.33"
+QWEN_VERSION = "0.24.4"
 _CACHE = Path(__file__).resolve().parents[2] / ".cache" / "e2e"
 
 
@@ -115,5 +116,22 @@ def opencode_member(name: str, opencode_bin: Path, api: FakeChat, *, model: str,
             "models": {m: {"name": m, "limit": {"context": 32000, "output": 1000}}
                        for m in ("vision-model", "text-model")}}}},
     }
+    member.update(extra)
+    return member
+
+
+@pytest.fixture(scope="session")
+def qwen_bin() -> Path:
+    return _installed("TEAMCTL_E2E_QWEN", _CACHE / "qwen/node_modules/.bin/qwen")
+
+
+def qwen_member(name: str, qwen_bin: Path, api: FakeChat, **extra: object) -> dict:
+    """A member on the real Qwen Code over ACP (``acp_agent = "qwen"``), its OpenAI-compatible
+    provider the fake chat API, its login isolated (a private HOME, the key in its env)."""
+    member: dict[str, object] = {
+        "name": name, "runtime": "acp", "acp_agent": "qwen", "command": str(qwen_bin),
+        "model": "text-model", "login": "isolated", "start_timeout": 90.0,
+        "turn_idle_timeout": 120.0,
+        "env": {"OPENAI_API_KEY": "sk-e2e-dummy-qwen-key", "OPENAI_BASE_URL": api.base_url}}
     member.update(extra)
     return member

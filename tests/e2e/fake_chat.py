@@ -101,6 +101,9 @@ class FakeChat(FakeProvider):
         elif text.startswith("DO_TOOL "):  # DO_TOOL <tool> <json arguments>: any teamctl tool
             _, tool, arguments = text.split(" ", 2)
             call = (f"teamctl_{tool}", json.loads(arguments))
+        elif text.startswith("DO_CALL "):  # DO_CALL <tool as the CLI names it> <json>
+            _, tool, arguments = text.split(" ", 2)
+            call = (tool, json.loads(arguments))
         elif text.startswith("DO_ASK "):  # OpenCode's question tool: the user is asked
             call = ("question", {"questions": [{"question": text[7:], "header": "Question",
                                                 "options": [{"label": "yes",
