@@ -5,6 +5,7 @@ removed from the code, not added here."""
 # ruff: noqa
 _.MAX_IMAGE_PIXELS
 _._backoff_ordered
+_._agent_named
 _._check_splits
 _._reviewer_exists
 _._no_nul

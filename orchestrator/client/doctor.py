@@ -92,7 +92,8 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
         workdir=config.member_workdir(member),
         runtime_home=home.member_dir(config.name, member.name), state_root=home.root,
         others=config.other_workdirs(member), paths=config.member_sandbox_paths(member),
-        runtime=member.runtime, login=config.member_login(member))
+        runtime=member.runtime, login=config.member_login(member),
+        permissions=config.member_permissions(member))
     view: dict[str, Any] = describe(policy, executable, os.environ.get("PATH", os.defpath))
     return view | {"network": config.member_network(member)}
 
@@ -208,7 +209,8 @@ def _acp(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, st
         return "unknown", "the agent says at session/new whether it needs a login"
     found = [k for k in preset.keys if env.get(k)]
     if found:
-        return "API key", f"the member's env {found[0]}"
+        return "API key", f"the member's env {found[0]} ({preset.name} reads " \
+            f"{', '.join(preset.env_names)})"
     if login == "operator":
         return "unknown", f"{preset.name}'s own login in your HOME, if any ({preset.login})"
     return "none", f"not logged in: {preset.login}"

@@ -5,6 +5,7 @@ relaunch, permission requests answered by the profile or the operator, and the f
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,3 +242,23 @@ def test_an_oversized_line_kills_the_agent_and_the_turn_is_redelivered(
     assert "protocol_line_too_long" in [e.get("code") for e in teamctl.log_events()
                                         if e["event"] == "runtime_protocol_error"]
     assert wait_pid_exit(pid, 10) and _row(teamctl)["restarts"] == 1
+
+
+def test_doctor_runs_each_acp_members_own_command_and_names_its_presets_key(
+        teamctl: Teamctl) -> None:
+    """doctor TEAMFILE looks up an ACP member's command line (a list, or a preset's with its
+    executable replaced) and says which of its preset's keys its env holds, never the key."""
+    secret = "sk-DOCTOR-NEVER-SHOWS-THIS-ACP-KEY"
+    team = teamctl.write_team("web", [
+        acp_member("plain"),
+        acp_member("qw", command=str(FAKE_ACP), acp_agent="qwen", login="isolated",
+                   env={"OPENAI_API_KEY": secret}),
+        acp_member("gm", command=str(FAKE_ACP), acp_agent="gemini", login="isolated")])
+    done = teamctl.run("doctor", str(team), "--json")
+    assert secret not in done.stdout
+    rows = {r["member"]: r for r in json.loads(done.stdout)["members"]}
+    assert {rows[m]["path"] for m in rows} == {str(FAKE_ACP)}
+    assert rows["qw"]["credential"] == "API key"
+    assert rows["qw"]["source"].startswith("the member's env OPENAI_API_KEY (qwen reads")
+    assert rows["gm"]["credential"] == "none" and "GEMINI_API_KEY" in rows["gm"]["source"]
+    assert rows["plain"]["credential"] == "unknown"
