@@ -20,24 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from anyio.abc import SocketAttribute
+from anyio.abc import SocketAttribute, SocketListener
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator import rpc
 from orchestrator.errors import DaemonBusy, RequestTooLarge
 
 if TYPE_CHECKING:
-    import socket
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from anyio.abc import SocketListener, SocketStream, TaskGroup, TaskStatus
+    from anyio.abc import SocketStream, TaskGroup, TaskStatus
 
 __all__ = ["Connection", "ControlSocket"]
 
@@ -45,6 +45,7 @@ log = structlog.get_logger("teamctl.connections")
 
 _DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
 _DISCARD_TIMEOUT = 10.0
+_BACKLOG = 4096  # queued connections before accept (the kernel caps it at somaxconn)
 _ACCEPT_RETRY_FIRST, _ACCEPT_RETRY_MAX = 0.05, 1.0
 
 
@@ -151,11 +152,19 @@ class ControlSocket:
 
     async def _bind(self) -> tuple[SocketListener, tuple[int, int]]:
         self.path.unlink(missing_ok=True)  # stale, or not ours: we hold the home's lock
+        # 0600 from birth; the umask is process-wide, so its window holds no await (bound
+        # in a worker thread, every other task of the loop would make files with it)
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)
         try:
-            listener = await anyio.create_unix_listener(self.path)
+            raw.bind(str(self.path))
+        except OSError:
+            raw.close()
+            raise
         finally:
             os.umask(old_umask)
+        raw.listen(_BACKLOG)
+        listener = await SocketListener.from_socket(raw)
         os.chmod(self.path, 0o600)
         info = os.stat(self.path)
         self.binds += 1
