@@ -306,6 +306,12 @@ class TeamConfig(_Strict):
                 raise ValueError(f"members[{index}]: permissions = \"ask\" needs transport = "
                                  f"\"app-server\" ({member.runtime} {member.transport} cannot "
                                  "ask); remove transport")
+            if self.member_permissions(member) == "ask" and self.member_sandbox(member) != \
+                    "none" and runtime_info(member.runtime).asks_through_own_sandbox:
+                raise ValueError(f"members[{index}]: permissions = \"ask\" cannot run "
+                                 f"sandboxed: {member.runtime} asks through its own sandbox, "
+                                 "which cannot start inside teamctl's; use \"edit\" or "
+                                 "\"full\" (the sandbox is the boundary) or sandbox = \"none\"")
         return self
 
     @model_validator(mode="after")
@@ -331,6 +337,13 @@ class TeamConfig(_Strict):
                 raise ValueError(f"members[{index}]: network = "
                                  f"\"{self.member_network(member)}\" needs sandbox = "
                                  "\"process\" (the network is cut off by its namespace)")
+            if self.member_network(member) != "on" and \
+                    runtime_info(member.runtime).daemon_connects_in:
+                raise ValueError(f"members[{index}]: network = "
+                                 f"\"{self.member_network(member)}\" is not supported for "
+                                 f"{member.runtime} yet: teamctl talks to its server on "
+                                 "loopback, which an empty network namespace hides; use "
+                                 "network = \"on\"")
         return self
 
     @model_validator(mode="after")

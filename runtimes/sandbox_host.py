@@ -132,11 +132,13 @@ def login_paths(runtime: str, login: str) -> tuple[tuple[Path, bool], ...]:
 
 def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
                   others: Sequence[Path], paths: Mapping[str, Sequence[str]], runtime: str,
-                  login: str) -> SandboxPolicy:
-    """A member's view (``SandboxPolicy``): its workdir and ``runtime_home`` read-write,
-    teamctl's ``state_root`` and the ``others``' workdirs concealed, the team file's ``paths``
-    (``rw``, ``ro``, ``hide``), what its ``runtime``'s ``login`` needs."""
-    return SandboxPolicy(
+                  login: str, permissions: str) -> SandboxPolicy:
+    """A member's view (``SandboxPolicy``): its workdir (read-only with ``permissions =
+    "read"``: the kernel keeps it so, whatever the CLI's own sandbox can do inside ours) and
+    ``runtime_home`` read-write, teamctl's ``state_root`` and the ``others``' workdirs
+    concealed, the team file's ``paths`` (``rw``, ``ro``, ``hide``), what its ``runtime``'s
+    ``login`` needs."""
+    return SandboxPolicy(workdir_writable=permissions != "read",
         workdir=workdir, runtime_home=runtime_home,
         home=Path(os.environ.get("HOME") or Path.home()),
         rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
@@ -147,9 +149,12 @@ def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
 def describe(policy: SandboxPolicy, executable: str, path_env: str) -> dict[str, list[str]]:
     """What a member will see (``teamctl doctor``): read-write, read-only, hidden."""
     tools = toolchain(executable, path_env, extra=mcp_toolchain())
-    return {"rw": [str(p) for p in (policy.workdir, policy.runtime_home, *policy.rw,
-                                    *(p for p, w in policy.login if w))],
-            "ro": [*SYSTEM_DIRS, *map(str, tools), *map(str, policy.ro),
+    workdir = [str(policy.workdir)]
+    return {"rw": [*workdir[:policy.workdir_writable],
+                   *(str(p) for p in (policy.runtime_home, *policy.rw,
+                                      *(p for p, w in policy.login if w)))],
+            "ro": [*workdir[policy.workdir_writable:], *SYSTEM_DIRS, *map(str, tools),
+                   *map(str, policy.ro),
                    *(str(p) for p, w in policy.login if not w)],
             "hidden": [str(policy.home) + " (all but the above)",
                        *(str(p) for p in policy.conceal

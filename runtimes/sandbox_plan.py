@@ -16,8 +16,9 @@ earlier one:
 5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
    dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
    once the member's own paths in it are bound;
-6. the member's own: its workdir and its private runtime home read-write, and what its CLI's
-   login needs (``login = "operator"``: protocols/logins.md);
+6. the member's own: its workdir (read-only for ``permissions = "read"``) and its private
+   runtime home read-write, and what its CLI's login needs (``login = "operator"``:
+   protocols/logins.md);
 7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
    secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
    workdir or runtime home;
@@ -102,6 +103,7 @@ class SandboxPolicy:
     login: tuple[tuple[Path, bool], ...] = ()
     toolchain: tuple[Path, ...] = ()
     tmp_bytes: int = _TMP_BYTES
+    workdir_writable: bool = True  # False: bound read-only (``permissions = "read"``)
 
     def concealed(self) -> list[Path]:
         """teamctl's state and the other members' workdirs that exist here, but never the
@@ -133,11 +135,11 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
     for path in policy.concealed():
         if path not in inside:  # above or beside the member's own: covered before them
             argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
-    argv += _binds("--bind", own)
+    argv += _own(policy, own)
     for path in inside:  # below the member's own: covered after them...
         argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
     # ...and the member's own that lie in one of those bound again (a home inside a workdir)
-    argv += _binds("--bind", [o for o in own if any(_within(o, p) for p in inside)])
+    argv += _own(policy, [o for o in own if any(_within(o, p) for p in inside)])
     for path, writable in policy.login:
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
     for path in policy.hidden():
@@ -161,6 +163,13 @@ def _system(tmp_bytes: int) -> list[str]:
         argv += ["--ro-bind", resolv, resolv]
     return [*argv, "--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+
+
+def _own(policy: SandboxPolicy, paths: Iterable[Path]) -> list[str]:
+    """The member's own paths bound in: read-write, but a read-only workdir read-only."""
+    return [arg for path in _unique(paths) for arg in (
+        "--ro-bind" if path == policy.workdir and not policy.workdir_writable else "--bind",
+        str(path), str(path))]
 
 
 def _binds(flag: str, paths: Iterable[Path]) -> list[str]:

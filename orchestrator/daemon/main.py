@@ -132,7 +132,8 @@ class Daemon:
             workdir=team.member_workdir(member), runtime_home=member_dir,
             state_root=self.home.root, others=team.other_workdirs(member),
             paths=team.member_sandbox_paths(member), runtime=member.runtime,
-            login=team.member_login(member))
+            login=team.member_login(member),
+            permissions=team.member_permissions(member))
         network, on_close = self._network(team, member)
         return SandboxHost(host, member.name, policy, mcp_home.root,
                            bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["APPROVAL_POLICY", "SANDBOX", "api_status", "build_env",
            "check_login", "codex_member_home", "config_args", "config_toml", "effective_config",
-           "sandbox_refusal"]
+           "sandbox_mode", "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -42,6 +42,19 @@ _STATUS = re.compile(r"\b(?:status|last status:)\s*(\d{3})\b")
 SANDBOX = {"read": "read-only", "edit": "workspace-write", "ask": "read-only",
            "full": "danger-full-access"}
 APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
+
+
+def sandbox_mode(spec: LaunchSpec) -> str:
+    """The profile's sandbox, but ``danger-full-access`` for ``read`` and ``edit`` inside
+    teamctl's sandbox: codex's own bubblewrap cannot map its uids inside our user namespace
+    (every command would fail), and ours is the boundary — the workdir the only writable
+    project path, read-only for ``read`` (docs/permissions.md). (``ask`` there: refused by
+    the team file.)"""
+    from runtimes.sandbox_host import SandboxHost
+
+    if isinstance(spec.host, SandboxHost) and spec.permissions in ("read", "edit"):
+        return "danger-full-access"
+    return SANDBOX[spec.permissions]
 _OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
 _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
 
@@ -100,7 +113,7 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
         if isinstance(features, dict):
             features.setdefault("multi_agent", False)
     if spec.permissions in SANDBOX and spec.permissions != "full":  # full: exec's flag
-        config["sandbox_mode"] = SANDBOX[spec.permissions]
+        config["sandbox_mode"] = sandbox_mode(spec)
         config["approval_policy"] = APPROVAL_POLICY.get(spec.permissions, "never")
     return config
 

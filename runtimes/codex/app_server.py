@@ -64,11 +64,11 @@ from runtimes.base import (
 )
 from runtimes.codex._shared import (
     APPROVAL_POLICY,
-    SANDBOX,
     api_status,
     build_env,
     check_login,
     codex_member_home,
+    sandbox_mode,
     sandbox_refusal,
 )
 from runtimes.kit import OperatorBridge, UsageStop, retryable_status, spawn_member, starting
@@ -192,7 +192,7 @@ class CodexAppServer(StdioJsonProcess):
         way, so a changed permission profile or role applies to a resumed thread too."""
         settings: dict[str, Any] = {
             "cwd": str(self._spec.workdir), "model": self._spec.model,
-            "sandbox": SANDBOX[self._spec.permissions],
+            "sandbox": sandbox_mode(self._spec),
             "approvalPolicy": APPROVAL_POLICY.get(self._spec.permissions, "never"),
             "developerInstructions": self._spec.prompt}
         if self._session_id:

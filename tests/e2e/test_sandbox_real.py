@@ -6,13 +6,16 @@ own checks off: the sandbox is the boundary)."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import REPO
 from tests.e2e.conftest import claude_member, codex_member, opencode_member
 
 if TYPE_CHECKING:
@@ -87,3 +90,46 @@ def test_real_opencode_sandboxed_writes_only_its_workdir(
                              **SANDBOXED)
     assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
     _writes_stay_inside(teamctl, "o", outside)
+
+
+def _try(step: str) -> str:
+    """A command that makes one escape attempt (fixtures/escape.py) and prints its answer."""
+    code = (f"import sys; sys.path.insert(0, {str(REPO / 'fixtures')!r}); import escape; "
+            f"print(escape.attempt({step!r}))")
+    return shlex.join([sys.executable, "-c", code])
+
+
+def test_real_claude_with_an_allowlist_reaches_its_api_through_the_proxy_only(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic) -> None:
+    """``network = "allowlist"``: the real Claude in an empty network namespace answers its
+    turns (its fake API at 127.0.0.1:PORT, through the relay and its egress proxy); a command
+    it runs is refused a host outside the list by the proxy (403, ``egress_denied`` logged)
+    and cannot open a TCP connection out at all."""
+    member = claude_member("c", claude_bin, anthropic, network="allowlist",
+                           allow_hosts=["pypi.org"], sandbox_ro=[str(REPO / "fixtures")],
+                           **SANDBOXED)
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
+    assert "pong: through the proxy" in _send(teamctl, "c", "through the proxy")
+    reply = _send(teamctl, "c", f"DO_BASH {_try('TRY proxy example.com:443')}")
+    assert "try proxy example.com:443: ok HTTP/1.1 403" in reply, reply
+    reply = _send(teamctl, "c", f"DO_BASH {_try('TRY tcp 1.1.1.1:443')}")
+    assert "try tcp 1.1.1.1:443: refused ENETUNREACH" in reply, reply
+    denied = [e for e in teamctl.log_events() if e.get("event") == "egress_denied"]
+    assert [(e["member"], e["host"]) for e in denied] == [("c", "example.com")], denied
+
+
+def test_real_codex_sandboxed_edit_and_read_run_commands(
+        teamctl: Teamctl, codex_bin: Path, responses: FakeResponses, outside: Path) -> None:
+    """Codex's own bubblewrap cannot start inside ours ("setting up uid map: Operation not
+    permitted": every command failed), so inside a sandbox ``edit`` and ``read`` run
+    danger-full-access with teamctl's boundary deciding: ``edit`` writes and runs commands
+    in its workdir and nowhere else; ``read`` runs commands but its workdir is read-only."""
+    members = [codex_member(name, codex_bin, responses, sandbox="process", permissions=name)
+               for name in ("edit", "read")]
+    assert teamctl.run("launch", str(teamctl.write_team("e2e", members))).returncode == 0
+    replies = _writes_stay_inside(teamctl, "edit", outside)
+    assert "uid map" not in "".join(replies.values()), replies
+    target = teamctl.workdir / "read.txt"
+    reply = _send(teamctl, "read", f"DO_BASH echo ran-$((6 * 7)) && touch {target}")
+    assert "ran-42" in reply and "Read-only file system" in reply, reply
+    assert not target.exists()

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.config import load_team_file
 from orchestrator.errors import TeamFileError
-from runtimes.sandbox_host import mcp_toolchain, probe
+from runtimes.sandbox_host import describe, mcp_toolchain, member_policy, probe
 from runtimes.sandbox_plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
 
 if TYPE_CHECKING:
@@ -192,3 +192,56 @@ def test_a_node_cli_sandboxed_still_has_the_python_that_runs_teamctl_mcp(
     tools = toolchain("/usr/bin/node", "/usr/bin", extra=mcp_toolchain())
     assert venv in tools
     assert base in tools
+
+
+def _runtime_team(tmp_path: Path, runtime: str, keys: str) -> Path:
+    path = tmp_path / "team.toml"
+    path.write_text(f'[team]\nname = "t"\n[[members]]\nname = "a"\nruntime = "{runtime}"\n'
+                    f"{keys}\n")
+    return path
+
+
+def test_a_sandboxed_codex_asking_is_refused_naming_why(tmp_path: Path) -> None:
+    """Codex's ``ask`` is its own sandbox's refusals turned into questions, and its own
+    sandbox cannot start inside teamctl's: the team file is refused, saying what to use; a
+    sandboxed Claude member may ask (its questions are its own permission rules)."""
+    keys = 'sandbox = "process"\npermissions = "ask"\ntransport = "app-server"'
+    with pytest.raises(TeamFileError, match=r"cannot run sandboxed: codex asks through its "
+                                            r"own sandbox.*use \"edit\" or \"full\""):
+        load_team_file(_runtime_team(tmp_path, "codex", keys))
+    load_team_file(_runtime_team(tmp_path, "codex", 'sandbox = "process"\npermissions = "edit"'))
+    load_team_file(_runtime_team(tmp_path, "claude", 'sandbox = "process"\npermissions = "ask"'))
+
+
+@pytest.mark.parametrize("network", ["off", "allowlist"])
+def test_opencode_with_its_network_cut_is_refused_naming_why(tmp_path: Path,
+                                                              network: str) -> None:
+    """teamctl talks to ``opencode serve`` on loopback, which an empty network namespace
+    hides: ``network = "off" | "allowlist"`` is refused for it (a member that could never
+    become ready), ``on`` is not."""
+    with pytest.raises(TeamFileError, match=f'network = "{network}" is not supported for '
+                                            "opencode yet: teamctl talks to its server"):
+        load_team_file(_runtime_team(tmp_path, "opencode",
+                                     f'sandbox = "process"\nnetwork = "{network}"'))
+    load_team_file(_runtime_team(tmp_path, "opencode", 'sandbox = "process"\nnetwork = "on"'))
+
+
+def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
+    """``permissions = "read"`` in a sandbox: the kernel binds the workdir read-only (what
+    keeps a Codex member read-only, its own sandbox being off inside ours); its runtime home
+    stays writable; ``teamctl doctor`` lists the workdir under read-only."""
+    work, state = tmp_path / "work", tmp_path / "state"
+    policy = member_policy(workdir=work, runtime_home=state / "members" / "t" / "a",
+                           state_root=state, others=(), paths={"rw": [], "ro": [], "hide": []},
+                           runtime="codex", login="isolated", permissions="read")
+    argv = bwrap_argv("bwrap", policy, ["codex"])
+    assert _at(argv, "--ro-bind", str(work), str(work)) > 0
+    assert _at(argv, "--bind", str(state / "members" / "t" / "a"),
+               str(state / "members" / "t" / "a")) > 0
+    view = describe(policy, "/usr/bin/true", "/usr/bin")
+    assert str(work) in view["ro"] and str(work) not in view["rw"]
+    edit = bwrap_argv("bwrap", member_policy(
+        workdir=work, runtime_home=state, state_root=state, others=(),
+        paths={"rw": [], "ro": [], "hide": []}, runtime="codex", login="isolated",
+        permissions="edit"), ["codex"])
+    assert _at(edit, "--bind", str(work), str(work)) > 0
