@@ -153,6 +153,13 @@ class Spend(_Doc):
     budget_tokens: int | None = None
 
 
+class EgressStatus(_Doc):
+    """A sandboxed member's egress proxy (docs/security.md, "The network boundary")."""
+
+    allowed: int = Field(description="connections the policy allowed")
+    denied: int = Field(description="refused by the policy (egress_denied in the log)")
+
+
 class MemberStatus(_Doc):
     """One member on the four axes (delivery is per message: see ``history``)."""
 
@@ -164,6 +171,9 @@ class MemberStatus(_Doc):
     sandbox: str | None = Field(default=None, description="the OS boundary around it: "
                                 "\"process, network on\" (bubblewrap; its network mode); "
                                 "null: none (docs/security.md)")
+    egress: EgressStatus | None = Field(default=None, description="its egress proxy's "
+                                        "connections since its team was placed (network off "
+                                        "or allowlist; null: none)")
     pid: int | None
     launch: Launch
     liveness: Liveness

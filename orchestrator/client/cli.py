@@ -67,7 +67,9 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += [f"  {m['name']}: task {m['task']}" for m in members if m.get("task")]
-    lines += [f"  {m['name']}: sandbox {m['sandbox']}" for m in members if m.get("sandbox")]
+    lines += [f"  {m['name']}: sandbox {m['sandbox']}" + (
+        f" (egress: {m['egress']['allowed']} allowed, {m['egress']['denied']} denied)"
+        if m.get("egress") else "") for m in members if m.get("sandbox")]
     lines += [f"  {m['name']}: {m[key]}" for m in members
               for key in ("hold", "error", "activity", "note") if m.get(key)]
     return lines

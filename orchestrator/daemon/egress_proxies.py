@@ -22,6 +22,7 @@ import structlog
 from orchestrator.daemon.egress import EgressLimits, EgressProxy
 from orchestrator.daemon.egress_policy import EgressPolicy
 from orchestrator.paths import ensure_private_dir
+from orchestrator.wire import EgressStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -94,3 +95,9 @@ class EgressProxies:
     def counts(self, team: str, member: str) -> EgressCounts | None:
         running = self._running.get((team, member))
         return None if running is None else running[0].counts
+
+    def status(self, team: str, member: str) -> EgressStatus | None:
+        """``member``'s counts as ``teamctl status`` shows them; None without a proxy."""
+        counts = self.counts(team, member)
+        return None if counts is None else EgressStatus(allowed=counts.allowed,
+                                                        denied=counts.denied)

@@ -204,6 +204,7 @@ class Daemon:
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local)
             teams, approvals = core.teams, core.approvals
+            teams.egress_of = self._egress.status
             uploads = ensure_private_dir(self.home.root / "uploads")
 
             def live_view() -> WebServer:

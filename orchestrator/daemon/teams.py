@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.store import AsyncStore
     from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.wire import EgressStatus
 
 __all__ = ["Teams"]
 
@@ -70,6 +71,7 @@ class Teams:
         self.resolve_member = roster.resolve_member
         # each member's current task, by member (the board's; set by build_core)
         self.tasks_of: Callable[[str], Awaitable[dict[str, str]]] | None = None
+        self.egress_of: Callable[[str, str], EgressStatus | None] | None = None
 
     def running(self, team: str) -> TeamConfig | None:
         """The running team named ``team`` (None if it does not run)."""
@@ -168,6 +170,9 @@ class Teams:
         queued = await self._store.queued_counts(team)
         members = [state.snapshot(queued.get(state.name, 0))
                    for state in self._supervisor.members(team)]
+        if self.egress_of is not None:  # sandboxed members' proxies: allowed and denied
+            members = [m.model_copy(update={"egress": self.egress_of(team, m.name)})
+                       for m in members]
         if self.tasks_of is not None:  # the board: each member's current task
             tasks = await self.tasks_of(team)
             members = [m.model_copy(update={"task": tasks.get(m.name)}) for m in members]

@@ -88,6 +88,22 @@ def test_an_allowlisted_member_reaches_its_api_and_nothing_else(
     assert shown.returncode == 0 and "egress_denied" in shown.stdout
 
 
+def test_status_shows_a_members_network_and_its_proxys_counts(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """``teamctl status`` shows a sandboxed member's network mode and how many connections
+    its egress proxy allowed and denied (``egress`` in ``--json``; null without a proxy)."""
+    with _servers() as (api, other):
+        _launch(teamctl, tmp_path, network="allowlist", allow_hosts=[f"127.0.0.1:{api}"])
+        _tries(teamctl, f"proxy 127.0.0.1:{api}", f"proxy 127.0.0.1:{api}",
+               f"proxy 127.0.0.1:{other}")
+    member = teamctl.json("status")["teams"][0]["members"][0]
+    assert member["sandbox"] == "process, network allowlist"
+    assert member["egress"] == {"allowed": 2, "denied": 1}
+    shown = teamctl.run("status")
+    assert "a: sandbox process, network allowlist (egress: 2 allowed, 1 denied)" \
+        in shown.stdout, shown.stdout
+
+
 def test_a_member_with_network_off_reaches_only_its_provider(
         teamctl: Teamctl, tmp_path: Path) -> None:
     """``network = "off"``: the provider (its ``ANTHROPIC_BASE_URL``) and nothing else — not
