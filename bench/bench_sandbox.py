@@ -1,6 +1,10 @@
 """Issue 29a figures: a member's start with and without ``sandbox = "process"`` (the fake Claude
 on a real daemon: ``member_starting`` → ``member_ready`` in the daemon's log, median of 20
-restarts each), and a turn's round trip (``send --wait``) inside the sandbox and outside it."""
+restarts each), and a turn's round trip (``send --wait``) inside the sandbox and outside it.
+
+``--real``: the same start for each real CLI (``make e2e`` installs them; Claude, Codex and
+OpenCode against the e2e fake APIs, ``permissions = "full"``), median of ``REAL_RUNS``
+restarts each with and without the sandbox (5: a real CLI's start is seconds, not ms)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from orchestrator.paths import Home
 from tests.conftest import fakes_path
 
 RUNS = 20
+REAL_RUNS = 5
 
 
 def _team(directory: Path) -> Path:
@@ -64,10 +69,7 @@ def main() -> None:
         env["PATH"] = fakes_path(env.get("PATH", ""))  # the fake's python3, not a shim
         ctl = Home(Path(env["TEAMCTL_HOME"]))
         teamctl(env, "launch", str(_team(Path(env["TEAMCTL_BENCH_DIR"]))))
-        for member in ("plain", "boxed"):
-            for run in range(RUNS):
-                client.call(ctl, "restart", {"team": "bench", "member": member})
-                _wait_ready(ctl, member, run + 2)
+        _restarts(ctl, ["plain", "boxed"], RUNS)
         log = ctl.logs / "teamctl.jsonl"
         plain, boxed = median(_starts(log, "plain")[1:]), median(_starts(log, "boxed")[1:])
         figure("member_start_ms_fake_claude", plain)
@@ -80,5 +82,54 @@ def main() -> None:
         figure("sandbox_turn_overhead_ms", turn_boxed - turn_plain)
 
 
+def _restarts(ctl: Home, members: list[str], runs: int) -> None:
+    for member in members:
+        for run in range(runs):
+            client.call(ctl, "restart", {"team": "bench", "member": member})
+            _wait_ready(ctl, member, run + 2)
+
+
+def real() -> None:
+    """Each real CLI's start (member_starting → member_ready), plain and sandboxed."""
+    from contextlib import ExitStack
+
+    from tests.conftest import team_toml
+    from tests.e2e import conftest as e2e
+    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.e2e.fake_chat import FakeChat
+    from tests.e2e.fake_responses import FakeResponses
+
+    cache = REPO / ".cache" / "e2e"
+    with home() as env, ExitStack() as stack:
+        claude, codex, chat = (stack.enter_context(api()) for api in
+                               (FakeAnthropic, FakeResponses, FakeChat))
+        members = []
+        for sandbox in ("none", "process"):
+            extra = {"sandbox": sandbox, "permissions": "full"}
+            members += [
+                e2e.claude_member(f"claude-{sandbox}", cache / "claude/node_modules/.bin/claude",
+                                  claude, **extra),
+                e2e.codex_member(f"codex-{sandbox}", cache / "codex/node_modules/.bin/codex",
+                                 codex, **extra),
+                e2e.opencode_member(f"opencode-{sandbox}",
+                                    cache / "opencode/node_modules/.bin/opencode", chat,
+                                    model="fake/text-model", vision=False, **extra)]
+        path = Path(env["TEAMCTL_BENCH_DIR"]) / "bench.toml"
+        path.write_text(team_toml("bench", members))
+        env["TEAMCTL_OPENCODE_STOP_GRACE"] = "0"
+        ctl = Home(Path(env["TEAMCTL_HOME"]))
+        teamctl(env, "launch", str(path))
+        _restarts(ctl, [str(m["name"]) for m in members], REAL_RUNS)
+        log = ctl.logs / "teamctl.jsonl"
+        for runtime in ("claude", "codex", "opencode"):
+            plain = median(_starts(log, f"{runtime}-none")[1:])
+            boxed = median(_starts(log, f"{runtime}-process")[1:])
+            figure(f"member_start_ms_real_{runtime}", plain)
+            figure(f"member_start_ms_real_{runtime}_sandboxed", boxed)
+
+
 if __name__ == "__main__":
-    main()
+    if "--real" in sys.argv[1:]:
+        real()
+    else:
+        main()
