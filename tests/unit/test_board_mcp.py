@@ -42,7 +42,8 @@ class _Caller:
         self.checked: list[str] = []
         self.foreign: set[str] = set()
 
-    async def check_caller(self, token: str, pid: int | None) -> None:
+    async def check_caller(self, token: str, pid: int | None, *,
+                           socket_member: tuple[str, str] | None = None) -> None:
         self.checked.append(token)
         if token in self.foreign:
             raise MessageRefused("mcp_token_not_yours", "not this member's process")
