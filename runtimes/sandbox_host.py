@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["SandboxHost", "SandboxSupport", "describe", "login_paths", "member_policy", "probe",
            "probe_once"]
 
+INSIDE_MCP_HOME = "/run/teamctl/mcp"  # where a sandboxed member's teamctl mcp finds its socket
+SOCKET_NAME = "teamctl.sock"  # (orchestrator.paths.Home.socket's name)
+
 _PROBE_TIMEOUT = 10.0
 _PROBED: dict[str, SandboxSupport] = {}
 
@@ -170,7 +173,7 @@ class SandboxHost:
     base: Host
     member: str
     policy: SandboxPolicy
-    mcp_home: Path
+    mcp_home: Path  # here: the dir of the member's own socket (bound in at INSIDE_MCP_HOME)
     bwrap: str = "bwrap"
     network: NetworkPlan = NETWORK_ON
     extra_toolchain: tuple[Path, ...] = field(default_factory=mcp_toolchain)
@@ -199,8 +202,12 @@ class SandboxHost:
         """The bubblewrap command line that runs ``argv`` inside (its toolchain from its
         executable and ``env``'s PATH)."""
         tools = toolchain(argv[0], env.get("PATH", os.defpath), extra=self.extra_toolchain)
+        # the member's own socket at a short fixed path inside, whatever the length of its
+        # path here (a Unix socket's path is at most 108 bytes, connect()'s too)
+        mcp = ("--bind", str(self.mcp_home / SOCKET_NAME), f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
+        network = replace(self.network, bwrap_args=(*mcp, *self.network.bwrap_args))
         return bwrap_argv(self.bwrap, replace(self.policy, toolchain=tools), argv,
-                          network=self.network)
+                          network=network)
 
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:
@@ -242,9 +249,11 @@ class SandboxHost:
 
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
-        """The base host's ``teamctl mcp``, pointed at this member's own socket."""
-        return self.base.mcp_server(token, home=self.mcp_home, socket=self.mcp_home /
-                                    socket.name, state_dir=state_dir)
+        """The base host's ``teamctl mcp``, pointed at this member's own socket (as the
+        member sees it: bound in at ``INSIDE_MCP_HOME``)."""
+        inside = Path(INSIDE_MCP_HOME)
+        return self.base.mcp_server(token, home=inside, socket=inside / SOCKET_NAME,
+                                    state_dir=state_dir)
 
     async def forwarder(self) -> int | None:
         return await self.base.forwarder()

@@ -79,7 +79,8 @@ class EgressProxies:
 
         self._tg.start_soon(serve, name=f"egress proxy {team}/{member}")
         self._running[(team, member)] = (proxy, scope)
-        log.info("egress_proxy_serving", team=team, member=member, allowed=policy.describe())
+        log.info("egress_proxy_serving", team=team, member=member, allowed=policy.describe(),
+                 socket=str(proxy.path))
         return proxy.path
 
     async def close(self, team: str, member: str) -> None:

@@ -126,7 +126,7 @@ class Daemon:
         if team.member_sandbox(member) == "none" or self._member_sockets is None:
             return host
         member_dir = self.home.member_dir(team.name, member.name)
-        mcp_home = Home(member_dir / "mcp")
+        mcp_home = Home(self._member_sockets.directory(team.name, member.name, member_dir))
         self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
         policy = member_policy(
             workdir=team.member_workdir(member), runtime_home=member_dir,

@@ -11,6 +11,9 @@ socket, and nothing else the operator's CLI may do.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -20,17 +23,27 @@ from orchestrator.paths import ensure_private_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
-    from pathlib import Path
 
     from anyio.abc import TaskGroup
 
     from orchestrator.daemon.connections import Connection
 
-__all__ = ["MemberSockets"]
+__all__ = ["MemberSockets", "socket_dir"]
 
 log = structlog.get_logger("teamctl.member_sockets")
 
 _MAX_CONNECTIONS = 16  # a member's MCP servers (one per CLI process that starts one)
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
+
+
+def socket_dir(member_dir: Path) -> Path:
+    """Where a member's own socket is bound: ``member_dir/mcp`` when the socket's path there
+    fits the kernel's limit, else a fresh private ``mkdtemp`` (0700, random name) — a long
+    ``TEAMCTL_HOME`` never makes the bind fail (the sandbox binds it in at a short path)."""
+    candidate = member_dir / "mcp"
+    if len(os.fsencode(candidate / "teamctl.sock")) <= _SOCKET_PATH_MAX:
+        return candidate
+    return Path(tempfile.mkdtemp(prefix="tc-mcp-"))
 
 
 class MemberSockets:
@@ -41,6 +54,12 @@ class MemberSockets:
         self._idle_timeout = idle_timeout
         self._serving: dict[tuple[str, str], Path] = {}
         self.handler: Callable[[Connection, str, str], Awaitable[None]] | None = None
+
+    def directory(self, team: str, member: str, member_dir: Path) -> Path:
+        """The dir of the member's socket: the one it is served in already, else
+        ``socket_dir`` (a member's restarts keep one socket)."""
+        serving = self._serving.get((team, member))
+        return serving.parent if serving is not None else socket_dir(member_dir)
 
     def ensure(self, team: str, member: str, path: Path) -> Path:
         """Serve ``path`` for ``team``'s ``member`` (once; again for a new path)."""
@@ -54,7 +73,15 @@ class MemberSockets:
 
         socket = ControlSocket(path, handle, max_connections=_MAX_CONNECTIONS,
                                idle_timeout=self._idle_timeout)
-        self._tg.start_soon(socket.run, name=f"member socket {team}/{member}")
+
+        async def run() -> None:
+            try:
+                await socket.run()
+            except OSError as exc:  # the member's tools fail (typed, in its turn); the daemon
+                log.error("member_socket_failed", team=team, member=member,  # stays up
+                          socket=str(path), error=exc.strerror or str(exc))
+
+        self._tg.start_soon(run, name=f"member socket {team}/{member}")
         self._serving[(team, member)] = path
         log.info("member_socket_serving", team=team, member=member, socket=str(path))
         return path
