@@ -388,6 +388,24 @@ class VisionCatalogInfo(_Doc):
     entries: int
 
 
+class SandboxView(_Doc):
+    """What a sandboxed member will see (``sandbox = "process"``)."""
+
+    rw: list[str]
+    ro: list[str]
+    hidden: list[str]
+    network: str
+
+
+class SandboxSupport(_Doc):
+    """Whether ``sandbox = "process"`` can be had here (a real run of bubblewrap)."""
+
+    ok: bool
+    path: str | None
+    version: str | None
+    reason: str | None
+
+
 class MemberLogin(_Doc):
     member: str
     runtime: str
@@ -402,6 +420,8 @@ class MemberLogin(_Doc):
     version: str | None = None
     problem: str | None = Field(default=None, description="why it cannot start (doctor exits 1)")
     fix: str | None = None
+    sandbox: SandboxView | None = Field(default=None, description="a sandboxed member: what "
+                                        "it will see")
 
 
 class DoctorReport(_Doc):
@@ -412,6 +432,7 @@ class DoctorReport(_Doc):
     home: str
     daemon_running: bool
     members: list[MemberLogin] = []
+    sandbox: SandboxSupport | None = None
 
 
 class HostRuntime(_Doc):
