@@ -234,6 +234,7 @@ class Daemon:
             await tg.start(serve, name="control server")
             tg.start_soon(self._watch_signals, name="signals")
             await teams.resume_desired()
+            await core.router.route_owed_replies()
             self._announce_ready(notify_fd)
             await self._shutdown.wait()
             log.info("daemon_stopping")

@@ -71,6 +71,8 @@ class Router:
         self._pairs: dict[tuple[str, str, str], float] = {}
         # one send_message at a time per sender: a repeat is looked up before it is sent
         self._sending: defaultdict[tuple[str, str], anyio.Lock] = defaultdict(anyio.Lock)
+        # one reply routed at a time: a reply is looked up (owed or not) before it is sent
+        self._routing = anyio.Lock()
         # the board's task a member holds in progress (team, member → its id; None: none): a
         # message it sends belongs to that task (docs/board.md)
         self.working_on: Callable[[str, str], Awaitable[int | None]] | None = None
@@ -139,6 +141,28 @@ class Router:
             log.warning("reply_not_routed", team=delivery.team, message_id=delivery.message_id,
                         reason="the team is not running")
             return
+        async with self._routing:  # the owed-replies pass may route it too: once
+            owed = await self._store.owed_replies(delivery.team, delivery.message_id)
+            if any(d.member == delivery.member for d in owed):
+                await self._route(delivery, reply)
+
+    async def route_owed_replies(self) -> None:
+        """On daemon start: the replies a kill -9 left unrouted (the answer journaled, its
+        reply not yet) are routed now, once."""
+        async with self._routing:
+            for team in self._teams.names():
+                for delivery in await self._store.owed_replies(team):
+                    log.warning("reply_owed", team=team, message_id=delivery.message_id,
+                                member=delivery.member)
+                    try:
+                        await self._route(delivery, delivery.reply or "")
+                    except TeamctlError as exc:
+                        log.warning("reply_not_routed", team=team,
+                                    message_id=delivery.message_id, reason=exc.message)
+
+    async def _route(self, delivery: Delivery, reply: str) -> None:
+        origin = delivery.origin
+        assert origin.sender is not None
         # a reply is a hop too: whatever its receiver sends next is one deeper in the chain
         back = Origin(sender=delivery.member, kind="reply", chain_id=origin.chain_id,
                       depth=origin.depth + 1, reply_to=delivery.message_id)

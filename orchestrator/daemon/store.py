@@ -204,6 +204,18 @@ class Store(Journal):
             (delivery, sender, team, text, recipient)).fetchone()
         return None if row is None else str(row["id"])
 
+    def owed_replies(self, team: str, message_id: str | None = None) -> list[Delivery]:
+        """Teammates' messages answered whose reply was never journaled (the daemon died
+        between the answer and its reply), in journal order; ``message_id``: that one only."""
+        rows = self._db.execute(
+            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id"
+            " WHERE d.team = ? AND d.state = 'answered' AND m.sender IS NOT NULL"
+            " AND m.kind = 'message' AND (? IS NULL OR d.message_id = ?)"
+            " AND (d.message_id, d.member) NOT IN (SELECT reply_to, sender FROM messages"
+            " WHERE kind = 'reply' AND reply_to IS NOT NULL) ORDER BY m.seq",
+            (team, message_id, message_id)).fetchall()
+        return [delivery_of(r) for r in rows]
+
     def chain(self, message_id: str) -> list[Delivery]:
         """Every delivery of the chain ``message_id`` belongs to, in journal order."""
         rows = self._db.execute(
@@ -408,6 +420,9 @@ class AsyncStore(TeamJournal, WorktreeJournal):
     async def sent_from(self, team: str, delivery: str, sender: str, recipient: str,
                         text: str) -> str | None:
         return await self.call(self._store.sent_from, team, delivery, sender, recipient, text)
+
+    async def owed_replies(self, team: str, message_id: str | None = None) -> list[Delivery]:
+        return await self.call(self._store.owed_replies, team, message_id)
 
     async def chain(self, message_id: str) -> list[Delivery]:
         return await self.call(self._store.chain, message_id)

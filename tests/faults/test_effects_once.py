@@ -83,6 +83,41 @@ def test_a_daemon_killed_mid_turn_continues_the_turn_and_its_message_reaches_the
     assert [r["content"] for r in session].count(request) == 1, "not the message twice"
 
 
+def test_a_reply_journaled_answered_but_not_routed_when_the_daemon_died_is_routed_once(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """The defect: a kill -9 between the reviewer's answer being journaled and its reply being
+    routed lost the reply for good (the answer was kept, the reply never sent). Now the
+    restarted daemon routes the reply it owes, once. The journal is left as that kill leaves
+    it: the routed reply's rows removed from a settled exchange."""
+    import sqlite3
+
+    team = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    request = f"MCP send_message {json.dumps({'to': 'rev', 'text': 'review the form'})}"
+    teamctl.run("send", "lead", request)
+    sent = follow_logs.wait_for(lambda e: e["event"] == "teammate_message")
+    follow_logs.wait_for(lambda e: e["event"] == "reply_routed")
+    _settle(teamctl, "rev", "lead")
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    _kill(daemon)
+    with sqlite3.connect(teamctl.home / "state.db") as db:
+        [(reply,)] = db.execute("SELECT id FROM messages WHERE reply_to = ?",
+                                (sent["message_id"],)).fetchall()
+        db.execute("DELETE FROM deliveries WHERE message_id = ?", (reply,))
+        db.execute("DELETE FROM messages WHERE id = ?", (reply,))
+    db.close()
+
+    _start_daemon(teamctl)
+    routed = follow_logs.wait_for(lambda e: e["event"] == "reply_routed"
+                                  and e.get("message_id") != reply, timeout=60)
+    assert routed["reply_to"] == sent["message_id"]
+    _settle(teamctl, "lead")
+    replies = [m for m in teamctl.json("history", "lead")["messages"] if m["kind"] == "reply"]
+    assert [m["text"].split(":")[0] for m in replies] == [
+        f"reply from rev to {sent['message_id']}"], "the owed reply, once"
+
+
 def test_a_member_killed_mid_turn_gets_a_continuation_without_its_images(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
     """The member's process dies mid-turn: the restarted CLI resumes the session and is told
