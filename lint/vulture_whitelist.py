@@ -81,3 +81,4 @@ lease_until  # TaskDoc, TaskListDoc, TaskShowDoc: --json fields (wire.py)
 tasks
 next_after
 depends_on
+egress  # MemberStatus.egress: the status --json field, set by keyword (wire.py)
