@@ -75,6 +75,15 @@ async def _turn_with(c: Core, member: str, needle: str) -> str:
     return next(t for t in _texts(c, member) if needle in t)
 
 
+async def _ready(c: Core, member: str, timeout: float = 10) -> None:
+    """Wait (bounded) until the member's turn is over: it reads ``ready`` (``_turn_with``
+    returns as soon as the turn is sent, while the member is still busy in it)."""
+    state = c.supervisor.member("web", member)
+    with anyio.fail_after(timeout):
+        while state.readiness != "ready":
+            await state.changed().wait()
+
+
 async def _status(c: Core, task_id: int) -> tuple[str, str | None, int | None]:
     task = (await _board(c).get(task_id)).task
     return task.status, task.owner, task.epoch
@@ -179,20 +188,26 @@ async def test_no_task_is_handed_to_a_held_or_busy_member(tmp_path: Path) -> Non
 
 async def test_a_released_task_cools_down_before_it_is_handed_back(tmp_path: Path) -> None:
     """A task the member released itself is not handed to it again within offer_cooldown
-    (no offer storm); after the cooldown it is."""
+    (no offer storm); after the cooldown it is (once), on the member's next idle look."""
     async with _running(tmp_path, [{"name": "dev", "claims": True}],
                         offer_cooldown=300) as c:
         board = _board(c)
         assert c.mailbox.on_idle is not None
         task = await board.create("web", "x", created_by=OPERATOR)
         await _turn_with(c, "dev", f"you now own task T{task.id}")
+        await _ready(c, "dev")  # idle, so a refusal below is the cooldown's, not "busy"
         await board.release(task.id, by=Actor("dev"), reason="not mine")
         assert not await c.mailbox.on_idle("web", "dev")
         assert await _status(c, task.id) == ("pending", None, None)
         later = board.clock() + 301
         board.clock = lambda: later
-        assert await c.mailbox.on_idle("web", "dev")
-        assert await _status(c, task.id) == ("in_progress", "dev", 1)
+        c.mailbox.poke("web", "dev")  # its queue looks again (its own runner calls on_idle)
+
+        async def handed_back() -> bool:
+            return await _status(c, task.id) == ("in_progress", "dev", 1)
+        await _until(c, handed_back)
+        offered = [e for e in (await board.get(task.id)).events if e.kind == "offered"]
+        assert len(offered) == 2, "handed once, then once again after the cooldown"
 
 
 # -- the check before done ------------------------------------------------------------------------
