@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,21 +20,6 @@ CODEX_VERSION = "0.171.0"
 OPENCODE_VERSION = "1.18.33"
 QWEN_VERSION = "0.24.4"
 _CACHE = Path(__file__).resolve().parents[2] / ".cache" / "e2e"
-
-
-@pytest.fixture
-def tmp_path() -> Iterator[Path]:
-    """Each e2e test's directory (its teamctl home, its workdirs) under /var/tmp, not /tmp:
-    with a system bubblewrap present, Codex sandboxes commands with it and needs its helper
-    links in CODEX_HOME, which it refuses to create under /tmp ("Refusing to create helper
-    binaries under temporary dir") — every command of an edit or read member then fails with
-    "bwrap: execvp codex-linux-sandbox". A member's CODEX_HOME is in the teamctl home
-    (docs/runtimes.md, Codex)."""
-    path = Path(tempfile.mkdtemp(prefix="teamctl-e2e-", dir="/var/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,22 @@ def outside() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Each e2e test's directory (its teamctl home, its workdirs) under /var/tmp, not /tmp:
+    with a system bubblewrap present, Codex sandboxes commands with it and needs its helper
+    links in CODEX_HOME, which it refuses to create under /tmp ("Refusing to create helper
+    binaries under temporary dir") — every command of an edit or read member then fails with
+    "bwrap: execvp codex-linux-sandbox". A member's CODEX_HOME is in the teamctl home
+    (docs/runtimes.md, Codex). Only here: the other e2e tests run no command in
+    codex's own sandbox, and the SSH ones want the long default path."""
+    path = Path(tempfile.mkdtemp(prefix="teamctl-e2e-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 PROFILES = ("read", "edit", "full")
 EXPECTED = {("read", "inside"): False, ("read", "outside"): False,
             ("edit", "inside"): True, ("edit", "outside"): False,
