@@ -140,6 +140,9 @@ def main(args: list[str]) -> int:
     for listener, port in [(proxy, None), *mapped]:
         threading.Thread(target=_accept, args=(listener, path, port), daemon=True).start()
     url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    # this process is the member's own first process inside the sandbox: its environment is
+    # already the member's minimal one (built by the adapter, never the daemon's) — passed on
+    # with the proxy variables added
     env = dict(os.environ)
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
         env[name] = url
