@@ -49,6 +49,7 @@ __all__ = [
     "BudgetReached",
     "Capabilities",
     "Description",
+    "DocumentPart",
     "ExecutableNotFound",
     "Host",
     "HostUnavailable",
@@ -106,6 +107,11 @@ class Capabilities:
     image_purpose: str = ""
     inline_base64: bool = False
     max_payload_bytes: int | None = None
+    # documents the transport carries natively (docs/documents.md): ``application/pdf`` (a
+    # Claude ``document`` block, an OpenCode ``file`` part, an ACP embedded resource) and
+    # ``text/plain`` (a text document block or resource); anything else reaches the member
+    # derived (page images through the image path, the text page by page, as text)
+    document_mimes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -316,7 +322,24 @@ class ImagePart:
     anchor: int | None = None
 
 
-PreparedPart = TextPart | ImagePart
+@dataclass(frozen=True)
+class DocumentPart:
+    """A document the runtime carries natively (its route is ``native``): a PDF's bytes
+    (``application/pdf``) or a text file as UTF-8 (``text/plain``), verified against its
+    sha256. Documents that reach a member derived arrive as ImageParts (the pages) and a
+    TextPart (their text), never as this."""
+
+    mime: str
+    name: str
+    sha256: str
+    data: bytes = field(repr=False)
+    pages: int | None = None  # a PDF's page count
+    # its ``[Doc #N]`` number and anchor, as for ImagePart
+    number: int = 1
+    anchor: int | None = None
+
+
+PreparedPart = TextPart | ImagePart | DocumentPart
 
 
 @dataclass(frozen=True)
