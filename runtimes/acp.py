@@ -10,8 +10,9 @@ with teamctl's MCP server. An agent answering "authentication required" (-32000)
 when the agent advertises it among its models, else the preset's variable; its mode: the
 "default" mode (every tool asks) for every profile but ``full`` ("yolo"), when offered.
 
-A turn is ``session/prompt`` with text and image blocks (the planned variant's bytes, base64),
-answered at the turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
+A turn is ``session/prompt`` with text and image blocks (the planned variant's bytes, base64)
+and documents as embedded resources (only to an agent with ``embeddedContext``), answered at the
+turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
 noted) → the reply accumulated from ``agent_message_chunk``; refusal → a failed turn; cancelled
 → stuck (or over budget). Every line is activity; a silent turn gets ``session/cancel`` before
 the process is killed. Usage: the chunks' ``_meta.usage`` (Qwen Code), the prompt's ``usage``,
@@ -27,6 +28,7 @@ import base64
 import re
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
+from urllib.parse import quote
 
 import anyio
 import structlog
@@ -36,6 +38,7 @@ from orchestrator.contracts import (
     ApprovalRequest,
     BudgetReached,
     Capabilities,
+    DocumentPart,
     ImagePart,
     LaunchSpec,
     ProtocolError,
@@ -62,6 +65,7 @@ from runtimes.acp_launch import (
     tool_paths,
 )
 from runtimes.base import OnSent, owned_process
+from runtimes.documents import refused, safe_name, utf8_text
 from runtimes.kit import (
     Adapter,
     OperatorBridge,
@@ -76,7 +80,7 @@ from runtimes.kit_stdio import StdioJsonProcess, Waiter
 if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime"]
+__all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime", "resource_block"]
 
 log = structlog.get_logger("teamctl.runtime.acp")
 
@@ -100,6 +104,8 @@ class AcpRuntime(Adapter, runtime="acp"):
         image_purpose="acp-image-block",
         inline_base64=True,  # base64 image blocks inside the one session/prompt line
         max_payload_bytes=_MAX_PAYLOAD_BYTES,
+        # per agent: its promptCapabilities.embeddedContext, checked at each turn
+        document_mimes=frozenset({"application/pdf", "text/plain"}),
     )
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[AcpAgentProcess]:
@@ -155,8 +161,16 @@ class AcpAgentProcess(StdioJsonProcess):
 
     @property
     def image_input(self) -> bool:
+        return self._prompt_capability("image")
+
+    @property
+    def embedded_context(self) -> bool:
+        """The agent takes embedded resources in a prompt (its documents)."""
+        return self._prompt_capability("embeddedContext")
+
+    def _prompt_capability(self, name: str) -> bool:
         prompt = self.capabilities.get("promptCapabilities") or {}
-        return isinstance(prompt, dict) and prompt.get("image") is True
+        return isinstance(prompt, dict) and prompt.get(name) is True
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 
@@ -294,6 +308,12 @@ class AcpAgentProcess(StdioJsonProcess):
                                      retryable=False)
                 blocks.append({"type": "image", "mimeType": part.mime,
                                "data": base64.b64encode(part.data).decode("ascii")})
+            elif isinstance(part, DocumentPart):
+                if not self.embedded_context:
+                    agent = self.agent_name or "ACP"
+                    raise refused(self._spec.member, part, f"the agent ({agent}) does not take "
+                                  "documents (its promptCapabilities has no embeddedContext)")
+                blocks.append(resource_block(part, self._spec.member))
             else:
                 assert_never(part)
         return blocks
@@ -464,6 +484,20 @@ class AcpAgentProcess(StdioJsonProcess):
                                    baseline=TokenUsage(), turn_tokens=True)
         if meter.reading(state.message_id, reading) and state.stop is not None:
             state.stop.request()
+
+
+def resource_block(part: DocumentPart, member: str) -> dict[str, Any]:
+    """An ACP embedded resource (``EmbeddedResource``: ``TextResourceContents`` with the text,
+    ``BlobResourceContents`` with base64 bytes). Its ``uri`` only names it — the content is
+    embedded — so it is a ``teamctl:`` URI, never a ``file:`` one an agent would try to open
+    (the document is in teamctl's store, not in the member's workdir)."""
+    uri = f"teamctl://doc/{part.sha256[:12]}/{quote(safe_name(part), safe='')}"
+    resource: dict[str, Any] = {"uri": uri, "mimeType": part.mime}
+    if part.mime == "text/plain":
+        resource["text"] = utf8_text(member, part)
+    else:
+        resource["blob"] = base64.b64encode(part.data).decode("ascii")
+    return {"type": "resource", "resource": resource}
 
 
 def _tokens(usage: dict[str, Any]) -> TokenUsage:

@@ -25,6 +25,7 @@ import structlog
 from orchestrator.contracts import (
     BudgetReached,
     Capabilities,
+    DocumentPart,
     ImagePart,
     LaunchSpec,
     MemberStartFailed,
@@ -53,6 +54,7 @@ from runtimes.claude_launch import (
     session_counter,
     write_files,
 )
+from runtimes.documents import utf8_text
 from runtimes.framing import encode_line
 from runtimes.kit import (
     Adapter,
@@ -91,6 +93,7 @@ class ClaudeRuntime(Adapter, runtime="claude"):
         image_purpose="claude-inline-image",
         inline_base64=True,
         max_payload_bytes=MAX_TURN_LINE_BYTES,
+        document_mimes=frozenset({"application/pdf", "text/plain"}),
     )
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[ClaudeProcess]:
@@ -127,27 +130,32 @@ class ClaudeRuntime(Adapter, runtime="claude"):
         return process
 
 
-def user_line(turn: Turn) -> dict[str, Any]:
+def user_line(turn: Turn, *, member: str = "") -> dict[str, Any]:
     """The stdin ``user`` line for a turn (SDK form, protocols/claude.md §3.1): the text, with
-    one base64 ``image`` content block right after the text that names it as ``[Image #N]``
-    (images it does not name after the text), never base64 as text."""
+    each image (a base64 ``image`` block) or native document (a ``document`` block) right after
+    the text that names it as ``[Image #N]`` / ``[Doc #N]`` (the unnamed ones after the text),
+    never base64 as text."""
     content: list[dict[str, Any]] = []
     text, cut = "", 0
     for part in turn.parts:
         if isinstance(part, TextPart):
             _text_block(content, text[cut:])
             text, cut = part.text, 0
-        elif isinstance(part, ImagePart):
-            end = len(text)
-            if part.anchor is not None and cut <= part.anchor <= end:
-                end = part.anchor
-            _text_block(content, text[cut:end])
-            cut = end
-            content.append({"type": "image", "source": {
+            continue
+        if isinstance(part, ImagePart):
+            block = {"type": "image", "source": {
                 "type": "base64", "media_type": part.mime,
-                "data": base64.b64encode(part.data).decode("ascii")}})
+                "data": base64.b64encode(part.data).decode("ascii")}}
+        elif isinstance(part, DocumentPart):
+            block = document_block(part, member)
         else:
             assert_never(part)
+        end = len(text)
+        if part.anchor is not None and cut <= part.anchor <= end:
+            end = part.anchor
+        _text_block(content, text[cut:end])
+        cut = end
+        content.append(block)
     _text_block(content, text[cut:])
     if not content:
         content.append({"type": "text", "text": ""})
@@ -157,6 +165,17 @@ def user_line(turn: Turn) -> dict[str, Any]:
         "parent_tool_use_id": None,
         "session_id": "",
     }
+
+
+def document_block(part: DocumentPart, member: str) -> dict[str, Any]:
+    """A Messages API ``document`` block: a PDF as base64, a text file as its text (the shape
+    Claude Code passes to the API unchanged, docs/runtimes.md "Documents")."""
+    if part.mime == "text/plain":
+        source = {"type": "text", "media_type": "text/plain", "data": utf8_text(member, part)}
+    else:
+        source = {"type": "base64", "media_type": part.mime,
+                  "data": base64.b64encode(part.data).decode("ascii")}
+    return {"type": "document", "source": source}
 
 
 def _text_block(content: list[dict[str, Any]], text: str) -> None:
@@ -265,7 +284,7 @@ class ClaudeProcess(StdioJsonProcess):
     async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
         if self._exited.is_set():
             raise self.exited()
-        line = encode_line(user_line(turn))
+        line = encode_line(user_line(turn, member=self._spec.member))
         if len(line) > MAX_TURN_LINE_BYTES:
             raise PayloadTooLarge(len(line), MAX_TURN_LINE_BYTES)  # before a broken pipe
         state = self._turn = _TurnState(turn.message_id)

@@ -40,6 +40,7 @@ import structlog
 from orchestrator.contracts import (
     BudgetReached,
     Capabilities,
+    DocumentPart,
     ImagePart,
     LaunchSpec,
     MemberStartFailed,
@@ -65,6 +66,7 @@ from runtimes.base import (
     token_count,
     unwrap_group,
 )
+from runtimes.documents import refused, safe_name
 from runtimes.framing import iter_lines
 from runtimes.kit import (
     Adapter,
@@ -112,6 +114,7 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
         image_purpose="opencode-file-part",
         inline_base64=True,  # data URLs inside one JSON request
         max_payload_bytes=_MAX_PAYLOAD_BYTES,
+        document_mimes=frozenset({"application/pdf"}),
     )
 
     def __init__(self, *, spawner: Spawner = spawn_process,
@@ -437,6 +440,8 @@ class OpenCodeServer(MemberProcess):
                 parts.append({"type": "file", "mime": part.mime,
                               "filename": f"image-{part.sha256[:12]}.{extension}",
                               "url": f"data:{part.mime};base64,{data}"})
+            elif isinstance(part, DocumentPart):
+                parts.append(self._file_part(part))
             else:
                 assert_never(part)
         body: dict[str, Any] = {"parts": parts}
@@ -444,6 +449,16 @@ class OpenCodeServer(MemberProcess):
         if provider and model:
             body["model"] = {"providerID": provider, "modelID": model}
         return body
+
+    def _file_part(self, part: DocumentPart) -> dict[str, Any]:
+        """A PDF as a ``file`` part (a data URL, its safe base name); OpenCode turns a text
+        file part into a Read-tool transcript of a path, so a text document never goes this
+        way (it is sent derived, as text)."""
+        if part.mime != "application/pdf":
+            raise refused(self._spec.member, part, "OpenCode takes PDF documents only")
+        data = base64.b64encode(part.data).decode("ascii")
+        return {"type": "file", "mime": part.mime, "filename": safe_name(part),
+                "url": f"data:{part.mime};base64,{data}"}
 
     async def _post_message(self, body: dict[str, Any], state: _Turn) -> None:
         try:

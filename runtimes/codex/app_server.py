@@ -41,6 +41,7 @@ from orchestrator.contracts import (
     ApprovalAnswer,
     ApprovalRequest,
     BudgetReached,
+    DocumentPart,
     ImagePart,
     LaunchSpec,
     ProtocolError,
@@ -71,6 +72,7 @@ from runtimes.codex._shared import (
     sandbox_mode,
     sandbox_refusal,
 )
+from runtimes.documents import CODEX_WHY, refused
 from runtimes.kit import OperatorBridge, UsageStop, retryable_status, spawn_member, starting
 from runtimes.kit_stdio import StdioJsonProcess
 
@@ -243,6 +245,8 @@ class CodexAppServer(StdioJsonProcess):
                 items.append({"type": "text", "text": part.text, "text_elements": []})
             elif isinstance(part, ImagePart):
                 items.append({"type": "localImage", "path": str(part.path)})
+            elif isinstance(part, DocumentPart):  # never planned: document_mimes is empty
+                raise refused(self._spec.member, part, CODEX_WHY)
             else:
                 assert_never(part)
         return items

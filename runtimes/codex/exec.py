@@ -30,6 +30,7 @@ import anyio
 import structlog
 
 from orchestrator.contracts import (
+    DocumentPart,
     ImagePart,
     LaunchSpec,
     LineTooLong,
@@ -65,6 +66,7 @@ from runtimes.codex._shared import (
     codex_member_home,
     sandbox_refusal,
 )
+from runtimes.documents import CODEX_WHY, refused
 from runtimes.framing import decode_line, iter_lines
 from runtimes.kit import retryable_status
 
@@ -236,6 +238,8 @@ class CodexMember:
                                      "(missing, or with a comma)", api_status=None,
                                      retryable=False)
                 images.append(part.path)
+            elif isinstance(part, DocumentPart):  # never planned: document_mimes is empty
+                raise refused(self._spec.member, part, CODEX_WHY)
             else:
                 assert_never(part)
         return "\n\n".join(texts), images

@@ -28,6 +28,8 @@ class CodexRuntime(Adapter, runtime="codex"):
         # GIF would not arrive as planned) and replaces anything else by a note.
         image_mimes=frozenset({"image/png", "image/jpeg", "image/webp"}),
         image_purpose="codex-image-file",
+        # no native documents: codex takes no PDF (openai/codex#1797); they reach it derived
+        document_mimes=frozenset(),
     )
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]:
