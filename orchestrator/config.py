@@ -182,6 +182,14 @@ def check_argv(command: str) -> list[str]:
     return argv
 
 
+class DocumentPages(_Strict):
+    """How many pages of a PDF a member takes natively, and how many are rendered as images
+    on the pages route (docs/documents.md)."""
+
+    native: Annotated[int, Field(ge=1, le=1000)] = 100
+    rendered: Annotated[int, Field(ge=1, le=100)] = 20
+
+
 class MemberConfig(_Strict):
     """One teammate: its runtime, model, role and supervision policy."""
 
@@ -191,6 +199,9 @@ class MemberConfig(_Strict):
     prompt: str | None = None
     vision: bool | None = None
     describe_with: DescribeWith | None = None  # images described for a text-only member
+    # how PDFs reach it (docs/documents.md): native | pages | text (None: teamctl chooses)
+    documents: Literal["native", "pages", "text"] | None = None
+    document_pages: DocumentPages = DocumentPages()
     # where its runtime runs: a [hosts.NAME] key, or an ssh destination ("user@box"); None:
     # this machine. Its workdir is then a path on that host (docs/scaling.md)
     host: SshDestination | None = None

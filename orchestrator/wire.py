@@ -254,6 +254,13 @@ class AttachmentRef(_Doc):
     cli_transform: str | None = Field(
         default=None, description="what the member's CLI does to these bytes before the API "
         "sees them ('re-encoded by the CLI to …'); null: the API receives exactly this sha256")
+    kind: Literal["image", "document", "text"] = "image"
+    route: Literal["native", "pages", "text"] | None = Field(
+        default=None, description="documents: how it reached the member — native (the file "
+        "itself), pages (rendered page images and the text), text (the text alone)")
+    pages: int | None = Field(default=None, description="a PDF's page count")
+    page_variants: list[VariantDoc] = Field(
+        default=[], description="the rendered pages sent as images (route pages), in order")
 
 
 class DeliveryError(_Doc):
@@ -352,6 +359,9 @@ class PlannedDoc(_Doc):
         "described by this 'runtime:model', and the description sent in its place")
     description_cached: bool | None = Field(
         default=None, description="whether that description is already known (no side call)")
+    kind: Literal["image", "document", "text"] = "image"
+    route: Literal["native", "pages", "text"] | None = None
+    pages: int | None = None
 
 
 class DryRunPlan(_Doc):

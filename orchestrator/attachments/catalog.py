@@ -30,6 +30,9 @@ class VisionEntry:
     limits: Limits
     source: str
     checked: str | None
+    # documents: does the model read a PDF sent natively (None: unknown), and who says so
+    pdf: bool | None = None
+    pdf_source: str = "unknown"
 
     @property
     def known(self) -> bool:
@@ -41,6 +44,9 @@ class Catalog:
         self.checked = str(data.get("checked", "unknown"))
         self.sources: dict[str, str] = dict(data.get("sources", {}))
         self._defaults = {rt: _limits(v, None) for rt, v in data.get("defaults", {}).items()}
+        self._pdf_defaults: dict[str, dict[str, Any]] = {
+            rt: {k: v[k] for k in ("pdf", "pdf_source") if k in v}
+            for rt, v in data.get("defaults", {}).items()}
         self._models: dict[str, dict[str, dict[str, Any]]] = {
             runtime: dict(data.get(runtime, {})) for runtime in self._defaults
         }
@@ -54,13 +60,19 @@ class Catalog:
         key = model or "default"
         raw = self._find(runtime, key)
         limits = _limits(raw or {}, self.default_limits(runtime))
+        documents = {**self._pdf_defaults.get(runtime, {}),
+                     **{k: v for k, v in (raw or {}).items() if k in ("pdf", "pdf_source")}}
+        pdf = None if "pdf" not in documents else bool(documents["pdf"])
+        pdf_source = str(documents.get("pdf_source", "catalog" if pdf is not None else
+                                       "unknown"))
         if operator_vision is not None:
-            return VisionEntry(runtime, key, operator_vision, limits, "operator", None)
+            return VisionEntry(runtime, key, operator_vision, limits, "operator", None, pdf,
+                               pdf_source)
         if raw is None:
-            return VisionEntry(runtime, key, None, limits, "unknown", None)
+            return VisionEntry(runtime, key, None, limits, "unknown", None, pdf, pdf_source)
         return VisionEntry(runtime, key, bool(raw["image_input"]), limits,
-                           str(raw.get("source", "catalog")), str(raw.get("checked",
-                                                                        self.checked)))
+                           str(raw.get("source", "catalog")),
+                           str(raw.get("checked", self.checked)), pdf, pdf_source)
 
     def entries(self) -> int:
         return sum(len(models) for models in self._models.values())

@@ -32,6 +32,13 @@ FailureCode = Literal[
     "attachment_provider_quota_exceeded",
     "attachment_marker_unknown",
     "attachment_description_failed",
+    # documents (docs/documents.md)
+    "attachment_document_encrypted",
+    "attachment_document_unreadable",
+    "attachment_corrupt_document",
+    "attachment_text_encoding",
+    "attachment_document_route_unsupported",
+    "attachment_document_no_text",
 ]
 
 _RETRYABLE: frozenset[str] = frozenset({

@@ -23,9 +23,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from orchestrator.attachments.documents import (
+    Derived,
+    DocumentRules,
+    Recipient,
+    derive_document,
+)
 from orchestrator.attachments.failures import AttachmentError, AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.intake import Original, read_original
-from orchestrator.attachments.markers import unknown_markers
+from orchestrator.attachments.markers import label, unknown_markers
 from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits
 from orchestrator.attachments.sniff import SNIFF_BYTES, Format, sniff
 from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant, derive
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["Planner", "Target", "VariantCache"]
 
 _BLOCK_OVERHEAD_BYTES = 160  # the JSON around one base64 image block
+_ANY_ROUTE = DocumentRules()  # no ``documents`` key: teamctl chooses
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class Target:
     model: str | None
     vision: bool | None
     capabilities: Capabilities
+    documents: DocumentRules = _ANY_ROUTE
 
 
 class VariantCache(Protocol):
@@ -85,15 +93,25 @@ class Planner:
         if not paths:
             return []
         entry = self.vision(target)
-        failures = self._gate(target, entry) + _markers(target, text, len(paths))
-        planned: list[PlannedAttachment] = []
+        failures: list[AttachmentFailure] = []
+        reads: list[tuple[int, _Read]] = []
         for position, path in enumerate(paths):
             try:
-                planned.append(await self._plan_one(position, path, target, entry.limits))
+                reads.append((position, await anyio.to_thread.run_sync(
+                    self._read, path, limiter=self._cpu)))
             except AttachmentError as exc:
-                failures.append(AttachmentFailure(exc.failure.code, exc.failure.message,
-                                                  exc.failure.diagnostic, path.name,
-                                                  target.member))
+                failures.append(_failure(exc, path.name, target))
+        kinds = {position: read.format.kind for position, read in reads}
+        if any(kind == "image" for kind in kinds.values()):
+            failures = self._gate(target, entry) + failures
+        # an unreadable attachment's kind is unknown: its marker is not checked twice
+        failures += _markers(target, text, [kinds.get(p, "image") for p in range(len(paths))])
+        planned: list[PlannedAttachment] = []
+        for position, read in reads:
+            try:
+                planned.append(await self._plan_one(position, read, target, entry))
+            except AttachmentError as exc:
+                failures.append(_failure(exc, read.original.name, target))
         failures += self._budget(target, text, planned)
         if failures:
             raise AttachmentRefused(failures)
@@ -128,25 +146,28 @@ class Planner:
         if not caps.inline_base64 or caps.max_payload_bytes is None or not planned:
             return []
         size = len(text.encode()) * 2 + sum(
-            4 * math.ceil(p.variant.bytes / 3) + _BLOCK_OVERHEAD_BYTES for p in planned)
+            4 * math.ceil(v.bytes / 3) + _BLOCK_OVERHEAD_BYTES
+            for p in planned for v in (p.variant, *p.page_variants))
         if size <= caps.max_payload_bytes:
             return []
         return [AttachmentFailure(
             "attachment_serialized_payload_too_large",
             f"the message would be {size // 1024} KiB once serialized, over the "
             f"{caps.max_payload_bytes // 1024} KiB {target.runtime} takes in one turn; send "
-            "fewer images, or send them in separate messages", member=target.member)]
+            "fewer attachments, or send them in separate messages", member=target.member)]
 
-    async def _plan_one(self, position: int, path: Path, target: Target,
-                        limits: Limits) -> PlannedAttachment:
-        read = await anyio.to_thread.run_sync(self._read, path, limiter=self._cpu)
+    async def _plan_one(self, position: int, read: _Read, target: Target,
+                        entry: VisionEntry) -> PlannedAttachment:
         if read.format.disposition == "refuse":
-            what = ("not an image (its bytes match no known format)"
+            what = ("not an image, a PDF or UTF-8 text (its bytes match no known format)"
                     if read.format.name == "unknown" else f"{read.format.name}")
             raise AttachmentError(
                 "attachment_unsupported_mime",
                 f"{read.original.name}: is {what}; teamctl sends PNG, JPEG, GIF and WebP "
-                "(BMP/TIFF are converted): export it as PNG")
+                "(BMP/TIFF are converted), PDFs and text: export it as one of those")
+        if read.format.kind != "image":
+            return await self._plan_document(position, read, target, entry)
+        limits = entry.limits
         purpose = target.capabilities.image_purpose or f"{target.runtime}-image"
         cached = await self._cache.get(read.sha256, purpose, limits, OPTIMIZER_VERSION)
         if cached is not None and self._artifacts.present(cached[0].sha256, cached[0].bytes):
@@ -165,6 +186,26 @@ class Planner:
         return PlannedAttachment(position, read.original.name, read.sha256, read.format.mime,
                                  len(read.original.data), variant, warnings)
 
+    async def _plan_document(self, position: int, read: _Read, target: Target,
+                             entry: VisionEntry) -> PlannedAttachment:
+        recipient = Recipient(target.runtime, target.member, target.capabilities, entry,
+                              target.documents,
+                              target.capabilities.image_purpose or f"{target.runtime}-image")
+        derived = await anyio.to_thread.run_sync(self._derive_document, read, recipient,
+                                                 limiter=self._cpu)
+        return PlannedAttachment(position, read.original.name, read.sha256, read.format.mime,
+                                 len(read.original.data), derived.variant, derived.warnings,
+                                 kind=read.format.kind, route=derived.route,
+                                 pages=derived.pages, page_variants=derived.page_variants)
+
+    def _derive_document(self, read: _Read, recipient: Recipient) -> Derived:
+        self._artifacts.put(read.original.data)
+        derived = derive_document(read.original.data, read.format, read.original.name,
+                                  recipient)
+        for blob in derived.blobs:
+            self._artifacts.put(blob)
+        return derived
+
     def _read(self, path: Path) -> _Read:
         original = read_original(path)
         return _Read(original, hashlib.sha256(original.data).hexdigest(),
@@ -179,12 +220,19 @@ class Planner:
         return variant, warnings
 
 
-def _markers(target: Target, text: str, count: int) -> list[AttachmentFailure]:
-    unknown = unknown_markers(text, count)
+def _failure(exc: AttachmentError, name: str, target: Target) -> AttachmentFailure:
+    return AttachmentFailure(exc.failure.code, exc.failure.message, exc.failure.diagnostic,
+                             name, target.member)
+
+
+def _markers(target: Target, text: str, kinds: list[str]) -> list[AttachmentFailure]:
+    unknown = unknown_markers(text, kinds)
     if not unknown:
         return []
+    count = len(kinds)
+    named = ", ".join(label(kind, n) for n, kind in enumerate(kinds, 1))
     return [AttachmentFailure(
         "attachment_marker_unknown",
         f"the text names {', '.join(unknown)}, but the message has {count} "
-        f"attachment{'s' if count != 1 else ''} ([Image #1] to [Image #{count}], in the order "
-        "given); fix the marker or attach the image", member=target.member)]
+        f"attachment{'s' if count != 1 else ''} ({named}, in the order given); fix the marker "
+        "or attach the file", member=target.member)]

@@ -1,15 +1,20 @@
-"""Image format from magic bytes only — never from the file name or a declared MIME."""
+"""An attachment's format from its bytes only — never from the file name or a declared MIME.
+
+Three kinds: ``image`` (magic bytes), ``document`` (a PDF, by its ``%PDF-`` signature) and
+``text`` (no signature, no NUL byte, and nearly all of its first KiB printable: UTF-8 is checked
+on the whole file later, by ``text``, which refuses or converts other encodings explicitly)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ACCEPTED_MIMES", "SNIFF_BYTES", "Format", "sniff"]
+__all__ = ["ACCEPTED_MIMES", "SNIFF_BYTES", "Format", "Kind", "sniff"]
 
 SNIFF_BYTES = 1024
 
 Disposition = Literal["accept", "convert", "refuse"]
+Kind = Literal["image", "document", "text"]
 ACCEPTED_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 _HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"}
@@ -21,6 +26,7 @@ class Format:
     name: str
     mime: str
     disposition: Disposition
+    kind: Kind = "image"
 
 
 def sniff(head: bytes) -> Format:
@@ -38,15 +44,30 @@ def sniff(head: bytes) -> Format:
     if head[:4] in (b"II*\x00", b"MM\x00*"):
         return Format("TIFF", "image/tiff", "convert")
     if head.startswith(b"%PDF-"):
-        return Format("PDF", "application/pdf", "refuse")
+        return Format("PDF", "application/pdf", "accept", "document")
     if head[4:8] == b"ftyp":
         return _iso_media(head)
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if text.startswith(b"<") and b"<svg" in text:
         return Format("SVG", "image/svg+xml", "refuse")
-    if text.startswith(b"<?xml"):
-        return Format("XML", "application/xml", "refuse")
+    if _looks_text(head):
+        return Format("text", "text/plain", "accept", "text")
     return Format("unknown", "application/octet-stream", "refuse")
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_CONTROL = frozenset(range(32)) - {9, 10, 12, 13, 27}
+
+
+def _looks_text(head: bytes) -> bool:
+    """Text, by content: a UTF-16 byte-order mark, or no NUL and at most 2 % control bytes
+    (any byte ≥ 0x80 counts as text here: the encoding is checked on the whole file)."""
+    if head.startswith(_UTF16_BOMS):
+        return True
+    if not head or b"\x00" in head:
+        return False
+    controls = sum(1 for byte in head if byte in _CONTROL)
+    return controls * 50 <= len(head)
 
 
 def _iso_media(head: bytes) -> Format:

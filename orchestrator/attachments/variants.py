@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator import wire
 from orchestrator.attachments.cli_rules import cli_transform
+from orchestrator.attachments.markers import label as marker_label
 from orchestrator.attachments.normalize import Limits, decode, make_variant
 
 if TYPE_CHECKING:
-    from orchestrator.attachments.sniff import Format
+    from orchestrator.attachments.sniff import Format, Kind
 
-__all__ = ["PlannedAttachment", "PlannedVariant", "derive"]
+__all__ = ["PlannedAttachment", "PlannedVariant", "Route", "derive"]
+
+Route = Literal["native", "pages", "text"]  # how a document reaches a member
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,22 @@ class PlannedAttachment:
     # what it said; the variant is then the one made for the describer
     described_by: str | None = None
     description: str | None = None
+    # a document (docs/documents.md): its kind ("document": a PDF, "text"), the route it takes
+    # to this member (native | pages | text), a PDF's page count, and the rendered pages (the
+    # ``variant`` is then the document itself when native, else its page-marked text)
+    kind: Kind = "image"
+    route: Route | None = None
+    pages: int | None = None
+    page_variants: tuple[PlannedVariant, ...] = ()
 
     @property
     def number(self) -> int:
-        """Its ``[Image #N]``."""
+        """Its ``[Image #N]`` (``[Doc #N]``)."""
         return self.position + 1
+
+    @property
+    def label(self) -> str:
+        return marker_label(self.kind, self.number)
 
     def with_description(self, describer: str, text: str | None) -> PlannedAttachment:
         return replace(self, described_by=describer, description=text)
@@ -70,7 +84,8 @@ class PlannedAttachment:
             name=self.name, number=self.number, original=wire.Original(
                 sha256=self.original_sha256, mime=self.original_mime,
                 bytes=self.original_bytes),
-            variants=[self.variant.to_wire()], warnings=list(self.warnings),
+            variants=[self.variant.to_wire(), *(v.to_wire() for v in self.page_variants)],
+            warnings=list(self.warnings), kind=self.kind, route=self.route, pages=self.pages,
             described_by=self.described_by,
             description_cached=None if self.described_by is None
             else self.description is not None)
@@ -83,7 +98,9 @@ class PlannedAttachment:
                                   bytes=v.bytes, original_sha256=self.original_sha256,
                                   described_by=self.described_by,
                                   description=self.description,
-                                  cli_transform=v.cli_transform)
+                                  cli_transform=v.cli_transform, kind=self.kind,
+                                  route=self.route, pages=self.pages,
+                                  page_variants=[p.to_wire() for p in self.page_variants])
 
 
 def derive(data: bytes, fmt: Format, name: str, purpose: str,

@@ -108,24 +108,42 @@ DELIVERY_COLUMNS = (
 )
 ATTACHMENT_COLUMNS = (
     "message_id, member, position, name, original_sha256, original_mime, original_bytes, "
-    "variant_id, purpose, limits, sha256, mime, width, height, bytes, described_by, description"
+    "variant_id, purpose, limits, sha256, mime, width, height, bytes, described_by, description, "
+    "kind, route, pages, page_variants"
 )
 
 
 def attachment_row(message_id: str, member: str, p: PlannedAttachment) -> tuple[Any, ...]:
     v = p.variant
+    pages = json.dumps([_variant_json(page) for page in p.page_variants]) if (
+        p.page_variants) else None
     return (message_id, member, p.position, p.name, p.original_sha256, p.original_mime,
             p.original_bytes, v.variant_id, v.purpose, v.limits.to_json(), v.sha256, v.mime,
-            v.width, v.height, v.bytes, p.described_by, p.description)
+            v.width, v.height, v.bytes, p.described_by, p.description,
+            None if p.kind == "image" else p.kind, p.route, p.pages, pages)
 
 
 def attachment_of(row: sqlite3.Row) -> PlannedAttachment:
     variant = PlannedVariant(row["variant_id"], row["purpose"], row["sha256"], row["mime"],
                              row["width"], row["height"], row["bytes"],
                              Limits.from_json(row["limits"]))
+    pages = tuple(_variant_of(page) for page in json.loads(row["page_variants"] or "[]"))
     return PlannedAttachment(row["position"], row["name"], row["original_sha256"],
                              row["original_mime"], row["original_bytes"], variant,
-                             described_by=row["described_by"], description=row["description"])
+                             described_by=row["described_by"], description=row["description"],
+                             kind=row["kind"] or "image", route=row["route"],
+                             pages=row["pages"], page_variants=pages)
+
+
+def _variant_json(v: PlannedVariant) -> list[Any]:
+    return [v.variant_id, v.purpose, v.sha256, v.mime, v.width, v.height, v.bytes,
+            v.limits.to_json()]
+
+
+def _variant_of(fields: list[Any]) -> PlannedVariant:
+    variant_id, purpose, sha256, mime, width, height, size, limits = fields
+    return PlannedVariant(str(variant_id), str(purpose), str(sha256), str(mime), int(width),
+                          int(height), int(size), Limits.from_json(str(limits)))
 
 
 def delivery_of(row: sqlite3.Row) -> Delivery:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from orchestrator.attachments.documents import DocumentRules
 from orchestrator.attachments.failures import AttachmentFailure, AttachmentRefused
 from orchestrator.attachments.markers import label
 from orchestrator.attachments.planner import Target
@@ -83,7 +84,7 @@ def described_text(number: int, described_by: str, description: str) -> str:
     """What the member receives in place of ``[Image #number]`` (``described_by``: the
     ``runtime:model`` of ``describer_id``; the label names the model)."""
     model = described_by.split(":", 1)[-1]
-    return f"{label(number)[:-1]}, described by {model}: {description}]"
+    return f"{label('image', number)[:-1]}, described by {model}: {description}]"
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,10 @@ class Descriptions:
             raise TeamFileError(file, problems)
 
     def _target(self, team: str, member: str, describe: DescribeWith) -> Target:
+        """The describer as the target of the images; documents reach the (text-only) member
+        itself as their text, never through the describer (docs/documents.md)."""
         return Target(team, member, describe.runtime, describe.model, None,
-                      self._capabilities[describe.runtime])
+                      self._capabilities[describe.runtime], DocumentRules(prefer="text"))
 
     async def plan(self, config: TeamConfig, member: MemberConfig, text: str,
                    paths: Sequence[Path], *, dry_run: bool) -> Described:
@@ -148,11 +151,15 @@ class Descriptions:
         who = describer_id(describe)
         known = await self._cache.known([p.variant.sha256 for p in planned], who)
         if dry_run:
-            return Described([p.with_description(who, known.get(p.variant.sha256))
+            return Described([p if p.kind != "image" else
+                              p.with_description(who, known.get(p.variant.sha256))
                               for p in planned])
         failures: list[AttachmentFailure] = []
         described = Described([])
         for attachment in planned:
+            if attachment.kind != "image":  # a document's text: the member reads it itself
+                described.planned.append(attachment)
+                continue
             text_of = known.get(attachment.variant.sha256)
             if text_of is None:
                 try:

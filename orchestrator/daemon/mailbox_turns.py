@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from orchestrator.attachments.documents import delivered_text
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.markers import place
-from orchestrator.contracts import PreparedPart, TextPart, Turn
+from orchestrator.contracts import DocumentPart, PreparedPart, TextPart, Turn
 from orchestrator.daemon.continuation import continuation, continues
 from orchestrator.daemon.describe import described_text
 from orchestrator.errors import (
@@ -146,21 +147,43 @@ class TurnDelivery:
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
-        rebuilt from the original if its artifact is gone), in ``[Image #N]`` marker order."""
+        rebuilt from the original if its artifact is gone), in ``[Image #N]`` marker order;
+        a document natively, or as its page images — its text after all of them."""
         by_position = {p.position: p for p in planned}
-        images: list[PreparedPart] = []
+        attached: list[PreparedPart] = []
+        texts: list[PreparedPart] = []
         for placement in place(delivery.text, len(planned)):
             attachment = by_position[placement.position]
+            number, anchor = placement.position + 1, placement.anchor
+            if attachment.kind != "image":
+                document, text = await self._document(attachment, anchor)
+                attached += document
+                texts += text
+                continue
             if attachment.described_by is not None:  # describe_with: the text in its place
-                images.append(TextPart(described_text(attachment.number,
-                                                      attachment.described_by,
-                                                      attachment.description or "")))
+                attached.append(TextPart(described_text(attachment.number,
+                                                        attachment.described_by,
+                                                        attachment.description or "")))
                 continue
             image = await self._loader.load(attachment.original_sha256, attachment.variant)
-            images.append(replace(image, number=placement.position + 1,
-                                  anchor=placement.anchor))
+            attached.append(replace(image, number=number, anchor=anchor))
         parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
-        return Turn(delivery.message_id, (*parts, *images))
+        return Turn(delivery.message_id, (*parts, *attached, *texts))
+
+    async def _document(self, attachment: PlannedAttachment, anchor: int | None
+                        ) -> tuple[list[PreparedPart], list[PreparedPart]]:
+        """A document's parts: natively one DocumentPart; else its page images (at its
+        anchor) and, for the end of the turn, its text (docs/documents.md)."""
+        data, pages = await self._loader.load_document(attachment)
+        number = attachment.number
+        if attachment.route == "native":
+            return [DocumentPart(attachment.variant.mime, attachment.name,
+                                 attachment.variant.sha256, data, attachment.pages, number,
+                                 anchor)], []
+        text = delivered_text(attachment.label, attachment.name, attachment.route or "text",
+                              attachment.pages, len(pages), data.decode())
+        return ([replace(page, number=number, anchor=anchor) for page in pages],
+                [TextPart(text)])
 
 
 async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> TurnResult:

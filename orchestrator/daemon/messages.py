@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from orchestrator.attachments.documents import DocumentRules
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.errors import MemberHeld, MemberUnavailable, NotFound, unwrap_group
@@ -139,7 +140,9 @@ class Messages:
         spec = config.member(member)
         assert spec is not None
         target = Target(config.name, member, spec.runtime, spec.model, spec.vision,
-                        self._capabilities[spec.runtime])
+                        self._capabilities[spec.runtime], DocumentRules(
+                            spec.documents, spec.document_pages.native,
+                            spec.document_pages.rendered))
         try:
             made: list[Description] = []
             if spec.describe_with is not None and self._descriptions is not None:
@@ -158,7 +161,8 @@ class Messages:
                  runtime=spec.runtime, model=spec.model, vision_source=entry.source,
                  variants=[{"mime": p.variant.mime, "width": p.variant.width,
                             "height": p.variant.height, "bytes": p.variant.bytes,
-                            "sha256": p.variant.sha256} for p in planned])
+                            "sha256": p.variant.sha256, "route": p.route, "pages": p.pages,
+                            "page_images": len(p.page_variants)} for p in planned])
         return planned, made
 
     async def history(self, team: str | None, member: str, *, limit: int = 50,

@@ -151,6 +151,14 @@ _MESSAGES: Migrations = {
     """,
     # the board (issue 28): the task a message is about (its sender's, an offer's; NULL: none)
     13: "ALTER TABLE messages ADD COLUMN task_id INTEGER",
+    # documents (issue 31): the kind (NULL: an image), the route a document took to the member,
+    # a PDF's page count and its rendered pages' variants (JSON; their bytes: artifacts)
+    14: """
+    ALTER TABLE message_attachments ADD COLUMN kind TEXT;
+    ALTER TABLE message_attachments ADD COLUMN route TEXT;
+    ALTER TABLE message_attachments ADD COLUMN pages INTEGER;
+    ALTER TABLE message_attachments ADD COLUMN page_variants TEXT
+    """,
 }
 # The journal's migrations, each owner's part in this fixed order (script n: user_version n).
 # A new migration takes the next number in its owner's part; numbers never change.
@@ -189,7 +197,7 @@ class Store(Journal):
             for member, planned in (attachments or {}).items():
                 db.executemany(
                     f"INSERT INTO message_attachments ({ATTACHMENT_COLUMNS}) "
-                    f"VALUES ({','.join('?' * 17)})",
+                    f"VALUES ({','.join('?' * ATTACHMENT_COLUMNS.count(','))},?)",
                     [attachment_row(message_id, member, p) for p in planned],
                 )
 

@@ -46,8 +46,9 @@ def _open(data: bytes) -> Image.Image:
     (images.svg, "SVG", "refuse"),
     (images.heic, "HEIC/HEIF", "refuse"),
     (images.avif, "AVIF", "refuse"),
-    (lambda p: p.write_bytes(b"%PDF-1.7\n%\xe2\xe3\n") and p, "PDF", "refuse"),
-    (lambda p: p.write_text("just some text, named .png") and p, "unknown", "refuse"),
+    (lambda p: p.write_bytes(b"%PDF-1.7\n%\xe2\xe3\n") and p, "PDF", "accept"),  # a document
+    (lambda p: p.write_text("just some text, named .png") and p, "text", "accept"),  # text
+    (lambda p: p.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00") and p, "unknown", "refuse"),
     (lambda p: p.write_bytes(b"") and p, "unknown", "refuse"),
 ])
 def test_sniff_uses_magic_bytes_not_the_name(tmp_path: Path, make, name: str,  # type: ignore[no-untyped-def]
@@ -91,8 +92,8 @@ def test_over_20_mib_is_refused_without_reading_it_all(tmp_path: Path) -> None:
 
 
 def test_a_symlink_to_a_non_image_is_judged_by_its_target(tmp_path: Path) -> None:
-    target = tmp_path / "notes.txt"
-    target.write_text("hello")
+    target = tmp_path / "notes.bin"
+    target.write_bytes(b"\x00\x01binary")
     link = tmp_path / "shot.png"
     link.symlink_to(target)
     data = read_original(link).data

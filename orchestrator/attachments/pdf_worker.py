@@ -1,0 +1,132 @@
+"""The PDF reader's own process: ``python -m orchestrator.attachments.pdf_worker``.
+
+A PDF is a program for a renderer, and a hostile one (a decompression bomb, objects nested a
+million deep, a page the size of a field) can take a renderer's memory or its stack. So PDFium
+never runs in the daemon: this process reads the PDF from stdin, caps its own address space, CPU
+time and file writes *before* it loads PDFium, and writes what it found to stdout — one JSON
+header line, then the rendered pages' PNG bytes back to back. Its parent (``pdf``) gives it a
+deadline and reads a crash, a kill or a limit as a typed refusal; the daemon stays up.
+
+Nothing in the PDF is run or extracted beyond pages and their text: no form environment is
+initialised (so no JavaScript runs), embedded files and attachments are only counted.
+
+Arguments (numbers only): render_pages long_edge max_pixels max_dpi max_text_bytes memory_bytes
+cpu_seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import resource
+import sys
+from typing import Any
+
+__all__ = ["main"]
+
+_MAX_INPUT = 64 * 1024 * 1024
+
+
+def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # it writes no file
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _fail(code: str, detail: str = "") -> None:
+    sys.stdout.buffer.write(json.dumps({"error": code, "detail": detail[:500]}).encode() + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _page_text(page: Any, budget: int) -> str:
+    textpage = page.get_textpage()
+    try:
+        text: str = textpage.get_text_range()
+    finally:
+        textpage.close()
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    return text[:budget]
+
+
+def _render(page: Any, long_edge: int, max_pixels: int,
+            max_dpi: int) -> tuple[bytes, float, float]:
+    """The page as a PNG, at the scale that fits the variant's limits (so the image
+    normaliser need not resample it), never above ``max_dpi``."""
+    width, height = page.get_size()  # points (1/72 in)
+    width, height = max(width, 1.0), max(height, 1.0)
+    scale = min(long_edge / max(width, height), (max_pixels / (width * height)) ** 0.5,
+                max_dpi / 72.0)
+    bitmap = page.render(scale=scale, may_draw_forms=False, draw_annots=True)
+    try:
+        image = bitmap.to_pil()
+        out = io.BytesIO()
+        image.save(out, "PNG", compress_level=1)
+    finally:
+        bitmap.close()
+    return out.getvalue(), width, height
+
+
+def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dpi: int,
+         max_text_bytes: int) -> tuple[dict[str, Any], list[bytes]]:
+    import pypdfium2 as pdfium  # after the limits: its load and every allocation count
+
+    try:
+        doc = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        text = str(exc).lower()
+        return {"error": "encrypted" if "password" in text else "corrupt",
+                "detail": str(exc)}, []
+    pages = len(doc)
+    header: dict[str, Any] = {
+        "pages": pages, "sizes": [], "text": [], "truncated": False,
+        "embedded_files": int(pdfium.raw.FPDFDoc_GetAttachmentCount(doc)),
+        "javascript": int(pdfium.raw.FPDFDoc_GetJavaScriptActionCount(doc)),
+    }
+    images: list[bytes] = []
+    budget = max_text_bytes
+    for index in range(pages):
+        if index >= render_pages and budget <= 0:
+            break
+        page = doc[index]
+        try:
+            if index < render_pages:
+                png, width, height = _render(page, long_edge, max_pixels, max_dpi)
+                images.append(png)
+                header["sizes"].append([width, height])
+            if budget > 0:
+                text = _page_text(page, budget)
+                budget -= len(text.encode())
+                header["text"].append(text)
+                if budget <= 0 and index + 1 < pages:
+                    header["truncated"] = True
+        finally:
+            page.close()
+    header["images"] = [len(image) for image in images]
+    return header, images
+
+
+def main(argv: list[str]) -> int:
+    render_pages, long_edge, max_pixels, max_dpi, max_text_bytes, memory, cpu = (
+        int(a) for a in argv)
+    _limit(memory, cpu)
+    data = sys.stdin.buffer.read(_MAX_INPUT + 1)
+    if len(data) > _MAX_INPUT:
+        _fail("too_large")
+        return 0
+    try:
+        header, images = read(data, render_pages, long_edge, max_pixels, max_dpi,
+                              max_text_bytes)
+    except MemoryError:
+        _fail("memory")
+        return 0
+    out = sys.stdout.buffer
+    out.write(json.dumps(header).encode() + b"\n")
+    for image in images:
+        out.write(image)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
