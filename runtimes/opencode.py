@@ -190,6 +190,7 @@ class OpenCodeServer(MemberProcess):
         self._turn: _Turn | None = None
         self._last_event = time.monotonic()
         self._stream_up = False
+        self._closing = False  # close() began: its HTTP client is (being) closed
         self.stream_connected = anyio.Event()
         self._grace = heartbeat_grace
         self._tg: TaskGroup | None = None
@@ -210,6 +211,7 @@ class OpenCodeServer(MemberProcess):
         self._asks = OpenCodeAsks(self._spec, self._http, self._bridge, tg)
 
     async def close(self) -> None:
+        self._closing = True  # the event watcher stops now, not at the process's exit
         with anyio.CancelScope(shield=True):
             await self._http.aclose()
             await stop_process(self._process, eof_timeout=self._stop_grace)
@@ -272,7 +274,7 @@ class OpenCodeServer(MemberProcess):
         restarted) when the stream stays down or heartbeats stop for the grace period."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_watchdog)
-            while not self._exited.is_set():
+            while not self._exited.is_set() and not self._closing:
                 with suppress(httpx.HTTPError, anyio.EndOfStream):
                     await self._follow_stream()
                 self._stream_up = False
