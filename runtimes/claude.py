@@ -54,7 +54,7 @@ from runtimes.claude_launch import (
     session_counter,
     write_files,
 )
-from runtimes.documents import utf8_text
+from runtimes.documents import safe_name, utf8_text
 from runtimes.framing import encode_line
 from runtimes.kit import (
     Adapter,
@@ -168,14 +168,15 @@ def user_line(turn: Turn, *, member: str = "") -> dict[str, Any]:
 
 
 def document_block(part: DocumentPart, member: str) -> dict[str, Any]:
-    """A Messages API ``document`` block: a PDF as base64, a text file as its text (the shape
-    Claude Code passes to the API unchanged, docs/runtimes.md "Documents")."""
+    """A Messages API ``document`` block: a PDF as base64, a text file as its text, titled with
+    its safe base name (the shape Claude Code 2.1.332 passes to the API unchanged, title
+    included: docs/runtimes.md "Documents")."""
     if part.mime == "text/plain":
         source = {"type": "text", "media_type": "text/plain", "data": utf8_text(member, part)}
     else:
         source = {"type": "base64", "media_type": part.mime,
                   "data": base64.b64encode(part.data).decode("ascii")}
-    return {"type": "document", "source": source}
+    return {"type": "document", "source": source, "title": safe_name(part)}
 
 
 def _text_block(content: list[dict[str, Any]], text: str) -> None:

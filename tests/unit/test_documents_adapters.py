@@ -106,26 +106,26 @@ def test_claude_puts_each_document_right_after_the_marker_that_names_it() -> Non
                                             "document"]
     assert [b["text"] for b in content if b["type"] == "text"] == [
         "read [Doc #1]", " and look at [Image #1]", ", then answer"]
-    assert content[1] == {"type": "document", "source": {
+    assert content[1] == {"type": "document", "title": "spec.pdf", "source": {
         "type": "base64", "media_type": "application/pdf",
         "data": base64.b64encode(PDF).decode()}}
     assert hashlib.sha256(base64.b64decode(content[1]["source"]["data"])).hexdigest() == \
         pdf.sha256
-    assert content[5] == {"type": "document", "source": {
+    assert content[5] == {"type": "document", "title": "notes.txt", "source": {
         "type": "text", "media_type": "text/plain", "data": NOTES.decode()}}
 
 
-def test_claude_sends_a_hostile_document_name_nowhere_and_its_line_stays_one_json_line() -> None:
-    """The name is not part of the block (Claude Code drops ``title``, docs/runtimes.md), so
-    no name can break the stdin line: it stays one line of valid JSON."""
+def test_claude_titles_a_hostile_document_with_its_safe_base_name_on_one_json_line() -> None:
+    """The block's ``title`` (which Claude Code passes to the API) is the safe base name, and
+    no name breaks the stdin line: it stays one line of valid JSON."""
     from runtimes.framing import encode_line
 
     part = _doc(NOTES, "text/plain", HOSTILE)
     line = encode_line(user_line(Turn("01A", (TextPart("see"), part))))
     assert line.count(b"\n") == 1 and line.endswith(b"\n")
     block = json.loads(line)["message"]["content"][1]
-    assert block == {"type": "document", "source": {"type": "text", "media_type": "text/plain",
-                                                    "data": NOTES.decode()}}
+    assert block == {"type": "document", "title": "x_.pdf", "source": {
+        "type": "text", "media_type": "text/plain", "data": NOTES.decode()}}
 
 
 def test_claude_refuses_a_text_document_that_is_not_utf8_as_a_typed_turn_failure() -> None:
