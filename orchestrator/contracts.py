@@ -50,6 +50,7 @@ __all__ = [
     "Capabilities",
     "Description",
     "DocumentPart",
+    "DocumentText",
     "ExecutableNotFound",
     "Host",
     "HostUnavailable",
@@ -337,6 +338,19 @@ class DocumentPart:
     # its ``[Doc #N]`` number and anchor, as for ImagePart
     number: int = 1
     anchor: int | None = None
+
+
+@dataclass(frozen=True)
+class DocumentText(TextPart):
+    """A document's text when it reaches the member derived (routes pages and text). It is a
+    TextPart to every adapter; a runtime whose tools read files (Codex: ``on_host``) also gets
+    the file itself placed where it runs, its path added to the text."""
+
+    name: str = ""
+    mime: str = ""
+    sha256: str = ""  # of the original file
+    original: bytes = field(default=b"", repr=False)
+    path: Path | None = None  # the original's artifact file
 
 
 PreparedPart = TextPart | ImagePart | DocumentPart

@@ -19,6 +19,7 @@ import anyio
 import structlog
 
 from orchestrator.contracts import (
+    DocumentText,
     ImagePart,
     LaunchSpec,
     OnSent,
@@ -280,10 +281,17 @@ async def drain_stderr(process: Process, ring: StderrRing) -> None:
 
 async def on_host(spec: LaunchSpec, turn: Turn) -> Turn:
     """The turn with its image files where the runtime reads them: on a member's SSH host, a
-    verified content-addressed copy there; here, the artifact files (``Host.put_file``)."""
+    verified content-addressed copy there; here, the artifact files (``Host.put_file``). A
+    derived document's file goes there too, and its text says where (its tools can read it)."""
     parts: list[PreparedPart] = []
     for part in turn.parts:
         if isinstance(part, ImagePart):
             part = replace(part, path=await spec.host.put_file(part))
+        elif isinstance(part, DocumentText) and part.original:
+            placed = await spec.host.put_file(ImagePart(
+                part.mime, 0, 0, part.sha256, part.original, part.path))
+            if placed is not None:
+                part = replace(part, text=f"{part.text}\n(the file itself, {part.name}, is at "
+                               f"{placed}: your tools can read it)")
         parts.append(part)
     return replace(turn, parts=tuple(parts))

@@ -14,6 +14,8 @@ from orchestrator.attachments.variants import derive
 from orchestrator.contracts import ImagePart
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant
 
 __all__ = ["VariantLoader"]
@@ -39,6 +41,17 @@ class VariantLoader:
             data = self._rebuild(original_sha256, variant)
         return ImagePart(variant.mime, variant.width, variant.height, variant.sha256, data,
                          self._artifacts.path(variant.sha256))
+
+    async def original(self, sha256: str) -> tuple[bytes, Path | None]:
+        """An original file's verified bytes and its artifact path (a derived document's file,
+        placed where a runtime's tools can read it); nothing if it is gone (its pages and text
+        still go: the file is an extra)."""
+        try:
+            data = await anyio.to_thread.run_sync(self._artifacts.get, sha256,
+                                                  limiter=self._cpu)
+        except ArtifactMissing:
+            return b"", None
+        return data, self._artifacts.path(sha256)
 
     async def load_document(self, attachment: PlannedAttachment) -> tuple[bytes, list[ImagePart]]:
         """A document's main variant (the PDF or text itself, or its page-marked text) and

@@ -20,7 +20,7 @@ import structlog
 from orchestrator.attachments.documents import delivered_text
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.markers import place
-from orchestrator.contracts import DocumentPart, PreparedPart, TextPart, Turn
+from orchestrator.contracts import DocumentPart, DocumentText, PreparedPart, TextPart, Turn
 from orchestrator.daemon.continuation import continuation, continues
 from orchestrator.daemon.describe import described_text
 from orchestrator.errors import (
@@ -182,8 +182,10 @@ class TurnDelivery:
                                  anchor)], []
         text = delivered_text(attachment.label, attachment.name, attachment.route or "text",
                               attachment.pages, len(pages), data.decode())
+        original, path = await self._loader.original(attachment.original_sha256)
         return ([replace(page, number=number, anchor=anchor) for page in pages],
-                [TextPart(text)])
+                [DocumentText(text, attachment.name, attachment.original_mime,
+                              attachment.original_sha256, original, path)])
 
 
 async def _run_turn(process: RuntimeProcess, turn: Turn, on_sent: OnSent) -> TurnResult:
