@@ -161,9 +161,9 @@ def _turn_parts(tmp_path: Path, planned: list[PlannedAttachment], text: str
     from orchestrator.daemon.mailbox_turns import TurnDelivery
 
     runner = TurnDelivery.__new__(TurnDelivery)
-    runner._loader = VariantLoader(ArtifactStore(tmp_path / "artifacts"))  # type: ignore[attr-defined]
+    runner._loader = VariantLoader(ArtifactStore(tmp_path / "artifacts"))
     delivery = Delivery("m", "t", "rev", text, "prepared", 1, None, None, None, None, ())
-    turn = anyio.run(runner._prepare, delivery, planned)  # type: ignore[attr-defined]
+    turn = anyio.run(runner._prepare, delivery, planned)
     return turn.parts
 
 
