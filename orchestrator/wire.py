@@ -682,14 +682,27 @@ class BudgetDoc(_Doc):
     hold: str | None = None
 
 
+class ExportedVariant(VariantDoc):
+    """A document's rendered page in an export, its bytes inlined as its attachment's are."""
+
+    data: str | None = Field(default=None, description="the page image's bytes, base64 (null "
+                             "with --redact, or when the artifact is missing)")
+    missing: bool = Field(default=False, description="the artifact is gone from the store, or "
+                          "its bytes no longer match its sha256")
+
+
 class ExportedAttachment(AttachmentRef):
-    """An attachment in an export: its metadata, and the bytes that were sent, inlined."""
+    """An attachment in an export: its metadata, and the bytes that were sent, inlined (a
+    document: the PDF or text sent natively, or its page-marked text and each page image)."""
 
     data: str | None = Field(
         default=None, description="the variant's bytes, base64 — the one place teamctl writes "
         "base64 (null with --redact, or when the artifact is missing)")
     missing: bool = Field(default=False, description="the artifact is gone from the store, or "
                           "its bytes no longer match its sha256")
+    page_variants: list[ExportedVariant] = Field(  # type: ignore[assignment]
+        default=[], description="the rendered pages sent as images (route pages), in order, "
+        "each with its bytes")
 
 
 class ExportedMessage(MessageDoc):

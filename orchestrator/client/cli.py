@@ -19,6 +19,7 @@ import click
 
 from orchestrator import client
 from orchestrator.client import approvals_cli, costs_cli, export_cli, task_cli, ui_cli
+from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
     check_name,
     cost_text,
@@ -202,7 +203,9 @@ def _paste_position(args: list[str]) -> int | None:
 @click.argument("member", callback=check_name)
 @click.argument("text", required=False)
 @click.option("--attach", "attach", multiple=True, metavar="PATH",
-              type=click.Path(path_type=Path), help="An image to send (repeatable, at most 32).")
+              type=click.Path(path_type=Path),
+              help="A file to send: an image, a PDF or a UTF-8 text file (Markdown, source, "
+              "CSV, JSON, logs); repeatable, at most 32.")
 @click.option("--paste", is_flag=True,
               help="Send the image on the clipboard too (wl-paste, xclip, osascript or "
               "PowerShell), numbered where it is given among --attach.")
@@ -216,9 +219,11 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
          paste: bool, wait: bool, timeout: float, dry_run: bool, as_json: bool) -> None:
     """Send TEXT (or '-' for stdin) to MEMBER; print the message id, or with --wait the reply.
 
-    Attachments are numbered in the order given; TEXT may name them as [Image #N]. They are
-    validated and planned before anything is sent: on any failure the whole message is refused
-    (exit 3), one line per failure."""
+    Attachments (images, PDFs, text files) are numbered in the order given; TEXT may name
+    them as [Image #N] or [Doc #N]. Each document reaches MEMBER natively, as page images and
+    text, or as text (--dry-run shows the route). They are validated and planned before
+    anything is sent: on any failure the whole message is refused (exit 3), one line per
+    failure."""
     count = len(attach) + int(paste)
     if count > MAX_ATTACHMENTS:
         raise click.UsageError(f"at most {MAX_ATTACHMENTS} attachments per message "
@@ -285,10 +290,8 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
         emit_json({"ok": True, "attachments": result["attachments"]})
         return
     for attachment in result["attachments"]:
-        for v in attachment["variants"]:
-            click.echo(f"[Image #{attachment.get('number', 1)}] "
-                       f"{attachment['name']}: {v['purpose']} {v['mime']} "
-                       f"{v['width']}x{v['height']} {v['bytes']} bytes sha256={v['sha256']}")
+        for line in plan_lines(attachment):
+            click.echo(line)
         if attachment.get("described_by"):
             known = " (its description is known)" if attachment.get("description_cached") \
                 else ""
@@ -339,6 +342,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
                    f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
                    + _task_of(message))
         click.echo(f"  > {message['text']}")
+        for attachment in message.get("attachments") or ():
+            click.echo(f"  @ {sent_line(attachment)}")
         if message.get("reply"):
             click.echo("  < " + message["reply"].replace("\n", "\n    "))
         for note in message.get("notes") or ():
