@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 1 == 13
+    assert SCHEMA_VERSION == len(EARLIER) + 2 == 14
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -45,6 +45,14 @@ def test_version_13_adds_the_task_a_message_belongs_to_and_nothing_else() -> Non
     """Schema 13 (the board's messages: which task a message belongs to) is one nullable
     column on ``messages``, after the twelve that stay as they were."""
     assert _statements(MIGRATIONS[12]) == ["ALTER TABLE messages ADD COLUMN task_id INTEGER"]
+
+
+def test_version_14_adds_the_document_columns_of_an_attachment_and_nothing_else() -> None:
+    """Schema 14 (documents, issue 31): four nullable columns on ``message_attachments`` — an
+    image row of an earlier journal reads as an image (kind NULL)."""
+    assert _statements(MIGRATIONS[13]) == [
+        f"ALTER TABLE message_attachments ADD COLUMN {column}"
+        for column in ("kind TEXT", "route TEXT", "pages INTEGER", "page_variants TEXT")]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:
