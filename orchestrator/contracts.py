@@ -278,6 +278,9 @@ class LaunchSpec:
     # What the vision catalog (or the operator's ``vision``) says of the member's model:
     # runtimes that gate images themselves (OpenCode) are configured to agree with it.
     image_input: bool | None = None
+    # whether teamctl sends this member PDFs natively (the catalog's ``pdf``, or the operator's
+    # ``documents = "native"``): OpenCode is configured to accept them (its modalities)
+    pdf_input: bool = False
     # "operator": the CLI's own login and user-level settings, as the operator's own CLI would
     # use them; "isolated": private state, credentials only from ``env`` (docs/logins.md)
     login: Literal["operator", "isolated"] = "isolated"

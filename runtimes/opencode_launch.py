@@ -136,7 +136,8 @@ def build_config(spec: LaunchSpec) -> dict[str, Any]:
         entry = (config.setdefault("provider", {}).setdefault(provider, {})
                  .setdefault("models", {}).setdefault(model, {}))
         modalities = entry.setdefault("modalities", {})
-        modalities["input"] = ["text", "image"] if spec.image_input else ["text"]
+        modalities["input"] = (["text", "image"] if spec.image_input else ["text"]) + (
+            ["pdf"] if spec.pdf_input else [])
         modalities.setdefault("output", ["text"])
     return config
 

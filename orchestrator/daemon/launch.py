@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from orchestrator.attachments.catalog import load_catalog
 from orchestrator.contracts import LaunchSpec
 from orchestrator.daemon.approvals import parse_rule
 from orchestrator.errors import MemberStartFailed
@@ -40,6 +41,14 @@ VisionLookup = Callable[[str, str | None, bool | None], bool | None]
 # where each member runs (``contracts.Host``), from the composition root: this machine's host
 # for a member the team file puts nowhere else (the core imports no runtime module)
 HostFactory = Callable[["TeamConfig", "MemberConfig"], "Host"]
+
+
+def native_pdfs(config: MemberConfig) -> bool:
+    """Whether the planner sends this member PDFs natively when its runtime carries them
+    (docs/documents.md): ``documents = "native"``, or no choice and the catalog's ``pdf``."""
+    if config.documents is not None:
+        return config.documents == "native"
+    return load_catalog().lookup(config.runtime, config.model).pdf is True
 
 
 class LaunchFactory:
@@ -90,6 +99,7 @@ class LaunchFactory:
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             interrupt_grace=config.interrupt_grace,
             image_input=self._vision(config.runtime, config.model, config.vision),
+            pdf_input=native_pdfs(config),
             login=state.login, permissions=state.permissions,
             mcp=state.host.mcp_server(token, home=self.home.root, socket=self.home.socket,
                                       state_dir=state_dir) if config.messaging else None,

@@ -279,3 +279,24 @@ def test_the_native_codex_of_an_npm_install_is_found(tmp_path: Path) -> None:
     assert found == str(native)
     assert env == {"CODEX_MANAGED_BY_NPM": "1", "CODEX_MANAGED_PACKAGE_ROOT": str(package)}
     assert native_binary("/usr/bin/codex") == ("/usr/bin/codex", {})
+
+
+def test_opencode_is_told_the_model_reads_pdfs_when_teamctl_sends_it_pdfs(tmp_path: Path) -> None:
+    """OpenCode replaces a file part of a modality its model config does not list by an
+    "ERROR: Cannot read" text (seen with the real 1.18.33): when teamctl sends a member PDFs
+    natively, the config it writes lists pdf — and only then."""
+    from orchestrator.config import MemberConfig
+    from orchestrator.daemon.launch import native_pdfs
+
+    model = "anthropic/claude-sonnet-4-5"
+    member = MemberConfig(name="d", runtime="opencode", model=model)
+    assert native_pdfs(member)  # the catalog: this model reads PDFs
+    spec = _spec(tmp_path, model=model, image_input=True, pdf_input=native_pdfs(member))
+    entry = opencode.build_config(spec)["provider"]["anthropic"]["models"]["claude-sonnet-4-5"]
+    assert entry["modalities"]["input"] == ["text", "image", "pdf"]
+    pages = MemberConfig(name="d", runtime="opencode", model=model, documents="pages")
+    spec = _spec(tmp_path, model=model, image_input=True, pdf_input=native_pdfs(pages))
+    entry = opencode.build_config(spec)["provider"]["anthropic"]["models"]["claude-sonnet-4-5"]
+    assert entry["modalities"]["input"] == ["text", "image"]
+    unknown = MemberConfig(name="d", runtime="opencode", model="openrouter/moonshotai/kimi-k2.6")
+    assert not native_pdfs(unknown)
