@@ -43,7 +43,6 @@ class PdfLimits:
 @dataclass(frozen=True)
 class PdfReading:
     pages: int
-    page_sizes: tuple[tuple[float, float], ...]  # points, of the rendered pages
     page_texts: tuple[str, ...]  # from page 1, as far as the text budget went
     text_truncated: bool
     images: tuple[bytes, ...]  # PNG, one per rendered page
@@ -101,7 +100,6 @@ def _parse(out: bytes, name: str, limits: PdfLimits) -> PdfReading:
         offset += size
     return PdfReading(
         pages=int(header["pages"]),
-        page_sizes=tuple((float(w), float(h)) for w, h in header["sizes"]),
         page_texts=tuple(str(t) for t in header["text"]),
         text_truncated=bool(header["truncated"]), images=tuple(images),
         embedded_files=int(header["embedded_files"]), javascript=int(header["javascript"]))
@@ -110,6 +108,9 @@ def _parse(out: bytes, name: str, limits: PdfLimits) -> PdfReading:
 def _how_it_died(returncode: int, limits: PdfLimits) -> str:
     if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
         return f"reading it took more than {limits.cpu_seconds} s of CPU"
+    if returncode == -signal.SIGABRT:  # PDFium's answer to a failed allocation
+        return (f"reading it needs more than {limits.memory_bytes // (1024 * 1024)} MiB (a "
+                "decompression bomb, or a page too complex to draw)")
     if returncode < 0:
         return (f"the reader crashed on it ({signal.Signals(-returncode).name}; a malformed or "
                 "hostile PDF, or more than "
