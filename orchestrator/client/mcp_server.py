@@ -55,10 +55,12 @@ TOOLS: list[dict[str, Any]] = [
                          "to": {"type": "string", "description": "the teammate's name"},
                          "text": {"type": "string", "description": "the message"},
                          "attachments": {"type": "array", "items": {"type": "string"},
-                                         "description": "paths of image files you can read, "
-                                                        "sent with the message; the text may "
-                                                        "name them [Image #1], [Image #2]… "
-                                                        "in this order"}}}},
+                                         "description": "paths of files you can read — "
+                                                        "images, PDFs, UTF-8 text — sent with "
+                                                        "the message; the text may name them "
+                                                        "[Image #1], [Doc #2]… in this order "
+                                                        "(one numbering; the word says the "
+                                                        "kind)"}}}},
     {"name": "list_team",
      "description": "Your teammates: name, runtime, model, whether it sees images, its state.",
      "inputSchema": {"type": "object", "additionalProperties": False, "properties": {}}},
