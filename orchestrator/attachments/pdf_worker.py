@@ -16,8 +16,10 @@ cpu_seconds.
 
 from __future__ import annotations
 
+import faulthandler
 import io
 import json
+import re
 import resource
 import sys
 from typing import Any
@@ -25,6 +27,10 @@ from typing import Any
 __all__ = ["main"]
 
 _MAX_INPUT = 64 * 1024 * 1024
+_JS_KEY = re.compile(rb"/(?:J|#4[aA])(?:S|#53)(?=[\s()<>\[\]{}/%]|$)")  # /JS, or escaped
+# what page_marked (documents) puts around a page's text: charged to the text budget, so a
+# million empty pages stop at the budget (not at the CPU cap) and the marked text fits it
+_PAGE_FRAME = "--- page {} ---\n\n"
 
 
 def _limit(memory_bytes: int, cpu_seconds: int) -> None:
@@ -39,14 +45,28 @@ def _fail(code: str, detail: str = "") -> None:
     sys.stdout.buffer.flush()
 
 
-def _page_text(page: Any, budget: int) -> str:
+def _page_text(page: Any, budget: int) -> tuple[str, bool]:
+    """The page's text within ``budget`` bytes of UTF-8 (cut at a character boundary), and
+    whether it was cut."""
     textpage = page.get_textpage()
     try:
         text: str = textpage.get_text_range()
     finally:
         textpage.close()
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    return text[:budget]
+    encoded = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").encode()
+    kept = encoded[:max(budget, 0)]
+    return kept.decode(errors="ignore"), len(kept) < len(encoded)
+
+
+def _javascript(doc: Any, data: bytes) -> int:
+    """JavaScript actions: PDFium counts the document-level name tree only, so a script run on
+    open (/OpenAction) or on an event (/AA) is found by its /JS key in the file's bytes (a
+    script inside a compressed object stream is counted only by the name tree). Counted for
+    the plan's warning; nothing here runs one."""
+    import pypdfium2.raw as pdfium_c
+
+    return max(int(pdfium_c.FPDFDoc_GetJavaScriptActionCount(doc)),
+               len(_JS_KEY.findall(data)))
 
 
 def _render(page: Any, long_edge: int, max_pixels: int,
@@ -81,7 +101,7 @@ def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dp
     header: dict[str, Any] = {
         "pages": pages, "sizes": [], "text": [], "truncated": False,
         "embedded_files": int(pdfium.raw.FPDFDoc_GetAttachmentCount(doc)),
-        "javascript": int(pdfium.raw.FPDFDoc_GetJavaScriptActionCount(doc)),
+        "javascript": _javascript(doc, data),
     }
     images: list[bytes] = []
     budget = max_text_bytes
@@ -95,10 +115,11 @@ def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dp
                 images.append(png)
                 header["sizes"].append([width, height])
             if budget > 0:
-                text = _page_text(page, budget)
-                budget -= len(text.encode())
+                frame = len(_PAGE_FRAME.format(index + 1))
+                text, cut = _page_text(page, budget - frame)
+                budget -= frame + len(text.encode())
                 header["text"].append(text)
-                if budget <= 0 and index + 1 < pages:
+                if cut or (budget <= 0 and index + 1 < pages):
                     header["truncated"] = True
         finally:
             page.close()
@@ -109,6 +130,7 @@ def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dp
 def main(argv: list[str]) -> int:
     render_pages, long_edge, max_pixels, max_dpi, max_text_bytes, memory, cpu = (
         int(a) for a in argv)
+    faulthandler.enable()  # a crash (PDFium aborts when an allocation fails) says where
     _limit(memory, cpu)
     data = sys.stdin.buffer.read(_MAX_INPUT + 1)
     if len(data) > _MAX_INPUT:
