@@ -11,7 +11,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from tests import images
+from tests import doc_files, images
 from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
 
 if TYPE_CHECKING:
@@ -21,46 +21,9 @@ FAKES = REPO / "fixtures" / "bin"
 NOTES = "# Notes\n\n- the login form posts to /api/session\n- été: UTF-8 kept\n"
 
 
-def _pdf(*pages: str, trailer: bytes = b"") -> bytes:
-    """A PDF of one US-Letter page per text (Helvetica), with a correct xref; ``trailer``:
-    more entries for its trailer dictionary."""
-    count = len(pages)
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(count))
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode()]
-    for i, text in enumerate(pages):
-        stream = f"BT /F1 24 Tf 72 700 Td ({text}) Tj ET".encode()
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources "
-                       f"<< /Font << /F1 {3 + 2 * count} 0 R >> >> /Contents {4 + 2 * i} 0 R >>"
-                       .encode())
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1, trailer, xref)
-    return bytes(out)
-
-
-def _encrypted_pdf() -> bytes:
-    """A PDF under the standard security handler whose user password is not empty: its
-    /U entry matches no empty password, so a reader asks for one."""
-    objects_end = _pdf("secret")  # the same objects, with an /Encrypt dictionary added
-    encrypt = (b"/Encrypt << /Filter /Standard /V 1 /R 2 /Length 40 /P -4 "
-               b"/O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> >> "
-               b"/ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>] ")
-    return objects_end.replace(b"/Root 1 0 R ", b"/Root 1 0 R " + encrypt)
-
-
 def _documents(teamctl: Teamctl) -> tuple[Path, Path]:
     spec = teamctl.workdir / "spec.pdf"
-    spec.write_bytes(_pdf("Page one: the login form", "Page two: the session API",
+    spec.write_bytes(doc_files.pdf("Page one: the login form", "Page two: the session API",
                           "Page three: errors"))
     notes = teamctl.workdir / "notes.md"
     notes.write_text(NOTES, encoding="utf-8")
@@ -178,7 +141,7 @@ def test_an_encrypted_or_corrupt_pdf_is_refused_typed_and_the_daemon_answers(
     refusal with its code (exit 3), and the daemon goes on answering."""
     teamctl.run("launch", str(teamctl.write_team("web", [_codex("rev")])))
     locked = teamctl.workdir / "locked.pdf"
-    locked.write_bytes(_encrypted_pdf())
+    locked.write_bytes(doc_files.encrypted_pdf())
     broken = teamctl.workdir / "broken.pdf"
     broken.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 64)
     for path, code in ((locked, "attachment_document_encrypted"),

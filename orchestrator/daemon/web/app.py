@@ -4,9 +4,11 @@ The page is server-rendered fragments, refreshed when the event stream (``/event
 events) says the journal changed — the stream waits on ``Changes``, it never polls. Reads go
 through the same ``Teams``/``Approvals`` objects as the control socket; a send goes through the
 same planner (a refusal comes back as its typed lines). Images are served by content hash, and
-only those of a message the page has shown. What the routes show passes through the same
-redactor as every answer on the control socket (``_redacted``). A form's body is counted as it
-streams and refused past its limit, whatever its Content-Length says (chunked or not). Every
+only those the page has shown: a message's images and a document's first page image (never a
+document's own bytes: a native PDF shows as a box, rendered nowhere in the browser). What the
+routes show passes through the same redactor as every answer on the control socket
+(``_redacted``). A form's body is counted as it streams and refused past its limit, whatever its
+Content-Length says (chunked or not). Every
 refusal, of every route (a refused send's typed failures, an unknown path, a bug's 500 too),
 is one JSON shape: ``security.error_answer``.
 """
@@ -66,7 +68,7 @@ __all__ = ["MAX_TEXT_BYTES", "MAX_UPLOAD_BYTES", "View", "build_app"]
 
 log = structlog.get_logger("teamctl.web")
 
-MAX_UPLOAD_BYTES = 40 * 2**20  # a whole send form: the composer's images together
+MAX_UPLOAD_BYTES = 40 * 2**20  # a whole send form: the composer's files together
 MAX_TEXT_BYTES = REQUEST_LIMIT_BYTES  # a message's text: what `teamctl send` may send
 MAX_SMALL_FORM_BYTES = 64 * 1024  # an approval's answer, a sign-in
 _Doc = TypeVar("_Doc", bound=BaseModel)
@@ -207,7 +209,7 @@ def build_app(view: View) -> Starlette:
             return HTMLResponse(render.conversation(None, []))
         team, member = chosen
         messages = await _history(view, team, member.name, 30)
-        view.shown.update(a.sha256 for message in messages for a in message.attachments)
+        view.shown.update(render.shown_artifacts(messages))
         return HTMLResponse(render.conversation(member.name, messages))
 
     async def between(request: Request) -> Response:
@@ -378,7 +380,8 @@ async def _form(request: Request, limit: int, *, max_files: int, max_fields: int
 
 
 async def _send_form(view: View, form: FormData) -> Response:
-    """One composer form: its images to 0600 files, then the same planner as `send`."""
+    """One composer form: its files (images, PDFs, text files: the planner sniffs each) to
+    0600 files, then the same planner as `send`."""
     target, text = str(form.get("member") or ""), str(form.get("text") or "")
     team, _, member = target.rpartition("/")
     if not member or not text:

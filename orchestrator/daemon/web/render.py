@@ -18,6 +18,7 @@ from orchestrator.costs.text import cost_text
 if TYPE_CHECKING:
     from orchestrator.wire import (
         ApprovalDoc,
+        AttachmentRef,
         MemberStatus,
         MessageDoc,
         TaskDoc,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["between", "board", "conversation", "log_tail", "members", "needs_you", "page",
-           "signed_in", "task_page"]
+           "shown_artifacts", "signed_in", "task_page"]
 
 _ALARM = {"fatal", "backoff"}
 
@@ -47,6 +48,12 @@ def _t(value: object) -> str:
                              else str(value)))
 
 
+# what the composer's file picker offers: images, PDFs and text files (the daemon sniffs each
+# by its bytes, whatever it is called; this only narrows the picker)
+ACCEPT = ("image/*,application/pdf,.pdf,text/*,.txt,.md,.markdown,.csv,.tsv,.json,.log,.yaml,"
+          ".yml,.toml,.xml,.py,.js,.ts,.go,.rs,.java,.c,.h,.cpp,.sh,.sql,.diff,.patch")
+
+
 def page(csrf: str, member_names: list[str]) -> str:
     options = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in member_names)
     return f"""<!doctype html>
@@ -64,9 +71,9 @@ def page(csrf: str, member_names: list[str]) -> str:
 <h2>Send</h2>
 <form id="send-form">
 <label>to <select name="member" id="send-member">{options}</select></label>
-<textarea name="text" id="send-text" rows="3" placeholder="message (paste or drop images)"
- required></textarea>
-<input type="file" name="files" id="send-files" accept="image/*" multiple>
+<textarea name="text" id="send-text" rows="3"
+ placeholder="message (paste or drop images, PDFs, text files)" required></textarea>
+<input type="file" name="files" id="send-files" accept="{_e(ACCEPT)}" multiple>
 <button type="submit" id="send-button">Send</button>
 <button type="button" id="preview-button">Preview</button>
 </form>
@@ -167,12 +174,7 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
         return "<h2>Conversation</h2><p>no member</p>"
     items = []
     for message in messages:
-        thumbs = "".join(
-            f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_e(a.name)}"'
-            f' width="{min(a.width, 240)}"><figcaption>{_e(a.name)} {a.width}×{a.height} '
-            f"{_e(a.mime)}, {_e(a.cli_transform or 'as sent')} (passed the vision gate)"
-            "</figcaption></figure>"
-            for a in message.attachments)
+        thumbs = "".join(_attachment(a) for a in message.attachments)
         notes = "".join(f'<p class="note">{_e(n)}</p>' for n in message.notes)
         reply = f'<p class="reply">{_e(message.reply)}</p>' if message.reply else ""
         error = (f'<p class="error">{_e(message.error.code)}: {_e(message.error.message)}</p>'
@@ -187,6 +189,46 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
     body = "".join(items) or "<li>no messages yet</li>"
     return (f'<h2>Conversation with {_e(member)}</h2>'
             f'<ol data-key="conversation:{_e(member)}" data-member="{_e(member)}">{body}</ol>')
+
+
+def shown_artifacts(messages: list[MessageDoc]) -> set[str]:
+    """The artifacts ``conversation`` shows of ``messages`` (the only ones /artifacts serves):
+    each image, and a document's first page image — never a document's own bytes."""
+    shown = set()
+    for message in messages:
+        for a in message.attachments:
+            if a.kind == "image":
+                shown.add(a.sha256)
+            elif a.page_variants:
+                shown.add(a.page_variants[0].sha256)
+    return shown
+
+
+def _attachment(a: AttachmentRef) -> str:
+    """An image as its thumbnail; a document as its first page's thumbnail when its pages
+    were rendered, else a box (nothing rendered in the browser): name, pages, route."""
+    if a.kind == "image":
+        return (f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_t(a.name)}"'
+                f' width="{min(a.width, 240)}"><figcaption>{_t(a.name)} {a.width}×{a.height} '
+                f"{_e(a.mime)}, {_e(a.cli_transform or 'as sent')} (passed the vision gate)"
+                "</figcaption></figure>")
+    label = f"[Doc #{a.number}]"
+    if a.pages is None:  # a text file: the text as sent, its size
+        what = f"text, {a.bytes or 0:,} bytes"
+    else:
+        what = f"PDF, {a.pages} page{'s' * (a.pages != 1)}"
+    route = {"native": "sent as the document itself",
+             "pages": f"sent as {len(a.page_variants)} page image"
+                      f"{'s' * (len(a.page_variants) != 1)} and its text",
+             "text": "sent as its text"}.get(a.route or "", _e(a.route))
+    if a.page_variants:
+        first = a.page_variants[0]
+        face = (f'<img class="thumb" src="/artifacts/{_e(first.sha256)}" '
+                f'alt="{_t(a.name)}, page 1" width="{min(first.width, 160)}">')
+    else:
+        face = f'<span class="doc-icon">{"PDF" if a.pages is not None else "TXT"}</span>'
+    return (f'<figure class="document" data-route="{_e(a.route)}">{face}<figcaption>'
+            f"{_e(label)} {_t(a.name)} — {_e(what)}, {_e(route)}</figcaption></figure>")
 
 
 def between(messages: list[MessageDoc]) -> str:

@@ -192,10 +192,16 @@ function showResult(result) {
   if (!result.ok) { showRefusal(box, result); return; }
   const doc = result.payload;
   box.textContent = doc.attachments && doc.id === undefined
-    ? "would send: " + doc.attachments.map(a => a.variants.map(
-        v => `${v.mime} ${v.width}×${v.height}`).join(", ")).join("; ")
+    ? "would send: " + doc.attachments.map(planned).join("; ")
     : "queued " + doc.id;
   box.className = "ok";
+}
+
+function planned(a) {  // one attachment of a preview: an image's variants, a document's route
+  if ((a.kind || "image") === "image")
+    return a.variants.map(v => `${v.mime} ${v.width}×${v.height}`).join(", ");
+  const pages = a.pages === null || a.pages === undefined ? "" : `, ${a.pages} pages`;
+  return `[Doc #${a.number}] ${a.name} — ${a.route}${pages}`;
 }
 
 function showAction(result) {  // an approval's answer: its refusal, or nothing
@@ -259,19 +265,28 @@ document.getElementById("preview-button").addEventListener("click", async () => 
   showResult(await post("/send", formData(true)));
 });
 
-function takeImages(items) {
+// images, PDFs and text files (a file's type is the browser's guess from its name, often
+// empty for Markdown or source: the daemon sniffs the bytes and refuses what it cannot send)
+const TEXT_NAME = /\.(txt|md|markdown|csv|tsv|json|log|ya?ml|toml|xml|py|js|ts|go|rs|java|c|h|cpp|sh|sql|diff|patch)$/i;
+function attachable(file) {
+  return file.type.startsWith("image/") || file.type === "application/pdf" ||
+    file.type.startsWith("text/") || file.type === "application/json" ||
+    TEXT_NAME.test(file.name);
+}
+
+function takeFiles(items) {
   for (const item of items) {
     const file = item.getAsFile ? item.getAsFile() : item;
-    if (file && file.type.startsWith("image/")) pasted.push(file);
+    if (file && attachable(file)) pasted.push(file);
   }
   document.getElementById("send-result").textContent =
-    pasted.length ? `${pasted.length} image(s) attached` : "";
+    pasted.length ? `${pasted.length} file(s) attached` : "";
 }
-document.addEventListener("paste", (event) => takeImages(event.clipboardData.items));
+document.addEventListener("paste", (event) => takeFiles(event.clipboardData.items));
 document.addEventListener("dragover", (event) => event.preventDefault());
 document.addEventListener("drop", (event) => {
   event.preventDefault();
-  takeImages(event.dataTransfer.files);
+  takeFiles(event.dataTransfer.files);
 });
 
 const stream = new EventSource("/events");
