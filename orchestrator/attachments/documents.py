@@ -17,7 +17,7 @@ artifact is rebuilt at delivery and checked against the journal.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from orchestrator.attachments.failures import AttachmentError
@@ -109,16 +109,30 @@ def _text_file(data: bytes, name: str, to: Recipient) -> Derived:
 def _pdf(data: bytes, name: str, to: Recipient) -> Derived:
     route = _pdf_route(to)
     if route == "native":
+        too_big = _over_payload(data, to.capabilities)
         reading = read_pdf(data, name, PdfLimits(render_pages=0, max_text_bytes=0))
-        if reading.pages <= to.rules.native_pages:
+        if reading.pages <= to.rules.native_pages and too_big is None:
             variant = _variant(data, f"{to.runtime}-document", PDF, data)
             return Derived("native", reading.pages, variant, (), _notes(name, reading), ())
+        why = too_big or (f"it has {reading.pages} pages, over the {to.rules.native_pages} "
+                          "this member takes natively (document_pages.native)")
         if to.rules.prefer == "native":
-            raise _route_refused(to, name, f"it has {reading.pages} pages, over the "
-                                 f"{to.rules.native_pages} this member takes natively "
-                                 "(document_pages.native)")
-        route = _derived_route(to)
+            raise _route_refused(to, name, why)
+        derived = _derived(data, name, to, _derived_route(to))
+        return replace(derived, warnings=(f"{name}: not sent natively: {why}",
+                                          *derived.warnings))
     return _derived(data, name, to, route)
+
+
+def _over_payload(data: bytes, caps: Capabilities) -> str | None:
+    """Why the PDF cannot travel inline in one turn of this runtime (None: it can)."""
+    if not caps.inline_base64 or caps.max_payload_bytes is None:
+        return None
+    size = 4 * -(-len(data) // 3)
+    if size <= caps.max_payload_bytes:
+        return None
+    return (f"its base64 ({size // (1024 * 1024)} MiB) is over the "
+            f"{caps.max_payload_bytes // (1024 * 1024)} MiB one turn carries")
 
 
 def _pdf_route(to: Recipient) -> Route:

@@ -193,3 +193,26 @@ def test_derived_pages_come_at_the_marker_and_the_text_after_everything(
     assert doc_text.text.startswith("[Doc #1] spec.pdf (a PDF of 3 pages): pages 1 to 3")
     assert doc_text.text.endswith("--- end of [Doc #1] ---")
     assert doc_text.original == spec_pdf.read_bytes() and doc_text.path is not None
+
+
+def test_a_pdf_too_big_for_one_turn_goes_as_pages_or_is_refused_when_native_is_asked(
+        tmp_path: Path, spec_pdf: Path) -> None:
+    """A PDF whose base64 is over what one turn of the runtime carries is not sent natively:
+    it goes as its pages and text, the plan says why; with documents = "native" it is refused
+    (typed) rather than sent in a way the runtime cannot carry."""
+    from dataclasses import replace
+
+    from orchestrator.attachments.documents import DocumentRules
+
+    small = replace(ClaudeRuntime.capabilities, max_payload_bytes=4 * 1024 * 1024)
+    big = tmp_path / "big.pdf"
+    big.write_bytes(spec_pdf.read_bytes() + b"%" + b"x" * (3 * 1024 * 1024) + b"\n")
+    target = Target("t", "lead", "claude", "claude-sonnet-4-5", None, small)
+    [planned] = _plan(tmp_path, target, [big])
+    assert planned.route == "pages" and len(planned.page_variants) == 3
+    assert any("not sent natively" in w and "MiB one turn carries" in w
+               for w in planned.warnings)
+    native = replace(target, documents=DocumentRules(prefer="native"))
+    with pytest.raises(AttachmentRefused) as info:
+        _plan(tmp_path, native, [big])
+    assert [f.code for f in info.value.failures] == ["attachment_document_route_unsupported"]
