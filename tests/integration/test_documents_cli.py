@@ -212,3 +212,21 @@ def test_dry_run_and_history_print_a_document_by_route_and_export_inlines_what_w
     assert "--- page 1 ---" in base64.b64decode(pdf["data"]).decode()
     log = (teamctl.home / "logs" / "teamctl.jsonl").read_text()
     assert not re.search(r"[A-Za-z0-9+/]{200,}", log), "the bytes never reach the log"
+
+
+def test_an_acp_agent_with_embedded_context_gets_each_document_as_a_resource(
+        teamctl: Teamctl) -> None:
+    """documents = "native" to an ACP agent that advertises embeddedContext: the PDF as a blob
+    resource, the notes as a text one — the planned bytes at the agent, under teamctl: URIs."""
+    teamctl.run("launch", str(teamctl.write_team("web", [{
+        "name": "qw", "runtime": "acp", "command": [str(FAKES / "fake-acp"), "--acp"],
+        "start_timeout": 20.0, "documents": "native"}])))
+    spec, notes = _documents(teamctl)
+    plan, reply, _ = _sent(teamctl, "qw", "--attach", str(spec), "--attach", str(notes), "qw",
+                           "read [Doc #1] and [Doc #2]")
+    assert [a["route"] for a in plan["attachments"]] == ["native", "native"]
+    received = _reported(reply, "document")
+    assert [(r["mime"], r["declared_mime"], r["sha256"]) for r in received] == [
+        ("application/pdf", "application/pdf", plan["attachments"][0]["variants"][0]["sha256"]),
+        ("text/plain", "text/plain", plan["attachments"][1]["variants"][0]["sha256"])]
+    assert all(r["uri"].startswith("teamctl%3A%2F%2Fdoc%2F") for r in received)
