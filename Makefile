@@ -12,6 +12,8 @@ OPENCODE_VERSION := 1.18.33
 OPENCODE_BIN := $(E2E_DIR)/opencode/node_modules/.bin/opencode
 QWEN_VERSION := 0.24.4
 QWEN_BIN := $(E2E_DIR)/qwen/node_modules/.bin/qwen
+GEMINI_VERSION := 0.61.0
+GEMINI_BIN := $(E2E_DIR)/gemini/node_modules/.bin/gemini
 
 .PHONY: help demo test unit e2e lint coverage bench soak venv install system-deps clean
 
@@ -48,9 +50,10 @@ test: $(STAMP) lint  ## lint, then the unit, integration and fault tests, in par
 unit: $(STAMP)  ## the in-process unit tests only (seconds)
 	$(PY) -m pytest tests/unit -q -n auto
 
-e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN)  ## the real CLIs (pinned npm) against fake APIs
+e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BIN)  ## the real CLIs (pinned npm) against fake APIs
 	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
 		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
+		TEAMCTL_E2E_GEMINI=$(abspath $(GEMINI_BIN)) \
 		$(PY) -m pytest -m e2e tests/e2e -q
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
@@ -81,6 +84,13 @@ $(QWEN_BIN):
 	cd $(E2E_DIR)/qwen && (test -f package.json || npm init -y >/dev/null) && \
 		npm install --no-audit --no-fund --loglevel=error @qwen-code/qwen-code@$(QWEN_VERSION)
 	$(QWEN_BIN) --version
+
+# Gemini CLI, an ACP agent (docs/runtimes.md § ACP); its --version writes under HOME: a private one.
+$(GEMINI_BIN):
+	mkdir -p $(E2E_DIR)/gemini
+	cd $(E2E_DIR)/gemini && (test -f package.json || npm init -y >/dev/null) && \
+		npm install --no-audit --no-fund --loglevel=error @google/gemini-cli@$(GEMINI_VERSION)
+	HOME=$(abspath $(E2E_DIR)/gemini/home) $(GEMINI_BIN) --version
 
 lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench

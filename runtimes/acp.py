@@ -15,11 +15,12 @@ and documents as embedded resources (only to an agent with ``embeddedContext``),
 turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
 noted) → the reply accumulated from ``agent_message_chunk``; refusal → a failed turn; cancelled
 → stuck (or over budget). Every line is activity; a silent turn gets ``session/cancel`` before
-the process is killed. Usage: the chunks' ``_meta.usage`` (Qwen Code), the prompt's ``usage``,
-and ``usage_update``'s session cost. The agent's ``session/request_permission`` is answered by
-the member's profile (``acp_launch.allowed``) or, for ``ask``, by the operator; its other
-requests get a JSON-RPC error. Liveness: ``_teamctl/ping``, a method no agent has — the error it
-answers proves the agent reads and answers.
+the process is killed. Usage: the chunks' ``_meta.usage`` (Qwen Code), the prompt's ``usage``
+(else its ``_meta.quota``: Gemini CLI), and ``usage_update``'s session cost. The agent's
+``session/request_permission`` is answered by the member's profile (``acp_launch.allowed``) or,
+for ``ask``, by the operator; its other requests get a JSON-RPC error. Liveness:
+``_teamctl/ping``, a method no agent has — the error it answers proves the agent reads and
+answers.
 """
 
 from __future__ import annotations
@@ -464,6 +465,8 @@ class AcpAgentProcess(StdioJsonProcess):
     def _charge(self, state: _Turn, result: Any) -> None:
         if isinstance(result, dict) and isinstance(result.get("usage"), dict):
             state.prompt_usage = _tokens(result["usage"])
+        elif isinstance(result, dict):
+            state.prompt_usage = _quota_tokens(result.get("_meta"))
         self._report(state, estimate=False)
 
     def _report(self, state: _Turn, *, estimate: bool) -> None:
@@ -506,6 +509,17 @@ def _tokens(usage: dict[str, Any]) -> TokenUsage:
                       cached_input_tokens=token_count(usage, "cachedReadTokens"),
                       output_tokens=token_count(usage, "outputTokens"),
                       reasoning_output_tokens=token_count(usage, "thoughtTokens"))
+
+
+def _quota_tokens(meta: Any) -> TokenUsage | None:
+    """Gemini CLI's tokens of a prompt: ``_meta.quota.token_count {input_tokens,
+    output_tokens}``, summed over the prompt's model calls (its only usage report)."""
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    return TokenUsage(input_tokens=token_count(counts, "input_tokens"),
+                      output_tokens=token_count(counts, "output_tokens"))
 
 
 _STATUS = re.compile(r"\b([45]\d\d)\b")

@@ -10,6 +10,7 @@ import pytest
 
 from tests.e2e.fake_anthropic import FakeAnthropic
 from tests.e2e.fake_chat import FakeChat
+from tests.e2e.fake_gemini import FakeGemini
 from tests.e2e.fake_responses import FakeResponses
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
 OPENCODE_VERSION = "1.18.33"
 QWEN_VERSION = "0.24.4"
+GEMINI_VERSION = "0.61.0"
 _CACHE = Path(__file__).resolve().parents[2] / ".cache" / "e2e"
 
 
@@ -133,5 +135,29 @@ def qwen_member(name: str, qwen_bin: Path, api: FakeChat, **extra: object) -> di
         "model": "text-model", "login": "isolated", "start_timeout": 90.0,
         "turn_idle_timeout": 120.0,
         "env": {"OPENAI_API_KEY": "sk-e2e-dummy-qwen-key", "OPENAI_BASE_URL": api.base_url}}
+    member.update(extra)
+    return member
+
+
+@pytest.fixture(scope="session")
+def gemini_bin() -> Path:
+    return _installed("TEAMCTL_E2E_GEMINI", _CACHE / "gemini/node_modules/.bin/gemini")
+
+
+@pytest.fixture
+def gemini() -> Iterator[FakeGemini]:
+    with FakeGemini() as api:
+        yield api
+
+
+def gemini_member(name: str, gemini_bin: Path, api: FakeGemini, **extra: object) -> dict:
+    """A member on the real Gemini CLI over ACP (``acp_agent = "gemini"``), its API the fake
+    Gemini API, its login isolated (a private HOME, the key in its env). The model is named:
+    the default ("auto") would first ask the API which model to route each prompt to."""
+    member: dict[str, object] = {
+        "name": name, "runtime": "acp", "acp_agent": "gemini", "command": str(gemini_bin),
+        "model": "gemini-2.5-flash", "login": "isolated", "start_timeout": 90.0,
+        "turn_idle_timeout": 120.0,
+        "env": {"GEMINI_API_KEY": "e2e-dummy-gemini-key", "GOOGLE_GEMINI_BASE_URL": api.base_url}}
     member.update(extra)
     return member

@@ -9,7 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-_SECRET_HEADERS = ("authorization", "x-api-key")
+_SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 
 
 def fingerprint(value: str) -> str:
@@ -70,6 +70,11 @@ class FakeProvider:
     def stream(self, body: dict[str, Any]) -> bytes:
         raise NotImplementedError
 
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[bytes, str]:
+        """The reply's bytes and content type for a POST to ``path``: the SSE stream unless a
+        subclass answers some paths otherwise (the Gemini API's non-streaming JSON)."""
+        return self.stream(body), "text/event-stream"
+
     # -- the server -------------------------------------------------------------------------
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -111,7 +116,7 @@ class FakeProvider:
                     self._reply(status, json.dumps(fake.error_body(status)).encode(),
                                 "application/json", fake.error_headers)
                 else:
-                    self._reply(200, fake.stream(body), "text/event-stream")
+                    self._reply(200, *fake.answer(self.path, body))
 
             def _hang(self) -> None:
                 self.send_response(200)
