@@ -230,3 +230,20 @@ def test_an_acp_agent_with_embedded_context_gets_each_document_as_a_resource(
         ("application/pdf", "application/pdf", plan["attachments"][0]["variants"][0]["sha256"]),
         ("text/plain", "text/plain", plan["attachments"][1]["variants"][0]["sha256"])]
     assert all(r["uri"].startswith("teamctl%3A%2F%2Fdoc%2F") for r in received)
+
+
+def test_an_opencode_model_that_reads_pdfs_gets_a_pdf_file_part_with_the_planned_bytes(
+        teamctl: Teamctl) -> None:
+    """anthropic/claude-sonnet-4-5 through OpenCode: the catalog's pdf says native, the member's
+    generated config lists pdf, and the fake's API gets the PDF file part — no ERROR text."""
+    teamctl.run("launch", str(teamctl.write_team("web", [
+        dict(_opencode("ocn"), model="anthropic/claude-sonnet-4-5")])))
+    spec, _ = _documents(teamctl)
+    plan, reply, _ = _sent(teamctl, "ocn", "--attach", str(spec), "ocn", "read [Doc #1]")
+    [pdf] = plan["attachments"]
+    assert (pdf["route"], pdf["pages"]) == ("native", 3)
+    [received] = _reported(reply, "document")
+    assert (received["mime"], received["declared_mime"], received["filename"],
+            received["sha256"]) == ("application/pdf", "application/pdf", "spec.pdf",
+                                    pdf["variants"][0]["sha256"])
+    assert "ERROR" not in reply and not _reported(reply, "image")
