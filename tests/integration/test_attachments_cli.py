@@ -38,14 +38,14 @@ def test_one_bad_attachment_refuses_the_whole_message(teamctl: Teamctl) -> None:
     teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
     good = images.save(images.screenshot(300, 200), teamctl.workdir / "good.png", "PNG")
     bad = teamctl.workdir / "notes.png"
-    bad.write_text("this is text named .png")
+    bad.write_bytes(b"\x00\x01 binary named .png")
     done = teamctl.run("send", "--attach", str(good), "--attach", str(bad), "rev", "look")
     assert done.returncode == 3
     assert done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        "attachment_unsupported_mime: notes.png: is not an image (its bytes match no known "
-        "format); teamctl sends PNG, JPEG, GIF and WebP (BMP/TIFF are converted): export it "
-        "as PNG"]
+        "attachment_unsupported_mime: notes.png: is not an image, a PDF or UTF-8 text (its "
+        "bytes match no known format); teamctl sends PNG, JPEG, GIF and WebP (BMP/TIFF are "
+        "converted), PDFs and text: export it as one of those"]
     assert teamctl.json("history", "rev")["messages"] == []
     assert not [e for e in teamctl.log_events() if e["event"] == "message_queued"]
     refused = [e for e in teamctl.log_events() if e["event"] == "attachments_refused"]

@@ -27,7 +27,7 @@ def test_every_json_output_is_its_wire_document(teamctl: Teamctl) -> None:
     history = wire.HistoryDoc.model_validate(teamctl.json("history", "lead"))
     assert history.messages[0].attachments == sent.attachments
     bad = teamctl.workdir / "notes.png"
-    bad.write_text("not an image")
+    bad.write_bytes(b"\x00\x01 not an image, not text")
     refusal = wire.Refusal.model_validate(teamctl.json("send", "--attach", str(bad), "lead",
                                                        "x"))
     assert refusal.failures[0].code == "attachment_unsupported_mime"

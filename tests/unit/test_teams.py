@@ -50,7 +50,7 @@ async def test_a_refused_attachment_journals_nothing(tmp_path: Path) -> None:
                              "a.toml", wait=True, timeout=10)
         good = images.save(images.screenshot(200, 100), tmp_path / "good.png", "PNG")
         bad = tmp_path / "bad.png"
-        bad.write_text("not an image")
+        bad.write_bytes(b"\x00\x01 not an image, not text")
         with pytest.raises(AttachmentRefused):
             await c.teams.send(None, "lead", "look", wait=False, timeout=1,
                                attachments=[str(good), str(bad)])

@@ -138,7 +138,8 @@ async def test_uploads_are_bounded_and_refused_with_their_codes(tmp_path: Path) 
                                                 "image/png")})
         assert huge.status_code == 413 and "at most" in _message(huge)
         text = await page.post("/send", data={"member": "web/lead", "text": "x"},
-                               files={"files": ("notes.png", b"just text", "image/png")})
+                               files={"files": ("notes.png", b"\x7fELF\x00 not text",
+                                                  "image/png")})
         assert text.status_code == 422 and "attachment_unsupported_mime" in text.text
         assert "notes.png" in text.text
         nobody = await page.post("/send", data={"member": "web/ghost", "text": "x"})
@@ -433,7 +434,7 @@ async def test_a_refused_send_answers_json_with_its_typed_failures_not_an_html_f
         await page.sign_in()
         refused = await page.post(
             "/send", data={"member": "web/lead", "text": "x"},
-            files={"files": ("notes.png", b"just text <b>", "image/png")})
+            files={"files": ("notes.png", b"\x00\x01 binary <b>", "image/png")})
         body = _assert_refusal(refused, 422, "attachment_refused")
         [failure] = body["failures"]
         assert failure["code"] == "attachment_unsupported_mime" and failure["attachment"]
