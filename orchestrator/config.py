@@ -348,13 +348,6 @@ class TeamConfig(_Strict):
                 raise ValueError(f"members[{index}]: network = "
                                  f"\"{self.member_network(member)}\" needs sandbox = "
                                  "\"process\" (the network is cut off by its namespace)")
-            if self.member_network(member) != "on" and \
-                    runtime_info(member.runtime).daemon_connects_in:
-                raise ValueError(f"members[{index}]: network = "
-                                 f"\"{self.member_network(member)}\" is not supported for "
-                                 f"{member.runtime} yet: teamctl talks to its server on "
-                                 "loopback, which an empty network namespace hides; use "
-                                 "network = \"on\"")
         return self
 
     @model_validator(mode="after")

@@ -87,9 +87,11 @@ from runtimes.opencode_launch import (
     member_auth_file,
     split_model,
 )
+from runtimes.sandbox_host import InboundHost
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from anyio.abc import Process, TaskGroup
 
@@ -136,11 +138,13 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
         if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
             check_login(spec)
         serve_port = await spec.host.forward_port(port)  # over SSH: forwarded there
+        # in a sandbox's own network namespace: through the relay's Unix socket
+        inbound = spec.host.inbound_socket(port) if isinstance(spec.host, InboundHost) else None
         argv = [spec.executable, *spec.args, "serve", "--hostname", "127.0.0.1",
                 "--port", str(serve_port)]
         raw = await spawn_member(spec, argv, env)
         server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace,
-                                stop_grace=self._stop_grace)
+                                stop_grace=self._stop_grace, inbound=inbound)
 
         def http_failed(exc: Exception) -> str:
             return f"its server failed a start-up request ({type(exc).__name__}: {exc})"
@@ -153,7 +157,8 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
             tg.start_soon(server.watch_events)
             await server.stream_connected.wait()
         log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
-                 session_id=server.session_id, resumed=server.resumed, port=port)
+                 session_id=server.session_id, resumed=server.resumed, port=port,
+                 inbound=None if inbound is None else str(inbound))
         return server
 
 
@@ -176,12 +181,15 @@ class OpenCodeServer(MemberProcess):
     """One running ``opencode serve`` and the member's session on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec, port: int, password: str,
-                 heartbeat_grace: float, *, stop_grace: float = 0.5) -> None:
+                 heartbeat_grace: float, *, stop_grace: float = 0.5,
+                 inbound: Path | None = None) -> None:
         super().__init__(process)
         self._spec = spec
         self._stop_grace = stop_grace
+        self._inbound = inbound  # the Unix socket that reaches the server (a sandbox's relay)
         self._http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
+            transport=None if inbound is None else httpx.AsyncHTTPTransport(uds=str(inbound)),
             params={"directory": spec.host.remote_path(str(spec.workdir))},
             timeout=_REQUEST_TIMEOUT,
         )
@@ -215,6 +223,8 @@ class OpenCodeServer(MemberProcess):
         with anyio.CancelScope(shield=True):
             await self._http.aclose()
             await stop_process(self._process, eof_timeout=self._stop_grace)
+            if self._inbound is not None:  # its relay died with the sandbox, unable to
+                self._inbound.unlink(missing_ok=True)
             self._exited.set()
 
     # -- start-up -----------------------------------------------------------------------------
@@ -243,7 +253,9 @@ class OpenCodeServer(MemberProcess):
         self._exited.set()
 
     async def check_health(self) -> None:
-        """``GET /global/health``, each try bounded (a stuck request is retried)."""
+        """``GET /global/health``, each try bounded (a stuck request is retried): OpenCode
+        itself answered (through a sandbox's relay, a connection the relay cannot pass on to
+        the server is closed, and retried)."""
         while True:
             with anyio.move_on_after(_HEALTH_TIMEOUT):
                 with suppress(httpx.HTTPError):

@@ -12,7 +12,11 @@ state and the other members hidden). Everything else is the base host's, except:
   member's runtime home, where the runtime can read it;
 - ``mcp_server``: teamctl's MCP server reaches the daemon through this member's own socket
   (``mcp_home``, in its runtime home), which accepts only ``member.*`` calls with this
-  member's token; the daemon's control socket stays hidden.
+  member's token; the daemon's control socket stays hidden;
+- ``forward_port``: with ``network = "off" | "allowlist"`` (its own network namespace) the
+  runtime's server keeps its port on the sandbox's loopback, and the daemon reaches it through
+  ``inbound_socket``: a Unix socket in a fresh 0700 directory here, bound into the sandbox,
+  where the network relay joins each connection to that port (``InboundHost``).
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 from orchestrator.contracts import SandboxUnavailable
+from runtimes.sandbox_network import SERVE_SOCKET, with_inbound
 from runtimes.sandbox_plan import (
     NETWORK_ON,
     SYSTEM_DIRS,
@@ -45,14 +51,46 @@ if TYPE_CHECKING:
 
     from orchestrator.contracts import Host, ImagePart, McpServer
 
-__all__ = ["SandboxHost", "SandboxSupport", "describe", "login_paths", "member_policy", "probe",
-           "probe_once"]
+__all__ = ["InboundHost", "SandboxHost", "SandboxSupport", "describe", "login_paths",
+           "member_policy", "probe", "probe_once"]
 
 INSIDE_MCP_HOME = "/run/teamctl/mcp"  # where a sandboxed member's teamctl mcp finds its socket
 SOCKET_NAME = "teamctl.sock"  # (orchestrator.paths.Home.socket's name)
 
 _PROBE_TIMEOUT = 10.0
 _PROBED: dict[str, SandboxSupport] = {}
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
+
+
+@runtime_checkable
+class InboundHost(Protocol):
+    """A host whose runtime's loopback port the daemon reaches through a Unix socket here
+    (a sandbox in its own network namespace), not over TCP."""
+
+    def inbound_socket(self, port: int) -> Path | None:
+        """The socket that reaches ``127.0.0.1:port`` of the runtime (``forward_port``'s
+        port) while it runs; None: that port is reached over TCP as usual."""
+        ...
+
+
+@dataclass
+class _Inbound:
+    """The way in to the runtime's server: its port (set by ``forward_port``) and the socket's
+    directory here (made once, kept across the member's restarts, removed at ``close``)."""
+
+    port: int | None = None
+    directory: Path | None = None
+
+
+def serve_dir() -> Path:
+    """A fresh private directory (0700, random name) for an inbound socket, its path short
+    enough for a socket's (under /tmp where ``TMPDIR`` is long); hidden from every sandbox
+    (each has its own /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="tc-serve-"))
+    if len(os.fsencode(path / SERVE_SOCKET)) > _SOCKET_PATH_MAX:
+        path.rmdir()
+        path = Path(tempfile.mkdtemp(prefix="tc-serve-", dir="/tmp"))
+    return path
 
 
 @dataclass(frozen=True)
@@ -179,6 +217,7 @@ class SandboxHost:
     extra_toolchain: tuple[Path, ...] = field(default_factory=mcp_toolchain)
     # what the network plan keeps open (the member's egress proxy), let go of at ``close``
     on_close: Callable[[], Awaitable[None]] | None = None
+    _inbound: _Inbound = field(default_factory=_Inbound, init=False, repr=False)
 
     @property
     def name(self) -> str | None:
@@ -206,6 +245,8 @@ class SandboxHost:
         # path here (a Unix socket's path is at most 108 bytes, connect()'s too)
         mcp = ("--bind", str(self.mcp_home / SOCKET_NAME), f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
         network = replace(self.network, bwrap_args=(*mcp, *self.network.bwrap_args))
+        if self._inbound.port is not None and self._inbound.directory is not None:
+            network = with_inbound(network, self._inbound.directory, self._inbound.port)
         return bwrap_argv(self.bwrap, replace(self.policy, toolchain=tools), argv,
                           network=network)
 
@@ -245,7 +286,21 @@ class SandboxHost:
         return await self.base.version(executable, env=env, cwd=cwd, timeout=timeout)
 
     async def forward_port(self, port: int) -> int:
-        return await self.base.forward_port(port)
+        """The base host's, with the host's network; in the sandbox's own network namespace
+        the same port there, reached through ``inbound_socket`` (a previous launch's socket,
+        left by a sandbox killed at its stop, removed first)."""
+        if self.network.mode == NETWORK_ON.mode:
+            return await self.base.forward_port(port)
+        self._inbound.port = port
+        if self._inbound.directory is None:
+            self._inbound.directory = await anyio.to_thread.run_sync(serve_dir)
+        (self._inbound.directory / SERVE_SOCKET).unlink(missing_ok=True)
+        return port
+
+    def inbound_socket(self, port: int) -> Path | None:
+        if self._inbound.port != port or self._inbound.directory is None:
+            return None
+        return self._inbound.directory / SERVE_SOCKET
 
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
@@ -264,4 +319,6 @@ class SandboxHost:
     async def close(self) -> None:
         if self.on_close is not None:
             await self.on_close()
+        if self._inbound.directory is not None:
+            shutil.rmtree(self._inbound.directory, ignore_errors=True)
         await self.base.close()

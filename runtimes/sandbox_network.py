@@ -6,6 +6,10 @@ bubblewrap, and the hosts it may reach by default (docs/security.md, "The networ
   ``INSIDE_SOCKET``, and the relay (``sandbox_relay.py``, run as ``python3 -I -c``) in front of
   the runtime: it gives the runtime ``HTTPS_PROXY`` to a loopback port that reaches the proxy,
   and listens on each loopback port an entry names (``127.0.0.1:PORT``: a test's fake API).
+- ``with_inbound``: the way in, for a runtime whose server the daemon calls (``opencode
+  serve`` on a port of the sandbox's loopback): a directory of this machine bound in at
+  ``INSIDE_SERVE_DIR``, where the relay listens on ``SERVE_SOCKET`` and joins each
+  connection to that port.
 - ``provider_hosts``: where the member's runtime sends its model requests — its base URL if
   the member's ``env`` or ``config`` sets one, else its provider's API host(s).
 - ``default_hosts``: what ``allowlist`` allows when ``allow_hosts`` is not given — the git
@@ -17,6 +21,7 @@ from __future__ import annotations
 import configparser
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -26,9 +31,12 @@ from runtimes.sandbox_plan import NetworkPlan
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["INSIDE_SOCKET", "REGISTRIES", "default_hosts", "network_plan", "provider_hosts"]
+__all__ = ["INSIDE_SERVE_DIR", "INSIDE_SOCKET", "REGISTRIES", "SERVE_SOCKET", "default_hosts",
+           "network_plan", "provider_hosts", "with_inbound"]
 
 INSIDE_SOCKET = "/run/teamctl/egress.sock"
+INSIDE_SERVE_DIR = "/run/teamctl/serve"  # the inbound socket's directory, as the relay sees it
+SERVE_SOCKET = "server.sock"
 REGISTRIES = ("registry.npmjs.org", "pypi.org", "files.pythonhosted.org")
 _RELAY = Path(__file__).with_name("sandbox_relay.py").read_text(encoding="utf-8")
 _LOOPBACK_ENTRY = re.compile(r"127\.0\.0\.1:(\d{1,5})")
@@ -54,6 +62,15 @@ def network_plan(mode: str, socket: Path, entries: Sequence[str], *,
     return NetworkPlan(mode=mode, bwrap_args=("--unshare-net", "--bind", str(socket),
                                               INSIDE_SOCKET),
                        relay=(*relay, "--"))
+
+
+def with_inbound(plan: NetworkPlan, directory: Path, port: int) -> NetworkPlan:
+    """``plan`` with the way in: ``directory`` (here, 0700) bound in at ``INSIDE_SERVE_DIR``
+    and the relay joining each connection to its socket there to ``127.0.0.1:port``."""
+    relay = plan.relay[:-1]  # the relay's own arguments end with "--"
+    return replace(plan, bwrap_args=(*plan.bwrap_args, "--bind", str(directory),
+                                     INSIDE_SERVE_DIR),
+                   relay=(*relay, "--inbound", f"{port}:{INSIDE_SERVE_DIR}/{SERVE_SOCKET}", "--"))
 
 
 def _url_host(url: object) -> str | None:

@@ -13,6 +13,11 @@ the sandbox (``--socket``). This relay
   ``CONNECT 127.0.0.1:PORT`` on the proxy (a provider API on the operator's loopback — a test's
   fake API — is then reached at the same URL inside, whatever the CLI does with proxies);
 - sets ``NO_PROXY`` to the loopback names (the sandbox's own services and mapped ports);
+- with ``--inbound PORT:PATH``, the other way: listens on the Unix socket ``PATH`` (0600, in a
+  0700 directory bound in from outside) and joins each connection from the daemon's uid to
+  ``127.0.0.1:PORT`` in the sandbox — the server a runtime runs there (``opencode serve``),
+  which the daemon cannot reach over TCP across the namespace; the socket is removed when the
+  runtime ends (and by the daemon after a stop that kills the sandbox);
 - then starts ``argv`` (after ``--``) as its child with that environment and the same stdio,
   passes SIGTERM, SIGINT and SIGHUP on to it, and exits with its status when it ends.
 
@@ -27,9 +32,14 @@ import contextlib
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CHUNK = 64 * 1024
 MAX_CONNECTIONS = 256
@@ -79,21 +89,57 @@ def _connect_through(upstream: socket.socket, client: socket.socket, port: int) 
     return True
 
 
-def _serve(client: socket.socket, path: str, port: int | None) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _to_proxy(path: str, port: int | None) -> Callable[[socket.socket], socket.socket | None]:
+    """Outbound: the proxy's socket (for a mapped ``port``, asked for it by CONNECT first)."""
+    def open_upstream(client: socket.socket) -> socket.socket | None:
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(path)
+            if port is None or _connect_through(upstream, client, port):
+                return upstream
+        except OSError:
+            pass
+        upstream.close()
+        return None
+    return open_upstream
+
+
+def _peer_uid(client: socket.socket) -> int:
+    creds = client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _to_server(port: int) -> Callable[[socket.socket], socket.socket | None]:
+    """Inbound: ``127.0.0.1:port`` in the sandbox, for a peer of this uid only (the daemon's,
+    as this user namespace maps it; any other uid is closed before a byte is read)."""
+    def open_upstream(client: socket.socket) -> socket.socket | None:
+        if _peer_uid(client) != os.getuid():
+            return None
+        upstream = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT)
+        upstream.settimeout(None)
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return upstream
+    return open_upstream
+
+
+def _serve(client: socket.socket,
+           open_upstream: Callable[[socket.socket], socket.socket | None]) -> None:
+    upstream = None
     try:
-        upstream.connect(path)
-        if port is None or _connect_through(upstream, client, port):
+        upstream = open_upstream(client)
+        if upstream is not None:
             _join(client, upstream)
     except OSError:
         pass
     finally:
-        upstream.close()
+        if upstream is not None:
+            upstream.close()
         client.close()
         _slots.release()
 
 
-def _accept(listener: socket.socket, path: str, port: int | None) -> None:
+def _accept(listener: socket.socket,
+            open_upstream: Callable[[socket.socket], socket.socket | None]) -> None:
     while True:
         try:
             client, _ = listener.accept()
@@ -102,8 +148,9 @@ def _accept(listener: socket.socket, path: str, port: int | None) -> None:
         if not _slots.acquire(blocking=False):
             client.close()
             continue
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay added
-        threading.Thread(target=_serve, args=(client, path, port), daemon=True).start()
+        if listener.family == socket.AF_INET:
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay
+        threading.Thread(target=_serve, args=(client, open_upstream), daemon=True).start()
 
 
 def _listen(port: int) -> socket.socket:
@@ -114,31 +161,63 @@ def _listen(port: int) -> socket.socket:
     return listener
 
 
-def _parse(args: list[str]) -> tuple[str, list[int], list[str]]:
-    path, maps = "", []
+def _listen_unix(path: str) -> socket.socket:
+    """A 0600 socket at ``path`` (a previous run's, left by a killed sandbox, replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(mask)
+    os.chmod(path, 0o600)
+    listener.listen(128)
+    return listener
+
+
+class _Options:
+    def __init__(self) -> None:
+        self.socket = ""
+        self.maps: list[int] = []
+        self.inbound: tuple[int, str] | None = None
+        self.argv: list[str] = []
+
+
+def _parse(args: list[str]) -> _Options:
+    found = _Options()
     while args and args[0] != "--":
         flag, value, args = args[0], args[1], args[2:]
         if flag == "--socket":
-            path = value
+            found.socket = value
         elif flag == "--map":
-            maps.append(int(value))
+            found.maps.append(int(value))
+        elif flag == "--inbound":
+            port, _, path = value.partition(":")
+            found.inbound = (int(port), path)
         else:
             raise SystemExit(f"sandbox_relay: unknown option {flag}")
-    if not path or len(args) < 2:
-        raise SystemExit("usage: sandbox_relay --socket PATH [--map PORT]... -- ARGV...")
-    return path, maps, args[1:]
+    if not found.socket or len(args) < 2:
+        raise SystemExit("usage: sandbox_relay --socket PATH [--map PORT]... "
+                         "[--inbound PORT:PATH] -- ARGV...")
+    found.argv = args[1:]
+    return found
 
 
 def main(args: list[str]) -> int:
-    path, maps, argv = _parse(args)
+    options = _parse(args)
+    path, argv = options.socket, options.argv
     try:
         proxy = _listen(0)
-        mapped = [(_listen(port), port) for port in maps]
+        listeners = [(proxy, _to_proxy(path, None)),
+                     *((_listen(port), _to_proxy(path, port)) for port in options.maps)]
+        if options.inbound is not None:
+            listeners.append((_listen_unix(options.inbound[1]), _to_server(options.inbound[0])))
     except OSError as exc:
-        sys.stderr.write(f"sandbox_relay: cannot listen on the sandbox's loopback: {exc}\n")
+        sys.stderr.write(f"sandbox_relay: cannot listen: {exc}\n")
         return 70
-    for listener, port in [(proxy, None), *mapped]:
-        threading.Thread(target=_accept, args=(listener, path, port), daemon=True).start()
+    for listener, open_upstream in listeners:
+        threading.Thread(target=_accept, args=(listener, open_upstream), daemon=True).start()
     url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
     # this process is the member's own first process inside the sandbox: its environment is
     # already the member's minimal one (built by the adapter, never the daemon's) — passed on
@@ -156,6 +235,9 @@ def main(args: list[str]) -> int:
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda signum, _frame: child.send_signal(signum))
     code = child.wait()
+    if options.inbound is not None:  # the server is gone: so is its door
+        with contextlib.suppress(OSError):
+            os.unlink(options.inbound[1])
     return 128 - code if code < 0 else code
 
 

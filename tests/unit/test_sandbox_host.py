@@ -214,16 +214,13 @@ def test_a_sandboxed_codex_asking_is_refused_naming_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("network", ["off", "allowlist"])
-def test_opencode_with_its_network_cut_is_refused_naming_why(tmp_path: Path,
-                                                              network: str) -> None:
-    """teamctl talks to ``opencode serve`` on loopback, which an empty network namespace
-    hides: ``network = "off" | "allowlist"`` is refused for it (a member that could never
-    become ready), ``on`` is not."""
-    with pytest.raises(TeamFileError, match=f'network = "{network}" is not supported for '
-                                            "opencode yet: teamctl talks to its server"):
-        load_team_file(_runtime_team(tmp_path, "opencode",
-                                     f'sandbox = "process"\nnetwork = "{network}"'))
-    load_team_file(_runtime_team(tmp_path, "opencode", 'sandbox = "process"\nnetwork = "on"'))
+def test_opencode_with_its_network_cut_is_accepted(tmp_path: Path, network: str) -> None:
+    """teamctl reaches ``opencode serve`` in an empty network namespace through the relay's
+    Unix socket (tests/integration/test_sandbox_opencode_net.py): ``network = "off" |
+    "allowlist"`` is no longer refused for it (it was, while only loopback TCP reached it)."""
+    team = load_team_file(_runtime_team(tmp_path, "opencode",
+                                        f'sandbox = "process"\nnetwork = "{network}"'))
+    assert team.member_network(team.members[0]) == network
 
 
 def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
