@@ -37,8 +37,11 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         login="set OPENAI_API_KEY (and OPENAI_BASE_URL for another provider) in the member's "
               "env, or run 'qwen' once and log in with /auth",
         model_env="OPENAI_MODEL"),
+    # --skip-trust: in a folder it does not trust, Gemini CLI 0.61.0 starts no stdio MCP
+    # server (not even teamctl's, given over ACP) and refuses the yolo mode; the member's
+    # workdir is the one the operator put it to work in
     "gemini": AcpAgent(
-        "gemini", ("gemini", "--acp"), keys=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        "gemini", ("gemini", "--acp", "--skip-trust"), keys=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         env_names=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
         login="set GEMINI_API_KEY in the member's env, or run 'gemini' once and log in with "
               "/auth",

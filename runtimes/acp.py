@@ -271,8 +271,13 @@ class AcpAgentProcess(StdioJsonProcess):
                    if isinstance(m, dict)]
         mode = _MODES["full" if self._spec.permissions == "full" else "other"]
         if mode in offered and (modes or {}).get("currentModeId") != mode:
-            await self._request("session/set_mode", {"sessionId": self._session_id,
-                                                     "modeId": mode})
+            try:
+                await self._request("session/set_mode", {"sessionId": self._session_id,
+                                                         "modeId": mode})
+            except AcpError as exc:  # Gemini CLI: no yolo in a folder it does not trust
+                log.warning("acp_mode_refused", team=self._spec.team, member=self._spec.member,
+                            mode=mode, reason=exc.message,
+                            note="the agent asks for each tool; the profile answers")
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -300,7 +305,11 @@ class AcpAgentProcess(StdioJsonProcess):
         blocks: list[dict[str, Any]] = []
         for part in turn.parts:
             if isinstance(part, TextPart):
-                blocks.append({"type": "text", "text": part.text})
+                # Qwen Code joins the text blocks and the resources' @<uri> mentions with
+                # nothing between them: a text after another block starts its own paragraph
+                after = any(b["type"] in ("text", "resource") for b in blocks)
+                blocks.append({"type": "text", "text": f"\n\n{part.text}" if after
+                               else part.text})
             elif isinstance(part, ImagePart):
                 if not self.image_input:
                     raise TurnFailed(self._spec.member, f"the agent ({self.agent_name or 'ACP'})"
@@ -362,7 +371,8 @@ class AcpAgentProcess(StdioJsonProcess):
 
     def _failed(self, error: Any) -> TurnFailed:
         error = error if isinstance(error, dict) else {}
-        message = str(error.get("message") or "the agent failed the turn")[:2000]
+        message = (_error_text(error) if error.get("message") else
+                   "the agent failed the turn")[:2000]
         if error.get("code") == AUTH_REQUIRED:
             return TurnFailed(self._spec.member, f"the agent needs a login ({message}): "
                               f"{login_fix(self._spec)}", api_status=None, retryable=False)
@@ -377,7 +387,7 @@ class AcpAgentProcess(StdioJsonProcess):
                                  _REQUEST_TIMEOUT)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            raise AcpError(str(error.get("message") or error)[:500], error.get("code"))
+            raise AcpError(_error_text(error)[:500], error.get("code"))
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
@@ -509,6 +519,15 @@ def _tokens(usage: dict[str, Any]) -> TokenUsage:
                       cached_input_tokens=token_count(usage, "cachedReadTokens"),
                       output_tokens=token_count(usage, "outputTokens"),
                       reasoning_output_tokens=token_count(usage, "thoughtTokens"))
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    """A JSON-RPC error's message, with its ``data.details`` where the agent gave the real
+    reason there (Gemini CLI answers "Internal error" and says why in the details)."""
+    message = str(error.get("message") or error)
+    data = error.get("data")
+    details = data.get("details") if isinstance(data, dict) else None
+    return f"{message}: {details}" if isinstance(details, str) and details else message
 
 
 def _quota_tokens(meta: Any) -> TokenUsage | None:
