@@ -11,7 +11,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from tests import doc_files, images
+from tests import images, pdfs
 from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ NOTES = "# Notes\n\n- the login form posts to /api/session\n- été: UTF-8 kept\
 
 def _documents(teamctl: Teamctl) -> tuple[Path, Path]:
     spec = teamctl.workdir / "spec.pdf"
-    spec.write_bytes(doc_files.pdf("Page one: the login form", "Page two: the session API",
+    spec.write_bytes(pdfs.text_pdf("Page one: the login form", "Page two: the session API",
                           "Page three: errors"))
     notes = teamctl.workdir / "notes.md"
     notes.write_text(NOTES, encoding="utf-8")
@@ -141,7 +141,7 @@ def test_an_encrypted_or_corrupt_pdf_is_refused_typed_and_the_daemon_answers(
     refusal with its code (exit 3), and the daemon goes on answering."""
     teamctl.run("launch", str(teamctl.write_team("web", [_codex("rev")])))
     locked = teamctl.workdir / "locked.pdf"
-    locked.write_bytes(doc_files.encrypted_pdf())
+    locked.write_bytes(pdfs.encrypted_pdf("locked", "secret-pw"))
     broken = teamctl.workdir / "broken.pdf"
     broken.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 64)
     for path, code in ((locked, "attachment_document_encrypted"),

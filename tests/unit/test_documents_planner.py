@@ -21,36 +21,12 @@ from orchestrator.daemon.delivery import ATTACHMENT_COLUMNS, attachment_of, atta
 from orchestrator.daemon.store import MIGRATIONS
 from runtimes.claude import ClaudeRuntime
 from runtimes.codex.runtime import CodexRuntime
-from tests import images
+from tests import images, pdfs
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from orchestrator.attachments.variants import PlannedAttachment
-
-
-def _pdf(pages: list[str]) -> bytes:
-    """A small valid PDF, one line of Helvetica text per page."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
-    font = 3 + 2 * len(pages)
-    for i, text in enumerate(pages):
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources "
-                       f"<< /Font << /F1 {font} 0 R >> >> /Contents {4 + 2 * i} 0 R >>".encode())
-        stream = f"BT /F1 24 Tf 72 700 Td ({text}) Tj ET".encode()
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += (f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n"
-            "%%EOF\n").encode()
-    return out
 
 
 class _NoCache:
@@ -78,7 +54,7 @@ def _codex(vision: bool | None = None) -> Target:
 @pytest.fixture
 def spec_pdf(tmp_path: Path) -> Path:
     path = tmp_path / "spec.pdf"
-    path.write_bytes(_pdf(["Page one", "Page two", "Page three"]))
+    path.write_bytes(pdfs.text_pdf("Page one", "Page two", "Page three"))
     return path
 
 

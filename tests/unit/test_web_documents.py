@@ -13,7 +13,7 @@ import pytest
 from orchestrator.daemon.web import render
 from orchestrator.daemon.web.app import MAX_UPLOAD_BYTES
 from orchestrator.wire import AttachmentRef, MessageDoc
-from tests import doc_files
+from tests import pdfs
 from tests.unit.test_web import SeeingRuntime, _page
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ async def test_a_pdf_sent_as_pages_shows_its_first_page_and_serves_nothing_else_
         tmp_path: Path) -> None:
     async with _page(tmp_path, SeeingRuntime(), vision=True, documents="pages") as page:
         await page.sign_in()
-        fragment = await _sent(page, [(f"{HOSTILE}.pdf", doc_files.pdf("one", "two", "three"),
+        fragment = await _sent(page, [(f"{HOSTILE}.pdf", pdfs.text_pdf("one", "two", "three"),
                                        "application/pdf")])
         [message] = (await page.core.teams.history(None, "lead")).messages
         [doc] = message.attachments
@@ -63,7 +63,7 @@ async def test_a_native_pdf_is_a_box_and_a_text_file_its_name_and_size(tmp_path:
     async with _page(tmp_path, SeeingRuntime(), model="claude-sonnet-4-5") as page:
         await page.sign_in()
         notes = b"# notes\nhello\n"
-        fragment = await _sent(page, [("spec.pdf", doc_files.pdf("one", "two"), "application/pdf"),
+        fragment = await _sent(page, [("spec.pdf", pdfs.text_pdf("one", "two"), "application/pdf"),
                                       (f"{HOSTILE}.md", notes, "text/markdown")])
         [message] = (await page.core.teams.history(None, "lead")).messages
         assert [(a.kind, a.route) for a in message.attachments] == [
