@@ -1,4 +1,5 @@
-"""``[Image #N]`` and ``[Doc #N]`` markers: unknown ones are named, the delivery order follows the text."""
+"""``[Image #N]`` and ``[Doc #N]`` markers: unknown ones are named, the delivery order
+follows the text."""
 
 from __future__ import annotations
 
