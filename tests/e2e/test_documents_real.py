@@ -111,10 +111,12 @@ def _pages_planned(pdf: dict[str, Any]) -> list[str]:
     return pages
 
 
-def _page_rows(label: str, planned: list[str], api: list[str]) -> None:
-    for n, (want, got) in enumerate(zip(planned, api + [""] * len(planned), strict=False), 1):
-        _row(label, f"spec.pdf page {n}", "pages", want, got or None,
-             "as planned" if want == got else "DIFFERS")
+def _page_rows(label: str, pdf: dict[str, Any], api: list[str]) -> None:
+    pages = pdf["page_variants"]
+    for n, (page, got) in enumerate(zip(pages, api + [""] * len(pages), strict=False), 1):
+        size = f"{page['mime']} {page['width']}×{page['height']} {page['bytes']:,} B"
+        _row(label, f"spec.pdf page {n}", "pages", page["sha256"], got or None,
+             f"{size}, as planned" if page["sha256"] == got else f"{size}, DIFFERS")
 
 
 def _derived_text_said(text: str) -> None:
@@ -126,7 +128,8 @@ def _derived_text_said(text: str) -> None:
 
 # -- what reached each fake API -----------------------------------------------------------------
 
-def _anthropic_user_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+def _newest_user_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest user message's blocks (Messages API) or parts (chat completions)."""
     [*_, last] = [m for m in body["messages"] if m["role"] == "user"]
     content = last["content"]
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
@@ -135,11 +138,11 @@ def _anthropic_user_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
 def _anthropic_turn(anthropic: FakeAnthropic) -> list[dict[str, Any]]:
     """The newest user message's blocks of the first request that carried a document."""
     for request in anthropic.message_requests():
-        blocks = _anthropic_user_blocks(request["body"])
+        blocks = _newest_user_parts(request["body"])
         if any(b.get("type") == "document" for b in blocks):
             return blocks
-    raise AssertionError("no request carried a document block: "
-                         f"{[_anthropic_user_blocks(r['body']) for r in anthropic.message_requests()]}")
+    seen = [_newest_user_parts(r["body"]) for r in anthropic.message_requests()]
+    raise AssertionError(f"no request carried a document block: {seen}")
 
 
 def _texts(parts: list[dict[str, Any]]) -> str:
@@ -150,7 +153,7 @@ def _chat_turn(chat: FakeChat, marker: str) -> tuple[list[dict[str, Any]], list[
     """The newest user message of the first chat request whose text names ``marker``: its
     parts, and the sha256 of each image that arrived in it."""
     for request in chat.chat_requests():
-        parts = fake_chat._last_user(request["body"])
+        parts = _newest_user_parts(request["body"])
         if marker in _texts(parts):
             return parts, [i["sha256"] for i in fake_chat.newest_user_images(request["body"])]
     raise AssertionError(f"no chat request names {marker!r}")
@@ -198,9 +201,10 @@ def test_real_codex_gets_the_planned_page_images_the_page_text_and_the_pdfs_path
     [request] = [r for r in responses.response_requests()
                  if fake_responses.newest_user_images(r["body"])][:1]
     api = [i["sha256"] for i in fake_responses.newest_user_images(request["body"])]
-    _page_rows("codex 0.171.0, gpt-5.4-mini", planned, api)
-    text = "\n".join(str(p.get("text", "")) for m in fake_responses._user_messages(
-        request["body"]) for p in m.get("content") or [] if p.get("type") == "input_text")
+    _page_rows("codex 0.171.0, gpt-5.4-mini", pdf, api)
+    text = "\n".join(str(p.get("text", "")) for m in request["body"]["input"]
+                     if m.get("type") == "message" and m.get("role") == "user"
+                     for p in m.get("content") or [] if p.get("type") == "input_text")
     _row("codex 0.171.0, gpt-5.4-mini", "notes.md", "text", notes["sha256"],
          "its text" if NOTES.rstrip() in text else None, "in the input text")
     assert api == planned
@@ -215,7 +219,7 @@ def test_real_codex_gets_the_planned_page_images_the_page_text_and_the_pdfs_path
 
 # -- OpenCode -----------------------------------------------------------------------------------
 
-def _opencode_anthropic(name: str, opencode_bin: Path, anthropic: FakeAnthropic) -> dict:
+def _opencode_anthropic(name: str, opencode_bin: Path, anthropic: FakeAnthropic) -> dict[str, Any]:
     """OpenCode's built-in ``anthropic`` provider aimed at the fake Messages API; the model's
     modalities are teamctl's to write (the catalog says pdf = true)."""
     return {"name": name, "runtime": "opencode", "model": "anthropic/claude-sonnet-4-5",
@@ -226,7 +230,7 @@ def _opencode_anthropic(name: str, opencode_bin: Path, anthropic: FakeAnthropic)
                 "options": {"baseURL": f"{anthropic.base_url}/v1"}}}}}
 
 
-def _opencode_openrouter(name: str, opencode_bin: Path, chat: FakeChat) -> dict:
+def _opencode_openrouter(name: str, opencode_bin: Path, chat: FakeChat) -> dict[str, Any]:
     """kimi-k2.6 through OpenCode's ``openrouter`` provider aimed at the fake chat API."""
     member = opencode_member(name, opencode_bin, chat, model="openrouter/moonshotai/kimi-k2.6")
     member["config"] = {"provider": {"openrouter": {
@@ -259,10 +263,10 @@ def test_real_opencode_gets_a_pdf_natively_or_as_pages_by_its_models_catalog_ent
     pdf, notes = _send(teamctl, "kimi")
     planned = _pages_planned(pdf)
     parts, api = _chat_turn(chat, "[Doc #1] spec.pdf")
-    _page_rows("OpenCode 1.18.33, openrouter/moonshotai/kimi-k2.6", planned, api)
+    _page_rows("OpenCode 1.18.33, openrouter/moonshotai/kimi-k2.6", pdf, api)
     assert api == planned
     _derived_text_said(_texts(parts))
-    assert not fake_chat.replaced_images({"messages": [{"role": "user", "content": parts}]})
+    assert "ERROR: Cannot read" not in _texts(parts), "OpenCode replaced nothing"
     assert not [p for p in parts if p.get("type") == "file"], "no PDF part"
 
 
@@ -280,7 +284,7 @@ def test_real_qwen_gets_the_notes_as_a_resource_and_the_pdf_as_its_page_images(
         "text", "native", _sha(NOTES.encode()))
     parts, api = _chat_turn(chat, "[Doc #1] spec.pdf")
     label = "Qwen Code 0.24.4 (ACP), qwen3-vl-plus"
-    _page_rows(label, planned, api)
+    _page_rows(label, pdf, api)
     text = _texts(parts)
     resource = [p["text"] for p in parts if p.get("type") == "text"
                 and str(p.get("text", "")).endswith(NOTES)]
@@ -292,3 +296,18 @@ def test_real_qwen_gets_the_notes_as_a_resource_and_the_pdf_as_its_page_images(
     assert resource and resource[0].startswith(
         f"File: teamctl://doc/{notes['sha256'][:12]}/notes.md\n"), parts
     assert "[document:" not in text
+
+
+def test_real_qwen_does_not_glue_a_documents_text_to_the_resource_mention_before_it(
+        teamctl: Teamctl, qwen_bin: Path, chat: FakeChat) -> None:
+    """Qwen Code joins a prompt's text blocks and its resources' ``@<uri>`` mentions into one
+    text with nothing between them: the ACP adapter starts each text block after the first on
+    its own paragraph, so the model reads ``[Doc #1] spec.pdf …`` as a header of its own,
+    never ``…/notes.md[Doc #1] spec.pdf`` (a URI running into the header)."""
+    _launch(teamctl, qwen_member("qw", qwen_bin, chat, model="qwen3-vl-plus", vision=True))
+    _send(teamctl, "qw")
+    parts, _ = _chat_turn(chat, "[Doc #1] spec.pdf")
+    [joined] = [p["text"] for p in parts if p.get("type") == "text"
+                and "[Doc #1] spec.pdf" in str(p.get("text"))]
+    assert joined.startswith(f"{TEXT}@teamctl://doc/"), joined
+    assert "/notes.md\n\n[Doc #1] spec.pdf (a PDF of 3 pages)" in joined, joined
