@@ -82,3 +82,5 @@ tasks
 next_after
 depends_on
 egress  # MemberStatus.egress: the status --json field, set by keyword (wire.py)
+_._one_topic  # NtfySettings validator (notify_config.py)
+init  # click command: teamctl notify init (client/notify_cli.py)

@@ -23,6 +23,7 @@ from pydantic import (
 from orchestrator.acp_agents import AcpAgentName, acp_agent
 from orchestrator.errors import TeamFileError
 from orchestrator.limits import NAME_PATTERN
+from orchestrator.notify_config import NotifySection  # noqa: TC001 (pydantic reads it)
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
 from orchestrator.sandbox_config import HostPatterns, Network, Sandbox, SandboxPaths  # noqa: TC001
 
@@ -296,6 +297,7 @@ class TeamConfig(_Strict):
     team: TeamSection
     hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], HostConfig] = {}
     board: BoardSection = BoardSection()
+    notify: NotifySection | None = None  # pushes and alerts of what needs you (docs/notify.md)
     members: Annotated[list[MemberConfig], Field(min_length=1)]
 
     @model_validator(mode="before")

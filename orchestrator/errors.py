@@ -62,6 +62,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── ClipboardError              exit 3: ``send --paste`` read no image (the code says why:
     │                               clipboard_reader_missing, clipboard_empty,
     │                               clipboard_no_image, clipboard_too_large, clipboard_read_failed)
+    ├── NotifyUnreachable           an ntfy server did not take a publish or a subscription
+    │                               (down, refused, a deadline passed): items wait, retried
     ├── InternalError               a bug: it fails one delivery or request, never the daemon
     └── StoreError                  the journal could not be read or written
         └── JournalMissing          state.db is missing or empty beside an existing home
@@ -105,6 +107,7 @@ __all__ = [
     "MemberStartFailed",
     "MemberUnavailable",
     "NotFound",
+    "NotifyUnreachable",
     "PayloadTooLarge",
     "ProtocolError",
     "RateLimited",
@@ -467,6 +470,18 @@ class ClipboardError(TeamctlError):
         super().__init__(message, **details)
         self.code = code
         self.retryable = retryable
+
+
+class NotifyUnreachable(TeamctlError):
+    """An ntfy server did not take a publish or a subscription (docs/notify.md)."""
+
+    code = "notify_unreachable"
+    retryable = True
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"the ntfy server {server} could not be reached ({reason}); what "
+                         "needs you is published when it answers again — check the server "
+                         "and [notify] ntfy.server", server=server)
 
 
 class RuntimeNotLoggedIn(MemberStartFailed):

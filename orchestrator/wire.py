@@ -51,6 +51,8 @@ __all__ = [
     "LogEvent",
     "MemberStatus",
     "MessageDoc",
+    "NotifyCheck",
+    "NotifyTestDoc",
     "Original",
     "Ping",
     "PlannedDoc",
@@ -634,6 +636,25 @@ class UiDoc(_Doc):
     """``teamctl ui --json``: the live view's address, with a one-time sign-in token."""
 
     url: str
+
+
+class NotifyCheck(_Doc):
+    """One leg of ``teamctl notify test``: a kind published, the round trip, the alerts."""
+
+    what: str = Field(description="approval, question, fatal, budget, review, round trip, "
+                      "alerts")
+    ok: bool
+    seconds: float | None = None
+    detail: str = ""
+
+
+class NotifyTestDoc(_Doc):
+    """``teamctl notify test --json``: one of each configured kind sent, and the round trip
+    (a test action posted to the response topic, verified and its receipt published)."""
+
+    team: str
+    server: str | None = Field(default=None, description="the ntfy server (null: no ntfy)")
+    checks: list[NotifyCheck]
 
 
 class UsageRow(_Doc):

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator import client
-from orchestrator.client import approvals_cli, costs_cli, export_cli, task_cli, ui_cli
+from orchestrator.client import (
+    approvals_cli,
+    costs_cli,
+    export_cli,
+    notify_cli,
+    task_cli,
+    ui_cli,
+)
 from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
     check_name,
@@ -610,7 +617,7 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
 
 def _register() -> None:
     for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS,
-                    *export_cli.COMMANDS, *task_cli.COMMANDS):
+                    *export_cli.COMMANDS, *task_cli.COMMANDS, *notify_cli.COMMANDS):
         cli.add_command(command)
 
 

@@ -214,7 +214,9 @@ class ControlServer:
                  allowed_uid: int | None = None, router: Router | None = None,
                  approvals: Approvals | None = None, web: LazyLiveView | None = None,
                  board: BoardApi | None = None,
-                 member_board: MemberBoardApi | None = None) -> None:
+                 member_board: MemberBoardApi | None = None,
+                 more_methods: dict[str, tuple[type[BaseModel], Handler]] | None = None
+                 ) -> None:
         self._teams = teams
         self._web = web
         self._router = router
@@ -253,6 +255,7 @@ class ControlServer:
             self._methods.update(board.methods())
         if member_board is not None:  # member.task_*: a member's MCP task tools
             self._methods.update(member_board.methods(self._member))
+        self._methods.update(more_methods or {})  # notify_test (daemon.notify_api)
 
     async def handle_member_connection(self, connection: Connection, team: str,
                                        member: str) -> None:

@@ -34,6 +34,8 @@ from orchestrator.daemon.core import build_core
 from orchestrator.daemon.egress_proxies import EgressProxies
 from orchestrator.daemon.live_view import LazyLiveView
 from orchestrator.daemon.member_sockets import MemberSockets
+from orchestrator.daemon.notify import NotifyService
+from orchestrator.daemon.notify_api import NotifyApi
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
@@ -216,11 +218,14 @@ class Daemon:
                                       board=core.board), tg, web_settings)
 
             web = LazyLiveView(core.changes, live_view)
+            notify = NotifyService(self.home, teams=teams, approvals=approvals,
+                                   board=core.board, store=store, changes=core.changes)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
                                    approvals=approvals, web=web,
                                    board=BoardApi(core.board, teams, core.supervisor),
                                    member_board=MemberBoardApi(core.board, teams,
-                                                               core.supervisor))
+                                                               core.supervisor),
+                                   more_methods=NotifyApi(notify).methods())
             self._member_sockets.handler = server.handle_member_connection
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
@@ -233,6 +238,7 @@ class Daemon:
 
             await tg.start(serve, name="control server")
             tg.start_soon(self._watch_signals, name="signals")
+            tg.start_soon(notify.run, name="notify")  # docs/notify.md
             await teams.resume_desired()
             await core.router.route_owed_replies()
             self._announce_ready(notify_fd)

@@ -1,0 +1,149 @@
+"""The response topic's messages, applied (docs/notify.md): a tapped button posts its token;
+a question's reply is the answer token, a space, and the text. Each is verified (signature,
+then expiry), its nonce used once (journaled: a replay after a restart is refused too), and
+applied through the same calls as the CLI — ``Approvals.decide`` (``teamctl approve|deny|
+answer``) or ``Board.review`` (``teamctl task review``) — and the result is published back.
+
+Phones retry and people double-tap: the same decision again is "already decided: approved"
+(nothing applied twice); the opposite decision after one is a conflict; an expired or forged
+token is refused. None of these is an error of the daemon's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from orchestrator.daemon.approval_journal import ApprovalJournal
+from orchestrator.daemon.board_writes import OPERATOR
+from orchestrator.daemon.notify_tokens import TokenRefused
+from orchestrator.errors import (
+    ApprovalExpired,
+    ApprovalSettled,
+    NotFound,
+    TaskRefused,
+    TeamctlError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from orchestrator.daemon.approvals import Approvals
+    from orchestrator.daemon.board import Board
+    from orchestrator.daemon.journal import AsyncJournal
+    from orchestrator.daemon.notify_tokens import Action, NonceJournal, Signer
+
+__all__ = ["Responder"]
+
+log = structlog.get_logger("teamctl.notify")
+
+_STATES = {"approve": "approved", "deny": "denied", "answer": "answered"}
+_TASK = {"approve": "done", "deny": "in_progress"}
+MAX_ANSWER_CHARS = 4000
+
+
+class Responder:
+    """One team's actions. ``receipt(item, text)`` publishes the result."""
+
+    def __init__(self, team: str, *, signer: Signer, nonces: NonceJournal,
+                 approvals: Approvals, store: AsyncJournal, board: Board | None,
+                 receipt: Callable[[str, str], Awaitable[None]],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.team = team
+        self._signer, self._nonces = signer, nonces
+        self._approvals, self._rows, self._board = approvals, ApprovalJournal(store), board
+        self._receipt = receipt
+        self._clock = clock
+        self.on_test: Callable[[Action], None] | None = None  # `teamctl notify test`
+
+    async def handle(self, text: str) -> None:
+        """One message of the response topic."""
+        token, _, answer = text.strip().partition(" ")
+        try:
+            action = self._signer.verify(token, self._clock())
+        except TokenRefused as refused:
+            log.warning("notify_action_refused", team=self.team, why=refused.receipt)
+            await self._receipt("", refused.receipt)
+            return
+        team, _, local = action.item.partition("/")
+        if team != self.team:
+            return  # another team's notifier shares this response topic
+        if not await self._nonces.use(action, self._clock()):
+            log.warning("notify_replay_refused", team=self.team, item=action.item,
+                        decision=action.decision)
+            await self._receipt(action.item, await self._current(local, action))
+            return
+        if local.startswith("test:"):
+            if self.on_test is not None:
+                self.on_test(action)
+            await self._receipt(action.item, "applied: test")
+            return
+        started = time.monotonic()
+        result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])
+        log.info("notify_action_applied", team=self.team, item=action.item,
+                 decision=action.decision, result=result,
+                 seconds=round(time.monotonic() - started, 4))
+        await self._receipt(action.item, result)
+
+    async def _apply(self, local: str, action: Action, answer: str) -> str:
+        try:
+            if local.startswith("T") and local[1:].isdigit():
+                return await self._review(int(local[1:]), action)
+            if action.decision == "answer" and not answer:
+                return "refused: an answer needs text after the token"
+            doc = await self._approvals.decide(
+                local, action.decision, text=answer if action.decision == "answer" else None,
+                message="denied from a phone (teamctl notify)"
+                if action.decision == "deny" else None)
+        except ApprovalExpired:
+            return "expired"
+        except ApprovalSettled as settled:
+            return _settled(action, str(settled.details.get("state")))
+        except NotFound:
+            return "refused: unknown item"
+        except TeamctlError as exc:
+            return f"refused: {exc.code}"
+        told = "the runtime confirmed it" if doc.confirmed else "not yet confirmed by the runtime"
+        return f"applied: {doc.approval.state} ({told})"
+
+    async def _review(self, task_id: int, action: Action) -> str:
+        if self._board is None or action.decision == "answer":
+            return "refused: not a task review"
+        try:
+            await self._board.review(task_id, by=OPERATOR, approve=action.decision == "approve",
+                                     note="from a phone (teamctl notify)", team=self.team)
+        except TaskRefused:
+            return await self._current(f"T{task_id}", action)
+        except NotFound:
+            return "refused: unknown item"
+        return "applied: approved (done)" if action.decision == "approve" else \
+            "applied: rejected (back in progress)"
+
+    async def _current(self, local: str, action: Action) -> str:
+        """What a replayed or late action is told: the item's decision now."""
+        if local.startswith("T") and local[1:].isdigit() and self._board is not None:
+            try:
+                status = (await self._board.get(int(local[1:]), self.team)).task.status
+            except NotFound:
+                return "refused: unknown item"
+            if status == _TASK.get(action.decision):
+                return f"already decided: {'approved' if status == 'done' else 'rejected'}"
+            return f"conflict: the task is {status}"
+        if local.startswith("test:"):
+            return "already decided: test"
+        row = await self._rows.get(local)
+        if row is None:
+            return "refused: unknown item"
+        if row["state"] == "pending":
+            return "refused: this button was used already; answer in 'teamctl approvals'"
+        return "expired" if row["state"] == "expired" else _settled(action, row["state"])
+
+
+def _settled(action: Action, state: str) -> str:
+    if state == "expired":
+        return "expired"
+    if state == _STATES[action.decision]:
+        return f"already decided: {state}"
+    return f"conflict: already {state}"

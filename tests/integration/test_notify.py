@@ -1,0 +1,197 @@
+"""Needs you, on the phone (docs/notify.md), through a real daemon, the fake CLIs taught to ask
+and a local ntfy server (tests/ntfy_fake.py: ntfy's documented publish and subscribe API; no
+real ntfy server is installable here). The "phone" is this test: it reads the published
+notification's action and POSTs its body to its URL, as the ntfy app does on a tap."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from orchestrator.daemon.notify_tokens import Signer
+from tests.asking import next_request, wait_answered
+from tests.conftest import fake_member, toml_value
+from tests.ntfy_fake import FakeNtfy
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.conftest import LogFollower, Teamctl
+
+TEAM = "web"
+BACKOFF = {"TEAMCTL_NOTIFY_BACKOFF": "0.05,0.2"}  # reconnects in tenths of a second
+
+
+@pytest.fixture
+def ntfy() -> Iterator[FakeNtfy]:
+    server = FakeNtfy()
+    server.start()
+    yield server
+    if server._server is not None:
+        server.stop()
+
+
+def setup_notify(teamctl: Teamctl, ntfy: FakeNtfy, **notify: Any) -> dict[str, Any]:
+    """``notify init`` against the fake server; the operator file's settings."""
+    teamctl.env.update(BACKOFF)
+    done = teamctl.run("notify", "init", "--server", ntfy.url)
+    assert done.returncode == 0, done.stderr
+    path = teamctl.home / "notify.toml"
+    assert path.stat().st_mode & 0o777 == 0o600
+    return tomllib.loads(path.read_text())
+
+
+def launch_notifying(teamctl: Teamctl, *members: dict[str, Any], **notify: Any) -> Path:
+    path = teamctl.write_team(TEAM, list(members))
+    section = {"ntfy": {}, **notify}
+    path.write_text(path.read_text() + "\n[notify]\n" + "".join(
+        f"{k} = {toml_value(v)}\n" for k, v in section.items()))
+    done = teamctl.run("launch", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return path
+
+
+def pushed(ntfy: FakeNtfy, topic: str, needle: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The first notification on ``topic`` whose title holds ``needle``."""
+    found = ntfy.wait_for(topic, lambda ms: any(needle in m.get("title", "") for m in ms),
+                          timeout)
+    return next(m for m in found if needle in m.get("title", ""))
+
+
+def tap(message: dict[str, Any], label: str) -> str:
+    """What the ntfy app does on a tap of an ``http`` action: POST its body to its URL."""
+    [action] = [a for a in message["actions"] if a["label"] == label]
+    assert action["action"] == "http" and action["method"] == "POST"
+    httpx.post(action["url"], content=action["body"].encode(), timeout=10).raise_for_status()
+    return str(action["body"])
+
+
+def receipt(ntfy: FakeNtfy, topic: str, text: str, count: int = 1) -> None:
+    ntfy.wait_for(topic, lambda ms: sum(text in m.get("title", "") for m in ms) >= count)
+
+
+def nth_event(follow_logs: LogFollower, name: str, n: int) -> dict[str, Any]:
+    seen: list[dict[str, Any]] = []
+    return follow_logs.wait_for(lambda e: e["event"] == name and (seen.append(e) or
+                                                                   len(seen) >= n))
+
+
+def test_approve_from_the_phone_applies_it_and_publishes_applied(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """A permission request is published with Approve/Deny; a tap applies it through the
+    same path as `teamctl approve` (the file appears) and "applied" comes back."""
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    row = next_request(teamctl, follow_logs)
+    message = pushed(ntfy, operator["topic"], "lead asks: Write")
+    assert "out.txt (+1 lines)" in message["message"] and message["priority"] == 4
+    assert {a["label"] for a in message["actions"]} == {"Approve", "Deny"}
+    assert all(a["url"] == f"{ntfy.url}/{operator['response_topic']}"
+               for a in message["actions"])
+    tap(message, "Approve")
+    receipt(ntfy, operator["topic"], "applied: approved (the runtime confirmed it)")
+    wait_answered(follow_logs, message_id)
+    assert (teamctl.workdir / "out.txt").read_text() == "hello\n"
+    [settled] = teamctl.json("approvals", "--all")["approvals"]
+    assert (settled["id"], settled["state"]) == (row["id"], "approved")
+
+
+def test_a_double_tap_applies_once_and_approve_then_deny_is_a_conflict(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """The same button twice: "already decided: approved", nothing applied twice; Deny after
+    Approve: "conflict: already approved"."""
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    next_request(teamctl, follow_logs)
+    message = pushed(ntfy, operator["topic"], "lead asks: Write")
+    tap(message, "Approve")
+    tap(message, "Approve")
+    receipt(ntfy, operator["topic"], "applied: approved")
+    receipt(ntfy, operator["topic"], "already decided: approved")
+    follow_logs.wait_for(lambda e: e["event"] == "notify_replay_refused")
+    tap(message, "Deny")
+    receipt(ntfy, operator["topic"], "conflict: already approved")
+    wait_answered(follow_logs, message_id)
+    [settled] = teamctl.json("approvals", "--all")["approvals"]
+    assert settled["state"] == "approved"
+
+
+def test_an_expired_or_forged_token_is_refused_and_applies_nothing(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    teamctl.run("send", "lead", "WRITE out.txt hello")
+    row = next_request(teamctl, follow_logs)
+    url = f"{ntfy.url}/{operator['response_topic']}"
+    item = f"{TEAM}/{row['id']}"
+    expired = Signer(bytes.fromhex(operator["key"])).sign(item, "approve", 1000.0)
+    forged = Signer(b"\x00" * 32).sign(item, "approve", 4102444800.0)
+    for token in (expired, forged, "approve " + row["id"]):
+        httpx.post(url, content=token.encode(), timeout=10).raise_for_status()
+    receipt(ntfy, operator["topic"], "teamctl: expired")
+    receipt(ntfy, operator["topic"], "refused: bad signature")
+    receipt(ntfy, operator["topic"], "refused: not a teamctl action")
+    [waiting] = teamctl.json("approvals")["approvals"]
+    assert waiting["state"] == "pending", "nothing was applied"
+    assert not (teamctl.workdir / "out.txt").exists()
+    assert teamctl.run("deny", row["id"]).returncode == 0
+
+
+def test_a_replayed_nonce_is_refused_after_a_daemon_restart(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """The used nonces are journaled (notify.db): the same token posted again after the
+    daemon restarted is refused, and the old item answers "expired" to a new button."""
+    operator = setup_notify(teamctl, ntfy)
+    path = launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    teamctl.run("send", "lead", "WRITE out.txt hello")
+    next_request(teamctl, follow_logs)
+    message = pushed(ntfy, operator["topic"], "lead asks: Write")
+    body = tap(message, "Deny")
+    receipt(ntfy, operator["topic"], "applied: denied")
+    assert teamctl.run("stop").returncode == 0
+    assert teamctl.run("launch", str(path)).returncode == 0
+    nth_event(follow_logs, "notify_subscribed", 2)
+    httpx.post(message["actions"][0]["url"], content=body.encode(), timeout=10)
+    receipt(ntfy, operator["topic"], "already decided: denied")
+    replays = [e for e in teamctl.log_events() if e["event"] == "notify_replay_refused"]
+    assert len(replays) == 1
+
+
+def test_the_server_down_loses_nothing_and_publishes_on_recovery(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """ntfy down while a request arrives: the daemon stays up, retries with backoff, and
+    publishes it when the server answers again; the tap then applies it."""
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    follow_logs.wait_for(lambda e: e["event"] == "notify_subscribed")
+    ntfy.stop()
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    next_request(teamctl, follow_logs)
+    follow_logs.wait_for(lambda e: e["event"] == "notify_publish_failed")
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    ntfy.start()
+    message = pushed(ntfy, operator["topic"], "lead asks: Write")
+    follow_logs.wait_for(lambda e: e["event"] == "notify_subscribed"
+                         and e.get("down_for") is not None)
+    tap(message, "Approve")
+    receipt(ntfy, operator["topic"], "applied: approved")
+    wait_answered(follow_logs, message_id)
+    assert (teamctl.workdir / "out.txt").exists()
+
+
+def test_notify_test_sends_each_kind_and_makes_the_round_trip(
+        teamctl: Teamctl, ntfy: FakeNtfy) -> None:
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead"))
+    done = teamctl.json("notify", "test", "--timeout", "20")
+    assert [c["what"] for c in done["checks"]] == [
+        "approval", "question", "fatal", "budget", "review", "round trip"]
+    assert all(c["ok"] for c in done["checks"]), done
+    titles = [m.get("title", "") for m in ntfy.messages(operator["topic"])]
+    assert sum("[test]" in t for t in titles) == 5 and "teamctl: applied: test" in titles
