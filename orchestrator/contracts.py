@@ -324,6 +324,8 @@ class ImagePart:
     # an adapter that interleaves (Claude) puts each one at its anchor.
     number: int = 1
     anchor: int | None = None
+    # a document's rendered page (route pages): ``number`` is then the document's ``[Doc #N]``
+    page: int | None = None
 
 
 @dataclass(frozen=True)

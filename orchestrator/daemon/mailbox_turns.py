@@ -183,7 +183,8 @@ class TurnDelivery:
         text = delivered_text(attachment.label, attachment.name, attachment.route or "text",
                               attachment.pages, len(pages), data.decode())
         original, path = await self._loader.original(attachment.original_sha256)
-        return ([replace(page, number=number, anchor=anchor) for page in pages],
+        return ([replace(image, number=number, anchor=anchor, page=page)
+                 for page, image in enumerate(pages, 1)],
                 [DocumentText(text, attachment.name, attachment.original_mime,
                               attachment.original_sha256, original, path)])
 

@@ -72,6 +72,7 @@ from runtimes.codex._shared import (
     sandbox_mode,
     sandbox_refusal,
 )
+from runtimes.codex.legend import legend
 from runtimes.documents import CODEX_WHY, refused
 from runtimes.kit import OperatorBridge, UsageStop, retryable_status, spawn_member, starting
 from runtimes.kit_stdio import StdioJsonProcess
@@ -240,9 +241,13 @@ class CodexAppServer(StdioJsonProcess):
 
     def _input(self, turn: Turn) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
+        mapping = legend(turn)
         for part in turn.parts:
             if isinstance(part, TextPart):
                 items.append({"type": "text", "text": part.text, "text_elements": []})
+                if mapping is not None:  # right after the message's own text
+                    items.append({"type": "text", "text": mapping, "text_elements": []})
+                    mapping = None
             elif isinstance(part, ImagePart):
                 items.append({"type": "localImage", "path": str(part.path)})
             elif isinstance(part, DocumentPart):  # never planned: document_mimes is empty

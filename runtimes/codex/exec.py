@@ -66,6 +66,7 @@ from runtimes.codex._shared import (
     codex_member_home,
     sandbox_refusal,
 )
+from runtimes.codex.legend import legend
 from runtimes.documents import CODEX_WHY, refused
 from runtimes.framing import decode_line, iter_lines
 from runtimes.kit import retryable_status
@@ -242,6 +243,9 @@ class CodexMember:
                 raise refused(self._spec.member, part, CODEX_WHY)
             else:
                 assert_never(part)
+        mapping = legend(turn)
+        if mapping is not None:  # right after the message's own text
+            texts.insert(min(1, len(texts)), mapping)
         return "\n\n".join(texts), images
 
     async def _run(self, prompt: str, images: list[Path], on_sent: OnSent,

@@ -73,3 +73,7 @@ def test_codex_gets_the_images_in_marker_order_with_the_text_kept(
     assert [_digest(p, "responses") for p in parts if p["type"] == "input_image"] == [
         sha[2], sha[0], sha[1]]
     assert any(p.get("text") == TEXT for p in parts if p["type"] == "input_text"), parts
+    # codex names them by their order (<image name=[Image #1]>): the turn maps its names onto
+    # the text's, so the model's [Image #1] is known to be the text's [Image #3]
+    texts = " ".join(p.get("text", "") for p in parts if p["type"] == "input_text")
+    assert "[Image #1] is the text's [Image #3]; [Image #2] is the text's [Image #1]" in texts
