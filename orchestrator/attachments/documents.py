@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.normalize import OPTIMIZER_VERSION, Limits
-from orchestrator.attachments.pdf import PdfLimits, PdfReading, read_pdf
-from orchestrator.attachments.sniff import Format
+from orchestrator.attachments.pdf import PdfLimits, PdfReading, RenderedPage, read_pdf
 from orchestrator.attachments.text import TEXT_INLINE_BYTES, clip, decode_text
-from orchestrator.attachments.variants import PlannedVariant, Route, derive
+from orchestrator.attachments.variants import PlannedVariant, Route
 
 if TYPE_CHECKING:
     from orchestrator.attachments.catalog import VisionEntry
+    from orchestrator.attachments.sniff import Format
     from orchestrator.contracts import Capabilities
 
 __all__ = ["DOCUMENT_VERSION", "Derived", "DocumentRules", "Recipient", "Route",
@@ -37,7 +37,6 @@ __all__ = ["DOCUMENT_VERSION", "Derived", "DocumentRules", "Recipient", "Route",
 PDF = "application/pdf"
 TEXT = "text/plain"
 DOCUMENT_VERSION = f"teamctl-doc-1/{OPTIMIZER_VERSION}"
-_PNG = Format("PNG", "image/png", "accept")
 
 
 @dataclass(frozen=True)
@@ -203,20 +202,28 @@ class _PdfVariants:
 
 def _pdf_variants(data: bytes, name: str, render: int, limits: Limits,
                   image_purpose: str) -> _PdfVariants:
-    """A PDF's page-marked text and its first ``render`` pages as image variants."""
+    """A PDF's page-marked text and its first ``render`` pages as image variants (made by the
+    reader from PDFium's pixels with the image pipeline's own code: ``pdf_worker``)."""
     reading = read_pdf(data, name, PdfLimits(
         render_pages=render, long_edge=limits.long_edge,
-        max_pixels=int(limits.megapixels * 1_000_000)))
+        max_pixels=int(limits.megapixels * 1_000_000), purpose=image_purpose, image=limits))
     text = page_marked(reading.page_texts, reading.text_truncated, reading.pages).encode()
-    variants, blobs, notes = [], [], list[str]()
-    for number, png in enumerate(reading.images, 1):
-        planned, page_notes, made = derive(png, _PNG, f"{name} page {number}", image_purpose,
-                                           limits)
-        variants.append(planned)
-        blobs.append(made)
-        notes += page_notes
-    return _PdfVariants(reading, text, any(t.strip() for t in reading.page_texts),
-                        tuple(variants), tuple(blobs), tuple(notes))
+    pdf_id = hashlib.sha256(data).hexdigest()
+    variants = tuple(_page_variant(pdf_id, page, image_purpose, limits)
+                     for page in reading.rendered)
+    notes = tuple(f"{name} page {page.number}: {note}" for page in reading.rendered
+                  for note in page.notes)
+    return _PdfVariants(reading, text, any(t.strip() for t in reading.page_texts), variants,
+                        reading.images, notes)
+
+
+def _page_variant(pdf_id: str, page: RenderedPage, purpose: str,
+                  limits: Limits) -> PlannedVariant:
+    variant_id = hashlib.sha256("\0".join([
+        pdf_id, f"page {page.number}", purpose, page.mime, str(page.width), str(page.height),
+        str(len(page.data)), DOCUMENT_VERSION]).encode()).hexdigest()[:32]
+    return PlannedVariant(variant_id, purpose, hashlib.sha256(page.data).hexdigest(), page.mime,
+                          page.width, page.height, len(page.data), limits)
 
 
 def rebuild(data: bytes, fmt: Format, name: str, main: PlannedVariant,

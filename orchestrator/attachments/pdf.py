@@ -9,15 +9,18 @@ give the same page images and text (one PDFium build, fixed scale, lossless PNG)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.attachments.failures import AttachmentError
+from orchestrator.attachments.normalize import Limits
 
 __all__ = ["PdfLimits", "PdfReading", "read_pdf"]
 
@@ -27,8 +30,9 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 @dataclass(frozen=True)
 class PdfLimits:
     """How far a PDF is read: pages rendered (each within ``long_edge`` px, ``max_pixels`` and
-    ``max_dpi``),
-    text kept (bytes of UTF-8), and the reader's memory, CPU seconds and wall deadline."""
+    ``max_dpi``, then made into the image variant of ``purpose`` within ``image`` — the
+    member's image limits), text kept (bytes of UTF-8), and each reader's memory, CPU seconds
+    and wall deadline. Four or more pages are rendered by two readers at once (two cores)."""
 
     render_pages: int = 20
     long_edge: int = 2000
@@ -38,6 +42,20 @@ class PdfLimits:
     memory_bytes: int = 1024 * 1024 * 1024
     cpu_seconds: int = 60
     deadline: float = 90.0
+    purpose: str = "document-page"
+    image: Limits | None = None  # None: long_edge and max_pixels, 20 MiB
+
+
+@dataclass(frozen=True)
+class RenderedPage:
+    """One rendered page, as its image variant (what the member receives)."""
+
+    number: int
+    mime: str
+    width: int
+    height: int
+    data: bytes
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -45,28 +63,99 @@ class PdfReading:
     pages: int
     page_texts: tuple[str, ...]  # from page 1, as far as the text budget went
     text_truncated: bool
-    images: tuple[bytes, ...]  # PNG, one per rendered page
+    rendered: tuple[RenderedPage, ...]
     embedded_files: int
     javascript: int
+
+    @property
+    def images(self) -> tuple[bytes, ...]:
+        return tuple(page.data for page in self.rendered)
+
+
+_SPLIT_AT = 4  # pages: from here, two readers share the rendering
 
 
 def read_pdf(data: bytes, name: str, limits: PdfLimits) -> PdfReading:
     """The PDF's facts, text and rendered pages; AttachmentError if it cannot be read within
     the limits (encrypted, corrupt, a bomb)."""
-    argv = [sys.executable, "-E", "-s", "-m", "orchestrator.attachments.pdf_worker",
-            str(limits.render_pages), str(limits.long_edge), str(limits.max_pixels),
-            str(limits.max_dpi),
-            str(limits.max_text_bytes), str(limits.memory_bytes), str(limits.cpu_seconds)]
+    half = (limits.render_pages + 1) // 2 if limits.render_pages >= _SPLIT_AT else None
+    if half is None:
+        return _parse(_run(data, name, limits, 0, limits.render_pages, limits.max_text_bytes),
+                      name, limits)
+    readers = [_start(data, limits, 0, half, limits.max_text_bytes),
+               _start(data, limits, half, limits.render_pages - half, 0)]
+    end = time.monotonic() + limits.deadline
     try:
-        done = subprocess.run(
-            argv, input=data, capture_output=True, timeout=limits.deadline, check=False,
-            cwd=_PACKAGE_ROOT, env=_worker_env())
+        for reader in readers:  # both read the whole PDF before they answer: both work at once
+            _feed(reader, data)
+        outs = [_finish(reader, None, name, limits, end) for reader in readers]
+    finally:
+        for reader in readers:
+            _reap(reader)
+    first, second = (_parse(out, name, limits) for out in outs)
+    return replace(first, rendered=first.rendered + second.rendered)
+
+
+def _job(limits: PdfLimits, first: int, render: int, text: int) -> str:
+    image = limits.image or Limits(limits.long_edge, limits.max_pixels / 1_000_000, 20 << 20)
+    return json.dumps({
+        "first": first, "render": render, "long_edge": limits.long_edge,
+        "max_pixels": limits.max_pixels, "max_dpi": limits.max_dpi, "text": text,
+        "memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "purpose": limits.purpose,
+        "limits": image.to_json()})
+
+
+def _start(data: bytes, limits: PdfLimits, first: int, render: int,
+           text: int) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-E", "-s", "-m", "orchestrator.attachments.pdf_worker",
+            _job(limits, first, render, text)]
+    return subprocess.Popen(  # a fixed argv (numbers and our purpose), no shell
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=_PACKAGE_ROOT, env=_worker_env())
+
+
+def _feed(reader: subprocess.Popen[bytes], data: bytes) -> None:
+    stdin, reader.stdin = reader.stdin, None  # communicate() then only reads
+    assert stdin is not None
+    try:
+        stdin.write(data)
+    except BrokenPipeError:  # it died at once: its exit status says why
+        pass
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            stdin.close()
+
+
+def _finish(reader: subprocess.Popen[bytes], data: bytes | None, name: str,
+            limits: PdfLimits, end: float) -> bytes:
+    try:
+        out, err = reader.communicate(data, timeout=max(0.0, end - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise _unreadable(name, f"reading it took longer than {limits.deadline:g} s") from None
-    if done.returncode != 0:
-        raise _unreadable(name, _how_it_died(done.returncode, limits),
-                          diagnostic=done.stderr[-2000:].decode(errors="replace"))
-    return _parse(done.stdout, name, limits)
+    if reader.returncode != 0:
+        raise _unreadable(name, _how_it_died(reader.returncode, limits),
+                          diagnostic=err[-2000:].decode(errors="replace"))
+    return out
+
+
+def _run(data: bytes, name: str, limits: PdfLimits, first: int, render: int,
+         text: int) -> bytes:
+    reader = _start(data, limits, first, render, text)
+    try:
+        return _finish(reader, data, name, limits, time.monotonic() + limits.deadline)
+    finally:
+        _reap(reader)
+
+
+def _reap(reader: subprocess.Popen[bytes]) -> None:
+    """The reader gone and its pipes closed, whatever happened (a refusal, a deadline)."""
+    if reader.poll() is None:
+        reader.kill()
+        reader.wait()
+    for pipe in (reader.stdin, reader.stdout, reader.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _worker_env() -> dict[str, str]:
@@ -94,14 +183,18 @@ def _parse(out: bytes, name: str, limits: PdfLimits) -> PdfReading:
         raise AttachmentError("attachment_corrupt_document",
                               f"{name}: is not a readable PDF ({error}); export it again",
                               diagnostic=str(header.get("detail", "")))
-    images, offset = [], 0
-    for size in header["images"]:
-        images.append(rest[offset:offset + size])
+    rendered, offset = [], 0
+    for facts in header["rendered"]:
+        size = int(facts["bytes"])
+        rendered.append(RenderedPage(int(facts["page"]), str(facts["mime"]),
+                                     int(facts["width"]), int(facts["height"]),
+                                     rest[offset:offset + size],
+                                     tuple(str(n) for n in facts["notes"])))
         offset += size
     return PdfReading(
         pages=int(header["pages"]),
         page_texts=tuple(str(t) for t in header["text"]),
-        text_truncated=bool(header["truncated"]), images=tuple(images),
+        text_truncated=bool(header["truncated"]), rendered=tuple(rendered),
         embedded_files=int(header["embedded_files"]), javascript=int(header["javascript"]))
 
 

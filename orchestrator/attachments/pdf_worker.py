@@ -4,20 +4,22 @@ A PDF is a program for a renderer, and a hostile one (a decompression bomb, obje
 million deep, a page the size of a field) can take a renderer's memory or its stack. So PDFium
 never runs in the daemon: this process reads the PDF from stdin, caps its own address space, CPU
 time and file writes *before* it loads PDFium, and writes what it found to stdout — one JSON
-header line, then the rendered pages' PNG bytes back to back. Its parent (``pdf``) gives it a
-deadline and reads a crash, a kill or a limit as a typed refusal; the daemon stays up.
+header line, then the rendered pages' variants back to back. Each page is made into its image
+variant here (``normalize.make_variant``, the image pipeline's own code, with the member's limits
+and purpose), straight from PDFium's pixels: no intermediate PNG is encoded, piped and decoded
+again. Its parent (``pdf``) gives it a deadline and reads a crash, a kill or a limit as a typed
+refusal; the daemon stays up.
 
 Nothing in the PDF is run or extracted beyond pages and their text: no form environment is
 initialised (so no JavaScript runs), embedded files and attachments are only counted.
 
-Arguments (numbers only): render_pages long_edge max_pixels max_dpi max_text_bytes memory_bytes
-cpu_seconds.
+One argument: a JSON object (numbers and the variant's purpose): first page, pages to render,
+long edge, max pixels, max DPI, text budget, memory bytes, CPU seconds, purpose, image limits.
 """
 
 from __future__ import annotations
 
 import faulthandler
-import io
 import json
 import re
 import resource
@@ -69,26 +71,29 @@ def _javascript(doc: Any, data: bytes) -> int:
                len(_JS_KEY.findall(data)))
 
 
-def _render(page: Any, long_edge: int, max_pixels: int,
-            max_dpi: int) -> tuple[bytes, float, float]:
-    """The page as a PNG, at the scale that fits the variant's limits (so the image
+def _render(page: Any, number: int, job: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The page's image variant, drawn at the scale that fits the variant's limits (so the
     normaliser need not resample it), never above ``max_dpi``."""
+    from orchestrator.attachments.normalize import Decoded, Limits, make_variant
+    from orchestrator.attachments.sniff import Format
+
     width, height = page.get_size()  # points (1/72 in)
     width, height = max(width, 1.0), max(height, 1.0)
-    scale = min(long_edge / max(width, height), (max_pixels / (width * height)) ** 0.5,
-                max_dpi / 72.0)
+    scale = min(job["long_edge"] / max(width, height),
+                (job["max_pixels"] / (width * height)) ** 0.5, job["max_dpi"] / 72.0)
     bitmap = page.render(scale=scale, may_draw_forms=False, draw_annots=True)
     try:
         image = bitmap.to_pil()
-        out = io.BytesIO()
-        image.save(out, "PNG", compress_level=1)
     finally:
         bitmap.close()
-    return out.getvalue(), width, height
+    decoded = Decoded(image, Format("PNG", "image/png", "accept"), False, [], image.size)
+    made = make_variant(b"", decoded, job["purpose"], Limits.from_json(job["limits"]),
+                        f"page {number}")
+    return ({"page": number, "mime": made.mime, "width": made.width, "height": made.height,
+             "bytes": len(made.data), "notes": decoded.warnings}, made.data)
 
 
-def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dpi: int,
-         max_text_bytes: int) -> tuple[dict[str, Any], list[bytes]]:
+def read(data: bytes, job: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
     import pypdfium2 as pdfium  # after the limits: its load and every allocation count
 
     try:
@@ -99,21 +104,23 @@ def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dp
                 "detail": str(exc)}, []
     pages = len(doc)
     header: dict[str, Any] = {
-        "pages": pages, "sizes": [], "text": [], "truncated": False,
+        "pages": pages, "text": [], "truncated": False,
         "embedded_files": int(pdfium.raw.FPDFDoc_GetAttachmentCount(doc)),
         "javascript": _javascript(doc, data),
     }
     images: list[bytes] = []
-    budget = max_text_bytes
-    for index in range(pages):
-        if index >= render_pages and budget <= 0:
+    rendered: list[dict[str, Any]] = []
+    first, last = job["first"], job["first"] + job["render"]
+    budget = job["text"]
+    for index in range(first, pages):
+        if index >= last and budget <= 0:
             break
         page = doc[index]
         try:
-            if index < render_pages:
-                png, width, height = _render(page, long_edge, max_pixels, max_dpi)
-                images.append(png)
-                header["sizes"].append([width, height])
+            if index < last:
+                facts, image = _render(page, index + 1, job)
+                rendered.append(facts)
+                images.append(image)
             if budget > 0:
                 frame = len(_PAGE_FRAME.format(index + 1))
                 text, cut = _page_text(page, budget - frame)
@@ -123,22 +130,20 @@ def read(data: bytes, render_pages: int, long_edge: int, max_pixels: int, max_dp
                     header["truncated"] = True
         finally:
             page.close()
-    header["images"] = [len(image) for image in images]
+    header["rendered"] = rendered
     return header, images
 
 
 def main(argv: list[str]) -> int:
-    render_pages, long_edge, max_pixels, max_dpi, max_text_bytes, memory, cpu = (
-        int(a) for a in argv)
+    job = json.loads(argv[0])
     faulthandler.enable()  # a crash (PDFium aborts when an allocation fails) says where
-    _limit(memory, cpu)
+    _limit(int(job["memory"]), int(job["cpu"]))
     data = sys.stdin.buffer.read(_MAX_INPUT + 1)
     if len(data) > _MAX_INPUT:
         _fail("too_large")
         return 0
     try:
-        header, images = read(data, render_pages, long_edge, max_pixels, max_dpi,
-                              max_text_bytes)
+        header, images = read(data, job)
     except MemoryError:
         _fail("memory")
         return 0
