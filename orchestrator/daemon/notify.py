@@ -38,6 +38,8 @@ from orchestrator.wire import NotifyCheck, NotifyTestDoc
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.changes import Changes
@@ -88,8 +90,7 @@ class TeamNotifier:
         self._alerts = Alerts(section.apprise)
         self._published: set[str] = set()
         self._receipts: deque[dict[str, Any]] = deque(maxlen=MAX_RECEIPTS)
-        self._alert_out, self._alert_in = anyio.create_memory_object_stream[
-            tuple[str, str]](MAX_ALERTS_QUEUED)
+        self._alert_out: MemoryObjectSendStream[tuple[str, str]] | None = None  # while run
         self._quiet_missed = 0
         self._tests: dict[str, anyio.Event] = {}
         if responder is not None:
@@ -99,8 +100,10 @@ class TeamNotifier:
 
     async def run(self) -> None:
         """Publish and answer until cancelled."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._send_alerts, name=f"notify alerts {self.team}")
+        out, into = anyio.create_memory_object_stream[tuple[str, str]](MAX_ALERTS_QUEUED)
+        self._alert_out = out
+        async with anyio.create_task_group() as tg, out:
+            tg.start_soon(self._send_alerts, into, name=f"notify alerts {self.team}")
             if self.channel is not None and self._responder is not None:
                 tg.start_soon(self._follow, name=f"notify responses {self.team}")
             await self._publish_loop()
@@ -158,16 +161,16 @@ class TeamNotifier:
             self._alert(message["title"], self._link(message["message"]))
 
     def _alert(self, title: str, body: str) -> None:
-        if not self._alerts:
+        if not self._alerts or self._alert_out is None:
             return
         try:
             self._alert_out.send_nowait((title, body))
         except anyio.WouldBlock:
             log.warning("notify_alert_dropped", team=self.team, queued=MAX_ALERTS_QUEUED)
 
-    async def _send_alerts(self) -> None:
-        async with self._alert_in:
-            async for title, body in self._alert_in:
+    async def _send_alerts(self, into: MemoryObjectReceiveStream[tuple[str, str]]) -> None:
+        async with into:
+            async for title, body in into:
                 await self._alerts.send(title, body)
 
     async def _follow(self) -> None:
@@ -197,14 +200,14 @@ class TeamNotifier:
             body += f"\n{item.private}"
         elif item.private:
             body += "\n(its text is not sent: include_text = false)"
-        actions = self._actions(item)
-        if "answer" in item.decisions and self.channel is not None:
+        body = redact(body)  # the token after it is the daemon's own (the redactor would
+        if "answer" in item.decisions and self.channel is not None:  # cut its base64)
             token = self._sign(item.item, "answer")
             body += f"\nTo answer, post to the response topic: {token} YOUR ANSWER"
-        message = {"title": f"teamctl {self.team}: {item.title}", "message": redact(body),
+        message = {"title": redact(f"teamctl {self.team}: {item.title}"), "message": body,
                    "tags": [_TAGS[item.kind]],
                    "priority": 1 if quiet else (4 if item.decisions else 3),
-                   "actions": actions}
+                   "actions": self._actions(item)}
         if self.section.live_view_url:
             message["click"] = self.section.live_view_url
         return message

@@ -11,6 +11,7 @@ and a failure is logged, never raised into the notifier.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import anyio
@@ -60,11 +61,15 @@ class Alerts:
         return sent
 
     def _send(self, title: str, body: str) -> bool:
-        import apprise  # loaded only by a team with alerts
+        # apprise loads its plugins at the first add(); one imports imghdr, deprecated since
+        # Python 3.11: not this daemon's warning to show (the test suite makes warnings errors)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import apprise  # loaded only by a team with alerts
 
-        sender = apprise.Apprise()
-        for url in self._urls:
-            if not sender.add(url):
-                log.warning("notify_alert_url_refused", error="an apprise URL Apprise cannot "
-                            "read; check [notify] apprise")
-        return bool(sender.notify(title=title, body=body))
+            sender = apprise.Apprise()
+            for url in self._urls:
+                if not sender.add(url):
+                    log.warning("notify_alert_url_refused", error="an apprise URL Apprise "
+                                "cannot read; check [notify] apprise")
+            return bool(sender.notify(title=title, body=body))

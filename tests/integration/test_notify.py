@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from orchestrator.daemon.notify_tokens import Signer
-from tests.asking import next_request, wait_answered
+from tests.asking import next_request, reply_to, wait_answered
 from tests.conftest import fake_member, toml_value
 from tests.ntfy_fake import FakeNtfy
 
@@ -195,3 +195,41 @@ def test_notify_test_sends_each_kind_and_makes_the_round_trip(
     assert all(c["ok"] for c in done["checks"]), done
     titles = [m.get("title", "") for m in ntfy.messages(operator["topic"])]
     assert sum("[test]" in t for t in titles) == 5 and "teamctl: applied: test" in titles
+
+
+def test_the_daemon_restarted_with_an_item_pending_answers_the_old_button_expired(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """A restart expires what was pending (docs/approvals.md: the runtime asks again, or the
+    cut turn goes on as a continuation): the old notification's button then answers
+    "expired" and applies nothing; the restarted daemon subscribes again from its cursor."""
+    operator = setup_notify(teamctl, ntfy)
+    path = launch_notifying(teamctl, fake_member("lead", permissions="ask"))
+    teamctl.run("send", "lead", "WRITE out.txt hello")
+    first = next_request(teamctl, follow_logs)
+    old = pushed(ntfy, operator["topic"], "lead asks: Write")
+    assert teamctl.run("stop").returncode == 0
+    assert teamctl.run("launch", str(path)).returncode == 0
+    nth_event(follow_logs, "notify_subscribed", 2)
+    tap(old, "Approve")
+    receipt(ntfy, operator["topic"], "teamctl: expired")
+    [row] = [r for r in teamctl.json("approvals", "--all")["approvals"]
+             if r["id"] == first["id"]]
+    assert row["state"] == "expired" and not (teamctl.workdir / "out.txt").exists()
+
+
+def test_a_question_is_answered_through_the_response_topic(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """With include_text = true the question's text is published; the answer token, a space
+    and the text posted to the response topic answer it as `teamctl answer` does."""
+    operator = setup_notify(teamctl, ntfy)
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"), include_text=True)
+    message_id = teamctl.run("send", "lead", "ASK which colour?").stdout.strip()
+    next_request(teamctl, follow_logs)
+    message = pushed(ntfy, operator["topic"], "lead asks a question")
+    assert "which colour?" in message["message"]
+    token = message["message"].split("response topic: ")[1].split()[0]
+    httpx.post(f"{ntfy.url}/{operator['response_topic']}", content=f"{token} blue".encode(),
+               timeout=10).raise_for_status()
+    receipt(ntfy, operator["topic"], "applied: answered")
+    reply = reply_to(teamctl, follow_logs, "lead", message_id)
+    assert 'answer: {"which colour?": "blue"}' in reply

@@ -1,0 +1,193 @@
+"""The notifier in-process (docs/notify.md): the tokens, the rate window and its digest, quiet
+hours, 1,000 items at once against the local ntfy server, and the Apprise alerts against a
+local HTTP endpoint (apprise's ``json://`` schema: the real client, a fake server)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.needs_you import NeedsYou
+from orchestrator.daemon.notify import Channel, TeamNotifier
+from orchestrator.daemon.notify_alerts import Alerts
+from orchestrator.daemon.notify_ntfy import Ntfy
+from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
+from orchestrator.daemon.notify_tokens import NonceJournal, Signer, TokenRefused
+from orchestrator.notify_config import NotifySection
+from tests.ntfy_fake import FakeNtfy
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+KEY = bytes(range(32))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def ntfy() -> Iterator[FakeNtfy]:
+    server = FakeNtfy()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_token_verifies_and_a_forged_expired_or_tampered_one_is_refused() -> None:
+    signer = Signer(KEY)
+    token = signer.sign("web/apv_X", "approve", 2000.0)
+    action = signer.verify(token, now=1000.0)
+    assert (action.item, action.decision, action.expiry) == ("web/apv_X", "approve", 2000.0)
+    assert signer.sign("web/apv_X", "approve", 2000.0) != token, "a fresh nonce each time"
+    refusals = {
+        "forged": (Signer(b"k" * 32).sign("web/apv_X", "approve", 2000.0), 1000.0),
+        "expired": (token, 2000.0),
+        "tampered": (token.replace(token.split(".")[1][:4], "AAAA", 1), 1000.0),
+        "garbage": ("approve apv_X", 1000.0),
+    }
+    receipts = {}
+    for name, (text, now) in refusals.items():
+        with pytest.raises(TokenRefused) as refused:
+            signer.verify(text, now)
+        receipts[name] = refused.value.receipt
+    assert receipts == {"forged": "refused: bad signature", "expired": "expired",
+                        "tampered": "refused: bad signature",
+                        "garbage": "refused: not a teamctl action"}
+
+
+async def test_a_nonce_is_used_once_even_by_a_new_journal_on_the_same_file(
+        tmp_path: Path) -> None:
+    action = Signer(KEY).verify(Signer(KEY).sign("web/T1", "approve", 2000.0), 1000.0)
+    first = NonceJournal(tmp_path / "notify.db")
+    assert await first.use(action, 1000.0) is True
+    assert await first.use(action, 1001.0) is False
+    first.close()
+    again = NonceJournal(tmp_path / "notify.db")  # the daemon restarted
+    assert await again.use(action, 1002.0) is False
+    assert (tmp_path / "notify.db").stat().st_mode & 0o777 == 0o600
+    again.close()
+
+
+def test_the_rate_window_keeps_its_last_slot_for_one_digest() -> None:
+    now = [0.0]
+    window = RateWindow(10, clock=lambda: now[0])
+    plan = window.plan(list(range(1000)))
+    assert (len(plan.single), len(plan.digest)) == (9, 991)
+    for _ in range(10):
+        window.sent()
+    assert window.plan([1]).single == [] and window.free_in() == 60.0
+    now[0] = 60.0
+    assert window.plan([1, 2]).single == [1, 2]
+
+
+def test_quiet_hours_cross_midnight() -> None:
+    def at(hour: int) -> float:
+        return time.mktime((2026, 1, 5, hour, 30, 0, 0, 0, -1))
+
+    assert in_quiet_hours("22:00-07:00", at(23)) and in_quiet_hours("22:00-07:00", at(3))
+    assert not in_quiet_hours("22:00-07:00", at(12))
+    assert in_quiet_hours("12:00-13:00", at(12)) and not in_quiet_hours(None, at(12))
+
+
+def _items(count: int) -> list[NeedsYou]:
+    return [NeedsYou(f"web/apv_{i:04d}", "approval", "web", f"dev asks: Bash {i}",
+                     f"web/dev (claude): npm test {i}", item=f"web/apv_{i:04d}",
+                     decisions=("approve", "deny")) for i in range(count)]
+
+
+async def test_a_thousand_items_at_once_are_the_rate_limit_and_one_digest(
+        ntfy: FakeNtfy, tmp_path: Path) -> None:
+    """1,000 needs-you items at once: max_per_minute - 1 pushes with their buttons and one
+    digest that counts the rest — never 1,000 buzzes; a second pass sends nothing again."""
+    items = _items(1000)
+
+    async def gather() -> list[NeedsYou]:
+        return items
+
+    section = NotifySection(max_per_minute=10)
+    channel = Channel(Ntfy(ntfy.url, None, Backoff(request_timeout=5.0)), "tc-topic",
+                      "tc-response", Signer(KEY))
+    notifier = TeamNotifier("web", section, channel, gather_items=gather, changes=Changes(),
+                            responder=None, nonces=NonceJournal(tmp_path / "notify.db"))
+    with anyio.fail_after(30):
+        await notifier.publish_pass()
+        await notifier.publish_pass()
+    sent = ntfy.messages("tc-topic")
+    assert len(sent) == 10
+    assert all(len(m["actions"]) == 2 for m in sent[:9])
+    assert sent[-1]["title"] == "teamctl web: 991 more need you"
+    assert "991 approval" in sent[-1]["message"]
+    await channel.ntfy.aclose()
+
+
+async def test_nothing_private_is_published_without_include_text(
+        ntfy: FakeNtfy, tmp_path: Path) -> None:
+    """A question's text is kept out (include_text = false) and a secret in a summary is
+    redacted; with include_text = true the question's text goes, still redacted."""
+    question = NeedsYou("web/apv_Q", "question", "web", "lead asks a question",
+                        "web/lead waits", private="deploy with ANTHROPIC_API_KEY=sk-ant-"
+                        "api03-abcdefghijklmnopqrstuvwx?", item="web/apv_Q",
+                        decisions=("answer", "deny"))
+    for include, topic in ((False, "tc-plain"), (True, "tc-text")):
+        channel = Channel(Ntfy(ntfy.url, None, Backoff()), topic, "tc-r", Signer(KEY))
+
+        async def gather() -> list[NeedsYou]:
+            return [question]
+
+        notifier = TeamNotifier("web", NotifySection(include_text=include), channel,
+                                gather_items=gather, changes=Changes(), responder=None,
+                                nonces=None)
+        await notifier.publish_pass()
+        [sent] = ntfy.messages(topic)
+        assert "sk-ant-api03" not in json.dumps(sent)
+        assert ("deploy with" in sent["message"]) is include
+        assert "To answer, post to the response topic: tc1." in sent["message"]
+        await channel.ntfy.aclose()
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]] = []
+    got = threading.Event()
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        type(self).received.append(json.loads(body))
+        type(self).got.set()
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_apprise_alerts_reach_a_local_endpoint_redacted_with_the_link() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        alerts = Alerts([f"json://127.0.0.1:{port}/hook"], timeout=10.0)
+        ok = await alerts.send("teamctl web: lead asks: Bash",
+                               "curl -H 'Authorization: Bearer abcdefghijklmnop1234'\n"
+                               "The live view: http://127.0.0.1:8787/")
+        assert ok and _Hook.got.is_set()
+        [alert] = _Hook.received
+        assert alert["title"] == "teamctl web: lead asks: Bash"
+        assert "abcdefghijklmnop1234" not in alert["message"]
+        assert "http://127.0.0.1:8787/" in alert["message"]
+        down = Alerts([f"json://127.0.0.1:{port + 1 if port < 65535 else 1}/"], timeout=3.0)
+        assert await down.send("t", "b") is False, "a channel down is a logged failure"
+    finally:
+        server.shutdown()
+        server.server_close()
