@@ -53,6 +53,8 @@ class FakeNtfy:
         self._messages: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._loop_events: set[asyncio.Event] = set()
+        self.received_at: dict[str, float] = {}  # message id -> time.time() it arrived
+        self.subscribed_at: list[float] = []  # when each GET /<topic>/json came
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(routes=[
@@ -108,6 +110,7 @@ class FakeNtfy:
         message = {"id": secrets.token_hex(6), "time": int(time.time()), "event": "message",
                    **message}
         with self._cond:
+            self.received_at[message["id"]] = time.time()
             self._messages.append(message)
             self._cond.notify_all()
         for event in list(self._loop_events):
@@ -140,6 +143,7 @@ class FakeNtfy:
 
     async def _subscribe(self, request: Request) -> Response:
         topic = request.path_params["topic"]
+        self.subscribed_at.append(time.time())
         since = request.query_params.get("since")
         cached = self._after(topic, since) if since else []
         if request.query_params.get("poll") in ("1", "true", "yes"):

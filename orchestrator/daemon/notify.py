@@ -90,6 +90,7 @@ class TeamNotifier:
         self._alerts = Alerts(section.apprise)
         self._published: set[str] = set()
         self._receipts: deque[dict[str, Any]] = deque(maxlen=MAX_RECEIPTS)
+        self._flushing = anyio.Lock()  # one flush at a time: a receipt is published once
         self._alert_out: MemoryObjectSendStream[tuple[str, str]] | None = None  # while run
         self._quiet_missed = 0
         self._tests: dict[str, anyio.Event] = {}
@@ -262,10 +263,11 @@ class TeamNotifier:
             log.warning("notify_receipt_waits", team=self.team, error=exc.message)
 
     async def _flush_receipts(self) -> None:
-        while self.channel is not None and self._receipts:
-            await self.channel.ntfy.publish(self._receipts[0])
-            self._receipts.popleft()
-            log.info("notify_receipt_published", team=self.team)
+        async with self._flushing:
+            while self.channel is not None and self._receipts:
+                await self.channel.ntfy.publish(self._receipts[0])
+                self._receipts.popleft()
+                log.info("notify_receipt_published", team=self.team)
 
     # -- teamctl notify test ------------------------------------------------------------------
 
@@ -398,6 +400,9 @@ class NotifyService:
         with scope:
             try:
                 await notifier.run()
+            except Exception as exc:  # a bug: this team's notifications stop, nothing else
+                log.error("notify_failed", team=notifier.team, error=type(exc).__name__,
+                          detail=str(exc)[:300])
             finally:
                 if notifier.channel is not None:
                     await notifier.channel.ntfy.aclose()

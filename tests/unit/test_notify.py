@@ -191,3 +191,23 @@ async def test_apprise_alerts_reach_a_local_endpoint_redacted_with_the_link() ->
     finally:
         server.shutdown()
         server.server_close()
+
+
+async def test_a_receipt_published_while_a_pass_flushes_is_published_once(
+        ntfy: FakeNtfy) -> None:
+    """A receipt and a publish pass flushing at the same time published it twice and then
+    popped an empty queue (IndexError: the team's notifier died, nothing more was pushed;
+    found by bench_notify.py). One flush at a time: once, and the pass goes on."""
+    async def gather() -> list[NeedsYou]:
+        return _items(1)
+
+    channel = Channel(Ntfy(ntfy.url, None, Backoff()), "tc-race", "tc-r", Signer(KEY))
+    notifier = TeamNotifier("web", NotifySection(), channel, gather_items=gather,
+                            changes=Changes(), responder=None, nonces=None)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(notifier.receipt, "web/apv_X", "applied: approved")
+            tg.start_soon(notifier.publish_pass)
+    titles = [m["title"] for m in ntfy.messages("tc-race")]
+    assert sorted(titles) == ["teamctl web: dev asks: Bash 0", "teamctl: applied: approved"]
+    await channel.ntfy.aclose()

@@ -1,0 +1,85 @@
+"""Issue 32 figures (a fake claude member with permissions = "ask", a real daemon, the local
+ntfy server of tests/ntfy_fake.py): a needs-you item → its notification at the server (p50
+of 20: the runtime's request, as the approval's asked_at, to the publish's arrival); a tap
+(the action's body POSTed to the response topic) → applied and the member's process told
+(the receipt "applied: approved (the runtime confirmed it)" at the server); and the
+reconnect after the server returns from a 5 s outage, with the default backoff (1 s doubling
+to 60 s)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import httpx
+from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, teamctl
+
+from orchestrator import client
+from orchestrator.paths import Home
+
+RUNS = 20
+OUTAGE = 5.0
+
+
+def main() -> None:
+    from tests.ntfy_fake import FakeNtfy
+
+    ntfy = FakeNtfy()
+    ntfy.start()
+    with home() as env:
+        teamctl(env, "notify", "init", "--server", ntfy.url)
+        operator = tomllib.loads((Path(env["TEAMCTL_HOME"]) / "notify.toml").read_text())
+        topic = operator["topic"]
+        team = Path(env["TEAMCTL_BENCH_DIR"]) / "ask.toml"
+        team.write_text(
+            '[team]\nname = "ask"\nworkdir = "' + env["TEAMCTL_BENCH_DIR"] + '"\n\n'
+            "[notify]\nntfy = {}\nmax_per_minute = 600\n\n"
+            '[[members]]\nname = "lead"\nruntime = "claude"\nmodel = "claude-sonnet-4-5"\n'
+            f'command = "{FAKE_CLAUDE}"\npermissions = "ask"\n')
+        teamctl(env, "launch", str(team))
+        ctl = Home(Path(env["TEAMCTL_HOME"]))
+        to_push, to_applied = [], []
+        for i in range(RUNS):
+            sender = threading.Thread(target=client.call, args=(ctl, "send", {
+                "member": "lead", "text": f"WRITE f{i}.txt x", "wait": True, "timeout": 60.0}),
+                kwargs={"timeout": 90})
+            sender.start()
+            pushes = ntfy.wait_for(topic, lambda ms, n=i: sum(
+                "asks: Write" in m.get("title", "") for m in ms) > n)
+            push = [m for m in pushes if "asks: Write" in m.get("title", "")][-1]
+            [row] = client.call(ctl, "approvals", {}, timeout=30)["approvals"]
+            to_push.append((ntfy.received_at[push["id"]] - row["asked_at"]) * 1000)
+            [approve] = [a for a in push["actions"] if a["label"] == "Approve"]
+            tapped = time.time()
+            httpx.post(approve["url"], content=approve["body"].encode(), timeout=10)
+            done = ntfy.wait_for(topic, lambda ms, n=i: sum(
+                "runtime confirmed" in m.get("title", "") for m in ms) > n)
+            to_applied.append((ntfy.received_at[done[-1]["id"]] - tapped) * 1000)
+            sender.join()
+        ntfy.stop()
+        time.sleep(OUTAGE)  # the outage being measured, not a synchronisation
+        before = len(ntfy.subscribed_at)
+        ntfy.start()
+        back = time.time()
+        deadline = time.monotonic() + 120
+        while len(ntfy.subscribed_at) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reconnect = ntfy.subscribed_at[before] - back
+    ntfy.stop()
+    print(f"needs-you item -> published: p50 {median(to_push):.1f} ms, "
+          f"p95 {percentile(to_push, 95):.1f} ms ({RUNS} requests)")
+    print(f"action posted -> applied and the runtime told: p50 {median(to_applied):.1f} ms, "
+          f"p95 {percentile(to_applied, 95):.1f} ms")
+    print(f"reconnect after the server returns ({OUTAGE:g} s outage, default backoff): "
+          f"{reconnect:.2f} s")
+    figure("notify_item_to_published_ms", median(to_push))
+    figure("notify_action_to_applied_ms", median(to_applied))
+    figure("notify_reconnect_s", reconnect)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main()
