@@ -20,7 +20,8 @@ class AcpAgent:
     carry its credential (one is enough, checked before an isolated member starts);
     ``env_names``: every variable it reads for its provider (for the docs and ``doctor``);
     ``model_env``: the variable that names its model when it advertises none over ACP;
-    ``login``: what the operator does when it answers "authentication required"."""
+    ``login``: what the operator does when it answers "authentication required"; ``env``:
+    variables the preset always sets (the member's ``env`` overrides them)."""
 
     name: AcpAgentName
     argv: tuple[str, ...]
@@ -28,6 +29,7 @@ class AcpAgent:
     env_names: tuple[str, ...]
     login: str
     model_env: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
 
 
 ACP_AGENTS: dict[str, AcpAgent] = {
@@ -36,7 +38,9 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         env_names=("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"),
         login="set OPENAI_API_KEY (and OPENAI_BASE_URL for another provider) in the member's "
               "env, or run 'qwen' once and log in with /auth",
-        model_env="OPENAI_MODEL"),
+        model_env="OPENAI_MODEL",
+        # its cli.js would start itself again as a child (a bigger heap): ~170 MiB more
+        env=(("QWEN_CODE_NO_RELAUNCH", "true"),)),
     # --skip-trust: in a folder it does not trust, Gemini CLI 0.61.0 starts no stdio MCP
     # server (not even teamctl's, given over ACP) and refuses the yolo mode; the member's
     # workdir is the one the operator put it to work in
@@ -45,7 +49,10 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         env_names=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
         login="set GEMINI_API_KEY in the member's env, or run 'gemini' once and log in with "
               "/auth",
-        model_env="GEMINI_MODEL"),
+        model_env="GEMINI_MODEL",
+        # else it starts itself again as a child (a bigger heap) on the same stdio, behind a
+        # parent that ignores SIGTERM and holds ~145 MiB for nothing
+        env=(("GEMINI_CLI_NO_RELAUNCH", "true"),)),
 }
 assert tuple(ACP_AGENTS) == get_args(AcpAgentName)
 

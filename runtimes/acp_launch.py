@@ -24,13 +24,15 @@ _EDITS = frozenset({"edit", "delete", "move"})
 
 def build_env(spec: LaunchSpec) -> dict[str, str]:
     """The minimal environment; an isolated member's private HOME (the agent keeps its
-    settings, sessions and logins under it); the preset's model variable; the member's env."""
+    settings, sessions and logins under it); the preset's own variables and its model
+    variable; the member's env."""
     own: dict[str, str] = {}
     if spec.login == "isolated":
         home = spec.state_dir / "home"
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         own["HOME"] = str(home)
     preset = acp_agent(spec.agent)
+    own.update(preset.env if preset is not None else ())
     if preset is not None and preset.model_env and spec.model:
         own[preset.model_env] = spec.model
     return member_environ(own, spec.env)

@@ -56,7 +56,7 @@ def test_command_is_a_whole_command_line_and_a_preset_fills_it(tmp_path: Path) -
     assert preset.members[0].command_line() == (
         "qwen", ("--acp", "--auth-type", "openai", "-d"))
     moved = _team(tmp_path, 'runtime = "acp"\nacp_agent = "gemini"\ncommand = "/x/gemini"')
-    assert moved.members[0].command_line() == ("/x/gemini", ("--acp",))
+    assert moved.members[0].command_line() == ("/x/gemini", ("--acp", "--skip-trust"))
     again = TeamConfig.model_validate(preset.model_dump(mode="json"))
     assert again.members[0].command_line() == preset.members[0].command_line()
     plain = _team(tmp_path, 'runtime = "claude"\ncommand = "/bin/claude"\nargs = ["-x"]')
@@ -136,6 +136,16 @@ def test_the_environment_has_a_private_home_and_the_presets_model_variable(
     assert (env["OPENAI_MODEL"], env["OPENAI_API_KEY"]) == ("qwen3-coder", "k")
     operator = build_env(_spec(tmp_path, login="operator"))
     assert operator.get("HOME") != str(tmp_path / "state" / "home"), "the operator's own HOME"
+
+
+def test_a_preset_keeps_its_agent_in_one_process_unless_the_members_env_says_otherwise(
+        tmp_path: Path) -> None:
+    """Qwen Code and Gemini CLI start themselves again as a child on the same stdio unless
+    told not to: the presets tell them; the member's env still decides."""
+    gemini = build_env(_spec(tmp_path, agent="gemini", env={"GEMINI_API_KEY": "k"}))
+    qwen = build_env(_spec(tmp_path, agent="qwen", env={"QWEN_CODE_NO_RELAUNCH": ""}))
+    assert (gemini["GEMINI_CLI_NO_RELAUNCH"], qwen["QWEN_CODE_NO_RELAUNCH"]) == ("true", "")
+    assert "GEMINI_CLI_NO_RELAUNCH" not in build_env(_spec(tmp_path))
 
 
 class _Meter:

@@ -1,0 +1,49 @@
+"""An ACP agent behind a launcher that runs it as a child on the same stdio (Qwen Code's ``qwen``
+runs ``node cli.js`` so): a kill -9 of the launcher — the pid teamctl watches — must not leave
+the member silently gone while the orphaned agent holds the pipes open."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tests.conftest import wait_pid_exit
+from tests.integration.test_acp_member import FAKE_ACP, acp_member
+
+if TYPE_CHECKING:
+    from tests.conftest import LogFollower, Teamctl
+
+LAUNCHER = f"""import subprocess, sys
+sys.exit(subprocess.call([{str(FAKE_ACP)!r}, "--acp"]))
+"""
+
+
+def test_a_killed_launcher_whose_child_holds_stdio_restarts_the_member_and_loads_its_session(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """The launcher's exit ends its process group (the agent with it): the exit is seen, the
+    member restarts and loads the same session."""
+    launcher = teamctl.workdir / "launcher.py"
+    launcher.write_text(LAUNCHER)
+    member = acp_member("qw", command=[sys.executable, str(launcher)], backoff=[0.1, 1.0])
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    first = teamctl.run("send", "qw", "hello", "--wait", "--timeout", "60")
+    assert first.returncode == 0, first.stderr
+    before, after = kill_the_agent(teamctl, follow_logs, timeout=30)
+    assert (after["resumed"], after["session_id"]) == (True, before["session_id"])
+    done = teamctl.run("send", "qw", "again", "--wait", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert "turn 2 received: again" in done.stdout, "the loaded session continues"
+
+
+def kill_the_agent(teamctl: Teamctl, follow_logs: LogFollower, *, timeout: float
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """kill -9 of the one member's process: its ``runtime_ready`` before, and the next."""
+    [before] = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
+    [pid] = teamctl.member_pids()
+    os.kill(pid, signal.SIGKILL)
+    assert wait_pid_exit(pid, 10)
+    after = follow_logs.wait_for(lambda e: e["event"] == "runtime_ready" and e["pid"] != pid,
+                                 timeout=timeout)
+    return before, after
