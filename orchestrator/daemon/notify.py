@@ -27,9 +27,10 @@ import structlog
 
 from orchestrator.daemon.needs_you import NeedsYou, gather
 from orchestrator.daemon.notify_alerts import Alerts
+from orchestrator.daemon.notify_journal import NotifyJournal
 from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
 from orchestrator.daemon.notify_responses import Responder
-from orchestrator.daemon.notify_tokens import NonceJournal, Signer
+from orchestrator.daemon.notify_tokens import Signer
 from orchestrator.errors import NotifyUnreachable, StoreError, TeamctlError, UsageError
 from orchestrator.notify_operator import read_operator
 from orchestrator.redaction import redact
@@ -78,7 +79,7 @@ class TeamNotifier:
 
     def __init__(self, team: str, section: NotifySection, channel: Channel | None,
                  *, gather_items: Callable[[], Awaitable[list[NeedsYou]]], changes: Changes,
-                 responder: Responder | None, nonces: NonceJournal | None,
+                 responder: Responder | None, nonces: NotifyJournal | None,
                  clock: Callable[[], float] = time.time) -> None:
         self.team, self.section, self.channel = team, section, channel
         self._gather = gather_items
@@ -357,7 +358,7 @@ class NotifyService:
         self._store, self._changes = store, changes
         self._backoff = backoff or backoff_from_env(environ)
         self._environ = environ
-        self._nonces: NonceJournal | None = None
+        self._nonces = NotifyJournal(store)
         self._running: dict[str, tuple[NotifySection, TeamNotifier, anyio.CancelScope]] = {}
         self._refused: dict[str, str] = {}  # the last refusal logged, by team
 
@@ -411,8 +412,6 @@ class NotifyService:
         channel = self._channel(section) if section.ntfy is not None else None
         responder = None
         if channel is not None:
-            if self._nonces is None:
-                self._nonces = NonceJournal(self._home.root / "notify.db")
             notifier_ref: list[TeamNotifier] = []
 
             async def receipt(item: str, text: str) -> None:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.journal import AsyncJournal
-    from orchestrator.daemon.notify_tokens import Action, NonceJournal, Signer
+    from orchestrator.daemon.notify_journal import NotifyJournal
+    from orchestrator.daemon.notify_tokens import Action, Signer
 
 __all__ = ["Responder"]
 
@@ -47,7 +48,7 @@ MAX_ANSWER_CHARS = 4000
 class Responder:
     """One team's actions. ``receipt(item, text)`` publishes the result."""
 
-    def __init__(self, team: str, *, signer: Signer, nonces: NonceJournal,
+    def __init__(self, team: str, *, signer: Signer, nonces: NotifyJournal,
                  approvals: Approvals, store: AsyncJournal, board: Board | None,
                  receipt: Callable[[str, str], Awaitable[None]],
                  clock: Callable[[], float] = time.time) -> None:

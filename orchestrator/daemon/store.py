@@ -26,6 +26,7 @@ from orchestrator.daemon import (
     kept_rules,
     ledger_journal,
     message_schema,
+    notify_journal,
     team_records,
     variant_cache,
     worktrees,
@@ -69,7 +70,7 @@ __all__ = [
 MIGRATIONS = collect(team_records.MIGRATIONS, variant_cache.MIGRATIONS, message_schema.MIGRATIONS,
                      worktrees.MIGRATIONS, approval_journal.MIGRATIONS,
                      ledger_journal.MIGRATIONS, describe.MIGRATIONS, kept_rules.MIGRATIONS,
-                     board_journal.MIGRATIONS)
+                     board_journal.MIGRATIONS, notify_journal.MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

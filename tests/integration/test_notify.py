@@ -145,8 +145,9 @@ def test_an_expired_or_forged_token_is_refused_and_applies_nothing(
 
 def test_a_replayed_nonce_is_refused_after_a_daemon_restart(
         teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
-    """The used nonces are journaled (notify.db): the same token posted again after the
-    daemon restarted is refused, and the old item answers "expired" to a new button."""
+    """The used nonces are journaled (the journal's notify_used_nonces, migration 15): the
+    same token posted again after the daemon restarted is refused, and no notify.db is
+    made beside the journal."""
     operator = setup_notify(teamctl, ntfy)
     path = launch_notifying(teamctl, fake_member("lead", permissions="ask"))
     teamctl.run("send", "lead", "WRITE out.txt hello")
@@ -161,6 +162,7 @@ def test_a_replayed_nonce_is_refused_after_a_daemon_restart(
     receipt(ntfy, operator["topic"], "already decided: denied")
     replays = [e for e in teamctl.log_events() if e["event"] == "notify_replay_refused"]
     assert len(replays) == 1
+    assert not (teamctl.home / "notify.db").exists()
 
 
 def test_the_server_down_loses_nothing_and_publishes_on_recovery(

@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 2 == 14
+    assert SCHEMA_VERSION == len(EARLIER) + 3 == 15
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -53,6 +53,17 @@ def test_version_14_adds_the_document_columns_of_an_attachment_and_nothing_else(
     assert _statements(MIGRATIONS[13]) == [
         f"ALTER TABLE message_attachments ADD COLUMN {column}"
         for column in ("kind TEXT", "route TEXT", "pages INTEGER", "page_variants TEXT")]
+
+
+def test_version_15_adds_the_notifiers_tables_and_nothing_else() -> None:
+    """Schema 15 (notifications, issue 32): the action tokens' used nonces (with an index by
+    when they were used, to drop the old ones) and the response topics' cursors, both new
+    tables owned by ``notify_journal`` — no earlier table changes."""
+    assert _statements(MIGRATIONS[14]) == [
+        "CREATE TABLE notify_used_nonces (\n    nonce TEXT PRIMARY KEY,\n    item TEXT NOT NULL,"
+        "\n    decision TEXT NOT NULL,\n    used_at REAL NOT NULL\n)",
+        "CREATE INDEX notify_used_nonces_by_time ON notify_used_nonces (used_at)",
+        "CREATE TABLE notify_cursors (\n    topic TEXT PRIMARY KEY,\n    last_id TEXT NOT NULL\n)"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

@@ -14,12 +14,15 @@ import anyio
 import pytest
 
 from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.journal import AsyncJournal
 from orchestrator.daemon.needs_you import NeedsYou
 from orchestrator.daemon.notify import Channel, TeamNotifier
 from orchestrator.daemon.notify_alerts import Alerts
+from orchestrator.daemon.notify_journal import NONCE_KEEP, NotifyJournal
 from orchestrator.daemon.notify_ntfy import Ntfy
 from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
-from orchestrator.daemon.notify_tokens import NonceJournal, Signer, TokenRefused
+from orchestrator.daemon.notify_tokens import Signer, TokenRefused
+from orchestrator.daemon.store import Store
 from orchestrator.notify_config import NotifySection
 from tests.ntfy_fake import FakeNtfy
 
@@ -66,17 +69,25 @@ def test_a_token_verifies_and_a_forged_expired_or_tampered_one_is_refused() -> N
                         "garbage": "refused: not a teamctl action"}
 
 
-async def test_a_nonce_is_used_once_even_by_a_new_journal_on_the_same_file(
+async def test_a_nonce_is_used_once_even_after_the_journal_is_reopened(
         tmp_path: Path) -> None:
+    """A used nonce is a row of the daemon's journal (migration 15): the same token is
+    refused after the journal is closed and opened again (a daemon restart), and no
+    notify.db is made beside it; a nonce older than NONCE_KEEP is dropped."""
     action = Signer(KEY).verify(Signer(KEY).sign("web/T1", "approve", 2000.0), 1000.0)
-    first = NonceJournal(tmp_path / "notify.db")
+    store = Store(tmp_path / "state.db")
+    first = NotifyJournal(AsyncJournal(store))
     assert await first.use(action, 1000.0) is True
     assert await first.use(action, 1001.0) is False
-    first.close()
-    again = NonceJournal(tmp_path / "notify.db")  # the daemon restarted
+    await first.set_cursor("srv/topic", "msg1")
+    store.close()
+    store = Store(tmp_path / "state.db")  # the daemon restarted
+    again = NotifyJournal(AsyncJournal(store))
     assert await again.use(action, 1002.0) is False
-    assert (tmp_path / "notify.db").stat().st_mode & 0o777 == 0o600
-    again.close()
+    assert await again.cursor("srv/topic") == "msg1"
+    assert await again.use(action, 1000.0 + NONCE_KEEP + 1) is True, "kept NONCE_KEEP"
+    store.close()
+    assert not (tmp_path / "notify.db").exists()
 
 
 def test_the_rate_window_keeps_its_last_slot_for_one_digest() -> None:
@@ -107,7 +118,7 @@ def _items(count: int) -> list[NeedsYou]:
 
 
 async def test_a_thousand_items_at_once_are_the_rate_limit_and_one_digest(
-        ntfy: FakeNtfy, tmp_path: Path) -> None:
+        ntfy: FakeNtfy) -> None:
     """1,000 needs-you items at once: max_per_minute - 1 pushes with their buttons and one
     digest that counts the rest — never 1,000 buzzes; a second pass sends nothing again."""
     items = _items(1000)
@@ -119,7 +130,7 @@ async def test_a_thousand_items_at_once_are_the_rate_limit_and_one_digest(
     channel = Channel(Ntfy(ntfy.url, None, Backoff(request_timeout=5.0)), "tc-topic",
                       "tc-response", Signer(KEY))
     notifier = TeamNotifier("web", section, channel, gather_items=gather, changes=Changes(),
-                            responder=None, nonces=NonceJournal(tmp_path / "notify.db"))
+                            responder=None, nonces=None)
     with anyio.fail_after(30):
         await notifier.publish_pass()
         await notifier.publish_pass()
