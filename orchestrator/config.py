@@ -32,6 +32,7 @@ __all__ = [
     "BoardSection",
     "DescribeWith",
     "HostConfig",
+    "KubernetesHostConfig",
     "MemberConfig",
     "SshDestination",
     "TeamConfig",
@@ -126,6 +127,52 @@ class HostConfig(_Strict):
     identity_file: str | None = None
     ssh_options: list[SshOption] = []  # "Key=value", as ssh -o takes them
     workdir: str | None = None  # members' default working directory there (default: ~)
+    kind: Literal["ssh"] = "ssh"
+
+
+# a Kubernetes object name (RFC 1123 label: what a namespace, a Secret, a RuntimeClass take)
+KubeName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+
+
+class KubernetesHostConfig(_Strict):
+    """Members run in pods of a Kubernetes cluster (docs/scaling.md, "On Kubernetes"): one
+    agent-sandbox ``Sandbox`` per member (a Pod and a PVC where its CRD is absent). Credentials
+    come from ``secret``, a Secret of the namespace, by name: never a value in the team file."""
+
+    kind: Literal["kubernetes"]
+    context: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    kubeconfig: str | None = None  # default: $KUBECONFIG, else ~/.kube/config
+    namespace: KubeName = "default"
+    image: Annotated[str, Field(pattern=r"^[^\s-][^\s]{0,511}$")]  # python3 and the CLIs
+    storage: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)?$")] = "10Gi"
+    storage_class: KubeName | None = None
+    runtime_class: KubeName | None = None  # gVisor, Kata...
+    template: KubeName | None = None  # a SandboxTemplate: a SandboxClaim is made of it
+    service_account: KubeName | None = None
+    secret: KubeName | None = None  # its keys become the member's environment (envFrom)
+    workdir: Annotated[str, Field(pattern=r"^/[^\x00]{0,1023}$")] = "/workspace"
+    keep: bool = False  # teamctl stop suspends the sandbox (its volume kept) instead of deleting
+    start_timeout: Annotated[float, Field(gt=0, le=3600)] = 300.0  # the pod Running by then
+
+
+def _split_hosts(data: Any) -> Any:
+    """``[hosts.NAME] kind = "kubernetes"`` tables go to ``kubernetes_hosts`` (SSH hosts stay
+    ``hosts``); a member there without ``messaging`` gets ``messaging = false``: teamctl's MCP
+    tools cannot reach the daemon from a pod yet (docs/scaling.md)."""
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
+        return data
+    kube = {name: table for name, table in data["hosts"].items()
+            if isinstance(table, dict) and table.get("kind") == "kubernetes"}
+    if not kube:
+        return data
+    data = {**data, "hosts": {k: v for k, v in data["hosts"].items() if k not in kube},
+            "kubernetes_hosts": {**data.get("kubernetes_hosts", {}), **kube}}
+    members = data.get("members")
+    if isinstance(members, list):
+        data["members"] = [{"messaging": False, **m}
+                           if isinstance(m, dict) and m.get("host") in kube else m
+                           for m in members]
+    return data
 
 
 class TeamSection(_Strict):
@@ -296,6 +343,9 @@ class TeamConfig(_Strict):
 
     team: TeamSection
     hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], HostConfig] = {}
+    # the [hosts.NAME] tables of kind = "kubernetes" (moved here by _split_hosts)
+    kubernetes_hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)],
+                           KubernetesHostConfig] = {}
     board: BoardSection = BoardSection()
     notify: NotifySection | None = None  # pushes and alerts of what needs you (docs/notify.md)
     members: Annotated[list[MemberConfig], Field(min_length=1)]
@@ -307,7 +357,27 @@ class TeamConfig(_Strict):
         where = _find_nul(data)
         if where is not None:
             raise ValueError(f"{where}: contains a NUL character (\\u0000); remove it")
-        return data
+        return _split_hosts(data)
+
+    @model_validator(mode="after")
+    def _pod_members(self) -> TeamConfig:
+        """A member in a pod: no operator login (a copy of a subscription login there would
+        log the operator out here: a Secret's API key instead), no teamctl MCP tools yet."""
+        for index, member in enumerate(self.members):
+            if member.host not in self.kubernetes_hosts:
+                continue
+            if self.member_login(member) == "operator":
+                raise ValueError(
+                    f"members[{index}].login: a member on Kubernetes host {member.host!r} "
+                    "cannot use the operator's login (a subscription login copied into a pod "
+                    "is spent there and logs the operator out here); set login = "
+                    "\"isolated\" and name a Secret with its API key (secret = ... in "
+                    f"[hosts.{member.host}]), or put it on an SSH host")
+            if member.messaging:
+                raise ValueError(
+                    f"members[{index}].messaging: teamctl's MCP tools do not reach the daemon "
+                    "from a pod yet (docs/scaling.md); remove messaging (it is false there)")
+        return self
 
     @model_validator(mode="after")
     def _ask_needs_a_channel(self) -> TeamConfig:
@@ -422,15 +492,25 @@ class TeamConfig(_Strict):
     def member_host(self, member: MemberConfig) -> tuple[str, HostConfig] | None:
         """The host a member runs on (its name and settings), None for this machine; a bare
         ssh destination gets settings of its own (the operator's ssh config applies)."""
-        if member.host is None:
+        if member.host is None or member.host in self.kubernetes_hosts:
             return None
         if member.host in self.hosts:
             return member.host, self.hosts[member.host]
         user, _, address = member.host.rpartition("@")
         return member.host, HostConfig(address=address, user=user or None)
 
+    def member_kubernetes(self, member: MemberConfig
+                          ) -> tuple[str, KubernetesHostConfig] | None:
+        """The Kubernetes host a member runs on (its name and settings), None if not one."""
+        if member.host is not None and member.host in self.kubernetes_hosts:
+            return member.host, self.kubernetes_hosts[member.host]
+        return None
+
     def remote_workdir(self, member: MemberConfig) -> str | None:
         """A remote member's working directory on its host (None: the remote home)."""
+        pod = self.member_kubernetes(member)
+        if pod is not None:
+            return member.workdir or pod[1].workdir
         found = self.member_host(member)
         if found is None:
             return None

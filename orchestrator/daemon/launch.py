@@ -71,7 +71,8 @@ class LaunchFactory:
         """The member's workdir (``workdirs``: those in a worktree; for a member the team file
         puts on another host, a path there, "~" its remote home) and its host."""
         host = self._hosts(team, member)
-        if team.member_host(member) is None:  # the team file names no other machine
+        if team.member_host(member) is None and team.member_kubernetes(member) is None:
+            # the team file names no other machine
             return str(workdirs.get(member.name) or team.member_workdir(member)), host
         return team.remote_workdir(member) or "~", host
 

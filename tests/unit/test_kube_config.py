@@ -1,0 +1,82 @@
+"""``[hosts.NAME] kind = "kubernetes"``: a strict table beside the SSH host's, and what a member
+in a pod may not have (the operator's login, teamctl's MCP tools)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from orchestrator.config import load_team_file
+from orchestrator.errors import TeamFileError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from orchestrator.config import TeamConfig
+
+_HOST = ('[hosts.k8s]\nkind = "kubernetes"\nnamespace = "agents"\nimage = "ghcr.io/x/agent:1"\n'
+         'secret = "claude-key"\n')
+_MEMBER = '[[members]]\nname = "builder"\nruntime = "claude"\nhost = "k8s"\n'
+
+
+def _load(tmp_path: Path, text: str) -> TeamConfig:
+    path = tmp_path / "team.toml"
+    path.write_text(text)
+    return load_team_file(path)
+
+
+def _refused(tmp_path: Path, text: str) -> str:
+    with pytest.raises(TeamFileError) as info:
+        _load(tmp_path, text)
+    return str(info.value)
+
+
+def test_a_kubernetes_host_is_read_beside_ssh_hosts(tmp_path: Path) -> None:
+    """A kubernetes table keeps its settings, defaults the rest, and places its member there:
+    its workdir is on the pod's volume, its messaging off, and it is no SSH host."""
+    team = _load(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n'
+                             '[hosts.gpu]\naddress = "10.0.0.1"\n' + _HOST + _MEMBER +
+                             '[[members]]\nname = "b"\nruntime = "claude"\nhost = "gpu"\n')
+    [builder, other] = team.members
+    name, host = team.member_kubernetes(builder) or ("", None)
+    assert name == "k8s" and host is not None
+    assert (host.namespace, host.image, host.secret, host.storage, host.workdir, host.keep) == (
+        "agents", "ghcr.io/x/agent:1", "claude-key", "10Gi", "/workspace", False)
+    assert team.member_host(builder) is None and team.member_kubernetes(other) is None
+    assert team.member_host(other) is not None and list(team.hosts) == ["gpu"]
+    assert team.remote_workdir(builder) == "/workspace"
+    assert builder.messaging is False
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("token", '"abc"', "kubernetes_hosts.k8s.token: unknown key"),
+    ("namespace", '"Not_A_Name"', "kubernetes_hosts.k8s.namespace"),
+    ("storage", '"lots"', "kubernetes_hosts.k8s.storage"),
+    ("workdir", '"relative"', "kubernetes_hosts.k8s.workdir"),
+    ("image", '"-oops"', "kubernetes_hosts.k8s.image"),
+])
+def test_a_kubernetes_host_refuses_unknown_keys_and_bad_values(tmp_path: Path, key: str,
+                                                               value: str,
+                                                               expected: str) -> None:
+    """Strict like every table: an unknown key or a value Kubernetes would refuse is named."""
+    host = "".join(line + "\n" for line in _HOST.splitlines()
+                   if not line.startswith(key + " "))
+    text = '[team]\nname = "w"\nlogin = "isolated"\n' + host + f"{key} = {value}\n" + _MEMBER
+    assert expected in _refused(tmp_path, text)
+
+
+def test_an_operator_login_in_a_pod_is_refused_naming_the_secret(tmp_path: Path) -> None:
+    """A subscription login copied into a pod would log the operator out: refused, with the
+    two ways that work (a Secret's API key, or an SSH host)."""
+    message = _refused(tmp_path, '[team]\nname = "w"\n' + _HOST + _MEMBER)
+    assert "members[0].login" in message and "Secret" in message and "SSH host" in message
+
+
+def test_messaging_asked_in_a_pod_is_refused(tmp_path: Path) -> None:
+    """teamctl's MCP tools cannot reach the daemon from a pod yet: asking for them is refused,
+    not silently dropped."""
+    message = _refused(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + _HOST + _MEMBER
+                       + "messaging = true\n")
+    assert "members[0].messaging" in message and "from a pod" in message
+
