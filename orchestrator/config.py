@@ -147,7 +147,9 @@ class KubernetesHostConfig(_Strict):
     storage: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)?$")] = "10Gi"
     storage_class: KubeName | None = None
     runtime_class: KubeName | None = None  # gVisor, Kata...
-    template: KubeName | None = None  # a SandboxTemplate: a SandboxClaim is made of it
+    # an agent-sandbox SandboxTemplate: refused for now (a v1beta1 SandboxClaim reaches a
+    # template only through a SandboxWarmPool; teamctl renders its own Sandbox)
+    template: KubeName | None = None
     service_account: KubeName | None = None
     secret: KubeName | None = None  # its keys become the member's environment (envFrom)
     workdir: Annotated[str, Field(pattern=r"^/[^\x00]{0,1023}$")] = "/workspace"
@@ -373,6 +375,12 @@ class TeamConfig(_Strict):
                     "is spent there and logs the operator out here); set login = "
                     "\"isolated\" and name a Secret with its API key (secret = ... in "
                     f"[hosts.{member.host}]), or put it on an SSH host")
+            if self.kubernetes_hosts[member.host].template is not None:
+                raise ValueError(
+                    f"kubernetes_hosts.{member.host}.template: SandboxTemplates are not "
+                    "supported yet (agent-sandbox v1beta1 claims one only through a "
+                    "SandboxWarmPool); remove template: teamctl renders the member's own "
+                    "Sandbox from image, storage, runtime_class and secret")
             if member.messaging:
                 raise ValueError(
                     f"members[{index}].messaging: teamctl's MCP tools do not reach the daemon "

@@ -80,3 +80,10 @@ def test_messaging_asked_in_a_pod_is_refused(tmp_path: Path) -> None:
                        + "messaging = true\n")
     assert "members[0].messaging" in message and "from a pod" in message
 
+
+
+def test_a_sandbox_template_is_refused_with_what_to_use(tmp_path: Path) -> None:
+    """A template would be ignored by teamctl's own Sandbox: refused, saying what is rendered."""
+    message = _refused(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + _HOST
+                       + 'template = "python"\n' + _MEMBER)
+    assert "template" in message and "not supported yet" in message
