@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests import images
 from tests.e2e.fake_anthropic import FakeAnthropic
 from tests.e2e.fake_chat import FakeChat
 from tests.e2e.fake_gemini import FakeGemini
 from tests.e2e.fake_responses import FakeResponses
+from tests.integration.test_acp_member import acp_member
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    from tests.conftest import Teamctl
 
 CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
@@ -130,13 +135,58 @@ def qwen_bin() -> Path:
 def qwen_member(name: str, qwen_bin: Path, api: FakeChat, **extra: object) -> dict:
     """A member on the real Qwen Code over ACP (``acp_agent = "qwen"``), its OpenAI-compatible
     provider the fake chat API, its login isolated (a private HOME, the key in its env)."""
+    return _acp_member(name, "qwen", qwen_bin, "text-model", {
+        "OPENAI_API_KEY": "sk-e2e-dummy-qwen-key", "OPENAI_BASE_URL": api.base_url}, extra)
+
+
+def _acp_member(name: str, agent: str, binary: Path, model: str, env: dict[str, str],
+                extra: dict[str, object]) -> dict:
     member: dict[str, object] = {
-        "name": name, "runtime": "acp", "acp_agent": "qwen", "command": str(qwen_bin),
-        "model": "text-model", "login": "isolated", "start_timeout": 90.0,
-        "turn_idle_timeout": 120.0,
-        "env": {"OPENAI_API_KEY": "sk-e2e-dummy-qwen-key", "OPENAI_BASE_URL": api.base_url}}
+        "name": name, "runtime": "acp", "acp_agent": agent, "command": str(binary),
+        "model": model, "login": "isolated", "start_timeout": 90.0, "turn_idle_timeout": 120.0,
+        "env": env}
     member.update(extra)
     return member
+
+
+def first_acp_turn(teamctl: Teamctl, member: dict[str, Any], text: str) -> dict[str, Any]:
+    """Launch the one ACP member and answer ``text`` (``pong: <text>``): its runtime_ready."""
+    launched = teamctl.run("launch", str(teamctl.write_team("web", [member])))
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    [ready] = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
+    done = teamctl.run("send", member["name"], text, "--wait", "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"pong: {text}"
+    return ready
+
+
+def message_the_peer(teamctl: Teamctl, member: dict[str, Any], tool: str,
+                     declared: Callable[[], set[str]]) -> None:
+    """The member (``permissions = "full"``) and a fake peer launched; the model scripted to
+    call teamctl's send_message as the agent names it (``tool``, which the agent declared to
+    the API); the peer gets the message and the member's turn the tool's answer."""
+    team = teamctl.write_team("web", [member, acp_member("peer")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    call = json.dumps({"to": "peer", "text": "please review the form"})
+    done = teamctl.run("send", member["name"], f"DO_CALL {tool} {call}", "--wait",
+                       "--timeout", "120")
+    assert tool in declared(), " ".join(sorted(declared()))
+    assert done.returncode == 0, done.stderr
+    assert "done: " in done.stdout and "queued as " in done.stdout
+    peer = teamctl.json("history", "peer")["messages"]
+    assert peer and "please review the form" in peer[0]["text"]
+
+
+def send_planned_image(teamctl: Teamctl, member: dict[str, Any]) -> dict[str, Any]:
+    """Launch the one member, send it a screenshot; the planned variant (``--dry-run``)."""
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
+    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), member["name"], "look")
+    [planned] = [a["variants"][0] for a in plan["attachments"]]
+    done = teamctl.run("send", "--attach", str(shot), member["name"], "look", "--wait",
+                       "--timeout", "120")
+    assert done.returncode == 0, done.stderr
+    return planned  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
@@ -154,10 +204,5 @@ def gemini_member(name: str, gemini_bin: Path, api: FakeGemini, **extra: object)
     """A member on the real Gemini CLI over ACP (``acp_agent = "gemini"``), its API the fake
     Gemini API, its login isolated (a private HOME, the key in its env). The model is named:
     the default ("auto") would first ask the API which model to route each prompt to."""
-    member: dict[str, object] = {
-        "name": name, "runtime": "acp", "acp_agent": "gemini", "command": str(gemini_bin),
-        "model": "gemini-2.5-flash", "login": "isolated", "start_timeout": 90.0,
-        "turn_idle_timeout": 120.0,
-        "env": {"GEMINI_API_KEY": "e2e-dummy-gemini-key", "GOOGLE_GEMINI_BASE_URL": api.base_url}}
-    member.update(extra)
-    return member
+    return _acp_member(name, "gemini", gemini_bin, "gemini-2.5-flash", {
+        "GEMINI_API_KEY": "e2e-dummy-gemini-key", "GOOGLE_GEMINI_BASE_URL": api.base_url}, extra)

@@ -4,16 +4,19 @@ bytes reach the API."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.e2e.conftest import QWEN_VERSION, qwen_member
+from tests.e2e.conftest import (
+    QWEN_VERSION,
+    first_acp_turn,
+    message_the_peer,
+    qwen_member,
+    send_planned_image,
+)
 from tests.e2e.fake_chat import FakeChat, newest_user_images, newest_user_text
-from tests.integration.test_acp_member import acp_member
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,14 +33,8 @@ def _member_row(teamctl: Teamctl, name: str) -> dict:
 
 def test_real_qwen_answers_a_text_turn_over_acp_and_its_usage_is_journaled(
         teamctl: Teamctl, qwen_bin: Path, chat: FakeChat) -> None:
-    team = teamctl.write_team("web", [qwen_member("qw", qwen_bin, chat)])
-    launched = teamctl.run("launch", str(team))
-    assert launched.returncode == 0, launched.stdout + launched.stderr
-    ready = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
-    assert ready and ready[0]["agent"] == "qwen-code" and ready[0]["image"] is True
-    done = teamctl.run("send", "qw", "hello qwen", "--wait", "--timeout", "120")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pong: hello qwen"
+    ready = first_acp_turn(teamctl, qwen_member("qw", qwen_bin, chat), "hello qwen")
+    assert (ready["agent"], ready["image"]) == ("qwen-code", True)
     turns = [r for r in chat.chat_requests() if newest_user_text(r["body"]) == "hello qwen"]
     assert turns and turns[0]["body"]["model"] == "text-model"
     [message] = teamctl.json("history", "qw")["messages"]
@@ -49,19 +46,10 @@ def test_real_qwen_answers_a_text_turn_over_acp_and_its_usage_is_journaled(
 
 def test_real_qwen_messages_a_teammate_through_teamctls_mcp_tool(
         teamctl: Teamctl, qwen_bin: Path, chat: FakeChat, tmp_path: Path) -> None:
-    team = teamctl.write_team("web", [qwen_member("qw", qwen_bin, chat, permissions="full"),
-                                      acp_member("peer")])
-    assert teamctl.run("launch", str(team)).returncode == 0
-    call = json.dumps({"to": "peer", "text": "please review the form"})
-    done = teamctl.run("send", "qw", f"DO_CALL mcp__teamctl__send_message {call}", "--wait",
-                       "--timeout", "120")
-    tools = {t["function"]["name"] for r in chat.chat_requests()
-             for t in r["body"].get("tools", [])}
-    assert "mcp__teamctl__send_message" in tools, sorted(tools)
-    assert done.returncode == 0, done.stderr
-    assert "done: " in done.stdout and "queued as " in done.stdout
-    peer = teamctl.json("history", "peer")["messages"]
-    assert peer and "please review the form" in peer[0]["text"]
+    message_the_peer(teamctl, qwen_member("qw", qwen_bin, chat, permissions="full"),
+                     "mcp__teamctl__send_message",
+                     lambda: {t["function"]["name"] for r in chat.chat_requests()
+                              for t in r["body"].get("tools", [])})
 
 
 def test_real_qwen_sends_the_planned_image_bytes_to_the_api(
@@ -70,14 +58,8 @@ def test_real_qwen_sends_the_planned_image_bytes_to_the_api(
     as a data URL: the same bytes (sha256) and MIME reach the provider. (Qwen Code gates
     images by the model's name: a name it thinks text-only gets "[image: image/png]" instead,
     so the model here is a Qwen VL name.)"""
-    team = teamctl.write_team("web", [qwen_member("qw", qwen_bin, chat, model="qwen3-vl-plus",
-                                                  vision=True)])
-    assert teamctl.run("launch", str(team)).returncode == 0
-    shot = images.save(images.screenshot(), teamctl.workdir / "shot.png", "PNG")
-    plan = teamctl.json("send", "--dry-run", "--attach", str(shot), "qw", "look")
-    [planned] = [a["variants"][0] for a in plan["attachments"]]
-    done = teamctl.run("send", "--attach", str(shot), "qw", "look", "--wait", "--timeout", "120")
-    assert done.returncode == 0, done.stderr
+    planned = send_planned_image(teamctl, qwen_member("qw", qwen_bin, chat,
+                                                      model="qwen3-vl-plus", vision=True))
     sent = [i for r in chat.chat_requests() for i in newest_user_images(r["body"])]
     assert sent, "the image reached the API"
     assert (sent[0]["sha256"], sent[0]["data_url_mime"], sent[0]["width"]) == (
