@@ -1,24 +1,27 @@
-"""What needs the operator now, as one list (docs/notify.md): the pending permission requests
-and questions (``Approvals``), members that are fatal (the supervisor gave up) or held by a
-budget, and board tasks in review that the operator reviews.
+"""What needs the operator now (docs/notify.md), read in one place for the live view's "Needs
+you" panel and the notifier: the pending permission requests and questions (``Approvals``),
+members that are fatal or in backoff (the supervisor gave up, or waits to restart them) or
+held (a budget, a stop), and board tasks in review that the operator reviews.
 
-The live view's "Needs you" panel reads the same sources (pending approvals, members whose
-launch is fatal or whose queue is held, tasks in review); the notifier reads them through
-``gather`` and publishes what is new. Every text here has passed the redactor (the
-documents are redacted as the control socket answers them); the question's text and a task's
-body are kept apart (``private``) — they are sent only with ``include_text = true``.
+``waiting`` reads the sources once, redacted as the control socket answers them; the page
+renders that (``web.app``), and ``gather`` turns it into the notifier's items — a fatal
+member, a budget hold, a question, a request, a review (a backoff or another hold is shown on
+the page, never pushed). The question's text and a task's body are kept apart (``private``):
+they are sent only with ``include_text = true``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.limits import MAX_PAGE_ROWS
 from orchestrator.redaction import redact, redact_value
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.notify_tokens import Decision
@@ -26,7 +29,9 @@ if TYPE_CHECKING:
     from orchestrator.notify_config import Event
     from orchestrator.wire import ApprovalDoc, MemberStatus, TaskDoc
 
-__all__ = ["MAX_ITEMS", "NeedsYou", "gather"]
+    _Doc = TypeVar("_Doc", bound=BaseModel)
+
+__all__ = ["MAX_ITEMS", "NeedsYou", "Waiting", "gather", "waiting"]
 
 MAX_ITEMS = 5000  # items read in one pass, at most (the approvals queue holds ≤ 100 a member)
 _SHORT = 200
@@ -88,38 +93,76 @@ def _review(team: str, task: TaskDoc) -> NeedsYou:
                     decisions=("approve", "deny"))
 
 
-async def _approvals(approvals: Approvals, team: str) -> list[NeedsYou]:
-    found: list[NeedsYou] = []
-    while len(found) < MAX_ITEMS:
-        page = await approvals.query(team, limit=MAX_PAGE_ROWS, offset=len(found))
-        found += [_approval(r) for r in page.approvals]
+@dataclass(frozen=True)
+class Waiting:
+    """The sources as read once, redacted: the pending requests, every member of the teams read
+    (with its team), and the tasks in review the operator reviews."""
+
+    approvals: list[ApprovalDoc]
+    members: list[tuple[str, MemberStatus]]
+    reviews: list[tuple[str, TaskDoc]] = field(default_factory=list)
+
+    @property
+    def alarms(self) -> list[tuple[str, MemberStatus]]:
+        """Members that need the operator: fatal, in backoff, or held."""
+        return [(team, m) for team, m in self.members
+                if m.launch in ("fatal", "backoff") or m.hold]
+
+
+def _redacted(doc: _Doc) -> _Doc:
+    """``doc`` as the control socket would answer it: through the one redactor."""
+    return type(doc).model_validate(redact_value(doc.model_dump(mode="json")))
+
+
+async def _approvals(approvals: Approvals, team: str | None, most: int) -> list[ApprovalDoc]:
+    found: list[ApprovalDoc] = []
+    while len(found) < most:
+        page = _redacted(await approvals.query(
+            team=team, limit=min(MAX_PAGE_ROWS, most - len(found)), offset=len(found)))
+        found += page.approvals
         if not page.approvals or len(found) >= page.total:
             break
     return found
 
 
-async def _reviews(board: Board, team: str) -> list[NeedsYou]:
+async def _reviews(board: Board, team: str) -> list[tuple[str, TaskDoc]]:
     if board.reviewer(team) not in (None, "operator"):
         return []  # a member reviews this team's tasks
-    found: list[NeedsYou] = []
+    found: list[tuple[str, TaskDoc]] = []
     after = 0
     while len(found) < MAX_ITEMS:
-        page = await board.listing(team, state="review", after_id=after, limit=MAX_PAGE_ROWS)
-        found += [_review(team, t) for t in page.tasks]
+        page = _redacted(await board.listing(team, state="review", after_id=after,
+                                             limit=MAX_PAGE_ROWS))
+        found += [(team, t) for t in page.tasks]
         if page.next_after is None:
             break
         after = page.next_after
     return found
 
 
+async def waiting(team: str | None, *, teams: Teams, approvals: Approvals,
+                  board: Board | None, most: int = MAX_ITEMS) -> Waiting:
+    """What waits on the operator in ``team`` (None: every team): at most ``most`` requests,
+    oldest first; the reviews only with a ``board``."""
+    found = await _approvals(approvals, team, most)
+    status = _redacted(await teams.status(team))
+    members = [(shown.name, m) for shown in status.teams for m in shown.members]
+    reviews: list[tuple[str, TaskDoc]] = []
+    if board is not None:
+        for name in [team] if team is not None else [t.name for t in status.teams]:
+            reviews += await _reviews(board, name)
+    return Waiting(found, members, reviews)
+
+
+def items(now: Waiting) -> list[NeedsYou]:
+    """The notifier's items of what waits (at most MAX_ITEMS)."""
+    found = [_approval(row) for row in now.approvals]
+    found += [i for team, m in now.alarms if (i := _member(team, m)) is not None]
+    found += [_review(team, task) for team, task in now.reviews]
+    return found[:MAX_ITEMS]
+
+
 async def gather(team: str, *, teams: Teams, approvals: Approvals,
                  board: Board | None) -> list[NeedsYou]:
     """What needs the operator in ``team`` now, oldest approval first (at most MAX_ITEMS)."""
-    found = await _approvals(approvals, team)
-    doc = await teams.status(team)
-    status = type(doc).model_validate(redact_value(doc.model_dump(mode="json")))
-    for shown in status.teams:
-        found += [i for m in shown.members if (i := _member(team, m)) is not None]
-    if board is not None:
-        found += await _reviews(board, team)
-    return found[:MAX_ITEMS]
+    return items(await waiting(team, teams=teams, approvals=approvals, board=board))

@@ -5,6 +5,7 @@ notification's action and POSTs its body to its URL, as the ntfy app does on a t
 
 from __future__ import annotations
 
+import json
 import tomllib
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +46,14 @@ def setup_notify(teamctl: Teamctl, ntfy: FakeNtfy, **notify: Any) -> dict[str, A
     return tomllib.loads(path.read_text())
 
 
-def launch_notifying(teamctl: Teamctl, *members: dict[str, Any], **notify: Any) -> Path:
+def launch_notifying(teamctl: Teamctl, *members: dict[str, Any], board: str = "",
+                     check: bool = True, **notify: Any) -> Path:
     path = teamctl.write_team(TEAM, list(members))
     section = {"ntfy": {}, **notify}
-    path.write_text(path.read_text() + "\n[notify]\n" + "".join(
+    path.write_text(path.read_text() + board + "\n[notify]\n" + "".join(
         f"{k} = {toml_value(v)}\n" for k, v in section.items()))
-    done = teamctl.run("launch", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = teamctl.run("launch", str(path), "--timeout", "30")
+    assert done.returncode == 0 or not check, done.stdout + done.stderr
     return path
 
 
@@ -199,26 +201,6 @@ def test_notify_test_sends_each_kind_and_makes_the_round_trip(
     assert sum("[test]" in t for t in titles) == 5 and "teamctl: applied: test" in titles
 
 
-def test_the_daemon_restarted_with_an_item_pending_answers_the_old_button_expired(
-        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
-    """A restart expires what was pending (docs/approvals.md: the runtime asks again, or the
-    cut turn goes on as a continuation): the old notification's button then answers
-    "expired" and applies nothing; the restarted daemon subscribes again from its cursor."""
-    operator = setup_notify(teamctl, ntfy)
-    path = launch_notifying(teamctl, fake_member("lead", permissions="ask"))
-    teamctl.run("send", "lead", "WRITE out.txt hello")
-    first = next_request(teamctl, follow_logs)
-    old = pushed(ntfy, operator["topic"], "lead asks: Write")
-    assert teamctl.run("stop").returncode == 0
-    assert teamctl.run("launch", str(path)).returncode == 0
-    nth_event(follow_logs, "notify_subscribed", 2)
-    tap(old, "Approve")
-    receipt(ntfy, operator["topic"], "teamctl: expired")
-    [row] = [r for r in teamctl.json("approvals", "--all")["approvals"]
-             if r["id"] == first["id"]]
-    assert row["state"] == "expired" and not (teamctl.workdir / "out.txt").exists()
-
-
 def test_a_question_is_answered_through_the_response_topic(
         teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
     """With include_text = true the question's text is published; the answer token, a space
@@ -235,3 +217,136 @@ def test_a_question_is_answered_through_the_response_topic(
     receipt(ntfy, operator["topic"], "applied: answered")
     reply = reply_to(teamctl, follow_logs, "lead", message_id)
     assert 'answer: {"which colour?": "blue"}' in reply
+
+
+LIVE_VIEW = "http://127.0.0.1:8787"
+SECRET = "sk-ant-api03-" + "Q" * 40  # a key a member's stderr leaks: never published
+OPERATOR_REVIEWS = '\n[board]\nreview_by = "operator"\n'
+
+
+def lasting_team(teamctl: Teamctl) -> list[dict[str, Any]]:
+    """A member that fails to start (fatal past max_restarts = 0, a key in its stderr), one
+    with a budget of two turns, and one that completes the tasks it is given."""
+    return [fake_member("lead", max_restarts=0, env={"FAKE_CLAUDE_EXIT_AT_START": "1",
+                                                      "FAKE_CLAUDE_STDERR": f"key={SECRET}"}),
+            fake_member("rev", budget_usd=0.02), fake_member("dev")]
+
+
+def hold_rev(teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    for text in ("one", "two"):  # 0.01 each: the second reaches the budget
+        assert teamctl.run("send", "rev", text, "--wait").returncode == 0
+    teamctl.run("send", "rev", "three")
+    follow_logs.wait_for(lambda e: e["event"] == "member_held" and e.get("hold") == "budget")
+
+
+def to_review(teamctl: Teamctl, title: str) -> int:
+    """A task ``dev`` completes: in review, waiting on the operator (review_by)."""
+    task = int(teamctl.run("task", "add", title).stdout.strip().lstrip("T"))
+    assert teamctl.run("task", "assign", f"T{task}", "dev").returncode == 0
+    args = json.dumps({"id": f"T{task}", "summary": "done, tests pass"})
+    done = teamctl.run("send", "dev", f"MCP task_complete {args}", "--wait")
+    assert done.returncode == 0 and "mcp: " in done.stdout, done.stdout + done.stderr
+    assert teamctl.json("task", "show", f"T{task}")["task"]["status"] == "review"
+    return task
+
+
+def count(ntfy: FakeNtfy, topic: str, needle: str) -> int:
+    return sum(needle in m.get("title", "") for m in ntfy.messages(topic))
+
+
+def assert_alert_only(message: dict[str, Any]) -> None:
+    """A notification that cannot be answered from the phone: no Approve/Deny, the link to
+    the live view (its click and its one "Open" action), nothing secret."""
+    assert message["click"] == LIVE_VIEW
+    assert message["actions"] == [{"action": "view", "label": "Open", "url": LIVE_VIEW}]
+    assert SECRET not in json.dumps(message)
+
+
+def test_a_fatal_member_a_budget_hold_and_a_review_are_each_published_once(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """Through a real daemon: a member the supervisor gave up on (its error redacted, what to
+    run, no buttons), a member held by its budget (what to run, no buttons) and a task
+    waiting for the operator's review (Approve/Deny: the tap settles it) are each published
+    once, with the live view's link — later passes (a later item's) send none again."""
+    operator = setup_notify(teamctl, ntfy)
+    topic = operator["topic"]
+    launch_notifying(teamctl, *lasting_team(teamctl), board=OPERATOR_REVIEWS, check=False,
+                     live_view_url=LIVE_VIEW)
+    fatal = pushed(ntfy, topic, "lead stopped (fatal)")
+    assert fatal["message"].startswith(f"{TEAM}/lead: ")
+    assert "'teamctl restart lead' once fixed" in fatal["message"]
+    assert "did not start" in fatal["message"] and "[REDACTED]" in fatal["message"]
+    assert_alert_only(fatal)
+    hold_rev(teamctl, follow_logs)
+    held = pushed(ntfy, topic, "rev is paused: budget")
+    assert "budget reached: member 'rev' spent $0.0200 of $0.02" in held["message"]
+    assert "'teamctl budget rev --add USD'" in held["message"]
+    assert_alert_only(held)
+    first = to_review(teamctl, "add the session table")
+    review = pushed(ntfy, topic, f"T{first} waits for your review")
+    assert f"T{first} add the session table (by dev)" in review["message"]
+    assert "done, tests pass" not in review["message"], "a summary only with include_text"
+    assert review["click"] == LIVE_VIEW
+    assert [a["label"] for a in review["actions"]] == ["Approve", "Deny", "Open"]
+    tap(review, "Approve")
+    receipt(ntfy, topic, "applied: approved (done)")
+    assert teamctl.json("task", "show", f"T{first}")["task"]["status"] == "done"
+    second = to_review(teamctl, "wire the form")  # a later pass: nothing earlier again
+    pushed(ntfy, topic, f"T{second} waits for your review")
+    assert [count(ntfy, topic, n) for n in ("lead stopped", "rev is paused",
+                                            f"T{first} waits")] == [1, 1, 1]
+
+
+def test_after_a_daemon_restart_what_still_waits_is_published_again_once(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """The lasting kinds outlive the daemon: after a restart the fatal member (fatal again),
+    the budget hold and the task still in review are published again, each once; the task
+    reviewed before the restart is not."""
+    operator = setup_notify(teamctl, ntfy)
+    topic = operator["topic"]
+    path = launch_notifying(teamctl, *lasting_team(teamctl), board=OPERATOR_REVIEWS,
+                            check=False, live_view_url=LIVE_VIEW)
+    pushed(ntfy, topic, "lead stopped (fatal)")
+    hold_rev(teamctl, follow_logs)
+    pushed(ntfy, topic, "rev is paused: budget")
+    settled, waiting = to_review(teamctl, "settled before"), to_review(teamctl, "still waits")
+    pushed(ntfy, topic, f"T{waiting} waits for your review")
+    assert teamctl.run("task", "review", f"T{settled}", "--approve").returncode == 0
+    assert teamctl.run("stop").returncode == 0
+    teamctl.run("launch", str(path), "--timeout", "30")
+    for needle in ("lead stopped (fatal)", "rev is paused: budget",
+                   f"T{waiting} waits for your review"):
+        ntfy.wait_for(topic, lambda ms, n=needle: sum(n in m.get("title", "") for m in ms) >= 2)
+    later = to_review(teamctl, "after the restart")  # a later pass: nothing again
+    pushed(ntfy, topic, f"T{later} waits for your review")
+    assert [count(ntfy, topic, n) for n in ("lead stopped", "rev is paused", f"T{waiting} ",
+                                            f"T{settled} ")] == [2, 2, 2, 1]
+
+
+def test_after_a_daemon_restart_the_continued_turns_new_request_is_published_and_applied(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """A request pending at a restart expires (its old button answers "expired"); the cut
+    turn goes on and asks again: that new request is published with its own buttons, and
+    a tap on them applies it (the file is written)."""
+    operator = setup_notify(teamctl, ntfy)
+    topic = operator["topic"]
+    path = launch_notifying(teamctl, fake_member(  # a model that redoes its cut steps
+        "lead", permissions="ask", env={"FAKE_CLAUDE_REDO_ON_CONTINUE": "1"}))
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    first = next_request(teamctl, follow_logs)
+    old = pushed(ntfy, topic, "lead asks: Write")
+    assert teamctl.run("stop").returncode == 0
+    assert teamctl.run("launch", str(path)).returncode == 0
+    again = next_request(teamctl, follow_logs, not_id=first["id"])
+    ntfy.wait_for(topic, lambda ms: sum("lead asks: Write" in m.get("title", "")
+                                        for m in ms) == 2)
+    new = [m for m in ntfy.messages(topic) if "lead asks: Write" in m.get("title", "")][-1]
+    assert new["actions"] != old["actions"], "the new request's own tokens"
+    tap(old, "Approve")
+    receipt(ntfy, topic, "teamctl: expired")
+    tap(new, "Approve")
+    receipt(ntfy, topic, "applied: approved (the runtime confirmed it)")
+    wait_answered(follow_logs, message_id)
+    assert (teamctl.workdir / "out.txt").read_text() == "hello\n"
+    states = {r["id"]: r["state"] for r in teamctl.json("approvals", "--all")["approvals"]}
+    assert (states[first["id"]], states[again["id"]]) == ("expired", "approved")

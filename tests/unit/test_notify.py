@@ -11,11 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx
 import pytest
 
+from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.journal import AsyncJournal
-from orchestrator.daemon.needs_you import NeedsYou
+from orchestrator.daemon.needs_you import NeedsYou, gather
 from orchestrator.daemon.notify import Channel, TeamNotifier
 from orchestrator.daemon.notify_alerts import Alerts
 from orchestrator.daemon.notify_journal import NONCE_KEEP, NotifyJournal
@@ -23,7 +25,10 @@ from orchestrator.daemon.notify_ntfy import Ntfy
 from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
 from orchestrator.daemon.notify_tokens import Signer, TokenRefused
 from orchestrator.daemon.store import Store
+from orchestrator.daemon.web.app import View, build_app
+from orchestrator.errors import MemberStartFailed
 from orchestrator.notify_config import NotifySection
+from tests.fakes import FakeRuntime, core, team_config
 from tests.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 KEY = bytes(range(32))
+LEAKED = "sk-ant-api03-" + "Z" * 40
 
 
 @pytest.fixture
@@ -222,3 +228,33 @@ async def test_a_receipt_published_while_a_pass_flushes_is_published_once(
     titles = [m["title"] for m in ntfy.messages("tc-race")]
     assert sorted(titles) == ["teamctl web: dev asks: Bash 0", "teamctl: applied: approved"]
     await channel.ntfy.aclose()
+
+
+async def test_the_live_views_needs_you_panel_and_the_notifier_read_one_list(
+        tmp_path: Path) -> None:
+    """The page's "Needs you" and what is pushed come from one read (needs_you.waiting): a
+    member that cannot start (fatal, a key in its error) is on the panel and is the
+    notifier's one item, its error redacted on both."""
+    runtime = FakeRuntime()
+    runtime.start_error = MemberStartFailed("lead", f"no login: {LEAKED}")
+    async with core(tmp_path, runtime) as c:
+        await c.teams.launch(team_config(tmp_path, {"name": "lead", "max_restarts": 0}),
+                             "team.toml", wait=True, timeout=10)
+        seen = -1
+        with anyio.fail_after(10):
+            while (await c.teams.status(None)).teams[0].members[0].launch != "fatal":
+                seen = await c.changes.wait(seen, 1.0)
+        items = await gather("web", teams=c.teams, approvals=c.approvals, board=None)
+        view = View(c.teams, c.store, c.approvals, Changes(), ArtifactStore(c.home.artifacts),
+                    c.home.logs / "teamctl.jsonl", tmp_path)
+        view.sessions.port = 8765
+        transport = httpx.ASGITransport(app=build_app(view))
+        async with httpx.AsyncClient(transport=transport,
+                                     base_url="http://127.0.0.1:8765") as client:
+            await client.get(f"/?token={view.sessions.new_token()}")
+            panel = (await client.get("/fragments/needs-you")).text
+    [item] = items
+    assert (item.kind, item.title) == ("fatal", "lead stopped (fatal)")
+    assert 'class="alarm" data-key="alarm:lead"' in panel and "fatal" in panel
+    assert "no login" in item.detail and "no login" in panel
+    assert LEAKED not in item.detail + panel

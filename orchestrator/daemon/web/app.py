@@ -38,6 +38,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.daemon.needs_you import waiting
 from orchestrator.daemon.web import render
 from orchestrator.daemon.web.security import (
     COOKIE,
@@ -48,7 +49,7 @@ from orchestrator.daemon.web.security import (
     error_answer,
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
-from orchestrator.limits import REQUEST_LIMIT_BYTES
+from orchestrator.limits import MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
 from orchestrator.redaction import redact_value
 
 if TYPE_CHECKING:
@@ -180,13 +181,14 @@ def build_app(view: View) -> Starlette:
         return Response((STATIC / name).read_bytes(), media_type=_STATIC_TYPES[name])
 
     async def needs_you(request: Request) -> Response:
-        pending = _redacted(await view.approvals.query()).approvals
-        rows = await _members(view)
-        alarms = [m for _, m in rows if m.launch in ("fatal", "backoff") or m.hold]
-        failed = [(m.name, message) for team, m in rows
+        # what the notifier pushes is read by the same call (docs/notify.md)
+        now = await waiting(None, teams=view.teams, approvals=view.approvals, board=None,
+                            most=MAX_PAGE_ROWS)
+        failed = [(m.name, message) for team, m in now.members
                   for message in await _history(view, team, m.name, 20)
                   if message.state == "failed"]
-        return HTMLResponse(render.needs_you(pending, alarms, failed))
+        return HTMLResponse(render.needs_you(now.approvals, [m for _, m in now.alarms],
+                                             failed))
 
     async def members(request: Request) -> Response:
         rows = await _members(view)
