@@ -838,4 +838,5 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "task": TaskDoc,
     "tasks": TaskListDoc,
     "task-show": TaskShowDoc,
+    "notify-test": NotifyTestDoc,
 }

@@ -285,8 +285,10 @@ class TeamNotifier:
             started = time.monotonic()
             ok = await self._alerts.send(f"teamctl {self.team}: test alert",
                                          self._link("a test of [notify] apprise"))
-            checks.append(NotifyCheck(what="alerts", ok=ok,
-                                      seconds=round(time.monotonic() - started, 4)))
+            checks.append(NotifyCheck(
+                what="alerts", ok=ok, seconds=round(time.monotonic() - started, 4),
+                detail="" if ok else "a channel refused the alert or did not answer in time; "
+                                     "see notify_alert_failed in 'teamctl logs'"))
         return NotifyTestDoc(team=self.team, checks=checks,
                              server=self.channel.ntfy.server if self.channel else None)
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from orchestrator.daemon.notify_tokens import Signer
+from orchestrator.wire import NotifyTestDoc
 from tests.asking import next_request, reply_to, wait_answered
 from tests.conftest import fake_member, toml_value
 from tests.ntfy_fake import FakeNtfy
@@ -194,6 +195,7 @@ def test_notify_test_sends_each_kind_and_makes_the_round_trip(
     operator = setup_notify(teamctl, ntfy)
     launch_notifying(teamctl, fake_member("lead"))
     done = teamctl.json("notify", "test", "--timeout", "20")
+    NotifyTestDoc.model_validate(done)  # docs/json.md's notify-test
     assert [c["what"] for c in done["checks"]] == [
         "approval", "question", "fatal", "budget", "review", "round trip"]
     assert all(c["ok"] for c in done["checks"]), done

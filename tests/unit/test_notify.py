@@ -5,6 +5,7 @@ local HTTP endpoint (apprise's ``json://`` schema: the real client, a fake serve
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -258,3 +259,24 @@ async def test_the_live_views_needs_you_panel_and_the_notifier_read_one_list(
     assert 'class="alarm" data-key="alarm:lead"' in panel and "fatal" in panel
     assert "no login" in item.detail and "no login" in panel
     assert LEAKED not in item.detail + panel
+
+
+async def test_a_failed_alerts_leg_of_notify_test_says_why() -> None:
+    """``teamctl notify test`` with an Apprise channel that refuses: the alerts leg is not ok
+    and says what happened and where to look (it was ok = false with an empty detail)."""
+    with socket.socket() as closed:  # a port nobody listens on: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    section = NotifySection(apprise=[f"json://127.0.0.1:{port}/"], events=["fatal"])
+
+    async def gather() -> list[NeedsYou]:
+        return []
+
+    notifier = TeamNotifier("web", section, None, gather_items=gather, changes=Changes(),
+                            responder=None, nonces=None)
+    with anyio.fail_after(30):
+        doc = await notifier.self_test(timeout=5.0)
+    assert [c.what for c in doc.checks] == ["fatal", "alerts"]
+    alerts = doc.checks[-1]
+    assert not alerts.ok and "refused the alert or did not answer" in alerts.detail
+    assert "teamctl logs" in alerts.detail
