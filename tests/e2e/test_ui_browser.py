@@ -81,8 +81,8 @@ def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None
         "'#conversation li.message[data-state=\"answered\"]') !== null;"))
     assert "received: why is this button misaligned?" in _text(browser, "#conversation")
 
-    text_file = teamctl.workdir / "notes.png"
-    text_file.write_text("this is not an image")
+    text_file = teamctl.workdir / "notes.png"  # binary, neither image nor PDF nor text
+    text_file.write_bytes(b"\x00\x01\x02 this is not an image")
     browser.find_element(By.ID, "send-text").send_keys("and this?")
     browser.find_element(By.ID, "send-files").send_keys(str(text_file))
     browser.find_element(By.ID, "send-button").click()
