@@ -69,6 +69,7 @@ exported_at
 redacted
 images_described
 _._remote_members
+_._pod_members
 _._network_needs_sandbox
 reachable
 revoked_at  # KeptRuleDoc: what --rules --all shows (wire.py)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HOME", "LABEL_MEMBER", "LABEL_OWNER", "LABEL_TEAM", "POD_NAME_ANNOTATION",
+__all__ = ["CONTAINER", "HOME", "LABEL_MEMBER", "LABEL_OWNER", "LABEL_TEAM", "POD_NAME_ANNOTATION",
            "SANDBOX_GROUP", "SANDBOX_PLURAL", "SANDBOX_VERSION", "PodPlan", "object_name",
            "pod", "pvc", "sandbox"]
 

@@ -170,7 +170,10 @@ def run() -> int:
     _mirror(root, header)
     pid_file = os.path.join(root, "remote.pid")
     _stop_earlier(pid_file)
-    env = {k: v for k, v in os.environ.items() if k in BASE_NAMES or k.startswith("LC_")}
+    # a pod's container environment is the member's own (its Secret's keys: envFrom), so
+    # it is kept whole ("inherit": "all"); an ssh session's is the host user's: only the basics
+    env = {k: v for k, v in os.environ.items() if k in BASE_NAMES or k.startswith("LC_")
+           or header.get("inherit") == "all"}
     env.update(header.get("env", {}))
     argv = header["argv"]
     executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH"))

@@ -162,6 +162,12 @@ class Daemon:
         """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
         file names (runtimes/ssh.py) — one per member, sharing the host's ControlMaster with
         the team's other members there. A new kind of host is one more class, chosen here."""
+        pod = team.member_kubernetes(member)
+        if pod is not None:  # runtimes/kube_host.py: the client is loaded for such members only
+            from runtimes.kube_host import kubernetes_host
+
+            return kubernetes_host(team.name, member.name, *pod,
+                                   self.home.member_dir(team.name, member.name))
         found = team.member_host(member)
         if found is None:
             return self._local

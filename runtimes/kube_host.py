@@ -1,0 +1,476 @@
+"""A member in a Kubernetes pod (docs/scaling.md, "On Kubernetes"): ``contracts.Host`` over the
+official ``kubernetes`` Python client.
+
+Each member gets one agent-sandbox ``Sandbox`` (``runtimes/kube_manifests.py``), or a Pod and
+its PVC where the CRD is absent (discovery says which; ``mode``). Before each start the object is
+made (or found, or resumed from ``Suspended``) and its pod waited for until ``Running``, within
+the host's ``start_timeout``. The runtime is started by an exec stream running the same remote
+side as over SSH (``runtimes/remote_side.py``, sent as ``python3 -c``): the member's private dir
+mirrored under ``~/.teamctl-remote/<team>/<member>`` on the pod's volume, the environment on the
+stream's stdin (never argv), the container's own environment (the Secret's keys) kept, an
+earlier run of the member stopped first (its pid file: never two), the runtime dead with its
+stream. The local process is the relay (``runtimes/kube_exec.py``), as the ssh client is.
+
+Failures are typed ``HostUnavailable``: ``kube_forbidden`` (RBAC: the verb and resource named,
+and the Role to grant), ``kube_unauthorized`` and ``kube_invalid`` are fatal;
+``kube_unreachable`` (the API server does not answer) and ``kube_pod_not_running`` (past the
+deadline) are retried by the restart policy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import structlog
+
+from orchestrator.contracts import HostUnavailable, McpServer
+from runtimes import kube_exec, kube_manifests
+from runtimes.base import BASE_ENV_NAMES
+from runtimes.kube_manifests import (
+    CONTAINER,
+    POD_NAME_ANNOTATION,
+    SANDBOX_GROUP,
+    SANDBOX_PLURAL,
+    SANDBOX_VERSION,
+    PodPlan,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from anyio.abc import Process
+
+    from orchestrator.config import KubernetesHostConfig
+    from orchestrator.contracts import ImagePart
+
+__all__ = ["KubernetesHost", "classify", "kubernetes_host"]
+
+log = structlog.get_logger("teamctl.kube")
+
+_SIDE = Path(__file__).with_name("remote_side.py").read_text(encoding="utf-8")
+REQUEST_TIMEOUT = 10.0  # one API call
+SIDE_TIMEOUT = 20.0  # one side call through exec
+_MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}
+_MIRROR_MAX = 1 << 20
+_FIX = ("grant the Role in docs/scaling.md (\"How to run it\") to the kubeconfig's user in "
+        "namespace {ns}: get, list, create, patch, delete on sandboxes.agents.x-k8s.io, pods "
+        "and persistentvolumeclaims, create on pods/exec")
+Mode = Literal["sandbox", "pod"]
+
+
+def classify(member: str, host: str, namespace: str, exc: BaseException, verb: str,
+             resource: str) -> HostUnavailable:
+    """What a client error means: RBAC (fatal, the verb, the resource and the fix named), a
+    login refused, a manifest refused (fatal), or the API server out of reach (retryable)."""
+    if isinstance(exc, ImportError):
+        return HostUnavailable(member, host, "kube_client_missing",
+                               "the kubernetes Python client is not installed here; pip "
+                               "install 'teamctl[kubernetes]'", retryable=False)
+    status = getattr(exc, "status", None)
+    text = " ".join(str(getattr(exc, "reason", None) or exc).split())[:300]
+    handshake = re.search(r"Handshake status (\d{3})", text)
+    if status == 0 and handshake:  # an exec's WebSocket upgrade refused
+        status = int(handshake.group(1))
+    body = _message(getattr(exc, "body", None))
+    if status == 403:
+        return HostUnavailable(
+            member, host, "kube_forbidden",
+            f"Kubernetes refused to {verb} {resource} in namespace {namespace} (RBAC: "
+            f"{body or text}); " + _FIX.format(ns=namespace), retryable=False)
+    if status == 401:
+        return HostUnavailable(member, host, "kube_unauthorized",
+                               f"the API server refused the kubeconfig's credentials "
+                               f"({body or text}); log in again (kubectl get pods checks it)",
+                               retryable=False)
+    if status in (400, 404, 409, 422):
+        return HostUnavailable(member, host, "kube_invalid",
+                               f"{verb} {resource} in namespace {namespace} was refused "
+                               f"({body or text}); check the [hosts.{host}] table and that "
+                               "the namespace exists", retryable=False)
+    return HostUnavailable(member, host, "kube_unreachable",
+                           f"the Kubernetes API server did not answer {verb} {resource} "
+                           f"({body or text}); is the cluster up and the kubeconfig's context "
+                           "right? (kubectl cluster-info checks it)", retryable=True)
+
+
+def _message(body: Any) -> str:
+    try:
+        return str(json.loads(body).get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
+@dataclass
+class KubernetesHost:
+    """A member's pod: implements ``contracts.Host`` for one team member. The CLI there finds
+    its own credentials (the Secret's environment): ``checks_local_login`` is False."""
+
+    host: str  # the team file's name
+    plan: PodPlan
+    state_dir: Path  # the member's local private dir, mirrored there
+    kubeconfig: str | None = None
+    context: str | None = None
+    keep: bool = False
+    start_timeout: float = 300.0
+    python: str = sys.executable  # runs the relay here
+    mode: Mode | None = field(default=None, repr=False)  # known after the first start
+    pod_name: str | None = field(default=None, repr=False)
+    _home: str | None = field(default=None, repr=False)
+    _api: Any = field(default=None, repr=False)
+    _exec_api: Any = field(default=None, repr=False)
+    _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    checks_local_login = False
+
+    @property
+    def name(self) -> str:
+        return self.host
+
+    @property
+    def member(self) -> str:
+        return self.plan.member
+
+    @property
+    def namespace(self) -> str:
+        return self.plan.namespace
+
+    # -- the API ------------------------------------------------------------------------------
+
+    def _error(self, exc: BaseException, verb: str, resource: str) -> HostUnavailable:
+        return classify(self.member, self.host, self.namespace, exc, verb, resource)
+
+    async def _call(self, verb: str, resource: str, call: Callable[[Any], Any]) -> Any:
+        """One API call in a worker thread; ``None`` for a 404; anything else typed."""
+        def blocking() -> Any:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                if self._api is None:
+                    self._api = kube_exec.api_client(self.kubeconfig, self.context)
+                return call(self._api)
+            except ApiException as exc:
+                if exc.status == 404 and verb in ("get", "delete"):
+                    return None
+                raise self._error(exc, verb, resource) from None
+            except HostUnavailable:
+                raise
+            except Exception as exc:  # urllib3's connection errors, a bad kubeconfig
+                raise self._error(exc, verb, resource) from None
+
+        with anyio.fail_after(REQUEST_TIMEOUT * 2):
+            return await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
+
+    @staticmethod
+    def _core(api: Any) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(api)
+
+    @staticmethod
+    def _custom(api: Any) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(api)
+
+    async def discover(self) -> Mode:
+        """``sandbox`` if the cluster serves agent-sandbox's group, else ``pod`` (doctor)."""
+        from kubernetes import client
+
+        groups = await self._call("list", "API groups", lambda api: client.ApisApi(
+            api).get_api_versions(_request_timeout=REQUEST_TIMEOUT))
+        versions = {v.group_version for g in groups.groups or [] for v in g.versions or []}
+        self.mode = "sandbox" if f"{SANDBOX_GROUP}/{SANDBOX_VERSION}" in versions else "pod"
+        return self.mode
+
+    def _sandbox_call(self, method: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        return lambda api: getattr(self._custom(api), method)(
+            SANDBOX_GROUP, SANDBOX_VERSION, self.namespace, SANDBOX_PLURAL, *args,
+            _request_timeout=REQUEST_TIMEOUT, **kwargs)
+
+    async def _ensure_sandbox(self) -> str:
+        """The member's Sandbox, made or resumed; the name of its pod."""
+        box = await self._call("get", "sandboxes.agents.x-k8s.io",
+                               self._sandbox_call("get_namespaced_custom_object", self.plan.name))
+        if box is None:
+            box = await self._call("create", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                "create_namespaced_custom_object", kube_manifests.sandbox(self.plan)))
+            log.info("kube_sandbox_created", host=self.host, member=self.member,
+                     sandbox=self.plan.name)
+        elif box.get("spec", {}).get("operatingMode") == "Suspended":
+            await self._call("patch", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                "patch_namespaced_custom_object", self.plan.name,
+                {"spec": {"operatingMode": "Running"}}))
+            log.info("kube_sandbox_resumed", host=self.host, member=self.member)
+        annotations = box.get("metadata", {}).get("annotations") or {}
+        return str(annotations.get(POD_NAME_ANNOTATION) or self.plan.name)
+
+    async def _ensure_pod(self) -> str:
+        """The fallback: the claim, then the pod (made again when it ended)."""
+        plan = self.plan
+        if await self._call("get", "persistentvolumeclaims", lambda api: self._core(
+                api).read_namespaced_persistent_volume_claim(
+                plan.claim, plan.namespace, _request_timeout=REQUEST_TIMEOUT)) is None:
+            await self._call("create", "persistentvolumeclaims", lambda api: self._core(
+                api).create_namespaced_persistent_volume_claim(
+                plan.namespace, kube_manifests.pvc(plan), _request_timeout=REQUEST_TIMEOUT))
+        found = await self._read_pod(plan.name)
+        if found is not None and found.status.phase in ("Succeeded", "Failed"):
+            await self._delete_pod()
+            found = None
+        if found is None:
+            await self._call("create", "pods", lambda api: self._core(api).create_namespaced_pod(
+                plan.namespace, kube_manifests.pod(plan), _request_timeout=REQUEST_TIMEOUT))
+            log.info("kube_pod_created", host=self.host, member=self.member, pod=plan.name)
+        return plan.name
+
+    async def _read_pod(self, name: str) -> Any:
+        return await self._call("get", "pods", lambda api: self._core(api).read_namespaced_pod(
+            name, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+
+    async def _delete_pod(self) -> None:
+        await self._call("delete", "pods", lambda api: self._core(api).delete_namespaced_pod(
+            self.plan.name, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+
+    async def ensure(self) -> str:
+        """The member's pod, made if missing and ``Running`` within ``start_timeout``."""
+        mode = self.mode or await self.discover()
+        pod = await (self._ensure_sandbox() if mode == "sandbox" else self._ensure_pod())
+        deadline = time.monotonic() + self.start_timeout
+        delay = 0.05
+        while True:
+            found = await self._read_pod(pod)
+            if found is not None and found.status is not None and found.status.phase == \
+                    "Running" and found.metadata.deletion_timestamp is None:
+                self.pod_name = pod
+                return pod
+            if time.monotonic() > deadline:
+                phase = None if found is None else found.status.phase
+                raise HostUnavailable(
+                    self.member, self.host, "kube_pod_not_running",
+                    f"pod {pod} in namespace {self.namespace} is not Running after "
+                    f"{self.start_timeout:g}s (phase: {phase or 'none yet'}); kubectl describe "
+                    f"pod {pod} -n {self.namespace} says why (image, volume, quota)",
+                    retryable=True)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    # -- exec ---------------------------------------------------------------------------------
+
+    def _target(self) -> kube_exec.ExecTarget:
+        assert self.pod_name is not None
+        return kube_exec.ExecTarget(self.kubeconfig, self.context, self.namespace,
+                                    self.pod_name, CONTAINER)
+
+    async def _side(self, *args: str, stdin: bytes = b"",
+                    deadline: float = SIDE_TIMEOUT) -> str:
+        """One remote-side call in the pod (``python3 -c SIDE ARGS``): its stdout."""
+        target, command = self._target(), ["python3", "-c", _SIDE, *args]
+
+        def blocking() -> tuple[int | None, bytes, bytes]:
+            with self._exec_lock:  # ``stream`` swaps the client's transport while it opens
+                if self._exec_api is None:
+                    self._exec_api = kube_exec.api_client(self.kubeconfig, self.context)
+                try:
+                    return kube_exec.run(self._exec_api, target, command, stdin, deadline)
+                except Exception as exc:
+                    raise self._error(exc, "create", "pods/exec") from None
+
+        with anyio.fail_after(deadline + REQUEST_TIMEOUT):
+            code, out, err = await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
+        if code is None:
+            raise HostUnavailable(self.member, self.host, "kube_unreachable",
+                                  f"{args[0]} in pod {target.pod} did not finish within "
+                                  f"{deadline:g}s (the exec stream: {err.decode()[:200]})",
+                                  retryable=True)
+        if code != 0:
+            reason = err.decode("utf-8", "replace").strip()[-300:]
+            missing = code == 127 or "not found" in reason
+            raise HostUnavailable(
+                self.member, self.host, "host_runtime_missing" if missing else "kube_exec_failed",
+                f"{shlex.join(args[:2])} in pod {target.pod} exited {code} ({reason}); the "
+                "image needs python3 and the runtime's CLI on its PATH", retryable=not missing)
+        return out.decode("utf-8", "replace")
+
+    async def connect(self) -> str:
+        """The pod ready, and its home (the remote side's probe), once per start."""
+        await self.ensure()
+        probe = json.loads((await self._side("probe")).strip().splitlines()[-1])
+        self._home = str(probe["home"])
+        return self._home
+
+    # -- paths --------------------------------------------------------------------------------
+
+    @property
+    def remote_root(self) -> str:
+        return f"{self._home or kube_manifests.HOME}/.teamctl-remote/{self.plan.team}/" \
+               f"{self.member}"
+
+    def rewrite(self, value: str) -> str:
+        """A local path under the member's private dir or the operator's home as it is in the
+        pod; ``~`` as the pod's home."""
+        home = self._home or kube_manifests.HOME
+        local_state, local_home = str(self.state_dir), os.path.expanduser("~")
+        if value == "~" or value.startswith("~/"):
+            return home + value[1:]
+        return value.replace(local_state, self.remote_root).replace(local_home + "/",
+                                                                     home + "/")
+
+    # -- contracts.Host -----------------------------------------------------------------------
+
+    def find_executable(self, member: str, command: str | None, *, env_var: str,
+                        default: str) -> str:
+        """Named as it is in the image: looked for at the start (``host_runtime_missing``)."""
+        return command or default
+
+    def local_path(self, path: str) -> str | None:
+        return None  # the member's files are the pod's
+
+    def remote_path(self, path: str) -> str:
+        return self.rewrite(path)
+
+    async def spawn(self, argv: Sequence[str], *, cwd: Path,
+                    env: Mapping[str, str]) -> Process:
+        """The relay (``runtimes/kube_exec.py``) exec'ing the remote side in the pod, whose
+        stdio is the runtime's; the header (the mirrored dir, argv, cwd, env) is its first
+        stdin line."""
+        await self.connect()
+        executable = self.rewrite(argv[0])
+        if not (await self._side("which", executable)).strip():
+            raise HostUnavailable(self.member, self.host, "host_runtime_missing",
+                                  f"{argv[0]} is not in the image", retryable=False)
+        header = {"root": self.remote_root, **self._mirror(),
+                  "argv": [self.rewrite(a) for a in argv], "cwd": self.rewrite(str(cwd)),
+                  "env": {k: self.rewrite(v) for k, v in env.items()
+                          if not (k in BASE_ENV_NAMES and os.environ.get(k) == v)},
+                  "grace": 5, "inherit": "all"}
+        relay_env = {k: v for k, v in os.environ.items()
+                     if k in BASE_ENV_NAMES or k in ("KUBECONFIG", "PYTHONPATH")}
+        process = await anyio.open_process(
+            kube_exec.relay_argv(self.python, self._target(),
+                                 ["python3", "-c", _SIDE, "run"]),
+            stdin=-1, stdout=-1, stderr=-1, env=relay_env, start_new_session=True)
+        assert process.stdin is not None
+        await process.stdin.send(json.dumps(header).encode("utf-8") + b"\n")
+        log.info("kube_spawned", host=self.host, team=self.plan.team, member=self.member,
+                 pod=self.pod_name, pid=process.pid, mode=self.mode)
+        return process
+
+    def _mirror(self) -> dict[str, Any]:
+        """The member's private dir for the header: dirs, small text files (paths
+        rewritten), symlinks (re-pointed)."""
+        mirror: dict[str, Any] = {"dirs": [], "files": {}, "links": {}}
+        for path in sorted(self.state_dir.rglob("*")):
+            relative = path.relative_to(self.state_dir)
+            if relative.parts[0] in _MIRROR_SKIP:
+                continue
+            if path.is_symlink():
+                mirror["links"][str(relative)] = self.rewrite(os.readlink(path))
+            elif path.is_dir():
+                mirror["dirs"].append(str(relative))
+            elif path.is_file() and path.stat().st_size <= _MIRROR_MAX:
+                try:
+                    mirror["files"][str(relative)] = self.rewrite(path.read_text("utf-8"))
+                except (UnicodeDecodeError, OSError):
+                    continue
+        return mirror
+
+    async def put_file(self, image: ImagePart) -> Path | None:
+        """A content-addressed copy in the pod, verified against its sha256 there."""
+        if self._home is None:
+            await self.connect()
+        out = await self._side("put", image.sha256, str(len(image.data)), stdin=image.data,
+                               deadline=SIDE_TIMEOUT + len(image.data) / 1e6)
+        return Path(out.strip())
+
+    async def exists(self, pattern: str) -> bool:
+        if self._home is None:
+            await self.connect()
+        return (await self._side("exists", self.rewrite(pattern))).strip() == "true"
+
+    async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
+                      cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        if self._home is None:
+            await self.connect()
+        out = await self._side("version", self.rewrite(executable), deadline=timeout)
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return result
+
+    async def forward_port(self, port: int) -> int:
+        raise HostUnavailable(self.member, self.host, "kube_unsupported",
+                              "a port-forward into a pod is not built yet (OpenCode's serve "
+                              "needs one); put this member on an SSH host", retryable=False)
+
+    def mcp_server(self, token: str, *, home: Path, socket: Path,
+                   state_dir: Path) -> McpServer:
+        raise HostUnavailable(self.member, self.host, "kube_unsupported",
+                              "teamctl's MCP tools cannot reach the daemon from a pod yet; "
+                              "set messaging = false", retryable=False)
+
+    async def forwarder(self) -> int | None:
+        return None
+
+    async def answers(self, deadline: float) -> bool:
+        """The pod is still there and Running (a GET within ``deadline``)."""
+        if self.pod_name is None:
+            return True
+        with anyio.move_on_after(deadline):
+            try:
+                found = await self._read_pod(self.pod_name)
+            except HostUnavailable:
+                return False
+            return found is not None and found.status.phase == "Running"
+        return False
+
+    async def close(self) -> None:
+        """``teamctl stop``: the Sandbox deleted (``keep``: suspended, its volume kept); the
+        fallback's pod deleted (and its claim, unless ``keep``)."""
+        if self.mode is None:
+            return
+        try:
+            with anyio.fail_after(REQUEST_TIMEOUT * 3):
+                await self._let_go()
+        except (HostUnavailable, TimeoutError) as exc:  # stop goes on; the objects stay
+            log.warning("kube_close_failed", host=self.host, member=self.member,
+                        sandbox=self.plan.name, reason=str(exc))
+            return
+        log.info("kube_closed", host=self.host, member=self.member, mode=self.mode,
+                 kept=self.keep)
+        self.pod_name = None
+
+    async def _let_go(self) -> None:
+        if self.mode == "sandbox":
+            if self.keep:
+                await self._call("patch", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                    "patch_namespaced_custom_object", self.plan.name,
+                    {"spec": {"operatingMode": "Suspended"}}))
+            else:
+                await self._call("delete", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                    "delete_namespaced_custom_object", self.plan.name))
+        else:
+            await self._delete_pod()
+            if not self.keep:
+                await self._call("delete", "persistentvolumeclaims", lambda api: self._core(
+                    api).delete_namespaced_persistent_volume_claim(
+                    self.plan.claim, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+
+
+def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostConfig,
+                    state_dir: Path) -> KubernetesHost:
+    """The host of a member the team file puts on ``[hosts.NAME] kind = "kubernetes"``."""
+    plan = PodPlan(team=team, member=member, namespace=config.namespace, image=config.image,
+                   workdir=config.workdir, storage=config.storage,
+                   storage_class=config.storage_class, runtime_class=config.runtime_class,
+                   service_account=config.service_account, secret=config.secret)
+    kubeconfig = os.path.expanduser(config.kubeconfig) if config.kubeconfig else None
+    return KubernetesHost(host, plan, state_dir, kubeconfig=kubeconfig, context=config.context,
+                          keep=config.keep, start_timeout=config.start_timeout)

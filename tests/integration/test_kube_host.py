@@ -1,0 +1,166 @@
+"""Members in Kubernetes pods, against the fake API server (tests/k8s_fake.py) driven by the real
+``kubernetes`` Python client, a fake Claude running "in the pod" (a local process in the pod's
+volume, exec'd over the WebSocket channel protocol). Not a real cluster: docs/scaling.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from runtimes.kube_manifests import object_name
+from tests.conftest import fake_member
+from tests.k8s_fake import fake_cluster, kubeconfig
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import LogFollower, Teamctl
+    from tests.k8s_fake import FakeCluster
+
+NS = "agents"
+KEY = "sk-ant-pod-test-0000"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, teamctl: Teamctl) -> Iterator[tuple[FakeCluster, str]]:
+    """The fake API server, up until the team is stopped (``teamctl`` is torn down first)."""
+    with fake_cluster(tmp_path / "cluster") as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": KEY}
+        yield fake, url
+        teamctl.shutdown()
+
+
+def _team(teamctl: Teamctl, fake: FakeCluster, url: str, *members: str,
+          **host: Any) -> Path:
+    config = kubeconfig(teamctl.workdir / "kubeconfig", url)
+    table = {"kind": "kubernetes", "kubeconfig": str(config), "namespace": NS,
+             "image": "ghcr.io/example/agent:1", "secret": "claude-key", "start_timeout": 20.0,
+             **host}
+    return teamctl.write_team("web", [
+        fake_member(name, host="k8s", restart="on-failure", backoff=[0.1, 0.5],
+                    workdir=str(fake.volume(NS, f"work-{object_name('web', name)}")
+                                / "workspace"))
+        for name in members], hosts={"k8s": table}, login="isolated")
+
+
+def _member(teamctl: Teamctl, name: str) -> dict[str, Any]:
+    members = teamctl.json("status")["teams"][0]["members"]
+    return next(m for m in members if m["name"] == name)
+
+
+def _kinds(fake: FakeCluster) -> set[str]:
+    return {resource for resource, namespace, _ in fake.objects if namespace == NS}
+
+
+def test_a_member_in_a_pod_answers_and_its_sandbox_goes_at_stop(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
+    """Launch makes the member's Sandbox (named, labelled), its pod runs the fake Claude with
+    the Secret's key, a turn is answered and in history; stop deletes the Sandbox."""
+    fake, url = cluster
+    launched = teamctl.run("launch", str(_team(teamctl, fake, url, "far")))
+    assert launched.returncode == 0, launched.stderr
+    member = _member(teamctl, "far")
+    assert (member["host"], member["readiness"]) == ("k8s", "ready"), member
+    name = object_name("web", "far")
+    box = fake.objects[("sandboxes", NS, name)]
+    assert box["metadata"]["labels"]["teamctl.dev/member"] == "far"
+    assert ("pods", NS, name) in fake.objects
+    done = teamctl.run("send", "far", "hello in the pod", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fake-claude (claude-sonnet-4-5) received: hello in the pod"
+    [message] = teamctl.json("history", "far")["messages"]
+    assert (message["state"], message["attempts"]) == ("answered", 1)
+    [running] = fake.execs  # the remote side; its child is the runtime, with the Secret's key
+    [runtime] = Path(f"/proc/{running.process.pid}/task/{running.process.pid}/children"
+                     ).read_text().split()
+    assert f"ANTHROPIC_API_KEY={KEY}".encode() in Path(f"/proc/{runtime}/environ").read_bytes()
+    assert KEY not in (teamctl.home / "logs" / "teamctl.jsonl").read_text()
+    assert teamctl.run("stop", "web").returncode == 0
+    assert _kinds(fake) == set(), fake.objects
+
+
+def test_keep_suspends_the_sandbox_at_stop_and_the_next_launch_resumes_it(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
+    """``keep = true``: stop suspends the Sandbox (pod gone, volume kept); launch resumes it."""
+    fake, url = cluster
+    team = _team(teamctl, fake, url, "far", keep=True)
+    assert teamctl.run("launch", str(team)).returncode == 0
+    name = object_name("web", "far")
+    assert teamctl.run("stop", "web").returncode == 0
+    assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Suspended"
+    assert ("pods", NS, name) not in fake.objects
+    assert teamctl.run("launch", str(team)).returncode == 0
+    assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Running"
+    done = teamctl.run("send", "far", "back again", "--wait")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_dropped_exec_stream_mid_turn_redelivers_the_turn_once(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower,
+        tmp_path: Path) -> None:
+    """The exec stream cut during a turn: the member's relay ends, the member restarts, the
+    turn is delivered again on the resumed session and answered once."""
+    fake, url = cluster
+    gate = tmp_path / "gate"
+    launched = teamctl.run("launch", str(_team(teamctl, fake, url, "far")))
+    assert launched.returncode == 0, launched.stderr
+    sent = teamctl.run("send", "far", f"GATE {gate}\nafter the cut")
+    assert sent.returncode == 0, sent.stderr
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
+    assert fake.drop_exec() == 1
+    follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("epoch", 0) >= 2)
+    gate.touch()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered")
+    [message] = teamctl.json("history", "far")["messages"]
+    assert (message["state"], message["attempts"]) == ("answered", 2), message
+    assert len(fake.execs) == 1  # never two runs of the member
+
+
+def test_a_pod_deleted_under_its_member_is_made_again_and_the_member_restarts(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower) -> None:
+    """kubectl delete pod: the controller makes the pod again, the member starts in it and
+    answers (its session on the volume)."""
+    fake, url = cluster
+    assert teamctl.run("launch", str(_team(teamctl, fake, url, "far"))).returncode == 0
+    assert teamctl.run("send", "far", "first", "--wait").returncode == 0
+    name = object_name("web", "far")
+    first = fake.objects[("pods", NS, name)]["metadata"]["uid"]
+    fake.delete_pod(NS, name)
+    follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("epoch", 0) >= 2)
+    assert fake.objects[("pods", NS, name)]["metadata"]["uid"] != first
+    done = teamctl.run("send", "far", "second", "--wait")
+    assert done.returncode == 0, done.stderr
+
+
+def test_without_the_sandbox_crd_a_pod_and_its_claim_are_made(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """A cluster without agent-sandbox: discovery finds no group; a Pod and a PVC instead,
+    both deleted at stop."""
+    with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": KEY}
+        launched = teamctl.run("launch", str(_team(teamctl, fake, url, "far")))
+        assert launched.returncode == 0, launched.stderr
+        assert _kinds(fake) == {"pods", "persistentvolumeclaims"}
+        done = teamctl.run("send", "far", "no crd here", "--wait")
+        assert done.returncode == 0, done.stderr
+        assert teamctl.run("stop", "web").returncode == 0
+        assert _kinds(fake) == set()
+        teamctl.shutdown()
+
+
+def test_an_rbac_denial_is_fatal_and_names_the_fix(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
+    """403 on creating the Sandbox: the member is fatal (no retry loop), its error names the
+    verb, the resource and the Role to grant."""
+    fake, url = cluster
+    fake.forbid.add(("create", "sandboxes"))
+    teamctl.run("launch", str(_team(teamctl, fake, url, "far")))
+    member = _member(teamctl, "far")
+    assert member["launch"] == "fatal", member
+    assert "refused to create sandboxes.agents.x-k8s.io" in member["error"], member
+    assert "grant the Role" in member["error"]
+    codes = {e.get("code") for e in teamctl.log_events() if e.get("member") == "far"}
+    assert "kube_forbidden" in codes
+    assert fake.requests.count(("create", "sandboxes")) == 1

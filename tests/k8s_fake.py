@@ -1,0 +1,464 @@
+"""A fake Kubernetes API server on 127.0.0.1: the documented subset teamctl's Kubernetes host
+uses, for the real ``kubernetes`` Python client (and ``kubectl``) to talk to. Not a cluster.
+
+What it serves (bearer token checked, JSON bodies, ``Status`` documents for errors):
+
+- discovery: ``/api``, ``/apis`` (the ``agents.x-k8s.io`` group listed unless ``crd=False``:
+  then a Sandbox request is a 404, as where the CRD is not installed);
+- create/get/list/delete (+ merge patch of a Sandbox) of ``sandboxes`` (agents.x-k8s.io/v1beta1),
+  ``pods`` and ``persistentvolumeclaims`` in a namespace. A fake controller makes a Sandbox's pod
+  at once (named after it, ``Running``, Ready) unless its ``operatingMode`` is ``Suspended``, and
+  makes it again when it is deleted under a running Sandbox; a Pod is ``Running`` at once;
+- ``pods/{name}/exec`` over WebSocket, the channel protocol ``v5.channel.k8s.io`` (falling back
+  to ``v4``): 0 stdin, 1 stdout, 2 stderr, 3 the exit ``Status``, 255 + channel = close (v5).
+  The command runs as a local process, in the pod's volume (``HOME`` = its ``home`` sub-path,
+  cwd its ``workspace``), with the container's environment (``HOME`` and the ``envFrom``
+  Secret's keys, from ``secrets``). A closed stream closes the process's stdin; a deleted pod
+  kills its processes.
+
+Switches for tests: ``forbid`` ({(verb, resource)}: 403 with the RBAC Status body),
+``drop_exec()`` (cut every open exec stream, no Status: a dropped connection), ``crd``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from starlette.requests import Request
+
+GROUP, VERSION = "agents.x-k8s.io", "v1beta1"
+TOKEN = "fake-token-of-the-test"
+_KINDS = {"pods": ("", "Pod"), "persistentvolumeclaims": ("", "PersistentVolumeClaim"),
+          "sandboxes": (GROUP, "Sandbox")}
+
+
+def _status(code: int, reason: str, message: str, **details: Any) -> JSONResponse:
+    return JSONResponse({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                         "status": "Failure", "message": message, "reason": reason,
+                         "details": details, "code": code}, status_code=code)
+
+
+@dataclass
+class _Exec:
+    process: subprocess.Popen[bytes]
+    pod: tuple[str, str]
+    dropped: anyio.Event  # set from a test's thread through the server loop's token
+    token: Any
+
+
+@dataclass
+class FakeCluster:
+    """The state behind the fake API server (read and switched by tests)."""
+
+    root: Path  # volumes live here: <root>/<namespace>/<claim>/{home,workspace}
+    crd: bool = True
+    forbid: set[tuple[str, str]] = field(default_factory=set)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    execs: list[_Exec] = field(default_factory=list)
+    exec_env: dict[str, str] = field(default_factory=dict)  # the container's base env
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- volumes ----------------------------------------------------------------------------
+
+    def volume(self, namespace: str, claim: str) -> Path:
+        path = self.root / namespace / claim
+        for part in ("home", "workspace"):
+            (path / part).mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _claim_of(self, pod: dict[str, Any]) -> str | None:
+        for volume in pod["spec"].get("volumes", []):
+            claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+            if claim:
+                return str(claim)
+        return None
+
+    # -- the fake controller ----------------------------------------------------------------
+
+    def _run_pod(self, namespace: str, document: dict[str, Any]) -> dict[str, Any]:
+        pod = json.loads(json.dumps(document))
+        pod.setdefault("metadata", {})["uid"] = str(uuid.uuid4())
+        pod["metadata"]["namespace"] = namespace
+        pod["status"] = {"phase": "Running", "podIP": "10.0.0.9",
+                         "conditions": [{"type": "Ready", "status": "True"}]}
+        self.objects[("pods", namespace, pod["metadata"]["name"])] = pod
+        return pod
+
+    def _reconcile(self, namespace: str, name: str) -> None:
+        """A Sandbox's pod (and its claim's volume), as agent-sandbox's controller makes them."""
+        box = self.objects.get(("sandboxes", namespace, name))
+        if box is None:
+            return
+        running = box["spec"].get("operatingMode", "Running") == "Running"
+        key = ("pods", namespace, name)
+        if not running:
+            self._delete_pod(key)
+            box["status"] = {"conditions": [_condition("Ready", "False", "SandboxSuspended")]}
+            return
+        if key not in self.objects:
+            template = box["spec"]["podTemplate"]
+            spec = json.loads(json.dumps(template["spec"]))
+            for claim in box["spec"].get("volumeClaimTemplates", []):
+                claim_name = f"{claim['metadata']['name']}-{name}"
+                self.volume(namespace, claim_name)
+                spec.setdefault("volumes", []).append(
+                    {"name": claim["metadata"]["name"],
+                     "persistentVolumeClaim": {"claimName": claim_name}})
+            self._run_pod(namespace, {"metadata": {"name": name, "labels": template.get(
+                "metadata", {}).get("labels", {})}, "spec": spec})
+        box["status"] = {"conditions": [_condition("Ready", "True", "DependenciesReady")]}
+
+    def _delete_pod(self, key: tuple[str, str, str]) -> None:
+        self.objects.pop(key, None)
+        for running in [e for e in self.execs if e.pod == key[1:]]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.process.pid, signal.SIGKILL)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """A pod deleted under its member (kubectl delete pod): its processes killed; a
+        running Sandbox's controller makes it again."""
+        with self._lock:
+            self._delete_pod(("pods", namespace, name))
+            self._reconcile(namespace, name)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def handle(self, verb: str, resource: str, namespace: str, name: str | None,
+               body: dict[str, Any] | None, selector: str | None) -> JSONResponse:
+        group, kind = _KINDS[resource]
+        self.requests.append((verb, resource))
+        if (verb, resource) in self.forbid:
+            what = f"{resource}.{group}" if group else resource
+            return _status(403, "Forbidden",
+                           f'{what}{" " + repr(name).replace(chr(39), chr(34)) if name else ""}'
+                           f' is forbidden: User "system:serviceaccount:teamctl:operator" '
+                           f'cannot {verb} resource "{resource}" in API group "{group}" in '
+                           f'the namespace "{namespace}"', name=name or "", group=group,
+                           kind=resource)
+        with self._lock:
+            return self._apply(verb, resource, kind, namespace, name, body, selector)
+
+    def _apply(self, verb: str, resource: str, kind: str, namespace: str, name: str | None,
+               body: dict[str, Any] | None, selector: str | None) -> JSONResponse:
+        if verb == "list":
+            wanted = dict(p.split("=", 1) for p in selector.split(",")) if selector else {}
+            items = [o for (r, ns, _), o in self.objects.items() if r == resource and
+                     ns == namespace and all(o["metadata"].get("labels", {}).get(k) == v
+                                             for k, v in wanted.items())]
+            return JSONResponse({"kind": f"{kind}List", "apiVersion": "v1",
+                                 "metadata": {}, "items": items})
+        if verb == "create":
+            assert body is not None
+            name = body["metadata"]["name"]
+            if (resource, namespace, name) in self.objects:
+                return _status(409, "AlreadyExists", f'{resource} "{name}" already exists',
+                               name=name, kind=resource)
+            return JSONResponse(self._create(resource, namespace, name, body), status_code=201)
+        assert name is not None
+        key = (resource, namespace, name)
+        if key not in self.objects:
+            return _status(404, "NotFound", f'{resource} "{name}" not found', name=name,
+                           kind=resource)
+        if verb == "get":
+            return JSONResponse(self.objects[key])
+        if verb == "patch":
+            assert body is not None
+            self.objects[key]["spec"].update(body.get("spec", {}))
+            self._reconcile(namespace, name)
+            return JSONResponse(self.objects[key])
+        gone = self.objects[key]
+        if resource == "pods":
+            self._delete_pod(key)
+        else:
+            del self.objects[key]
+        if resource == "sandboxes":
+            self._delete_pod(("pods", namespace, name))
+        return JSONResponse(gone)
+
+    def _create(self, resource: str, namespace: str, name: str,
+                body: dict[str, Any]) -> dict[str, Any]:
+        document = json.loads(json.dumps(body))
+        document["metadata"]["namespace"] = namespace
+        document["metadata"]["uid"] = str(uuid.uuid4())
+        if resource == "pods":
+            claim = self._claim_of(document)
+            if claim:
+                self.volume(namespace, claim)
+            return self._run_pod(namespace, document)
+        self.objects[(resource, namespace, name)] = document
+        if resource == "persistentvolumeclaims":
+            self.volume(namespace, name)
+            document["status"] = {"phase": "Bound"}
+        if resource == "sandboxes":
+            self._reconcile(namespace, name)
+        return document
+
+    # -- exec -------------------------------------------------------------------------------
+
+    def exec_target(self, namespace: str, name: str) -> tuple[dict[str, str], Path] | None:
+        """The container's environment and its working directory, None if no such pod."""
+        with self._lock:
+            pod = self.objects.get(("pods", namespace, name))
+            if pod is None:
+                return None
+            claim = self._claim_of(pod)
+        volume = self.volume(namespace, claim or f"ephemeral-{name}")
+        env = {**self.exec_env, "HOME": str(volume / "home")}
+        container = pod["spec"]["containers"][0]
+        for source in container.get("envFrom", []):
+            env.update(self.secrets.get((namespace, source["secretRef"]["name"]), {}))
+        return env, volume / "workspace"
+
+    def drop_exec(self) -> int:
+        """Cut every open exec stream as a dropped connection does (no Status); the processes
+        get the end of their stdin, as the container runtime gives them. How many were cut."""
+        cut = list(self.execs)
+        for running in cut:
+            anyio.from_thread.run_sync(running.dropped.set, token=running.token)
+        return len(cut)
+
+
+def _condition(kind: str, status: str, reason: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": reason, "message": reason,
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _authorized(request: Request | WebSocket) -> bool:
+    return request.headers.get("authorization") == f"Bearer {TOKEN}"
+
+
+def build_app(cluster: FakeCluster) -> Starlette:
+    async def api(request: Request) -> Response:
+        return JSONResponse({"kind": "APIVersions", "versions": ["v1"],
+                             "serverAddressByClientCIDRs": []})
+
+    async def apis(request: Request) -> Response:
+        groups = [{"name": GROUP, "versions": [{"groupVersion": f"{GROUP}/{VERSION}",
+                                                "version": VERSION}],
+                   "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}",
+                                        "version": VERSION}}] if cluster.crd else []
+        return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+    async def objects(request: Request) -> Response:
+        if not _authorized(request):
+            return _status(401, "Unauthorized", "Unauthorized")
+        params = request.path_params
+        resource = params["resource"]
+        if resource not in _KINDS or (resource == "sandboxes") != ("group" in params):
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        if resource == "sandboxes" and not cluster.crd:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        name = params.get("name")
+        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete",
+                "PATCH": "patch"}[request.method]
+        body = await request.json() if request.method in ("POST", "PATCH") else None
+        return await anyio.to_thread.run_sync(
+            cluster.handle, verb, resource, params["namespace"], name, body,
+            request.query_params.get("labelSelector"))
+
+    async def exec_stream(websocket: WebSocket) -> None:
+        await _exec(cluster, websocket)
+
+    objects_paths = ["/api/v1/namespaces/{namespace}/{resource}",
+                     "/api/v1/namespaces/{namespace}/{resource}/{name}",
+                     "/apis/{group}/{version}/namespaces/{namespace}/{resource}",
+                     "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}"]
+    return Starlette(routes=[
+        Route("/api", api), Route("/apis", apis),
+        WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/exec", exec_stream),
+        *(Route(p, objects, methods=["GET", "POST", "DELETE", "PATCH"]) for p in objects_paths),
+    ])
+
+
+async def _exec(cluster: FakeCluster, websocket: WebSocket) -> None:
+    """One exec: the command as a local process in the pod's volume, its stdio on channels."""
+    offered = list(websocket.scope.get("subprotocols", []))  # the Sec-WebSocket-Protocol list
+    protocol = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io") if p in offered), None)
+    namespace, name = websocket.path_params["namespace"], websocket.path_params["name"]
+    if not _authorized(websocket) or protocol is None:
+        await websocket.close(code=1008)
+        return
+    if ("create", "pods/exec") in cluster.forbid:
+        await websocket.close(code=1008)
+        return
+    target = cluster.exec_target(namespace, name)
+    if target is None:
+        await websocket.close(code=1008)
+        return
+    env, cwd = target
+    command = websocket.query_params.getlist("command")
+    await websocket.accept(subprotocol=protocol)
+    process = await anyio.to_thread.run_sync(lambda: subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+        env=env, start_new_session=True))
+    running = _Exec(process, (namespace, name), anyio.Event(), anyio.lowlevel.current_token())
+    cluster.execs.append(running)
+    try:
+        await _relay(websocket, process, protocol, running.dropped)
+    finally:
+        cluster.execs.remove(running)
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+        await anyio.to_thread.run_sync(_reap, process)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """The exec'd process ends with its stdin (the remote side's promise); then its pipes go."""
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+async def _relay(websocket: WebSocket, process: subprocess.Popen[bytes], protocol: str,
+                 dropped: anyio.Event) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    done = anyio.Event()
+
+    async def out(stream: Any, channel: int) -> None:
+        while True:
+            chunk = await anyio.to_thread.run_sync(os.read, stream.fileno(), 65536,
+                                                   abandon_on_cancel=True)
+            if not chunk or dropped.is_set():
+                return
+            await websocket.send_bytes(bytes([channel]) + chunk)
+
+    async def stdin() -> None:
+        while True:
+            try:
+                message = await websocket.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                break
+            if message["type"] == "websocket.disconnect":
+                break
+            data = message.get("bytes") or (message.get("text") or "").encode()
+            if not data:
+                continue
+            if data[0] == 255 and protocol.startswith("v5") and data[1:2] == b"\x00":
+                process.stdin.close()  # type: ignore[union-attr]
+                continue
+            if data[0] == 0 and not process.stdin.closed:  # type: ignore[union-attr]
+                with contextlib.suppress(OSError):
+                    await anyio.to_thread.run_sync(_write, process.stdin, data[1:])
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+        done.set()
+
+    async def watch_drop() -> None:
+        await dropped.wait()
+        done.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stdin)
+        group.start_soon(watch_drop)
+
+        async def outputs() -> None:
+            async with anyio.create_task_group() as streams:
+                streams.start_soon(out, process.stdout, 1)
+                streams.start_soon(out, process.stderr, 2)
+            done.set()
+
+        group.start_soon(outputs)
+        await done.wait()
+        if dropped.is_set():
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            group.cancel_scope.cancel()
+            await _abort(websocket)
+            return
+        code = await anyio.to_thread.run_sync(process.wait)
+        group.cancel_scope.cancel()
+    status: dict[str, Any] = {"metadata": {}, "status": "Success"} if code == 0 else {
+        "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+        "message": f"command terminated with non-zero exit code: exit status {code}",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+    with contextlib.suppress(Exception):
+        await websocket.send_bytes(b"\x03" + json.dumps(status).encode())
+        await websocket.close()
+
+
+def _write(stdin: Any, data: bytes) -> None:
+    stdin.write(data)
+    stdin.flush()
+
+
+async def _abort(websocket: WebSocket) -> None:
+    """End the stream without a Status, as a cut connection does: the client cannot tell the
+    command's end (there is none to tell)."""
+    with contextlib.suppress(Exception):
+        await websocket.close(code=1011)
+
+
+class _Server(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # a thread of the test process
+        return None
+
+
+@contextlib.contextmanager
+def fake_cluster(root: Path, **switches: Any) -> Iterator[tuple[FakeCluster, str]]:
+    """The fake API server in a thread of this process: (its state, its URL)."""
+    cluster = FakeCluster(root, **switches)
+    cluster.exec_env = {k: v for k, v in os.environ.items()
+                        if k in ("PATH", "LANG", "PYTHONPATH") or k.startswith("LC_")}
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = _Server(uvicorn.Config(build_app(cluster), log_level="warning", ws="wsproto",
+                                    lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the fake API server started"
+        time.sleep(0.01)
+    try:
+        yield cluster, f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        for running in list(cluster.execs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.process.pid, signal.SIGKILL)
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def kubeconfig(path: Path, url: str, *, namespace: str = "default") -> Path:
+    """A kubeconfig for the fake server (bearer token, plain HTTP on loopback)."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "operator", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "operator",
+                                                  "namespace": namespace}}]}))
+    path.chmod(0o600)
+    return path
