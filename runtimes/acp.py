@@ -75,6 +75,7 @@ from runtimes.kit import (
     UsageStop,
     denied,
     retryable_status,
+    rpc_start_failures,
     spawn_member,
     starting,
 )
@@ -122,12 +123,8 @@ class AcpRuntime(Adapter, runtime="acp"):
         agent = AcpAgentProcess(raw, spec)
         agent.start_readers(tg)
 
-        def exited(_exc: Exception) -> str:
-            return f"the agent exited during start-up (exit {raw.returncode})"
-
-        async with starting(spec, agent, what="the agent did not answer initialize", failures={
-                AcpError: str, ProtocolError: lambda e: str(getattr(e, "message", e)),
-                RuntimeExited: exited}):
+        async with starting(spec, agent, what="the agent did not answer initialize",
+                            failures=rpc_start_failures(AcpError, raw, "the agent")):
             await agent.handshake()
             await agent.open_session()
         log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import structlog
 
-from orchestrator.contracts import MemberStartFailed, RuntimeExited, runtime_info
+from orchestrator.contracts import MemberStartFailed, ProtocolError, RuntimeExited, runtime_info
 from runtimes.base import Spawner, spawn_process
 
 if TYPE_CHECKING:
@@ -192,6 +192,14 @@ async def starting(spec: LaunchSpec, process: _Starting, *, what: str = "not rea
     except BaseException:
         await process.close()
         raise
+
+
+def rpc_start_failures(rpc_error: type[Exception], raw: Process,
+                       who: str) -> dict[type[Exception], Callable[[Exception], str]]:
+    """What ends a JSON-RPC runtime's start-up (``starting``'s ``failures``): its own error
+    answer, a protocol violation, or its exit (``who`` exited, with the exit status)."""
+    return {rpc_error: str, ProtocolError: lambda e: str(getattr(e, "message", e)),
+            RuntimeExited: lambda _e: f"{who} exited during start-up (exit {raw.returncode})"}
 
 
 # A later attempt can pass these: a timeout, a conflict, a rate limit, an overloaded or failing

@@ -74,7 +74,14 @@ from runtimes.codex._shared import (
 )
 from runtimes.codex.legend import legend
 from runtimes.documents import CODEX_WHY, refused
-from runtimes.kit import OperatorBridge, UsageStop, retryable_status, spawn_member, starting
+from runtimes.kit import (
+    OperatorBridge,
+    UsageStop,
+    retryable_status,
+    rpc_start_failures,
+    spawn_member,
+    starting,
+)
 from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
@@ -129,12 +136,8 @@ async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppS
     server = CodexAppServer(raw, spec)
     server.start_readers(tg)
 
-    def exited(_exc: Exception) -> str:
-        return f"app-server exited during start-up (exit {raw.returncode})"
-
-    async with starting(spec, server, what="app-server not ready", failures={
-            TeamctlRpcError: str, ProtocolError: lambda e: str(getattr(e, "message", e)),
-            RuntimeExited: exited}):
+    async with starting(spec, server, what="app-server not ready",
+                        failures=rpc_start_failures(TeamctlRpcError, raw, "app-server")):
         await server.handshake()
         await server.open_thread()
     log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
