@@ -75,6 +75,8 @@ class FakeCluster:
 
     root: Path  # volumes live here: <root>/<namespace>/<claim>/{home,workspace}
     crd: bool = True
+    # kubectl sends no bearer token over plain HTTP: False lets it in (bench/bench_kube.py)
+    require_token: bool = True
     forbid: set[tuple[str, str]] = field(default_factory=set)
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
@@ -248,8 +250,9 @@ def _condition(kind: str, status: str, reason: str) -> dict[str, str]:
             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _authorized(request: Request | WebSocket) -> bool:
-    return request.headers.get("authorization") == f"Bearer {TOKEN}"
+def _authorized(request: Request | WebSocket, cluster: FakeCluster) -> bool:
+    return not cluster.require_token or request.headers.get(
+        "authorization") == f"Bearer {TOKEN}"
 
 
 def build_app(cluster: FakeCluster) -> Starlette:
@@ -264,8 +267,25 @@ def build_app(cluster: FakeCluster) -> Starlette:
                                         "version": VERSION}}] if cluster.crd else []
         return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 
+    async def resources(request: Request) -> Response:
+        """A group version's resource list (kubectl's discovery)."""
+        if request.url.path == "/api/v1":
+            listed = [("pods", "Pod"), ("pods/exec", "PodExecOptions"),
+                      ("persistentvolumeclaims", "PersistentVolumeClaim")]
+            version = "v1"
+        elif cluster.crd:
+            listed, version = [("sandboxes", "Sandbox")], f"{GROUP}/{VERSION}"
+        else:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1",
+                             "groupVersion": version, "resources": [
+                                 {"name": name, "singularName": "", "namespaced": True,
+                                  "kind": kind, "verbs": ["create", "delete", "get", "list",
+                                                          "patch"]}
+                                 for name, kind in listed]})
+
     async def objects(request: Request) -> Response:
-        if not _authorized(request):
+        if not _authorized(request, cluster):
             return _status(401, "Unauthorized", "Unauthorized")
         params = request.path_params
         resource = params["resource"]
@@ -289,7 +309,8 @@ def build_app(cluster: FakeCluster) -> Starlette:
                      "/apis/{group}/{version}/namespaces/{namespace}/{resource}",
                      "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}"]
     return Starlette(routes=[
-        Route("/api", api), Route("/apis", apis),
+        Route("/api", api), Route("/apis", apis), Route("/api/v1", resources),
+        Route(f"/apis/{GROUP}/{VERSION}", resources),
         WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/exec", exec_stream),
         *(Route(p, objects, methods=["GET", "POST", "DELETE", "PATCH"]) for p in objects_paths),
     ])
@@ -300,7 +321,7 @@ async def _exec(cluster: FakeCluster, websocket: WebSocket) -> None:
     offered = list(websocket.scope.get("subprotocols", []))  # the Sec-WebSocket-Protocol list
     protocol = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io") if p in offered), None)
     namespace, name = websocket.path_params["namespace"], websocket.path_params["name"]
-    if not _authorized(websocket) or protocol is None:
+    if not _authorized(websocket, cluster) or protocol is None:
         await websocket.close(code=1008)
         return
     if ("create", "pods/exec") in cluster.forbid:

@@ -1,0 +1,150 @@
+"""Issue 33 figures, against the fake Kubernetes API server on loopback (tests/k8s_fake.py; not
+a cluster). (1) A turn's overhead through the exec stream: ``send --wait`` to the same fake
+Claude, local and in a "pod", median of 20. (2) Re-attach after a dropped exec stream: from the
+drop to the member ready again (``member_ready``), median of 5. (3) One exec round trip: the
+client in process (a side call), ``kubectl exec -i`` and the member's relay process (both with
+their start). (4) The daemon's RSS with MEMBERS members placed on the fake cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from _harness import FAKE_CLAUDE, figure, home, median, rss_mib, teamctl
+
+ROUNDS = 20
+CUTS = 5
+MEMBERS = int(os.environ.get("BENCH_KUBE_MEMBERS", "20"))
+NS = "agents"
+
+
+def _events(env: dict[str, str], name: str) -> list[dict[str, object]]:
+    path = Path(env["TEAMCTL_HOME"]) / "logs" / "teamctl.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e.get("event") == name]
+
+
+def _team(work: Path, fake: object, url: str, pods: list[str], local: list[str]) -> Path:
+    from runtimes.kube_manifests import object_name
+    from tests.conftest import team_toml
+    from tests.k8s_fake import kubeconfig
+
+    config = kubeconfig(work / "kubeconfig", url)
+    base = {"runtime": "claude", "model": "claude-sonnet-4-5", "command": str(FAKE_CLAUDE),
+            "backoff": [0.1, 0.5], "max_restarts": 100}
+    members = [{"name": n, **base, "env": {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}}
+               for n in local]
+    members += [{"name": n, **base, "host": "k8s", "workdir": str(fake.volume(  # type: ignore[attr-defined]
+        NS, f"work-{object_name('kb', n)}") / "workspace")} for n in pods]
+    team = work / "kb.toml"
+    team.write_text(team_toml("kb", members, login="isolated", hosts={"k8s": {
+        "kind": "kubernetes", "kubeconfig": str(config), "namespace": NS,
+        "image": "agent:bench", "secret": "key", "start_timeout": 60.0}}))
+    return team
+
+
+def turns_and_reattach() -> tuple[list[float], list[float], list[float]]:
+    from tests.k8s_fake import fake_cluster
+
+    local, pod, reattach = [], [], []
+    with home() as env, fake_cluster(Path(tempfile.mkdtemp())) as (fake, url):
+        fake.secrets[(NS, "key")] = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        work = Path(env["TEAMCTL_BENCH_DIR"])
+        teamctl(env, "launch", str(_team(work, fake, url, ["far"], ["near"])))
+        for i in range(ROUNDS + 1):
+            for name, into in (("near", local), ("far", pod)):
+                start = time.perf_counter()
+                teamctl(env, "send", name, f"ping {i}", "--wait")
+                if i:
+                    into.append((time.perf_counter() - start) * 1000)
+        for _ in range(CUTS):
+            seen = len(_events(env, "member_ready"))
+            cut = time.time()
+            fake.drop_exec()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                ready = [e for e in _events(env, "member_ready")[seen:]
+                         if e.get("member") == "far"]
+                if ready:
+                    at = datetime.fromisoformat(str(ready[0]["ts"])).timestamp()
+                    reattach.append((at - cut) * 1000)
+                    break
+                time.sleep(0.02)  # a benchmark polls; tests wait on events
+            else:
+                raise SystemExit("the member did not come back")
+        teamctl(env, "stop")
+    return local, pod, reattach
+
+
+def exec_round_trips() -> tuple[float, float, float]:
+    from kubernetes import client
+
+    from runtimes import kube_exec
+    from tests.k8s_fake import fake_cluster, kubeconfig
+
+    root = Path(tempfile.mkdtemp())
+    with fake_cluster(root, require_token=False) as (_, url):
+        config = str(kubeconfig(root / "kc", url))
+        api = kube_exec.api_client(config, None)
+        client.CoreV1Api(api).create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
+            "spec": {"containers": [{"name": "agent", "image": "x"}]}})
+        target = kube_exec.ExecTarget(config, None, "default", "p1", "agent")
+
+        def timed(call: object, runs: int) -> float:
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                call()  # type: ignore[operator]
+                times.append((time.perf_counter() - start) * 1000)
+            return median(times)
+
+        side = timed(lambda: kube_exec.run(api, target, ["cat"], b"ping\n", 10), 20)
+        kubectl = timed(lambda: subprocess.run(
+            ["kubectl", "--kubeconfig", config, "exec", "-i", "p1", "-c", "agent", "--", "cat"],
+            input=b"ping\n", capture_output=True, timeout=30, check=True), 10)
+        relay = timed(lambda: subprocess.run(
+            kube_exec.relay_argv(sys.executable, target, ["cat"]), input=b"ping\n",
+            capture_output=True, timeout=30, check=True), 10)
+    return side, kubectl, relay
+
+
+def daemon_rss() -> float:
+    from tests.k8s_fake import fake_cluster
+
+    with home() as env, fake_cluster(Path(tempfile.mkdtemp())) as (fake, url):
+        fake.secrets[(NS, "key")] = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        work = Path(env["TEAMCTL_BENCH_DIR"])
+        names = [f"m{i}" for i in range(MEMBERS)]
+        teamctl(env, "launch", str(_team(work, fake, url, names, [])))
+        pid = int((Path(env["TEAMCTL_HOME"]) / "daemon.pid").read_text().strip())
+        rss = rss_mib(pid)
+        teamctl(env, "stop")
+    return rss
+
+
+def main() -> None:
+    local, pod, reattach = turns_and_reattach()
+    extra = median(pod) - median(local)
+    print(f"send --wait round trip: local {median(local):.0f} ms, in a pod of the fake API "
+          f"server {median(pod):.0f} ms (+{extra:.0f} ms; {ROUNDS} turns each)")
+    print(f"re-attach after a dropped exec stream: median {median(reattach):.0f} ms, max "
+          f"{max(reattach):.0f} ms ({CUTS} drops; backoff 0.1 s)")
+    figure("turn_kube_extra_ms", extra)
+    figure("kube_reattach_ms", median(reattach))
+    side, kubectl, relay = exec_round_trips()
+    print(f"one exec round trip: the client in process {side:.0f} ms, kubectl exec -i "
+          f"{kubectl:.0f} ms, the relay process {relay:.0f} ms (process starts included)")
+    rss = daemon_rss()
+    print(f"daemon RSS with {MEMBERS} members on the fake cluster: {rss:.0f} MiB")
+    figure("kube_daemon_rss_mib", rss)
+
+
+if __name__ == "__main__":
+    main()
