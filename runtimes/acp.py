@@ -26,9 +26,7 @@ answers.
 from __future__ import annotations
 
 import base64
-import os
 import re
-import signal
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
 from urllib.parse import quote
@@ -171,20 +169,6 @@ class AcpAgentProcess(StdioJsonProcess):
     def _prompt_capability(self, name: str) -> bool:
         prompt = self.capabilities.get("promptCapabilities") or {}
         return isinstance(prompt, dict) and prompt.get(name) is True
-
-    def start_readers(self, tg: TaskGroup) -> None:
-        super().start_readers(tg)
-        tg.start_soon(self._end_group)
-
-    async def _end_group(self) -> None:
-        """Once the agent's own process exits, its process group goes too. A launcher that
-        runs the agent as its child with the same stdio (Qwen Code's ``qwen`` runs ``node
-        cli.js``) leaves that child holding stdout when the launcher alone dies: no end of
-        file, the member silently gone. Ending the group ends the child, so the exit is seen
-        and the member restarts."""
-        await self._process.wait()
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)  # ESRCH: the group is already gone
 
     # -- the RuntimeProcess protocol ----------------------------------------------------------
 

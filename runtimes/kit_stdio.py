@@ -4,7 +4,9 @@ with one error map, request ids with pending waiters, and the bounded read loop.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import os
+import signal
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -54,6 +56,18 @@ class StdioJsonProcess(MemberProcess):
         self._tg = tg
         tg.start_soon(self.read_stdout)
         tg.start_soon(drain_stderr, self._process, self._ring)
+        tg.start_soon(self._end_group)
+
+    async def _end_group(self) -> None:
+        """Once the runtime's own process exits, its process group goes too. A launcher that
+        runs the real program as its child on the same stdio (Qwen Code's ``qwen`` runs ``node
+        cli.js``) leaves that child holding stdout when the launcher alone dies: no end of
+        file, the member silently gone. Ending the group (each member leads its own: base.py
+        spawns with a new session) ends the child, so the exit is seen and the member
+        restarts."""
+        await self._process.wait()
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)  # ESRCH: the group is already gone
 
     async def close(self) -> None:
         await stop_process(self._process)

@@ -1,6 +1,8 @@
-"""An ACP agent behind a launcher that runs it as a child on the same stdio (Qwen Code's ``qwen``
-runs ``node cli.js`` so): a kill -9 of the launcher — the pid teamctl watches — must not leave
-the member silently gone while the orphaned agent holds the pipes open."""
+"""A runtime behind a launcher that runs it as a child on the same stdio (Qwen Code's ``qwen``
+runs ``node cli.js`` so; any npm wrapper may): a kill -9 of the launcher — the pid teamctl
+watches — must not leave the member silently gone while the orphaned child holds the pipes open.
+The kit's stdio process ends the group for every runtime on it (ACP, Claude, Codex's
+app-server)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tests.conftest import wait_pid_exit
+from tests.conftest import FAKE_CLAUDE, fake_member, wait_pid_exit
 from tests.integration.test_acp_member import FAKE_ACP, acp_member
 
 if TYPE_CHECKING:
@@ -35,6 +37,23 @@ def test_a_killed_launcher_whose_child_holds_stdio_restarts_the_member_and_loads
     done = teamctl.run("send", "qw", "again", "--wait", "--timeout", "60")
     assert done.returncode == 0, done.stderr
     assert "turn 2 received: again" in done.stdout, "the loaded session continues"
+
+
+def test_a_killed_claude_launcher_whose_child_holds_stdio_restarts_the_member(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """The same for a Claude member (StdioJsonProcess, not ACP's own code): before, the
+    orphaned child kept stdout open and the member was never seen to die."""
+    launcher = teamctl.workdir / "claude-launcher.py"
+    launcher.write_text(f"""import subprocess, sys
+sys.exit(subprocess.call([{str(FAKE_CLAUDE)!r}, *sys.argv[1:]]))
+""")
+    member = fake_member("lead", command=[sys.executable, str(launcher)], backoff=[0.1, 1.0])
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    assert teamctl.run("send", "lead", "hello", "--wait", "--timeout", "60").returncode == 0
+    kill_the_agent(teamctl, follow_logs, timeout=30)
+    done = teamctl.run("send", "lead", "again", "--wait", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert "received: again" in done.stdout
 
 
 def kill_the_agent(teamctl: Teamctl, follow_logs: LogFollower, *, timeout: float
