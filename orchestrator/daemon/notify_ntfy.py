@@ -103,8 +103,8 @@ class Ntfy:
                                            params={"since": since}, timeout=timeout) as answer:
                 if answer.status_code >= 300:
                     raise NotifyUnreachable(self.server, f"HTTP {answer.status_code}")
-                async for line in answer.aiter_lines():
-                    event = _event(line)
+                async for line in bounded_lines(answer.aiter_bytes(), MAX_LINE_BYTES):
+                    event = _event(line.decode("utf-8", errors="replace"))
                     if event is not None:
                         yield event
         except httpx.HTTPError as exc:
@@ -114,6 +114,30 @@ class Ntfy:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             await self._client.aclose()
+
+
+async def bounded_lines(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """The lines of a byte stream, each at most ``limit`` bytes: a longer one is dropped as
+    it arrives (never held whole), so a server that sends a gigabyte without a newline costs
+    ``limit`` bytes of memory, and the lines after it still come."""
+    held = bytearray()
+    dropping = False
+    async for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if not dropping:
+                held += chunk[start:end]
+                yield bytes(held)
+            held.clear()
+            dropping = False
+            start = end + 1
+        if not dropping:
+            held += chunk[start:]
+            if len(held) > limit:
+                held.clear()
+                dropping = True
+    if held and not dropping:
+        yield bytes(held)
 
 
 def _event(line: str) -> dict[str, Any] | None:

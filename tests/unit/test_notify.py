@@ -33,7 +33,7 @@ from tests.fakes import FakeRuntime, core, team_config
 from tests.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -280,3 +280,34 @@ async def test_a_failed_alerts_leg_of_notify_test_says_why() -> None:
     alerts = doc.checks[-1]
     assert not alerts.ok and "refused the alert or did not answer" in alerts.detail
     assert "teamctl logs" in alerts.detail
+
+
+async def test_endless_lines_from_the_server_cost_a_bounded_buffer_and_later_lines_come() -> None:
+    """Hostile (or broken) ntfy server: 100 MiB without a newline, garbage and non-JSON lines
+    on the response stream. Before, ``aiter_lines`` held a whole line: the daemon's memory was
+    the server's to take. Now a line over the limit is dropped as it arrives, the next lines
+    are read, and the buffer never grows past the limit."""
+    import json as _json
+    import tracemalloc
+
+    from orchestrator.daemon.notify_ntfy import MAX_LINE_BYTES, _event, bounded_lines
+
+    good = _json.dumps({"id": "m1", "event": "message", "message": "ok"}).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"not json\n{\"a\": "
+        for _ in range(1600):  # 100 MiB in 64 KiB chunks, no newline
+            yield b"x" * 65536
+        yield b"\n[1, 2]\n" + good[:10]
+        yield good[10:] + b"\n"
+
+    tracemalloc.start()
+    try:
+        lines = [line async for line in bounded_lines(chunks(), MAX_LINE_BYTES)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert lines == [b"not json", b"[1, 2]", good]
+    assert peak < 4 * MAX_LINE_BYTES, peak
+    events = [e for e in (_event(line.decode()) for line in lines) if e is not None]
+    assert events == [{"id": "m1", "event": "message", "message": "ok"}]
