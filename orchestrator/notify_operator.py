@@ -46,8 +46,16 @@ def operator_file(home: Home) -> Path:
     return home.root / FILE_NAME
 
 
+_SERVER = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(?:/[A-Za-z0-9._~%/\-]*)?")  # fullmatch
+
+
 def generate(server: str) -> OperatorNotify:
-    """New random topic names (``secrets.token_urlsafe``, 192 bits each) and a new key."""
+    """New random topic names (``secrets.token_urlsafe``, 192 bits each) and a new key;
+    UsageError when ``server`` is not a plain http(s) URL (it is written into the file)."""
+    if not _SERVER.fullmatch(server):
+        raise UsageError(f"--server {server!r} is not a plain http(s) URL (scheme, host, "
+                         "optional port and path; no spaces, quotes or query), e.g. "
+                         "https://ntfy.example")
     return OperatorNotify(server.rstrip("/"), "tc-" + secrets.token_urlsafe(TOPIC_BYTES),
                           "tc-" + secrets.token_urlsafe(TOPIC_BYTES),
                           secrets.token_bytes(KEY_BYTES))
@@ -81,7 +89,7 @@ def read_operator(home: Home) -> OperatorNotify | None:
                          f"notification topics and key; chmod 600 {path}")
     server, topic, response, key = (raw.get(k) for k in ("server", "topic", "response_topic",
                                                           "key"))
-    if not (isinstance(server, str) and re.match(r"^https?://[^\s/?#]+", server)):
+    if not (isinstance(server, str) and _SERVER.fullmatch(server)):
         raise _malformed(path, "server is not an http(s) URL")
     for name, value in (("topic", topic), ("response_topic", response)):
         if not (isinstance(value, str) and _TOPIC.match(value)):
