@@ -102,3 +102,43 @@ def test_hosts_resolve_to_their_settings(tmp_path: Path) -> None:
     assert host is not None
     assert (name, host.address, host.user) == ("dev@10.0.0.2", "10.0.0.2", "dev")
     assert config.remote_workdir(config.members[1]) is None, "the remote home"
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    # the board's member keys (docs/board.md)
+    ('role = "back end"\n', "members[0].role"),
+    ('role = "' + "r" * 65 + '"\n', "members[0].role"),
+    ('lead = "maybe"\n', "members[0].lead"),
+    ('claims = 1.5\n', "members[0].claims"),
+    ('max_tasks = 0\n', "members[0].max_tasks"),
+    ('max_tasks = 101\n', "members[0].max_tasks"),
+    ('max_tasks = "1; rm -rf /"\n', "members[0].max_tasks"),
+    # ACP
+    ('acp_agent = "../../bin/sh"\n', "members[0].acp_agent"),
+    ('acp_agent = "qwen"\n', "members[0]"),  # a preset on a runtime that takes none
+    # documents (docs/documents.md)
+    ('documents = "all"\n', "members[0].documents"),
+    ('document_pages = { native = 0 }\n', "members[0].document_pages.native"),
+    ('document_pages = { rendered = 1000 }\n', "members[0].document_pages.rendered"),
+    ('document_pages = { native = 10, pages = 5 }\n', "members[0].document_pages.pages"),
+    # [board]
+    ('[board]\ntask_grace = -1\n', "board.task_grace"),
+    ('[board]\ntask_grace = nan\n', "board.task_grace"),
+    ('[board]\ncheck = "make \\"test"\n', "balance its quotes"),
+    ('[board]\ncheck = ""\n', "board.check"),
+    ('[board]\ncheck_timeout = 0\n', "board.check_timeout"),
+    ('[board]\nreview_by = "a b"\n', "board.review_by"),
+    ('[board]\noffer_cooldown = inf\n', "board.offer_cooldown"),
+    ('[board]\nbogus = 1\n', "board.bogus: unknown key"),
+])
+def test_hostile_board_acp_and_document_settings_are_refused_naming_the_key(
+        tmp_path: Path, extra: str, expected: str) -> None:
+    """Every key the third round added refuses a bad value with the file, line and key — a
+    string where a number goes, out of range, NaN and infinity, a shell line, a path."""
+    text = _REMOTE + extra if not extra.startswith("[board]") else (
+        '[team]\nname = "w"\n' + extra + '[[members]]\nname = "a"\nruntime = "claude"\n')
+    path = _write(tmp_path, text)
+    with pytest.raises(TeamFileError) as info:
+        load_team_file(path)
+    assert str(path) in info.value.message
+    assert expected in info.value.message, info.value.message
