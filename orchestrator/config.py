@@ -407,17 +407,26 @@ class TeamConfig(_Strict):
 
     @model_validator(mode="after")
     def _remote_members(self) -> TeamConfig:
-        """What a member on another host cannot have: a worktree made here."""
+        """What a member on another host cannot have: a worktree made here; in a pod, a
+        bubblewrap sandbox; on an SSH host, a sandboxed OpenCode cut off from the network
+        (the daemon reaches its server through a forwarded TCP port)."""
         for index, member in enumerate(self.members):
             if member.host is None:
                 continue
             if self.member_worktree(member):
                 raise ValueError(f"members[{index}].host: a member on another host has no "
                                  "worktree here; set worktree = false for it")
-            if self.member_sandbox(member) != "none":
-                raise ValueError(f"members[{index}].host: a member on another host cannot "
-                                 "be sandboxed yet (bubblewrap runs here only); set sandbox = "
-                                 "\"none\" for it")
+            if self.member_sandbox(member) == "none":
+                continue
+            if self.member_kubernetes(member) is not None:
+                raise ValueError(f"members[{index}].host: a member in a Kubernetes pod cannot "
+                                 "be sandboxed with bubblewrap (the pod is its boundary: "
+                                 "runtime_class for gVisor or Kata); set sandbox = \"none\" "
+                                 "for it")
+            if member.runtime == "opencode" and self.member_network(member) != "on":
+                raise ValueError(f"members[{index}].host: a sandboxed OpenCode on another host "
+                                 "needs network = \"on\" (its server is reached through a "
+                                 "forwarded port, not yet through the sandbox's relay)")
         return self
 
     @model_validator(mode="after")

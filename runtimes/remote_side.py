@@ -8,13 +8,17 @@ library only, any python3 ≥ 3.8; nothing is installed there). Modes (``sys.arg
             process group and pass the rest of stdin to it; its stdout and stderr are the
             channel's. The runtime dies with its channel: when stdin ends (a stop, the local
             ssh killed, the connection dropped) or the parent sshd goes away, its stdin is
-            closed, and after ``grace`` seconds its whole group is killed.
-``put``     ``put SHA256 SIZE``: keep stdin's bytes at ``~/.cache/teamctl/images/<sha[:2]>/<sha>``
-            (0600, verified against the hash; an intact copy is kept without reading stdin);
-            print the path.
+            closed, and after ``grace`` seconds its whole group is killed. With ``sandbox``
+            (runtimes/sandbox_host.py) the runtime starts inside bubblewrap here: the header
+            carries runtimes/sandbox_plan.py's source and the policy in this host's paths, and
+            its ``host_argv`` builds the command line (bubblewrap not found: refused, exit 125).
+``put``     ``put SHA256 SIZE [DIR]``: keep stdin's bytes at
+            ``~/.cache/teamctl/images/<sha[:2]>/<sha>`` (0600, verified against the hash; an
+            intact copy is kept without reading stdin); print the path — with ``DIR`` (a
+            sandboxed member's), of a 0600 copy at ``DIR/<sha>``.
 ``exists``  ``exists GLOB``: print ``true`` or ``false``.
 ``freeport`` a free TCP port on the host's loopback.
-``mkdir``   ``mkdir PATH``: a 0700 directory (where a forwarded socket will be).
+``mkdir``   ``mkdir PATH...``: 0700 directories (where forwarded sockets will be).
 ``which``   ``which EXECUTABLE``: its path there (exit 127 when it is not installed).
 ``version`` ``version EXECUTABLE``: the first line of ``EXECUTABLE --version`` (doctor).
 """
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from typing import Any
 
 BASE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
@@ -59,21 +64,24 @@ def probe() -> None:
                      "pid": os.getpid()}))
 
 
-def put(sha256: str, size: str) -> int:
+def put(sha256: str, size: str, into: str | None = None) -> int:
     root = os.path.join(os.path.expanduser("~"), ".cache", "teamctl", "images")
     path = os.path.join(root, sha256[:2], sha256)
     try:
         with open(path, "rb") as handle:
-            if hashlib.sha256(handle.read()).hexdigest() == sha256:
-                _say(path)
-                return 0
+            data = handle.read()
     except OSError:
-        pass
-    data = sys.stdin.buffer.read(int(size) + 1)
-    if len(data) != int(size) or hashlib.sha256(data).hexdigest() != sha256:
-        sys.stderr.write("teamctl-remote: the image arrived damaged (size or sha256 differs)\n")
-        return 3
-    _private_write(path, data)
+        data = b""
+    if hashlib.sha256(data).hexdigest() != sha256:
+        data = sys.stdin.buffer.read(int(size) + 1)
+        if len(data) != int(size) or hashlib.sha256(data).hexdigest() != sha256:
+            sys.stderr.write("teamctl-remote: the image arrived damaged (size or sha256 "
+                             "differs)\n")
+            return 3
+        _private_write(path, data)
+    if into is not None:  # a sandboxed member's own copy (the cache is hidden from it)
+        path = os.path.join(into, sha256)
+        _private_write(path, data)
     _say(path)
     return 0
 
@@ -164,6 +172,16 @@ def _read_header() -> tuple[dict[str, Any], bytes]:
     return json.loads(line.decode("utf-8")), rest
 
 
+def _sandboxed(spec: dict[str, Any], command: list[str], path_env: str) -> list[str]:
+    """``command`` inside bubblewrap: runtimes/sandbox_plan.py (its source in ``spec``) run
+    here as a module, its ``host_argv`` given the policy."""
+    plan = types.ModuleType("teamctl_sandbox_plan")
+    sys.modules[plan.__name__] = plan  # its dataclasses look their module up
+    exec(compile(spec["plan"], "sandbox_plan.py", "exec"), plan.__dict__)
+    argv: list[str] = plan.host_argv(spec, command, path_env, sys.executable)
+    return argv
+
+
 def run() -> int:
     header, rest = _read_header()
     root = header["root"]
@@ -186,7 +204,15 @@ def run() -> int:
         sys.stderr.write(f"teamctl-remote: workdir not found: {cwd}\n")
         sys.stderr.flush()
         return 126
-    child = subprocess.Popen([executable, *argv[1:]], cwd=cwd, env=env,
+    command = [executable, *argv[1:]]
+    if header.get("sandbox"):
+        try:
+            command = _sandboxed(header["sandbox"], command, env.get("PATH") or os.defpath)
+        except LookupError as exc:
+            sys.stderr.write(f"teamctl-remote: sandbox unavailable: {exc}\n")
+            sys.stderr.flush()
+            return 125
+    child = subprocess.Popen(command, cwd=cwd, env=env,
                              stdin=subprocess.PIPE, start_new_session=True)
     with open(pid_file, "w") as handle:
         handle.write(f"{child.pid}\n")
@@ -244,7 +270,7 @@ def main() -> int:
         probe()
         return 0
     if mode == "put":
-        return put(sys.argv[2], sys.argv[3])
+        return put(*sys.argv[2:5])
     if mode == "exists":
         exists(sys.argv[2])
         return 0
@@ -253,8 +279,9 @@ def main() -> int:
             sock.bind(("127.0.0.1", 0))
             _say(str(sock.getsockname()[1]))
         return 0
-    if mode == "mkdir":  # mkdir PATH: a private directory (and its parents)
-        os.makedirs(sys.argv[2], mode=0o700, exist_ok=True)
+    if mode == "mkdir":  # mkdir PATH...: private directories (and their parents)
+        for path in sys.argv[2:]:
+            os.makedirs(path, mode=0o700, exist_ok=True)
         return 0
     if mode == "which":  # which EXECUTABLE: its path, or nothing (exit 127)
         found = shutil.which(sys.argv[2])

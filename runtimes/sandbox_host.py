@@ -17,14 +17,22 @@ state and the other members hidden). Everything else is the base host's, except:
   runtime's server keeps its port on the sandbox's loopback, and the daemon reaches it through
   ``inbound_socket``: a Unix socket in a fresh 0700 directory here, bound into the sandbox,
   where the network relay joins each connection to that port (``InboundHost``).
+
+On an SSH host (a base that is a ``RemoteBase``: runtimes/ssh.py) bubblewrap runs *there*:
+bubblewrap is probed there (the same test, ``runtimes/sandbox_probe.py``), the policy travels
+in the start's header with its paths as the host has them (``policy_json``: the member's
+workdir and runtime home there, the remote user's credential paths and teamctl's state there)
+and ``sandbox_plan.host_argv`` builds the command line on the host; the member's own socket and
+its egress proxy's are forwarded to the host through the ControlMaster (``ssh -R``) and bound
+in at the same paths as here; an image is copied into its runtime home there.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -34,15 +42,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import anyio
 
 from orchestrator.contracts import SandboxUnavailable
-from runtimes.sandbox_network import SERVE_SOCKET, with_inbound
+from runtimes.sandbox_network import SERVE_SOCKET, on_host, proxy_socket, with_inbound
 from runtimes.sandbox_plan import (
     NETWORK_ON,
     SYSTEM_DIRS,
     NetworkPlan,
     SandboxPolicy,
     bwrap_argv,
+    policy_json,
     toolchain,
 )
+from runtimes.sandbox_probe import SandboxSupport, probe
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -51,13 +61,18 @@ if TYPE_CHECKING:
 
     from orchestrator.contracts import Host, ImagePart, McpServer
 
-__all__ = ["InboundHost", "SandboxHost", "SandboxSupport", "describe", "login_paths",
-           "member_policy", "probe", "probe_once"]
+__all__ = ["REMOTE_STATE", "InboundHost", "RemoteBase", "SandboxHost", "SandboxSupport",
+           "describe", "login_paths", "member_policy", "probe", "probe_once"]
 
 INSIDE_MCP_HOME = "/run/teamctl/mcp"  # where a sandboxed member's teamctl mcp finds its socket
 SOCKET_NAME = "teamctl.sock"  # (orchestrator.paths.Home.socket's name)
 
-_PROBE_TIMEOUT = 10.0
+# what teamctl keeps in a host's home (every member's mirrored private dir, the images):
+# concealed from a member sandboxed there, as the state dir is here
+REMOTE_STATE = (Path("~/.teamctl-remote"), Path("~/.cache/teamctl"))
+PLAN_SOURCE = Path(__file__).with_name("sandbox_plan.py").read_text(encoding="utf-8")
+EGRESS_SOCKET = "egress.sock"
+
 _PROBED: dict[str, SandboxSupport] = {}
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
 
@@ -70,6 +85,30 @@ class InboundHost(Protocol):
     def inbound_socket(self, port: int) -> Path | None:
         """The socket that reaches ``127.0.0.1:port`` of the runtime (``forward_port``'s
         port) while it runs; None: that port is reached over TCP as usual."""
+        ...
+
+
+@runtime_checkable
+class RemoteBase(Protocol):
+    """A base host on another machine whose remote side runs bubblewrap there (``SshHost``)."""
+
+    async def probe_sandbox(self, bwrap: str) -> SandboxSupport:
+        """``sandbox_probe.probe`` run there (connecting first)."""
+        ...
+
+    def sandbox_next(self, spec: Mapping[str, Any]) -> None:
+        """The next ``spawn`` runs its command inside bubblewrap there, per ``spec``
+        (``sandbox_plan.host_argv``'s)."""
+        ...
+
+    def forward_socket(self, local_socket: str, local_path: str, *, role: str = "mcp") -> None:
+        """While the next start runs, ``local_path`` (as the host has it) is ``local_socket``
+        here, forwarded; one per ``role``."""
+        ...
+
+    async def put_file(self, image: ImagePart, *, into: str | None = None) -> Path | None:
+        """The image's content-addressed copy there, and one in ``into`` (a dir of this
+        machine's naming, as the host has it)."""
         ...
 
 
@@ -91,48 +130,6 @@ def serve_dir() -> Path:
         path.rmdir()
         path = Path(tempfile.mkdtemp(prefix="tc-serve-", dir="/tmp"))
     return path
-
-
-@dataclass(frozen=True)
-class SandboxSupport:
-    """What ``probe`` found: ``ok`` with bubblewrap's ``version`` and ``path``, or ``reason``
-    (what is wrong, for the refusal and ``teamctl doctor``)."""
-
-    ok: bool
-    path: str | None = None
-    version: str | None = None
-    reason: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "path": self.path, "version": self.version,
-                "reason": self.reason}
-
-
-def probe(bwrap: str, *, timeout: float = _PROBE_TIMEOUT) -> SandboxSupport:
-    """Whether ``bwrap`` is there and makes the namespaces a sandbox uses (a real run of
-    ``true`` inside them within ``timeout`` seconds). Blocking; the daemon keeps the first
-    answer per executable (``probe_once``)."""
-    path = shutil.which(bwrap)
-    if path is None:
-        return SandboxSupport(False, reason=f"bubblewrap ({bwrap}) is not installed or not on "
-                                            "PATH")
-    run = [path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-           "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
-    try:
-        done = subprocess.run(run, capture_output=True, timeout=timeout, check=False)
-        version = subprocess.run([path, "--version"], capture_output=True, timeout=timeout,
-                                 check=False).stdout.decode(errors="replace").strip()
-    except subprocess.TimeoutExpired:
-        return SandboxSupport(False, path, reason=f"bubblewrap did not answer within "
-                                                  f"{timeout:g}s")
-    except OSError as exc:
-        return SandboxSupport(False, path, reason=f"cannot run {path}: {exc.strerror}")
-    if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        return SandboxSupport(False, path, version or None,
-                              f"bubblewrap cannot create its namespaces here "
-                              f"({tail[0][:200]}; user namespaces may be disabled)")
-    return SandboxSupport(True, path, version or None)
 
 
 async def probe_once(bwrap: str) -> SandboxSupport:
@@ -173,15 +170,15 @@ def login_paths(runtime: str, login: str) -> tuple[tuple[Path, bool], ...]:
 
 def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
                   others: Sequence[Path], paths: Mapping[str, Sequence[str]], runtime: str,
-                  login: str, permissions: str) -> SandboxPolicy:
+                  login: str, permissions: str, home: Path | None = None) -> SandboxPolicy:
     """A member's view (``SandboxPolicy``): its workdir (read-only with ``permissions =
     "read"``: the kernel keeps it so, whatever the CLI's own sandbox can do inside ours) and
     ``runtime_home`` read-write, teamctl's ``state_root`` and the ``others``' workdirs
     concealed, the team file's ``paths`` (``rw``, ``ro``, ``hide``), what its ``runtime``'s
-    ``login`` needs."""
+    ``login`` needs. ``home``: the operator's here, unless given (``~``: a host's)."""
     return SandboxPolicy(workdir_writable=permissions != "read",
         workdir=workdir, runtime_home=runtime_home,
-        home=Path(os.environ.get("HOME") or Path.home()),
+        home=home or Path(os.environ.get("HOME") or Path.home()),
         rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
         hide=tuple(map(Path, paths["hide"])), conceal=(state_root, *others),
         login=login_paths(runtime, login))
@@ -218,6 +215,8 @@ class SandboxHost:
     # what the network plan keeps open (the member's egress proxy), let go of at ``close``
     on_close: Callable[[], Awaitable[None]] | None = None
     _inbound: _Inbound = field(default_factory=_Inbound, init=False, repr=False)
+    # on a host: this launch's forwarded dir of the member's own socket (this machine's name)
+    _mcp_there: list[Path] = field(default_factory=list, init=False, repr=False)
 
     @property
     def name(self) -> str | None:
@@ -252,6 +251,8 @@ class SandboxHost:
 
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:
+        if isinstance(self.base, RemoteBase):
+            return await self._spawn_there(self.base, argv, cwd=cwd, env=env)
         support = await probe_once(self.bwrap)
         if not support.ok:
             raise SandboxUnavailable(self.member, support.reason or "unknown")
@@ -259,8 +260,35 @@ class SandboxHost:
         wrapped[0] = support.path or wrapped[0]
         return await self.base.spawn(wrapped, cwd=cwd, env={**env, **self.network.env})
 
+    async def _spawn_there(self, base: RemoteBase, argv: Sequence[str], *, cwd: Path,
+                           env: Mapping[str, str]) -> Process:
+        """On the host: bubblewrap probed there (every start: a host may have changed), the
+        policy and the network plan sent in the host's paths, the sockets forwarded."""
+        support = await base.probe_sandbox(self.bwrap)
+        if not support.ok:
+            raise SandboxUnavailable(self.member, f"on host {self.name}: "
+                                                  f"{support.reason or 'unknown'}")
+        place = self.base.remote_path
+        mcp = [arg for path in self._mcp_there[-1:]
+               for arg in ("--bind", place(str(path)), INSIDE_MCP_HOME)]
+        network = self.network
+        socket = proxy_socket(network)
+        if socket is not None:  # a new path each launch: sshd does not bind over an old one
+            forwarded = self.policy.runtime_home / f"egress-{secrets.token_hex(4)}"
+            base.forward_socket(socket, str(forwarded / EGRESS_SOCKET), role="egress")
+            network = on_host(network, place(str(forwarded / EGRESS_SOCKET)), "python3")
+        base.sandbox_next({"bwrap": self.bwrap, "plan": PLAN_SOURCE,
+                           "policy": policy_json(self.policy, place), "mode": network.mode,
+                           "bwrap_args": [*mcp, *network.bwrap_args],
+                           "relay": list(network.relay)})
+        return await self.base.spawn(argv, cwd=cwd, env={**env, **network.env})
+
     async def put_file(self, image: ImagePart) -> Path | None:
-        """A copy of the artifact in the member's runtime home (the artifacts are hidden)."""
+        """A copy of the artifact in the member's runtime home (the artifacts are hidden),
+        made there on a host."""
+        if isinstance(self.base, RemoteBase):
+            return await self.base.put_file(
+                image, into=str(self.policy.runtime_home / "attachments"))
         source = await self.base.put_file(image)
         if source is None:
             return None
@@ -288,9 +316,14 @@ class SandboxHost:
     async def forward_port(self, port: int) -> int:
         """The base host's, with the host's network; in the sandbox's own network namespace
         the same port there, reached through ``inbound_socket`` (a previous launch's socket,
-        left by a sandbox killed at its stop, removed first)."""
+        left by a sandbox killed at its stop, removed first). On a host only the former
+        (the team file refuses the latter)."""
         if self.network.mode == NETWORK_ON.mode:
             return await self.base.forward_port(port)
+        if isinstance(self.base, RemoteBase):
+            raise SandboxUnavailable(self.member, f"on host {self.name}, its server cannot be "
+                                     f"reached with network = \"{self.network.mode}\"; set "
+                                     "network = \"on\" for it")
         self._inbound.port = port
         if self._inbound.directory is None:
             self._inbound.directory = await anyio.to_thread.run_sync(serve_dir)
@@ -305,8 +338,15 @@ class SandboxHost:
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
         """The base host's ``teamctl mcp``, pointed at this member's own socket (as the
-        member sees it: bound in at ``INSIDE_MCP_HOME``)."""
+        member sees it: bound in at ``INSIDE_MCP_HOME``). On a host that socket, not the
+        daemon's, is what is forwarded there; its directory there is bound in."""
         inside = Path(INSIDE_MCP_HOME)
+        if isinstance(self.base, RemoteBase):
+            server = self.base.mcp_server(token, home=self.mcp_home,
+                                          socket=self.mcp_home / SOCKET_NAME,
+                                          state_dir=state_dir)
+            self._mcp_there[:] = [Path(server.env["TEAMCTL_MCP_HOME"])]
+            return replace(server, env={**server.env, "TEAMCTL_MCP_HOME": str(inside)})
         return self.base.mcp_server(token, home=inside, socket=inside / SOCKET_NAME,
                                     state_dir=state_dir)
 

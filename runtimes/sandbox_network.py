@@ -10,6 +10,9 @@ bubblewrap, and the hosts it may reach by default (docs/security.md, "The networ
   serve`` on a port of the sandbox's loopback): a directory of this machine bound in at
   ``INSIDE_SERVE_DIR``, where the relay listens on ``SERVE_SOCKET`` and joins each
   connection to that port.
+- ``proxy_socket`` and ``on_host``: a plan for a member on an SSH host — the proxy's socket
+  here (forwarded to the host) and the same plan with that socket's path there bound in and the
+  relay run by the host's ``python3``.
 - ``provider_hosts``: where the member's runtime sends its model requests — its base URL if
   the member's ``env`` or ``config`` sets one, else its provider's API host(s).
 - ``default_hosts``: what ``allowlist`` allows when ``allow_hosts`` is not given — the git
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = ["INSIDE_SERVE_DIR", "INSIDE_SOCKET", "REGISTRIES", "SERVE_SOCKET", "default_hosts",
-           "network_plan", "provider_hosts", "with_inbound"]
+           "network_plan", "on_host", "provider_hosts", "proxy_socket", "with_inbound"]
 
 INSIDE_SOCKET = "/run/teamctl/egress.sock"
 INSIDE_SERVE_DIR = "/run/teamctl/serve"  # the inbound socket's directory, as the relay sees it
@@ -71,6 +74,22 @@ def with_inbound(plan: NetworkPlan, directory: Path, port: int) -> NetworkPlan:
     return replace(plan, bwrap_args=(*plan.bwrap_args, "--bind", str(directory),
                                      INSIDE_SERVE_DIR),
                    relay=(*relay, "--inbound", f"{port}:{INSIDE_SERVE_DIR}/{SERVE_SOCKET}", "--"))
+
+
+def proxy_socket(plan: NetworkPlan) -> str | None:
+    """The egress proxy's socket ``plan`` binds in (None: ``network = "on"``)."""
+    args = plan.bwrap_args
+    found = [args[i - 1] for i in range(2, len(args))
+             if args[i] == INSIDE_SOCKET and args[i - 2] == "--bind"]
+    return found[0] if found else None
+
+
+def on_host(plan: NetworkPlan, socket: str, python: str) -> NetworkPlan:
+    """``plan`` on a member's host: the proxy's socket forwarded to ``socket`` there (bound in
+    at ``INSIDE_SOCKET`` as here), the relay run by that machine's ``python``."""
+    local = proxy_socket(plan)
+    args = tuple(socket if a == local else a for a in plan.bwrap_args)
+    return replace(plan, bwrap_args=args, relay=(python, *plan.relay[1:]))
 
 
 def _url_host(url: object) -> str | None:

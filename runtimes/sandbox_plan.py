@@ -23,6 +23,11 @@ earlier one:
    secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
    workdir or runtime home;
 8. the network plan's arguments (``NetworkPlan``: 29b's egress seam), then the command.
+
+A member on an SSH host is sandboxed there: this file's source travels in its start's header
+and ``runtimes/remote_side.py`` runs ``host_argv`` on the host, so every path is checked, and
+the toolchain found, on the machine whose kernel enforces them (``policy_json``: the policy
+with its paths as the host has them). Hence standard library only, any python3 >= 3.8.
 """
 
 from __future__ import annotations
@@ -32,10 +37,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = [
     "HIDDEN_IN_HOME",
@@ -45,6 +50,8 @@ __all__ = [
     "NetworkPlan",
     "SandboxPolicy",
     "bwrap_argv",
+    "host_argv",
+    "policy_json",
     "toolchain",
 ]
 
@@ -149,6 +156,52 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
     argv += list(network.bwrap_args)
     argv += ["--chdir", str(policy.workdir), "--", *network.relay, *command]
     return argv
+
+
+def policy_json(policy: SandboxPolicy, place: Callable[[str], str]) -> dict[str, Any]:
+    """``policy`` for another machine (``host_argv``), each path as ``place`` names it there
+    (``~`` and the operator's home: the remote home; the member's private dir: its mirror)."""
+    def paths(found: Iterable[Path]) -> list[str]:
+        return [place(str(p)) for p in found]
+
+    return {"workdir": place(str(policy.workdir)),
+            "runtime_home": place(str(policy.runtime_home)), "home": place(str(policy.home)),
+            "rw": paths(policy.rw), "ro": paths(policy.ro), "hide": paths(policy.hide),
+            "conceal": paths(policy.conceal),
+            "login": [[place(str(p)), w] for p, w in policy.login],
+            "tmp_bytes": policy.tmp_bytes, "workdir_writable": policy.workdir_writable}
+
+
+def host_argv(spec: Mapping[str, Any], command: Sequence[str], path_env: str,
+              python: str) -> list[str]:
+    """On the member's host: the bubblewrap command line for ``command`` from ``spec``
+    (``policy``: ``policy_json``'s; ``bwrap``; ``bwrap_args`` and ``relay``: the network
+    plan's, in the host's paths), its toolchain (and ``python``, which runs ``teamctl mcp``
+    and the relay there) found here. A relative path is the home's. LookupError where
+    bubblewrap is not found on ``path_env``: never run unsandboxed."""
+    data = spec["policy"]
+    home = Path(data["home"])
+
+    def one(path: str) -> Path:
+        return home / path if not os.path.isabs(path) else Path(path)
+
+    def many(key: str) -> tuple[Path, ...]:
+        return tuple(one(p) for p in data[key])
+
+    bwrap = shutil.which(spec["bwrap"], path=path_env)
+    if bwrap is None:
+        raise LookupError(f"bubblewrap ({spec['bwrap']}) is not installed or not on PATH")
+    policy = SandboxPolicy(
+        workdir=one(data["workdir"]), runtime_home=one(data["runtime_home"]), home=home,
+        rw=many("rw"), ro=many("ro"), hide=many("hide"), conceal=many("conceal"),
+        login=tuple((one(p), bool(w)) for p, w in data["login"]),
+        tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]),
+        toolchain=toolchain(command[0], path_env, extra=(
+            Path(python), *(Path(p) for p in [shutil.which("python3", path=path_env)] if p))))
+    network = NetworkPlan(mode=str(spec.get("mode", "on")),
+                          bwrap_args=tuple(spec.get("bwrap_args", ())),
+                          relay=tuple(spec.get("relay", ())))
+    return bwrap_argv(bwrap, policy, command, network=network)
 
 
 def _system(tmp_bytes: int) -> list[str]:

@@ -16,6 +16,12 @@ travels on the encrypted channel's stdin (never argv), and the runtime dies with
 The local process is the ssh client: killing it, or losing the network, stops the remote
 runtime; the restart policy reconnects.
 
+A sandboxed member (``sandbox = "process"``, runtimes/sandbox_host.py) runs inside bubblewrap
+*there*: ``probe_sandbox`` runs ``runtimes/sandbox_probe.py`` on the host, and ``sandbox_next``
+puts the policy (the host's paths) in the start's header, where the remote side builds the
+command line (``sandbox_plan.host_argv``); its own socket and its egress proxy's are forwarded
+through the master like the daemon's.
+
 Failures are typed (``HostUnavailable``): host_unreachable and host_connect_hung (retryable),
 host_key_mismatch, host_auth_failed, host_runtime_missing — each with its fix.
 """
@@ -44,6 +50,7 @@ import structlog
 from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes.base import BASE_ENV_NAMES
+from runtimes.sandbox_probe import SandboxSupport
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -58,6 +65,7 @@ __all__ = ["MCP_MODULES", "ControlDirUntrusted", "SshHost", "SshTarget", "classi
 log = structlog.get_logger("teamctl.ssh")
 
 _SIDE = (Path(__file__).with_name("remote_side.py")).read_text(encoding="utf-8")
+_PROBE = (Path(__file__).with_name("sandbox_probe.py")).read_text(encoding="utf-8")
 CONNECT_TIMEOUT = 10
 PROBE_TIMEOUT = 20.0
 MASTER_CHECK_TIMEOUT = 3.0
@@ -107,7 +115,9 @@ class SshHost:
     state_dir: Path  # the member's local private dir, mirrored there
     ssh: str = "ssh"
     _remote: _Remote | None = field(default=None, repr=False)
-    _forward: tuple[str, str] | None = field(default=None, repr=False)
+    # role -> (the socket here, the path it has there, this machine's naming): "mcp", "egress"
+    _forwards: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    _sandbox: Mapping[str, Any] | None = field(default=None, repr=False)  # the next start's
     _port: tuple[int, int] | None = field(default=None, repr=False)  # this launch's
     _forwarded: tuple[int, int] | None = field(default=None, repr=False)  # in the master now
     master_pid: int | None = field(default=None, repr=False)  # our ControlMaster's, as checked
@@ -146,9 +156,10 @@ class SshHost:
                                         ).encode()).hexdigest()[:16]
         return str(self.control_dir / key)
 
-    def _side(self, *args: str) -> list[str]:
-        """The remote command: remote_side.py in a mode (one shell word per argument)."""
-        return [*self.base_argv(), "python3", "-c", shlex.quote(_SIDE),
+    def _side(self, *args: str, source: str = _SIDE) -> list[str]:
+        """The remote command: remote_side.py in a mode (one shell word per argument), or
+        another standard-library ``source``."""
+        return [*self.base_argv(), "python3", "-c", shlex.quote(source),
                 *(shlex.quote(a) for a in args)]
 
     # -- connecting ---------------------------------------------------------------------------
@@ -268,10 +279,24 @@ class SshHost:
         return value.replace(local_state, self.remote_root).replace(
             local_home + "/", self._remote.home + "/")
 
-    def forward_socket(self, local_socket: str, local_path: str) -> None:
+    def forward_socket(self, local_socket: str, local_path: str, *, role: str = "mcp") -> None:
         """While the member runs, ``local_path`` (rewritten to the host's) is a Unix socket
-        there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools)."""
-        self._forward = (local_socket, local_path)
+        there forwarded to ``local_socket`` here (the daemon's, for teamctl's MCP tools; a
+        sandboxed member's own, and its egress proxy's): one per ``role``, each launch's."""
+        self._forwards[role] = (local_socket, local_path)
+
+    def sandbox_next(self, spec: Mapping[str, Any]) -> None:
+        """The next ``spawn`` runs its command inside bubblewrap there (runtimes/sandbox_host)."""
+        self._sandbox = spec
+
+    async def probe_sandbox(self, bwrap: str) -> SandboxSupport:
+        """Whether ``bwrap`` works there: runtimes/sandbox_probe.py run on the host."""
+        await self.connect()
+        out = await self._run_side(bwrap, source=_PROBE)
+        try:
+            return SandboxSupport(**json.loads(out.strip().splitlines()[-1]))
+        except (ValueError, TypeError, IndexError):
+            return SandboxSupport(False, reason=f"its probe answered {out[:200]!r}")
 
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
@@ -317,13 +342,14 @@ class SshHost:
         await self.connect(fresh=True)
         await self._installed(argv[0])
         ssh = self._side("run")
-        if self._forward is not None:
-            local_socket, local_path = self._forward
-            remote = self.rewrite(local_path)
-            await self._run_side("mkdir", os.path.dirname(remote))
-            at = ssh.index("--")  # a Unix-socket forward, through the master; a new path
+        if self._forwards:
+            remotes = {self.rewrite(path): local for local, path in self._forwards.values()}
+            await self._run_side("mkdir", *(os.path.dirname(r) for r in remotes))
+            at = ssh.index("--")  # Unix-socket forwards, through the master; a new path
             # per launch (sshd will not bind over an old one)
-            ssh[at:at] = ["-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{local_socket}"]
+            ssh[at:at] = ["-o", "ExitOnForwardFailure=yes",
+                          *(a for remote, local in remotes.items()
+                            for a in ("-R", f"{remote}:{local}"))]
         if self._port is not None:  # loopback to loopback
             await self._cancel_port()
             at = ssh.index("--")
@@ -335,7 +361,7 @@ class SshHost:
             "argv": [self.rewrite(a) for a in argv],
             "cwd": self.rewrite(str(cwd)),
             "env": {k: self.rewrite(v) for k, v in env.items() if not _inherited(k, v)},
-            "grace": 5,
+            "grace": 5, **({"sandbox": self._sandbox} if self._sandbox else {}),
         }
         await self._check_master()  # the header's secrets go to our own master only
         process = await anyio.open_process(ssh, stdin=subprocess.PIPE,
@@ -348,20 +374,21 @@ class SshHost:
         return process
 
     async def _call(self, *args: str, stdin: bytes | None = None,
-                    deadline: float = PROBE_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
+                    deadline: float = PROBE_TIMEOUT,
+                    source: str = _SIDE) -> subprocess.CompletedProcess[bytes]:
         """One side call, bounded (``host_connect_hung`` past the deadline)."""
+        command = self._side(*args, source=source)
         with anyio.move_on_after(deadline) as scope:
             if stdin is None:
-                return await anyio.run_process(self._side(*args), check=False,
-                                               stdin=subprocess.DEVNULL)
-            return await anyio.run_process(self._side(*args), input=stdin, check=False)
+                return await anyio.run_process(command, check=False, stdin=subprocess.DEVNULL)
+            return await anyio.run_process(command, input=stdin, check=False)
         assert scope.cancelled_caught
         raise self._hung(f"{args[0]} there did not answer within {deadline:g}s")
 
     async def _run_side(self, *args: str, stdin: bytes | None = None,
-                        deadline: float = PROBE_TIMEOUT) -> str:
+                        deadline: float = PROBE_TIMEOUT, source: str = _SIDE) -> str:
         """One side call's stdout; a failure typed from ssh's own words."""
-        done = await self._call(*args, stdin=stdin, deadline=deadline)
+        done = await self._call(*args, stdin=stdin, deadline=deadline, source=source)
         if done.returncode != 0:
             raise classify(self.member, self.target, done.returncode,
                            done.stderr.decode("utf-8", "replace"))
@@ -400,10 +427,13 @@ class SshHost:
                     continue
         return {"dirs": dirs, "files": files, "links": links}
 
-    async def put_file(self, image: ImagePart) -> Path | None:
-        """A content-addressed copy of the image's bytes there, verified against its sha256."""
+    async def put_file(self, image: ImagePart, *, into: str | None = None) -> Path | None:
+        """A content-addressed copy of the image's bytes there, verified against its sha256
+        (and a 0600 copy of it in the directory ``into``, rewritten: a sandboxed member's)."""
         await self.connect()
-        out = await self._run_side("put", image.sha256, str(len(image.data)), stdin=image.data,
+        copy = [self.rewrite(into)] if into is not None else []
+        out = await self._run_side("put", image.sha256, str(len(image.data)), *copy,
+                                   stdin=image.data,
                                    deadline=PROBE_TIMEOUT + len(image.data) / 1e6)
         return Path(out.strip())
 

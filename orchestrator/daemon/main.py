@@ -43,7 +43,7 @@ from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlErr
 from orchestrator.paths import Home, ensure_private_dir
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
-from runtimes.sandbox_host import SandboxHost, member_policy
+from runtimes.sandbox_host import REMOTE_STATE, SandboxHost, member_policy
 from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
 from runtimes.sandbox_plan import NETWORK_ON
 from runtimes.ssh import SshHost, SshTarget
@@ -123,18 +123,26 @@ class Daemon:
 
     def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """The member's host, inside a bubblewrap sandbox where the team file asks for one
-        (``sandbox = "process"``: runtimes/sandbox_host.py)."""
+        (``sandbox = "process"``: runtimes/sandbox_host.py) — on its SSH host, bubblewrap
+        runs there: the policy names the host's paths (its workdir there, ``~`` its home,
+        teamctl's state there and the other members' workdirs on that host concealed)."""
         host = self._base_host(team, member)
         if team.member_sandbox(member) == "none" or self._member_sockets is None:
             return host
         member_dir = self.home.member_dir(team.name, member.name)
         mcp_home = Home(self._member_sockets.directory(team.name, member.name, member_dir))
         self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
+        there = team.member_host(member) is not None
         policy = member_policy(
-            workdir=team.member_workdir(member), runtime_home=member_dir,
-            state_root=self.home.root, others=team.other_workdirs(member),
+            workdir=Path(team.remote_workdir(member) or "~") if there
+            else team.member_workdir(member), runtime_home=member_dir,
+            state_root=REMOTE_STATE[0] if there else self.home.root,
+            others=[*REMOTE_STATE[1:], *(Path(team.remote_workdir(m) or "~")
+                                        for m in team.members
+                                        if m.host == member.host and m is not member)]
+            if there else team.other_workdirs(member),
             paths=team.member_sandbox_paths(member), runtime=member.runtime,
-            login=team.member_login(member),
+            login=team.member_login(member), home=Path("~") if there else None,
             permissions=team.member_permissions(member))
         network, on_close = self._network(team, member)
         return SandboxHost(host, member.name, policy, mcp_home.root,
