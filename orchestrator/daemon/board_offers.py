@@ -25,7 +25,7 @@ from orchestrator.errors import TaskRefused
 from orchestrator.ids import new_ulid
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.journal import AsyncJournal, Journal
@@ -39,6 +39,7 @@ __all__ = ["Offers", "hand_over", "offer_text"]
 log = structlog.get_logger("teamctl.board")
 
 _NOTHING = ("task_none_ready", "task_limit")  # refusals that mean: no offer now
+_LONGEST_COOLDOWN = 86400.0  # [board] offer_cooldown's bound (config.py)
 
 
 def offer_text(task: TaskDoc) -> str:
@@ -70,6 +71,17 @@ def hand_over(journal: Journal, who: Claimant, now: float,
         return task
 
 
+def cooled_teams(journal: Journal, since: float) -> list[tuple[str, float]]:
+    """(team, release time) of each self-release after ``since`` whose task still waits for an
+    owner: the releases whose cooldown may end next."""
+    store = cast("Store", journal)
+    rows = store.connection.execute(
+        "SELECT DISTINCT t.team, e.at FROM task_events e JOIN tasks t ON t.id = e.task "
+        "WHERE e.kind = 'released' AND e.at > ? AND t.status = 'pending' AND t.owner IS NULL",
+        (since,)).fetchall()
+    return [(str(row[0]), float(row[1])) for row in rows]
+
+
 class Offers:
     """``on_idle`` (the mailbox's hook) and ``poke`` (the board's change hook)."""
 
@@ -91,6 +103,31 @@ class Offers:
         if config is None:
             return []
         return [m.name for m in config.members if config.member_claims(m)]
+
+    async def wake_cooled(self, last: float, now: float) -> list[str]:
+        """The teams where a released task's ``offer_cooldown`` ended in ``(last, now]``:
+        their idle claimers are poked — else a member that released the only ready task
+        would never be handed it again (nothing else changes on the board). The teams."""
+        released = await self._journal.run(cooled_teams, now - _LONGEST_COOLDOWN)
+        woken = sorted({team for team, at in released
+                        if (config := self._teams.running(team)) is not None
+                        and last < at + config.board.offer_cooldown <= now})
+        for team in woken:
+            self.poke(team)
+        return woken
+
+    async def cooldown_loop(self, interval: float, sleep: Callable[[float], Awaitable[None]]
+                            ) -> None:
+        """Every ``interval`` seconds: wake the claimers whose cooldown just ended."""
+        last = self._board.clock()
+        while True:
+            await sleep(interval)
+            now = self._board.clock()
+            try:
+                await self.wake_cooled(last, now)
+                last = now
+            except Exception:  # the journal may refuse a read for a while: try again later
+                log.exception("cooldown_check_failed")
 
     def poke(self, team: str | None) -> None:
         """The board changed: the team's claimers (None: every running team's) look again;

@@ -175,4 +175,5 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
     supervisor.on_exit.append(leases.exited)
     await board.daemon_started(now=board.clock(), grace=DEFAULT_GRACE)
     tg.start_soon(leases.expire_loop, interval, name="board leases")
+    tg.start_soon(offers.cooldown_loop, interval, anyio.sleep, name="board cooldowns")
     return board

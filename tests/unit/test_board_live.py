@@ -210,6 +210,34 @@ async def test_a_released_task_cools_down_before_it_is_handed_back(tmp_path: Pat
         assert len(offered) == 2, "handed once, then once again after the cooldown"
 
 
+async def test_the_end_of_a_released_tasks_cooldown_wakes_the_teams_claimers_once(
+        tmp_path: Path) -> None:
+    """Nothing on the board changes when a cooldown ends, so nothing poked the claimers: a
+    member that released the only ready task was handed it again only if something else made
+    its queue look (the test above pokes by hand; a liveness probe's end sometimes did). The
+    board's cooldown check (``Offers.wake_cooled``, every lease interval) pokes the team's
+    claimers when a cooldown ends in the interval, once."""
+    from orchestrator.daemon.board_offers import Offers
+
+    async with _running(tmp_path, [{"name": "dev", "claims": True}],
+                        offer_cooldown=300) as c:
+        assert c.built is not None
+        board = _board(c)
+        task = await board.create("web", "x", created_by=OPERATOR)
+        await _turn_with(c, "dev", f"you now own task T{task.id}")
+        await _ready(c, "dev")
+        released = board.clock()
+        await board.release(task.id, by=Actor("dev"), reason="not mine")
+        poked: list[tuple[str, str]] = []
+        offers = Offers(c.store, board, c.teams, c.supervisor,
+                        lambda team, member: poked.append((team, member)),
+                        held=lambda team, member: False)
+        assert await offers.wake_cooled(released, released + 299) == [] and poked == []
+        assert await offers.wake_cooled(released + 299, released + 301) == ["web"]
+        assert poked == [("web", "dev")]
+        assert await offers.wake_cooled(released + 301, released + 600) == []  # once
+
+
 # -- the check before done ------------------------------------------------------------------------
 
 async def _complete(c: Core, member: str, title: str, check: str | None = None) -> int:
