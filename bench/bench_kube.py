@@ -82,7 +82,7 @@ def turns_and_reattach() -> tuple[list[float], list[float], list[float]]:
     return local, pod, reattach
 
 
-def exec_round_trips() -> tuple[float, float, float]:
+def exec_round_trips() -> tuple[float, float, float, float]:
     from kubernetes import client
 
     from runtimes import kube_exec
@@ -109,10 +109,26 @@ def exec_round_trips() -> tuple[float, float, float]:
         kubectl = timed(lambda: subprocess.run(
             ["kubectl", "--kubeconfig", config, "exec", "-i", "p1", "-c", "agent", "--", "cat"],
             input=b"ping\n", capture_output=True, timeout=30, check=True), 10)
+        line = json.dumps(kube_exec.connection(api, target, ["cat"])).encode() + b"\n"
         relay = timed(lambda: subprocess.run(
-            kube_exec.relay_argv(sys.executable, target, ["cat"]), input=b"ping\n",
+            kube_exec.relay_argv(sys.executable), input=line + b"ping\n",
             capture_output=True, timeout=30, check=True), 10)
-    return side, kubectl, relay
+        resident = relay_rss(kube_exec.relay_argv(sys.executable), line)
+    return side, kubectl, relay, resident
+
+
+def relay_rss(argv: list[str], line: bytes) -> float:
+    """One relay's resident set once its stream is open and has carried a line."""
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + b"ping\n")
+    process.stdin.flush()
+    process.stdout.readline()
+    resident = rss_mib(process.pid)
+    process.stdin.close()
+    process.wait(timeout=30)
+    process.stdout.close()
+    return resident
 
 
 def daemon_rss() -> float:
@@ -130,6 +146,11 @@ def daemon_rss() -> float:
 
 
 def main() -> None:
+    if "--exec-only" in sys.argv:  # the round trips and the relay alone
+        side, kubectl, relay, resident = exec_round_trips()
+        print(f"exec round trip: client {side:.0f} ms, kubectl {kubectl:.0f} ms, relay "
+              f"{relay:.0f} ms; relay resident {resident:.1f} MiB")
+        return
     local, pod, reattach = turns_and_reattach()
     extra = median(pod) - median(local)
     print(f"send --wait round trip: local {median(local):.0f} ms, in a pod of the fake API "
@@ -138,9 +159,12 @@ def main() -> None:
           f"{max(reattach):.0f} ms ({CUTS} drops; backoff 0.1 s)")
     figure("turn_kube_extra_ms", extra)
     figure("kube_reattach_ms", median(reattach))
-    side, kubectl, relay = exec_round_trips()
+    side, kubectl, relay, resident = exec_round_trips()
     print(f"one exec round trip: the client in process {side:.0f} ms, kubectl exec -i "
           f"{kubectl:.0f} ms, the relay process {relay:.0f} ms (process starts included)")
+    print(f"one relay process resident: {resident:.1f} MiB")
+    figure("kube_relay_start_ms", relay)
+    figure("kube_relay_rss_mib", resident)
     rss = daemon_rss()
     print(f"daemon RSS with {MEMBERS} members on the fake cluster: {rss:.0f} MiB")
     figure("kube_daemon_rss_mib", rss)

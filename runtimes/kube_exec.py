@@ -4,29 +4,23 @@
 
 Two uses. **A side call** (``run``): one short command in the pod with its stdin given, its
 stdout, stderr and exit code back, within a deadline (the pod's probe, an image copy, a glob, a
-version). **The member's own stream** (``python -m runtimes.kube_exec CONFIG``): a local process
-whose stdin, stdout and stderr are the exec'd command's — what ``kubectl exec -i`` is, and what
-the ssh client is for an SSH member. The adapters read and write it as they would a local
-runtime; killing it, or losing the stream, ends the member's stream (the remote side then stops
-the runtime, as over SSH). It exits with the command's exit code, or 255 with a line on stderr
-when the stream was cut without one. CONFIG (argv, JSON) holds no secret: the kubeconfig's path,
-context, namespace, pod, container and command; the member's environment travels on stdin.
+version). **The member's own stream**: ``connection`` resolves, once per start, what the light
+relay process (``runtimes/kube_relay.py``, no ``kubernetes`` import) needs to open it — the URL,
+the ``Authorization`` header, the TLS files — sent on that process's stdin, never argv.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import threading
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
-__all__ = ["DROPPED", "ExecTarget", "api_client", "open_stream", "relay_argv", "run"]
+from runtimes.kube_relay import DROPPED, exit_status
 
-DROPPED = 255  # the relay's exit code when the stream ended without the command's Status
-_CHUNK = 1 << 16
+__all__ = ["DROPPED", "ExecTarget", "api_client", "connection", "open_stream", "relay_argv",
+           "run"]
+
+REQUEST_TIMEOUT = 10.0  # the relay's connect
 
 
 @dataclass(frozen=True)
@@ -61,16 +55,7 @@ def open_stream(api: Any, target: ExecTarget, command: list[str]) -> Any:
 
 def exit_code(ws: Any) -> int | None:
     """The command's exit code from channel 3's Status; None when none came (a cut stream)."""
-    raw = ws.read_channel(3)
-    if not raw:
-        return None
-    try:
-        status = json.loads(raw)
-        if status.get("status") == "Success":
-            return 0
-        return int(status["details"]["causes"][0]["message"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+    return exit_status(ws.read_channel(3))
 
 
 def run(api: Any, target: ExecTarget, command: list[str], stdin: bytes,
@@ -90,68 +75,42 @@ def run(api: Any, target: ExecTarget, command: list[str], stdin: bytes,
         ws.close()
 
 
-def relay_argv(python: str, target: ExecTarget, command: list[str]) -> list[str]:
-    """The member's stream as a local process (``python -m runtimes.kube_exec CONFIG``)."""
-    return [python, "-m", "runtimes.kube_exec",
-            json.dumps({**asdict(target), "command": command})]
+def connection(api: Any, target: ExecTarget, command: list[str]) -> dict[str, Any]:
+    """What the member's relay (``runtimes/kube_relay.py``) needs to open the exec stream, as
+    the client would open it: the ``ws(s)://`` URL, the ``Authorization`` header (a token
+    refreshed by the kubeconfig's hook first), the TLS options (file paths: the client's
+    own 0600 copies of inline certificates) and a proxy. It holds the credential: it goes on the
+    relay's stdin, never argv nor a file of its own."""
+    from kubernetes.stream.ws_client import get_websocket_url
+
+    conf = api.configuration
+    query = [("command", command), ("container", target.container), ("stdin", "true"),
+             ("stdout", "true"), ("stderr", "true"), ("tty", "false")]
+    path = f"/api/v1/namespaces/{target.namespace}/pods/{target.pod}/exec"
+    url: str = get_websocket_url(conf.host + path, query)  # type: ignore[no-untyped-call]
+    bearer = conf.auth_settings().get("BearerToken", {}).get("value")
+    sslopt: dict[str, Any] = {"cert_reqs": 0}  # ssl.CERT_NONE for ws:// or verify_ssl off
+    if url.startswith("wss://") and conf.verify_ssl:
+        import certifi
+
+        sslopt = {"cert_reqs": 2, "ca_certs": conf.ssl_ca_cert or certifi.where()}
+        if conf.assert_hostname is not None:
+            sslopt["check_hostname"] = conf.assert_hostname
+    for key, value in (("certfile", conf.cert_file), ("keyfile", conf.key_file),
+                       ("server_hostname", conf.tls_server_name)):
+        if value:
+            sslopt[key] = value
+    proxy: dict[str, Any] = {}
+    if conf.proxy:
+        parsed = urlparse(conf.proxy)
+        proxy = {"http_proxy_host": parsed.hostname, "http_proxy_port": parsed.port,
+                 "proxy_type": "http"}
+        if conf.no_proxy:
+            proxy["http_no_proxy"] = conf.no_proxy.split(",")
+    return {"url": url, "pod": target.pod, "header": [f"authorization: {bearer}"] if bearer
+            else [], "sslopt": sslopt, "proxy": proxy, "timeout": REQUEST_TIMEOUT}
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _pump_stdin(ws: Any) -> None:
-    """This process's stdin to channel 0; at its end, close channel 0 (v5), or the whole
-    stream (v4 cannot half-close: the remote side's stdin must end)."""
-    try:
-        while True:
-            chunk = os.read(0, _CHUNK)
-            if not chunk:
-                break
-            ws.write_stdin(chunk)
-        if ws.subprotocol == "v5.channel.k8s.io":
-            ws.close_channel(0)
-        else:
-            ws.close()
-    except Exception:  # the stream is gone: the main loop sees it
-        return
-
-
-def relay(ws: Any, pod: str) -> int:
-    threading.Thread(target=_pump_stdin, args=(ws,), daemon=True).start()
-    try:
-        while ws.is_open():
-            ws.update(timeout=None)
-            for channel, fd in ((1, 1), (2, 2)):
-                data = ws.read_channel(channel)
-                if data:
-                    _write_all(fd, bytes(data))
-    except Exception as exc:  # a cut connection: websocket-client raises, or OSError
-        sys.stderr.write(f"teamctl-kube: the exec stream of pod {pod} dropped ({exc})\n")
-        return DROPPED
-    code = exit_code(ws)
-    if code is None:
-        sys.stderr.write(f"teamctl-kube: the exec stream of pod {pod} ended without its "
-                         "command's exit status (dropped)\n")
-        return DROPPED
-    return code
-
-
-def main(argv: list[str]) -> int:
-    spec = json.loads(argv[1])
-    command = list(spec.pop("command"))
-    target = ExecTarget(**spec)
-    started = time.monotonic()
-    try:
-        ws = open_stream(api_client(target.kubeconfig, target.context), target, command)
-    except Exception as exc:  # typed by the daemon from this line (kube_host.classify)
-        sys.stderr.write(f"teamctl-kube: cannot open the exec stream of pod {target.pod} "
-                         f"({exc}) after {time.monotonic() - started:.1f}s\n")
-        return DROPPED
-    return relay(ws, target.pod)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+def relay_argv(python: str) -> list[str]:
+    """The member's stream as a local process; its first stdin line is ``connection``'s."""
+    return [python, "-m", "runtimes.kube_relay"]

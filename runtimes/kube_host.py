@@ -9,7 +9,7 @@ side as over SSH (``runtimes/remote_side.py``, sent as ``python3 -c``): the memb
 mirrored under ``~/.teamctl-remote/<team>/<member>`` on the pod's volume, the environment on the
 stream's stdin (never argv), the container's own environment (the Secret's keys) kept, an
 earlier run of the member stopped first (its pid file: never two), the runtime dead with its
-stream. The local process is the relay (``runtimes/kube_exec.py``), as the ssh client is.
+stream. The local process is the relay (``runtimes/kube_relay.py``), as the ssh client is.
 
 Failures are typed ``HostUnavailable``: ``kube_forbidden`` (RBAC: the verb and resource named,
 and the Role to grant), ``kube_unauthorized`` and ``kube_invalid`` are fatal;
@@ -126,6 +126,8 @@ class KubernetesHost:
     mode: Mode | None = field(default=None, repr=False)  # known after the first start
     pod_name: str | None = field(default=None, repr=False)
     _home: str | None = field(default=None, repr=False)
+    _probed: tuple[str, ...] = field(default=(), repr=False)  # (pod uid, executables found)
+    _uid: str | None = field(default=None, repr=False)
     _api: Any = field(default=None, repr=False)
     _exec_api: Any = field(default=None, repr=False)
     _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -251,7 +253,7 @@ class KubernetesHost:
             found = await self._read_pod(pod)
             if found is not None and found.status is not None and found.status.phase == \
                     "Running" and found.metadata.deletion_timestamp is None:
-                self.pod_name = pod
+                self.pod_name, self._uid = pod, str(found.metadata.uid)
                 return pod
             if time.monotonic() > deadline:
                 phase = None if found is None else found.status.phase
@@ -304,8 +306,10 @@ class KubernetesHost:
     async def connect(self) -> str:
         """The pod ready, and its home (the remote side's probe), once per start."""
         await self.ensure()
+        if self._home is not None and self._probed[:1] == (self._uid,):
+            return self._home  # the same pod as at the last probe: its home has not moved
         probe = json.loads((await self._side("probe")).strip().splitlines()[-1])
-        self._home = str(probe["home"])
+        self._home, self._probed = str(probe["home"]), (str(self._uid),)
         return self._home
 
     # -- paths --------------------------------------------------------------------------------
@@ -340,30 +344,49 @@ class KubernetesHost:
 
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:
-        """The relay (``runtimes/kube_exec.py``) exec'ing the remote side in the pod, whose
-        stdio is the runtime's; the header (the mirrored dir, argv, cwd, env) is its first
-        stdin line."""
+        """The relay (``runtimes/kube_relay.py``) exec'ing the remote side in the pod, whose
+        stdio is the runtime's: its first stdin line the connection (with the credential),
+        then the remote side's header (the mirrored dir, argv, cwd, env)."""
         await self.connect()
         executable = self.rewrite(argv[0])
-        if not (await self._side("which", executable)).strip():
-            raise HostUnavailable(self.member, self.host, "host_runtime_missing",
-                                  f"{argv[0]} is not in the image", retryable=False)
+        if executable not in self._probed[1:]:  # once per pod: a restart in it skips the call
+            if not (await self._side("which", executable)).strip():
+                raise HostUnavailable(self.member, self.host, "host_runtime_missing",
+                                      f"{argv[0]} is not in the image", retryable=False)
+            self._probed = (*self._probed, executable)
         header = {"root": self.remote_root, **self._mirror(),
                   "argv": [self.rewrite(a) for a in argv], "cwd": self.rewrite(str(cwd)),
                   "env": {k: self.rewrite(v) for k, v in env.items()
                           if not (k in BASE_ENV_NAMES and os.environ.get(k) == v)},
                   "grace": 5, "inherit": "all"}
+        connection = await self._connection(["python3", "-c", _SIDE, "run"])
         relay_env = {k: v for k, v in os.environ.items()
-                     if k in BASE_ENV_NAMES or k in ("KUBECONFIG", "PYTHONPATH")}
+                     if k in BASE_ENV_NAMES or k == "PYTHONPATH"}
         process = await anyio.open_process(
-            kube_exec.relay_argv(self.python, self._target(),
-                                 ["python3", "-c", _SIDE, "run"]),
-            stdin=-1, stdout=-1, stderr=-1, env=relay_env, start_new_session=True)
+            kube_exec.relay_argv(self.python), stdin=-1, stdout=-1, stderr=-1, env=relay_env,
+            start_new_session=True)
         assert process.stdin is not None
-        await process.stdin.send(json.dumps(header).encode("utf-8") + b"\n")
+        await process.stdin.send(json.dumps(connection).encode("utf-8") + b"\n" +
+                                 json.dumps(header).encode("utf-8") + b"\n")
         log.info("kube_spawned", host=self.host, team=self.plan.team, member=self.member,
                  pod=self.pod_name, pid=process.pid, mode=self.mode)
         return process
+
+    async def _connection(self, command: list[str]) -> dict[str, Any]:
+        """The exec stream's URL, header and TLS options for the relay, resolved here once
+        per start with the client (its token refreshed by the kubeconfig's hook)."""
+        target = self._target()
+
+        def blocking() -> dict[str, Any]:
+            try:
+                if self._api is None:
+                    self._api = kube_exec.api_client(self.kubeconfig, self.context)
+                return kube_exec.connection(self._api, target, command)
+            except Exception as exc:  # a bad kubeconfig, an exec plugin that failed
+                raise self._error(exc, "create", "pods/exec") from None
+
+        with anyio.fail_after(REQUEST_TIMEOUT * 2):
+            return await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
 
     def _mirror(self) -> dict[str, Any]:
         """The member's private dir for the header: dirs, small text files (paths
