@@ -111,8 +111,8 @@ def test_a_sandboxed_member_on_a_host_messages_a_teammate_through_its_own_forwar
         teamctl: Teamctl, box: Sshd, follow_logs: LogFollower) -> None:
     """Its ``teamctl mcp`` (run inside the sandbox on the host) reaches the daemon through the
     member's own socket, forwarded to the host over the ControlMaster and bound in at
-    ``/run/teamctl/mcp``: send_message is queued for ``near`` and answered; the daemon's
-    control socket is not what was forwarded (the member's socket serves member calls only)."""
+    ``/run/teamctl/mcp`` (what its MCP config names): send_message is queued for ``near``,
+    which answers it."""
     _launch(teamctl, box)
     args = json.dumps({"to": "near", "text": "from the sandbox over there"})
     reply = _far(teamctl, f"MCP send_message {args}")
