@@ -209,7 +209,7 @@ async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) ->
 
 def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() -> None:
     from orchestrator.daemon.web import render
-    from orchestrator.wire import MemberStatus, Spend
+    from orchestrator.wire import EgressStatus, MemberStatus, Spend
 
     held = MemberStatus(
         name="rev", runtime="claude", model="claude-sonnet-4-5", pid=7, launch="running",
@@ -225,6 +225,12 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
     assert '<td class="cost">$0.0000 + ? (5000/100000 tokens)</td>' in table
     needs = render.needs_you([], [held], [])
     assert 'class="held"' in needs and "spent $1.2000 of $1.00" in needs
+    boxed = held.model_copy(update={"name": "box", "hold": None,
+                                    "sandbox": "process, network <off>",
+                                    "egress": EgressStatus(allowed=12, denied=1)})
+    table = render.members([("web", boxed)], {}, {})
+    assert "[sandbox process, network &lt;off&gt;; egress 12 allowed, 1 denied]" in table, \
+        "a sandboxed member shows its boundary and its egress counts, escaped"
     assert "2 queued" in needs and "teamctl budget rev --add USD" in needs
 
 

@@ -149,7 +149,7 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
             f'<tr class="{cls}" data-key="member:{_e(team)}/{_e(m.name)}" '
             f'data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
             f"<td>{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}"
-            f"{_e(' [sandbox ' + m.sandbox + ']' if m.sandbox else '')}</td>"
+            f"{_e(_sandbox(m))}</td>"
             f"<td>{_e(m.model)}</td>"
             f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
             f'<td class="readiness">{_e(m.readiness)}</td><td class="delivery">{turn}</td>'
@@ -163,6 +163,16 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
             "<th>queued</th><th>restarts</th><th>cost</th><th>worktree</th><th></th></tr>")
     body = "".join(cells) or '<tr><td colspan="13">no team runs</td></tr>'
     return f"<h2>Team</h2><table>{head}{body}</table>"
+
+
+def _sandbox(m: MemberStatus) -> str:
+    """`` [sandbox process, network off; egress 12 allowed, 1 denied]`` (as ``status`` says
+    it), or nothing for a member without one."""
+    if not m.sandbox:
+        return ""
+    egress = (f"; egress {m.egress.allowed} allowed, {m.egress.denied} denied"
+              if m.egress is not None else "")
+    return f" [sandbox {m.sandbox}{egress}]"
 
 
 def _cost(member: MemberStatus) -> str:
