@@ -407,6 +407,8 @@ class SandboxView(_Doc):
     ro: list[str]
     hidden: list[str]
     network: str
+    host: str | None = Field(default=None, description="the SSH host it runs on: the paths "
+                             "are that host's, resolved there at each start (null: here)")
 
 
 class SandboxSupport(_Doc):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES
@@ -16,7 +17,6 @@ from runtimes import logins
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from orchestrator.config import MemberConfig, TeamConfig
 
@@ -83,9 +83,29 @@ def inspect_sandbox() -> dict[str, Any]:
 
 
 def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[str, Any]:
-    """What a sandboxed member will see: read-write, read-only, hidden (its network mode)."""
+    """What a sandboxed member will see: read-write, read-only, hidden (its network mode).
+    On an SSH host the paths are the host's, resolved there at each start: said as such,
+    never this machine's."""
     from orchestrator.paths import Home
     from runtimes.sandbox_host import describe, member_policy
+    from runtimes.sandbox_plan import HIDDEN_IN_HOME, HIDDEN_SYSTEM, SYSTEM_DIRS
+
+    remote = config.member_host(member)
+    if remote is not None:
+        mine = str(Path.home())  # the file's ~ was expanded here; on the host it is its own
+        extra = {key: ["~" + p[len(mine):] if p == mine or p.startswith(mine + "/") else p
+                       for p in paths]
+                 for key, paths in config.member_sandbox_paths(member).items()}
+        workdir = member.workdir or "~ (the remote user's home)"
+        return {"host": remote[0], "network": config.member_network(member),
+                "rw": [f"{workdir} (on {remote[0]})",
+                       "~/.teamctl-remote/<home>/<team>/<member> (its runtime home there)",
+                       *extra["rw"]],
+                "ro": [*SYSTEM_DIRS, "its toolchain there (found on the host's PATH)",
+                       *extra["ro"]],
+                "hidden": ["~ (all but the above)", "~/.teamctl-remote (teamctl's state "
+                           "there)", *(f"~/{p}" for p in HIDDEN_IN_HOME), *HIDDEN_SYSTEM,
+                           *extra["hide"]]}
 
     home = Home.from_env()
     policy = member_policy(

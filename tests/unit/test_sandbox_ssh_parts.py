@@ -138,3 +138,27 @@ def test_a_sandboxed_start_where_bubblewrap_is_missing_is_refused_never_run_bare
     assert b"teamctl-remote: sandbox unavailable: bubblewrap (bwrap) is not installed" \
         in done.stderr
     assert not marker.exists()
+
+
+def test_doctor_says_a_remote_sandboxed_members_view_in_the_hosts_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor showed a sandboxed member on an SSH host this machine's paths (its home, its
+    workdir here) — not what it sees. Now it names the host and the host's paths; none of
+    this machine's home or TEAMCTL_HOME appears."""
+    from orchestrator.client.doctor import describe_members
+    from orchestrator.config import TeamConfig
+
+    monkeypatch.setenv("TEAMCTL_HOME", str(tmp_path / "state"))
+    config = TeamConfig.model_validate({
+        "team": {"name": "t", "workdir": str(tmp_path)},
+        "hosts": {"gpu1": {"address": "10.0.0.1"}},
+        "members": [{"name": "far", "runtime": "claude", "host": "gpu1", "worktree": False,
+                     "workdir": "/srv/proj", "sandbox": "process",
+                     "sandbox_hide": ["~/.secret"]}]})
+    [row] = describe_members(config, timeout=1.0)
+    view = row["sandbox"]
+    assert view["host"] == "gpu1"
+    assert view["rw"][0] == "/srv/proj (on gpu1)"
+    assert "~/.ssh" in view["hidden"] and "~/.secret" in view["hidden"]
+    text = repr(view)
+    assert str(tmp_path) not in text, "no path of this machine"
