@@ -175,5 +175,7 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
     supervisor.on_exit.append(leases.exited)
     await board.daemon_started(now=board.clock(), grace=DEFAULT_GRACE)
     tg.start_soon(leases.expire_loop, interval, name="board leases")
-    tg.start_soon(offers.cooldown_loop, interval, anyio.sleep, name="board cooldowns")
+    # a cooldown is minutes long: looking every ten lease checks (10 s) is soon enough, and
+    # an idle daemon pays one journal read per ten seconds for it, not one a second
+    tg.start_soon(offers.cooldown_loop, 10 * interval, anyio.sleep, name="board cooldowns")
     return board
