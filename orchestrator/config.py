@@ -159,22 +159,15 @@ class KubernetesHostConfig(_Strict):
 
 def _split_hosts(data: Any) -> Any:
     """``[hosts.NAME] kind = "kubernetes"`` tables go to ``kubernetes_hosts`` (SSH hosts stay
-    ``hosts``); a member there without ``messaging`` gets ``messaging = false``: teamctl's MCP
-    tools cannot reach the daemon from a pod yet (docs/scaling.md)."""
+    ``hosts``)."""
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
         return data
     kube = {name: table for name, table in data["hosts"].items()
             if isinstance(table, dict) and table.get("kind") == "kubernetes"}
     if not kube:
         return data
-    data = {**data, "hosts": {k: v for k, v in data["hosts"].items() if k not in kube},
+    return {**data, "hosts": {k: v for k, v in data["hosts"].items() if k not in kube},
             "kubernetes_hosts": {**data.get("kubernetes_hosts", {}), **kube}}
-    members = data.get("members")
-    if isinstance(members, list):
-        data["members"] = [{"messaging": False, **m}
-                           if isinstance(m, dict) and m.get("host") in kube else m
-                           for m in members]
-    return data
 
 
 class TeamSection(_Strict):
@@ -381,10 +374,6 @@ class TeamConfig(_Strict):
                     "supported yet (agent-sandbox v1beta1 claims one only through a "
                     "SandboxWarmPool); remove template: teamctl renders the member's own "
                     "Sandbox from image, storage, runtime_class and secret")
-            if member.messaging:
-                raise ValueError(
-                    f"members[{index}].messaging: teamctl's MCP tools do not reach the daemon "
-                    "from a pod yet (docs/scaling.md); remove messaging (it is false there)")
         return self
 
     @model_validator(mode="after")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
 import sys
 import threading
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import structlog
 
+from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes import kube_exec, kube_manifests
 from runtimes.base import BASE_ENV_NAMES
@@ -44,6 +46,7 @@ from runtimes.kube_manifests import (
     SANDBOX_VERSION,
     PodPlan,
 )
+from runtimes.ssh import MCP_MODULES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +61,9 @@ __all__ = ["KubernetesHost", "classify", "kubernetes_host"]
 log = structlog.get_logger("teamctl.kube")
 
 _SIDE = Path(__file__).with_name("remote_side.py").read_text(encoding="utf-8")
+_MUX = Path(__file__).with_name("kube_mux.py").read_text(encoding="utf-8")
+_MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+             "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 REQUEST_TIMEOUT = 10.0  # one API call
 SIDE_TIMEOUT = 20.0  # one side call through exec
 _MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}
@@ -123,6 +129,10 @@ class KubernetesHost:
     keep: bool = False
     start_timeout: float = 300.0
     python: str = sys.executable  # runs the relay here
+    # the daemon's socket of this member (orchestrator/daemon/member_sockets.py): what its
+    # teamctl mcp in the pod reaches, through the relay (runtimes/kube_mux.py); None: no tools
+    mcp_socket: Path | None = None
+    _mcp_path: str | None = field(default=None, repr=False)  # this launch's socket in the pod
     mode: Mode | None = field(default=None, repr=False)  # known after the first start
     pod_name: str | None = field(default=None, repr=False)
     _home: str | None = field(default=None, repr=False)
@@ -360,6 +370,9 @@ class KubernetesHost:
                           if not (k in BASE_ENV_NAMES and os.environ.get(k) == v)},
                   "grace": 5, "inherit": "all"}
         connection = await self._connection(["python3", "-c", _SIDE, "run"])
+        if self._mcp_path is not None and self.mcp_socket is not None:
+            connection["mcp"] = {"socket": str(self.mcp_socket), "url": (await self._connection(
+                ["python3", "-c", _MUX, "listen", self._mcp_path]))["url"]}
         relay_env = {k: v for k, v in os.environ.items()
                      if k in BASE_ENV_NAMES or k == "PYTHONPATH"}
         process = await anyio.open_process(
@@ -435,9 +448,25 @@ class KubernetesHost:
 
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
-        raise HostUnavailable(self.member, self.host, "kube_unsupported",
-                              "teamctl's MCP tools cannot reach the daemon from a pod yet; "
-                              "set messaging = false", retryable=False)
+        """``teamctl mcp`` in the pod: its standard-library modules shipped in the member's
+        private dir (mirrored there); this launch's socket in the pod (``/tmp``: a short path,
+        the pod's own), carried by the relay to this member's own socket of the daemon
+        (``mcp_socket``: ``member.*`` calls with its token only — never the control socket
+        ``socket``, whose other methods are the operator's)."""
+        if self.mcp_socket is None:
+            raise HostUnavailable(self.member, self.host, "kube_unsupported",
+                                  "this daemon serves no member socket for a pod's MCP tools; "
+                                  "set messaging = false", retryable=False)
+        shipped = state_dir / "py"
+        package = Path(contracts.__file__).resolve().parent
+        for module in MCP_MODULES:
+            target = shipped / "orchestrator" / module
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
+        directory = f"/tmp/tc-mcp-{secrets.token_hex(8)}"
+        self._mcp_path = f"{directory}/teamctl.sock"
+        return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)),
+                         {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": directory})
 
     async def forwarder(self) -> int | None:
         return None
@@ -488,12 +517,14 @@ class KubernetesHost:
 
 
 def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostConfig,
-                    state_dir: Path) -> KubernetesHost:
-    """The host of a member the team file puts on ``[hosts.NAME] kind = "kubernetes"``."""
+                    state_dir: Path, *, mcp_socket: Path | None = None) -> KubernetesHost:
+    """The host of a member the team file puts on ``[hosts.NAME] kind = "kubernetes"``
+    (``mcp_socket``: the daemon's socket of this member, for its MCP tools)."""
     plan = PodPlan(team=team, member=member, namespace=config.namespace, image=config.image,
                    workdir=config.workdir, storage=config.storage,
                    storage_class=config.storage_class, runtime_class=config.runtime_class,
                    service_account=config.service_account, secret=config.secret)
     kubeconfig = os.path.expanduser(config.kubeconfig) if config.kubeconfig else None
     return KubernetesHost(host, plan, state_dir, kubeconfig=kubeconfig, context=config.context,
-                          keep=config.keep, start_timeout=config.start_timeout)
+                          keep=config.keep, start_timeout=config.start_timeout,
+                          mcp_socket=mcp_socket)

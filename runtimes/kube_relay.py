@@ -124,12 +124,27 @@ def relay(ws: Any, first: bytes, pod: str) -> int:
     return code
 
 
+def _forward_mcp(spec: dict[str, Any]) -> None:
+    """The second exec stream (runtimes/kube_mux.py): a socket in the pod whose connections
+    are this process's to the daemon's member socket; waits until it is bound."""
+    from runtimes import kube_mux
+
+    ws = _connect({**spec, "url": spec["mcp"]["url"]})
+    ws.settimeout(spec.get("timeout", 30))  # bound within this, else the member's start fails
+    frames, early = kube_mux.wait_ready(ws)
+    ws.settimeout(None)
+    threading.Thread(target=kube_mux.serve, args=(ws, spec["mcp"]["socket"], frames, early),
+                     daemon=True).start()
+
+
 def main() -> int:
     started = time.monotonic()
     pod = "?"
     try:
         spec, first = _first_line()
         pod = str(spec.get("pod", pod))
+        if spec.get("mcp"):  # teamctl's MCP tools: the pod's socket bound before the runtime
+            _forward_mcp(spec)
         ws = _connect(spec)
     except Exception as exc:  # typed by the daemon from this line (kube_host.classify)
         sys.stderr.write(f"teamctl-kube: cannot open the exec stream of pod {pod} "

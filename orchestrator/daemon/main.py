@@ -174,8 +174,12 @@ class Daemon:
         if pod is not None:  # runtimes/kube_host.py: the client is loaded for such members only
             from runtimes.kube_host import kubernetes_host
 
-            return kubernetes_host(team.name, member.name, *pod,
-                                   self.home.member_dir(team.name, member.name))
+            member_dir = self.home.member_dir(team.name, member.name)
+            sockets = self._member_sockets  # its MCP tools: its own socket, not the control one
+            mcp = None if sockets is None or not member.messaging else sockets.ensure(
+                team.name, member.name,
+                Home(sockets.directory(team.name, member.name, member_dir)).socket)
+            return kubernetes_host(team.name, member.name, *pod, member_dir, mcp_socket=mcp)
         found = team.member_host(member)
         if found is None:
             return self._local

@@ -4,13 +4,14 @@ volume, exec'd over the WebSocket channel protocol). Not a real cluster: docs/sc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from runtimes.kube_manifests import object_name
-from tests.conftest import fake_member
+from tests.conftest import fake_member, socket_exchange
 from tests.k8s_fake import fake_cluster, kubeconfig
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def cluster(tmp_path: Path, teamctl: Teamctl) -> Iterator[tuple[FakeCluster, str
 
 
 def _team(teamctl: Teamctl, fake: FakeCluster, url: str, *members: str,
-          **host: Any) -> Path:
+          local: tuple[str, ...] = (), **host: Any) -> Path:
     config = kubeconfig(teamctl.workdir / "kubeconfig", url)
     table = {"kind": "kubernetes", "kubeconfig": str(config), "namespace": NS,
              "image": "ghcr.io/example/agent:1", "secret": "claude-key", "start_timeout": 20.0,
@@ -42,12 +43,19 @@ def _team(teamctl: Teamctl, fake: FakeCluster, url: str, *members: str,
         fake_member(name, host="k8s", restart="on-failure", backoff=[0.1, 0.5],
                     workdir=str(fake.volume(NS, f"work-{object_name('web', name)}")
                                 / "workspace"))
-        for name in members], hosts={"k8s": table}, login="isolated")
+        for name in members] + [fake_member(name, env={"ANTHROPIC_API_KEY": "sk-ant-near-0000"})
+                                for name in local], hosts={"k8s": table},
+        login="isolated")
 
 
 def _member(teamctl: Teamctl, name: str) -> dict[str, Any]:
     members = teamctl.json("status")["teams"][0]["members"]
     return next(m for m in members if m["name"] == name)
+
+
+def _runs(fake: FakeCluster) -> list[Any]:
+    """The exec streams running the member's remote side (not its MCP forwarder's)."""
+    return [e for e in fake.execs if e.process.args[-1] == "run"]  # type: ignore[index]
 
 
 def _kinds(fake: FakeCluster) -> set[str]:
@@ -72,7 +80,7 @@ def test_a_member_in_a_pod_answers_and_its_sandbox_goes_at_stop(
     assert done.stdout.strip() == "fake-claude (claude-sonnet-4-5) received: hello in the pod"
     [message] = teamctl.json("history", "far")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 1)
-    [running] = fake.execs  # the remote side; its child is the runtime, with the Secret's key
+    [running] = _runs(fake)  # the remote side; its child is the runtime, with the Secret's key
     [runtime] = Path(f"/proc/{running.process.pid}/task/{running.process.pid}/children"
                      ).read_text().split()
     assert f"ANTHROPIC_API_KEY={KEY}".encode() in Path(f"/proc/{runtime}/environ").read_bytes()
@@ -109,13 +117,13 @@ def test_a_dropped_exec_stream_mid_turn_redelivers_the_turn_once(
     sent = teamctl.run("send", "far", f"GATE {gate}\nafter the cut")
     assert sent.returncode == 0, sent.stderr
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
-    assert fake.drop_exec() == 1
+    assert fake.drop_exec() == 2  # the runtime's stream and its MCP tools'
     follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("epoch", 0) >= 2)
     gate.touch()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered")
     [message] = teamctl.json("history", "far")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 2), message
-    assert len(fake.execs) == 1  # never two runs of the member
+    assert len(_runs(fake)) == 1  # never two runs of the member
 
 
 def test_a_pod_deleted_under_its_member_is_made_again_and_the_member_restarts(
@@ -164,3 +172,53 @@ def test_an_rbac_denial_is_fatal_and_names_the_fix(
     codes = {e.get("code") for e in teamctl.log_events() if e.get("member") == "far"}
     assert "kube_forbidden" in codes
     assert fake.requests.count(("create", "sandboxes")) == 1
+
+
+def test_a_member_in_a_pod_messages_a_teammate_through_its_mcp_tools(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower) -> None:
+    """teamctl's MCP tools from a pod: the member's ``teamctl mcp`` runs in the pod and
+    reaches the daemon over a second exec stream of its relay (runtimes/kube_mux.py) — a
+    socket in the pod (0600, in a 0700 dir), the daemon's member socket here; send_message is
+    queued for ``near``, delivered and answered. The MCP config names the pod's socket and
+    nothing listens on a TCP port."""
+    fake, url = cluster
+    launched = teamctl.run("launch", str(_team(teamctl, fake, url, "far", local=("near",))))
+    assert launched.returncode == 0, launched.stderr
+    args = json.dumps({"to": "near", "text": "from the pod"})
+    done = teamctl.run("send", "far", f"MCP send_message {args}", "--wait")
+    assert done.returncode == 0, done.stderr
+    [receipt] = [line for line in done.stdout.splitlines() if line.startswith("mcp")]
+    assert "queued as " in receipt and "for near" in receipt, done.stdout
+    message_id = receipt.split("queued as ")[1].split()[0]
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == message_id)
+    [to_near] = teamctl.json("history", "near")["messages"]
+    assert (to_near["sender"], to_near["text"]) == ("far", "from the pod")
+    config = json.loads((teamctl.home / "members" / "web" / "far" / "mcp.json").read_text())
+    socket_home = Path(config["mcpServers"]["teamctl"]["env"]["TEAMCTL_MCP_HOME"])
+    assert socket_home.parent == Path("/tmp") and socket_home.name.startswith("tc-mcp-")
+    assert (socket_home.stat().st_mode & 0o777, (socket_home / "teamctl.sock").stat().st_mode
+            & 0o777) == (0o700, 0o600)
+
+
+def test_the_pods_socket_carries_member_calls_only_never_the_operators(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
+    """What a prompt-injected process in the pod can reach through its MCP socket: the
+    daemon's member socket of that member — an operator method (``stop``) is no method there,
+    and a member call without its current token does nothing (never the control socket)."""
+    fake, url = cluster
+    assert teamctl.run("launch", str(_team(teamctl, fake, url, "far",
+                                           local=("near",)))).returncode == 0
+    config = json.loads((teamctl.home / "members" / "web" / "far" / "mcp.json").read_text())
+    pod_socket = Path(config["mcpServers"]["teamctl"]["env"]["TEAMCTL_MCP_HOME"]) / \
+        "teamctl.sock"  # in the fake, the pod's /tmp is this machine's
+    stop = json.loads(socket_exchange(pod_socket, b'{"jsonrpc": "2.0", "id": 1, '
+                                                  b'"method": "stop", "params": {}}\n'))
+    assert stop["error"]["code"] == -32601, stop  # no such method on a member socket
+    forged = json.loads(socket_exchange(pod_socket, json.dumps({
+        "jsonrpc": "2.0", "id": 2, "method": "member.send_message",
+        "params": {"token": "not-the-token-of-far-0000", "to": "near", "text": "x"}}).encode()
+        + b"\n"))
+    assert forged["error"]["data"]["code"] == "messaging_token_unknown", forged
+    assert [m["name"] for m in teamctl.json("status")["teams"][0]["members"]] == ["far", "near"]
+    assert teamctl.json("history", "near")["messages"] == []

@@ -34,7 +34,8 @@ def _refused(tmp_path: Path, text: str) -> str:
 
 def test_a_kubernetes_host_is_read_beside_ssh_hosts(tmp_path: Path) -> None:
     """A kubernetes table keeps its settings, defaults the rest, and places its member there:
-    its workdir is on the pod's volume, its messaging off, and it is no SSH host."""
+    its workdir is on the pod's volume, its messaging on (as anywhere), and it is no SSH
+    host."""
     team = _load(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n'
                              '[hosts.gpu]\naddress = "10.0.0.1"\n' + _HOST + _MEMBER +
                              '[[members]]\nname = "b"\nruntime = "claude"\nhost = "gpu"\n')
@@ -46,7 +47,7 @@ def test_a_kubernetes_host_is_read_beside_ssh_hosts(tmp_path: Path) -> None:
     assert team.member_host(builder) is None and team.member_kubernetes(other) is None
     assert team.member_host(other) is not None and list(team.hosts) == ["gpu"]
     assert team.remote_workdir(builder) == "/workspace"
-    assert builder.messaging is False
+    assert builder.messaging is True
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
@@ -71,15 +72,6 @@ def test_an_operator_login_in_a_pod_is_refused_naming_the_secret(tmp_path: Path)
     two ways that work (a Secret's API key, or an SSH host)."""
     message = _refused(tmp_path, '[team]\nname = "w"\n' + _HOST + _MEMBER)
     assert "members[0].login" in message and "Secret" in message and "SSH host" in message
-
-
-def test_messaging_asked_in_a_pod_is_refused(tmp_path: Path) -> None:
-    """teamctl's MCP tools cannot reach the daemon from a pod yet: asking for them is refused,
-    not silently dropped."""
-    message = _refused(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + _HOST + _MEMBER
-                       + "messaging = true\n")
-    assert "members[0].messaging" in message and "from a pod" in message
-
 
 
 def test_a_sandbox_template_is_refused_with_what_to_use(tmp_path: Path) -> None:
