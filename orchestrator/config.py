@@ -143,7 +143,9 @@ class KubernetesHostConfig(_Strict):
     context: Annotated[str, Field(min_length=1, max_length=253)] | None = None
     kubeconfig: str | None = None  # default: $KUBECONFIG, else ~/.kube/config
     namespace: KubeName = "default"
-    image: Annotated[str, Field(pattern=r"^[^\s-][^\s]{0,511}$")]  # python3 and the CLIs
+    # (lengths by max_length, not by a bounded repeat of a Unicode class: pydantic-core
+    # compiles those into automata of megabytes — see AllowRule)
+    image: Annotated[str, Field(pattern=r"^[^\s-]\S*$", max_length=512)]  # python3, the CLIs
     storage: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)?$")] = "10Gi"
     storage_class: KubeName | None = None
     runtime_class: KubeName | None = None  # gVisor, Kata...
@@ -152,7 +154,7 @@ class KubernetesHostConfig(_Strict):
     template: KubeName | None = None
     service_account: KubeName | None = None
     secret: KubeName | None = None  # its keys become the member's environment (envFrom)
-    workdir: Annotated[str, Field(pattern=r"^/[^\x00]{0,1023}$")] = "/workspace"
+    workdir: Annotated[str, Field(pattern=r"^/[^\x00]*$", max_length=1024)] = "/workspace"
     keep: bool = False  # teamctl stop suspends the sandbox (its volume kept) instead of deleting
     start_timeout: Annotated[float, Field(gt=0, le=3600)] = 300.0  # the pod Running by then
 

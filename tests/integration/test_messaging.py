@@ -55,7 +55,9 @@ def test_refusals_are_typed_tool_errors_and_the_turn_goes_on(teamctl: Teamctl) -
         done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
         assert done.returncode == 0, "the sender's turn goes on"
         assert f"mcp error: {expected}" in done.stdout, done.stdout
-    bad = json.dumps({"to": "rev", "text": "look", "attachments": ["/etc/hostname"]})
+    binary = teamctl.workdir / "blob.png"  # neither an image, a PDF nor text
+    binary.write_bytes(b"\x00\x01\x02 not an image")
+    bad = json.dumps({"to": "rev", "text": "look", "attachments": [str(binary)]})
     done = teamctl.run("send", "lead", f"MCP send_message {bad}", "--wait")
     assert "mcp error: attachment_refused" in done.stdout
     listed = teamctl.run("send", "lead", "MCP list_team {}", "--wait").stdout
