@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOG_FILE_NAME",
     "configure",
+    "configure_stderr",
     "follow",
     "format_event",
     "matches",
@@ -117,6 +118,25 @@ def configure(logs_dir: Path, *, max_bytes: int = 64 << 20) -> RotatingWriter:
         cache_logger_on_first_use=True,
     )
     return writer
+
+
+def configure_stderr() -> None:
+    """A CLI process's own events (``doctor --host`` runs the hosts' code here), redacted,
+    as text on stderr: stdout is the command's output (a ``--json`` document), and
+    structlog's default printer writes to stdout."""
+    import sys
+
+    import structlog
+
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            redact_event,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
 
 
 def read_history(path: Path) -> tuple[list[dict[str, Any]], int]:

@@ -554,7 +554,9 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
 
     if host is not None:
         from orchestrator.config import load_team_file
+        from orchestrator.diagnostics import configure_stderr
 
+        configure_stderr()  # the hosts' code logs here: never onto a --json stdout
         _host_report(inspect_host(host, load_team_file(teamfile) if teamfile else None),
                      as_json)
         return
