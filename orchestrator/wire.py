@@ -39,6 +39,7 @@ __all__ = [
     "ExportedMessage",
     "Failure",
     "HistoryDoc",
+    "HostCheck",
     "HostReport",
     "HostRuntime",
     "KeptRuleDoc",
@@ -458,10 +459,18 @@ class HostRuntime(_Doc):
     version: str | None = None
 
 
+class HostCheck(_Doc):
+    check: str = Field(description="a verb on a resource (RBAC), or 'secret NAME'")
+    ok: bool
+    detail: str
+
+
 class HostReport(_Doc):
-    """``teamctl doctor [TEAMFILE] --host NAME --json``: a member host, checked over SSH."""
+    """``teamctl doctor [TEAMFILE] --host NAME --json``: a member host, checked over SSH — or,
+    ``kind`` kubernetes, its API server (``destination``), ``mode`` and ``checks``."""
 
     host: str
+    kind: Literal["ssh", "kubernetes"] = "ssh"
     destination: str
     port: int | None = None
     reachable: bool
@@ -470,6 +479,12 @@ class HostReport(_Doc):
     python: str | None = None
     seconds: float | None = Field(default=None, description="the probe's round trip")
     runtimes: list[HostRuntime] = []
+    namespace: str | None = None
+    mode: Literal["sandbox", "pod"] | None = Field(
+        default=None, description="kubernetes: an agent-sandbox Sandbox per member, or a Pod "
+        "and its PVC where the cluster does not serve the CRD")
+    checks: list[HostCheck] = Field(default=[], description="kubernetes: each verb teamctl "
+                                    "needs as RBAC answers it, and the Secret named")
 
 
 class WorktreeInfo(_Doc):

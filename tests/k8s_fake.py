@@ -16,12 +16,16 @@ What it serves (bearer token checked, JSON bodies, ``Status`` documents for erro
   Secret's keys, from ``secrets``). A closed stream closes the process's stdin; a deleted pod
   kills its processes.
 
+- ``selfsubjectaccessreviews`` (allowed unless ``forbid`` holds the verb and resource) and GET of
+  a Secret of ``secrets`` (``teamctl doctor --host``).
+
 Switches for tests: ``forbid`` ({(verb, resource)}: 403 with the RBAC Status body),
 ``drop_exec()`` (cut every open exec stream, no Status: a dropped connection), ``crd``.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -305,6 +309,36 @@ def build_app(cluster: FakeCluster) -> Starlette:
     async def exec_stream(websocket: WebSocket) -> None:
         await _exec(cluster, websocket)
 
+    async def access_review(request: Request) -> Response:
+        """A SelfSubjectAccessReview: allowed unless ``forbid`` holds the verb and resource
+        (``pods/exec`` with its subresource), as RBAC would answer it."""
+        if not _authorized(request, cluster):
+            return _status(401, "Unauthorized", "Unauthorized")
+        review = await request.json()
+        asked = review["spec"]["resourceAttributes"]
+        resource = "/".join(filter(None, (asked.get("resource"), asked.get("subresource"))))
+        cluster.requests.append(("review", f"{asked.get('verb')} {resource}"))
+        allowed = (asked.get("verb"), resource) not in cluster.forbid
+        review["status"] = {"allowed": allowed, "reason": "" if allowed else "no RBAC rule"}
+        return JSONResponse(review, status_code=201)
+
+    async def secret(request: Request) -> Response:
+        """A Secret of ``secrets`` (its values base64, as the API gives them)."""
+        if not _authorized(request, cluster):
+            return _status(401, "Unauthorized", "Unauthorized")
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        if ("get", "secrets") in cluster.forbid:
+            return _status(403, "Forbidden", f'secrets "{name}" is forbidden: cannot get '
+                           f'resource "secrets" in the namespace "{namespace}"')
+        found = cluster.secrets.get((namespace, name))
+        if found is None:
+            return _status(404, "NotFound", f'secrets "{name}" not found', name=name,
+                           kind="secrets")
+        return JSONResponse({"kind": "Secret", "apiVersion": "v1", "type": "Opaque",
+                             "metadata": {"name": name, "namespace": namespace},
+                             "data": {k: base64.b64encode(v.encode()).decode()
+                                      for k, v in found.items()}})
+
     objects_paths = ["/api/v1/namespaces/{namespace}/{resource}",
                      "/api/v1/namespaces/{namespace}/{resource}/{name}",
                      "/apis/{group}/{version}/namespaces/{namespace}/{resource}",
@@ -313,6 +347,9 @@ def build_app(cluster: FakeCluster) -> Starlette:
         Route("/api", api), Route("/apis", apis), Route("/api/v1", resources),
         Route(f"/apis/{GROUP}/{VERSION}", resources),
         WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/exec", exec_stream),
+        Route("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", access_review,
+              methods=["POST"]),
+        Route("/api/v1/namespaces/{namespace}/secrets/{name}", secret),
         *(Route(p, objects, methods=["GET", "POST", "DELETE", "PATCH"]) for p in objects_paths),
     ])
 

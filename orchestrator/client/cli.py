@@ -538,8 +538,8 @@ def daemon(notify_fd: int | None) -> None:
 @cli.command()
 @click.argument("teamfile", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--host", "host", default=None, metavar="NAME",
-              help="Check a member host over SSH instead: a [hosts.NAME] of TEAMFILE, or "
-              "user@box.")
+              help="Check a member host instead: a [hosts.NAME] of TEAMFILE (SSH or "
+              "kubernetes), or user@box.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
@@ -601,8 +601,17 @@ def _doctor_text(report: dict[str, Any]) -> None:
 
 
 def _host_report(report: dict[str, Any], as_json: bool) -> None:
+    failed = [row for row in report.get("checks", []) if not row["ok"]]
     if as_json:
         emit_json(report)
+    elif report["reachable"] and report.get("kind") == "kubernetes":
+        made = "a Sandbox (agent-sandbox)" if report["mode"] == "sandbox" else \
+            "a Pod and a PVC (no agent-sandbox CRD served)"
+        click.echo(f"host {report['host']} (kubernetes, {report['destination']}, namespace "
+                   f"{report['namespace']}): API reachable in {report['seconds']:.2f}s; "
+                   f"each member gets {made}")
+        for row in report["checks"]:
+            click.echo(f"  {row['check']:<40} {'ok  ' if row['ok'] else 'FAIL'} {row['detail']}")
     elif report["reachable"]:
         click.echo(f"host {report['host']} ({report['destination']}): reachable in "
                    f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
@@ -613,7 +622,7 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
     else:
         error = report["error"] or {}
         click.echo(f"{error.get('code')}: {error.get('message')}", err=True)
-    if not report["reachable"]:
+    if not report["reachable"] or failed:
         sys.exit(1)
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from orchestrator.config import MemberConfig, TeamConfig
 
-__all__ = ["describe_members", "inspect_host", "inspect_runtimes"]
+__all__ = ["describe_members", "inspect_host", "inspect_kube_host", "inspect_runtimes"]
 
 
 def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
@@ -275,6 +275,8 @@ def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
     from orchestrator.wire import ErrorDoc, HostReport, HostRuntime
     from runtimes.ssh import SshHost, SshTarget, control_dir
 
+    if config is not None and name in config.kubernetes_hosts:
+        return inspect_kube_host(name, config)
     host = config.hosts.get(name) if config is not None else None
     if host is None:
         try:
@@ -311,4 +313,33 @@ def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
     except TeamctlError as exc:
         report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
                                 retryable=exc.retryable)
+    return report.model_dump(mode="json")
+
+
+def inspect_kube_host(name: str, config: TeamConfig) -> dict[str, Any]:
+    """``doctor --host NAME`` for ``[hosts.NAME] kind = "kubernetes"``: the API server
+    answers, Sandbox or Pod + PVC, each verb teamctl needs (RBAC), the Secret (a HostReport;
+    runtimes/kube_doctor.py)."""
+    import anyio
+
+    from orchestrator.errors import TeamctlError
+    from orchestrator.paths import Home
+    from orchestrator.wire import ErrorDoc, HostCheck, HostReport
+    from runtimes import kube_doctor
+    from runtimes.kube_host import kubernetes_host
+
+    table = config.kubernetes_hosts[name]
+    link = kubernetes_host(config.name, "doctor", name, table, Home.from_env().root / "doctor")
+    report = HostReport(host=name, kind="kubernetes", destination=table.context or
+                        "the kubeconfig's current context", reachable=False,
+                        namespace=table.namespace)
+    try:
+        found = anyio.run(kube_doctor.inspect, link, table.secret)
+    except TeamctlError as exc:
+        report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
+                                retryable=exc.retryable)
+        return report.model_dump(mode="json")
+    report.reachable, report.mode, report.seconds = True, found.mode, found.seconds
+    report.destination = found.server or report.destination
+    report.checks = [HostCheck(check=c.check, ok=c.ok, detail=c.detail) for c in found.checks]
     return report.model_dump(mode="json")

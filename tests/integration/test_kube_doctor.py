@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import json
+import socket
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from tests.conftest import fake_member
+from tests.k8s_fake import fake_cluster, kubeconfig
 
 if TYPE_CHECKING:
+    from pathlib import Path
 
     from tests.conftest import Teamctl
 
@@ -24,3 +29,71 @@ def test_doctor_host_json_stdout_stays_json_when_a_warning_is_logged(teamctl: Te
     report = json.loads(done.stdout)
     assert (report["reachable"], report["error"]["code"]) == (False, "host_unreachable")
     assert "ssh_control_dir_refused" in done.stderr
+
+
+def _team(teamctl: Teamctl, url: str, **host: Any) -> Path:
+    table = {"kind": "kubernetes", "namespace": NS, "image": "ghcr.io/example/agent:1",
+             "kubeconfig": str(kubeconfig(teamctl.workdir / "kubeconfig", url)), **host}
+    return teamctl.write_team("web", [fake_member("far", host="k8s")], hosts={"k8s": table},
+                              login="isolated")
+
+
+def test_doctor_host_of_a_kubernetes_host_lists_mode_rbac_and_the_secret(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """A cluster serving agent-sandbox, every verb allowed, the Secret there: reachable,
+    ``sandbox``, one row per verb of the Role (each asked, none tried: no object made) and
+    the Secret's key names (never a value); exit 0. The text is one table of the same."""
+    with fake_cluster(tmp_path / "cluster") as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": "sk-ant-doctor-0000"}
+        team = _team(teamctl, url, secret="claude-key")
+        done = teamctl.run("doctor", str(team), "--host", "k8s", "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert (report["kind"], report["reachable"], report["mode"], report["namespace"]) == \
+            ("kubernetes", True, "sandbox", NS)
+        assert report["destination"] == url
+        checks = {c["check"]: c for c in report["checks"]}
+        assert all(c["ok"] for c in checks.values()), checks
+        assert {"create sandboxes.agents.x-k8s.io", "delete sandboxes.agents.x-k8s.io",
+                "patch sandboxes.agents.x-k8s.io", "create pods/exec",
+                "get pods/exec"} <= set(checks)
+        assert checks["secret claude-key"]["detail"] == "present, keys: ANTHROPIC_API_KEY"
+        assert "sk-ant-doctor-0000" not in done.stdout + done.stderr
+        assert fake.objects == {}
+        text = teamctl.run("doctor", str(team), "--host", "k8s")
+        assert text.returncode == 0, text.stderr
+        assert "each member gets a Sandbox (agent-sandbox)" in text.stdout
+        assert "create pods/exec" in text.stdout
+
+
+def test_doctor_host_of_a_kubernetes_host_names_the_fallback_a_denied_verb_and_no_secret(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """Without the CRD: ``pod`` (Pod + PVC); a verb RBAC denies and a missing Secret are
+    failed rows naming the fix; exit 1."""
+    with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
+        fake.forbid.add(("create", "pods/exec"))
+        team = _team(teamctl, url, secret="claude-key")
+        done = teamctl.run("doctor", str(team), "--host", "k8s", "--json")
+        assert done.returncode == 1, done.stderr
+        report = json.loads(done.stdout)
+        assert (report["reachable"], report["mode"]) == (True, "pod")
+        checks = {c["check"]: c for c in report["checks"]}
+        assert "create persistentvolumeclaims" in checks
+        failed = {name for name, c in checks.items() if not c["ok"]}
+        assert failed == {"create pods/exec", "secret claude-key"}, checks
+        assert "grant the Role" in checks["create pods/exec"]["detail"]
+        assert "create secret generic claude-key" in checks["secret claude-key"]["detail"]
+
+
+def test_doctor_host_of_an_unreachable_api_server_is_typed(teamctl: Teamctl) -> None:
+    """Nothing listens at the kubeconfig's server: not reachable, ``kube_unreachable`` (retryable),
+    exit 1, the JSON document still on stdout."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    team = _team(teamctl, f"http://127.0.0.1:{port}")
+    done = teamctl.run("doctor", str(team), "--host", "k8s", "--json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["reachable"], report["error"]["code"], report["error"]["retryable"]) == \
+        (False, "kube_unreachable", True)
