@@ -40,6 +40,10 @@ from runtimes import kube_exec, kube_manifests
 from runtimes.base import BASE_ENV_NAMES
 from runtimes.kube_manifests import (
     CONTAINER,
+    LABEL_HOME,
+    LABEL_MEMBER,
+    LABEL_OWNER,
+    LABEL_TEAM,
     POD_NAME_ANNOTATION,
     SANDBOX_GROUP,
     SANDBOX_PLURAL,
@@ -138,6 +142,7 @@ class KubernetesHost:
     _home: str | None = field(default=None, repr=False)
     _probed: tuple[str, ...] = field(default=(), repr=False)  # (pod uid, executables found)
     _uid: str | None = field(default=None, repr=False)
+    _ours: bool = field(default=False, repr=False)  # its object seen labelled as this home's
     _api: Any = field(default=None, repr=False)
     _exec_api: Any = field(default=None, repr=False)
     _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -213,6 +218,8 @@ class KubernetesHost:
         """The member's Sandbox, made or resumed; the name of its pod."""
         box = await self._call("get", "sandboxes.agents.x-k8s.io",
                                self._sandbox_call("get_namespaced_custom_object", self.plan.name))
+        if box is not None:
+            self._check_ours(box.get("metadata", {}).get("labels"), "sandbox")
         if box is None:
             box = await self._call("create", "sandboxes.agents.x-k8s.io", self._sandbox_call(
                 "create_namespaced_custom_object", kube_manifests.sandbox(self.plan)))
@@ -236,6 +243,8 @@ class KubernetesHost:
                 api).create_namespaced_persistent_volume_claim(
                 plan.namespace, kube_manifests.pvc(plan), _request_timeout=REQUEST_TIMEOUT))
         found = await self._read_pod(plan.name)
+        if found is not None:
+            self._check_ours(found.metadata.labels, "pod")
         if found is not None and found.status.phase in ("Succeeded", "Failed"):
             await self._delete_pod()
             found = None
@@ -244,6 +253,39 @@ class KubernetesHost:
                 plan.namespace, kube_manifests.pod(plan), _request_timeout=REQUEST_TIMEOUT))
             log.info("kube_pod_created", host=self.host, member=self.member, pod=plan.name)
         return plan.name
+
+    def _check_ours(self, labels: Mapping[str, str] | None, kind: str) -> None:
+        """An object of this name made by another teamctl home (its ``LABEL_HOME``) is never
+        used, stopped or deleted: refused, fatal."""
+        theirs = (labels or {}).get(LABEL_HOME)
+        if theirs and self.plan.home and theirs != self.plan.home:
+            raise HostUnavailable(
+                self.member, self.host, "kube_name_taken",
+                f"{kind} {self.plan.name} in namespace {self.namespace} belongs to another "
+                f"teamctl home ({LABEL_HOME}={theirs}); give this team another name or use "
+                "another namespace", retryable=False)
+
+    async def owned(self) -> set[tuple[str, str]]:
+        """(team, member) of every object in the namespace this teamctl home made (its
+        labels; the exact names from the annotations): the orphan sweep's list."""
+        selector = f"{LABEL_OWNER}=teamctl,{LABEL_HOME}={self.plan.home}"
+        mode = self.mode or await self.discover()
+        if mode == "sandbox":
+            found = (await self._call("list", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                "list_namespaced_custom_object", label_selector=selector)))["items"]
+            metadata = [item.get("metadata", {}) for item in found]
+        else:
+            pods = await self._call("list", "pods", lambda api: self._core(
+                api).list_namespaced_pod(self.namespace, label_selector=selector,
+                                         _request_timeout=REQUEST_TIMEOUT))
+            claims = await self._call("list", "persistentvolumeclaims", lambda api: self._core(
+                api).list_namespaced_persistent_volume_claim(
+                self.namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT))
+            metadata = [{"annotations": item.metadata.annotations or {}}
+                        for item in [*pods.items, *claims.items]]
+        return {(str(m["annotations"][LABEL_TEAM]), str(m["annotations"][LABEL_MEMBER]))
+                for m in metadata if {LABEL_TEAM, LABEL_MEMBER} <= set(
+                    m.get("annotations") or {})}
 
     async def _read_pod(self, name: str) -> Any:
         return await self._call("get", "pods", lambda api: self._core(api).read_namespaced_pod(
@@ -263,7 +305,7 @@ class KubernetesHost:
             found = await self._read_pod(pod)
             if found is not None and found.status is not None and found.status.phase == \
                     "Running" and found.metadata.deletion_timestamp is None:
-                self.pod_name, self._uid = pod, str(found.metadata.uid)
+                self.pod_name, self._uid, self._ours = pod, str(found.metadata.uid), True
                 return pod
             if time.monotonic() > deadline:
                 phase = None if found is None else found.status.phase
@@ -486,18 +528,42 @@ class KubernetesHost:
     async def close(self) -> None:
         """``teamctl stop``: the Sandbox deleted (``keep``: suspended, its volume kept); the
         fallback's pod deleted (and its claim, unless ``keep``)."""
+        await self.release()
+
+    async def release(self) -> bool:
+        """``close``, saying whether the objects went (or were suspended): a refusal or an
+        API server out of reach is logged and the objects stay (the orphan sweep at the
+        daemon's next start tries again: orchestrator/daemon/orphans.py)."""
         if self.mode is None:
-            return
+            return False
         try:
             with anyio.fail_after(REQUEST_TIMEOUT * 3):
+                await self._confirm_ours()
                 await self._let_go()
         except (HostUnavailable, TimeoutError) as exc:  # stop goes on; the objects stay
             log.warning("kube_close_failed", host=self.host, member=self.member,
                         sandbox=self.plan.name, reason=str(exc))
-            return
+            return False
         log.info("kube_closed", host=self.host, member=self.member, mode=self.mode,
                  kept=self.keep)
         self.pod_name = None
+        return True
+
+    async def _confirm_ours(self) -> None:
+        """Before a delete by name: the object is this home's (or unlabelled: made before the
+        label was), unless this start already saw it so; another home's raises
+        ``kube_name_taken``."""
+        if self._ours:
+            return
+        if self.mode == "sandbox":
+            box = await self._call("get", "sandboxes.agents.x-k8s.io", self._sandbox_call(
+                "get_namespaced_custom_object", self.plan.name))
+            self._check_ours(None if box is None else box.get("metadata", {}).get("labels"),
+                             "sandbox")
+        else:
+            pod = await self._read_pod(self.plan.name)
+            self._check_ours(None if pod is None else pod.metadata.labels, "pod")
+        self._ours = True
 
     async def _let_go(self) -> None:
         if self.mode == "sandbox":
@@ -517,13 +583,15 @@ class KubernetesHost:
 
 
 def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostConfig,
-                    state_dir: Path, *, mcp_socket: Path | None = None) -> KubernetesHost:
+                    state_dir: Path, *, mcp_socket: Path | None = None,
+                    home: str = "") -> KubernetesHost:
     """The host of a member the team file puts on ``[hosts.NAME] kind = "kubernetes"``
-    (``mcp_socket``: the daemon's socket of this member, for its MCP tools)."""
+    (``mcp_socket``: the daemon's socket of this member, for its MCP tools; ``home``: the
+    teamctl home's id, labelled on its objects)."""
     plan = PodPlan(team=team, member=member, namespace=config.namespace, image=config.image,
                    workdir=config.workdir, storage=config.storage,
                    storage_class=config.storage_class, runtime_class=config.runtime_class,
-                   service_account=config.service_account, secret=config.secret)
+                   service_account=config.service_account, secret=config.secret, home=home)
     kubeconfig = os.path.expanduser(config.kubeconfig) if config.kubeconfig else None
     return KubernetesHost(host, plan, state_dir, kubeconfig=kubeconfig, context=config.context,
                           keep=config.keep, start_timeout=config.start_timeout,

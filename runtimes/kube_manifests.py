@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CONTAINER", "HOME", "LABEL_MEMBER", "LABEL_OWNER", "LABEL_TEAM", "POD_NAME_ANNOTATION",
+__all__ = ["CONTAINER", "HOME", "LABEL_HOME", "LABEL_MEMBER", "LABEL_OWNER", "LABEL_TEAM",
+           "POD_NAME_ANNOTATION",
            "SANDBOX_GROUP", "SANDBOX_PLURAL", "SANDBOX_VERSION", "PodPlan", "object_name",
            "pod", "pvc", "sandbox"]
 
@@ -30,6 +31,9 @@ POD_NAME_ANNOTATION = "agents.x-k8s.io/pod-name"
 LABEL_TEAM = "teamctl.dev/team"
 LABEL_MEMBER = "teamctl.dev/member"
 LABEL_OWNER = "app.kubernetes.io/managed-by"
+# which teamctl home made it (its random id): two operators' teamctls in one namespace never
+# list, reattach to or delete each other's objects (runtimes/kube_host.py, daemon/orphans.py)
+LABEL_HOME = "teamctl.dev/home"
 HOME = "/home/teamctl"  # the runtime's home in the pod (on the volume)
 CONTAINER = "agent"
 VOLUME = "work"
@@ -53,6 +57,7 @@ class PodPlan:
     runtime_class: str | None = None
     service_account: str | None = None
     secret: str | None = None
+    home: str = ""  # the teamctl home's id (LABEL_HOME); "" for none (doctor)
 
     @property
     def name(self) -> str:
@@ -66,8 +71,9 @@ class PodPlan:
 
     @property
     def labels(self) -> dict[str, str]:
+        home = {LABEL_HOME: self.home} if self.home else {}
         return {LABEL_TEAM: _label(self.team), LABEL_MEMBER: _label(self.member),
-                LABEL_OWNER: "teamctl"}
+                LABEL_OWNER: "teamctl", **home}
 
 
 def object_name(team: str, member: str) -> str:

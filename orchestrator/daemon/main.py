@@ -179,7 +179,8 @@ class Daemon:
             mcp = None if sockets is None or not member.messaging else sockets.ensure(
                 team.name, member.name,
                 Home(sockets.directory(team.name, member.name, member_dir)).socket)
-            return kubernetes_host(team.name, member.name, *pod, member_dir, mcp_socket=mcp)
+            return kubernetes_host(team.name, member.name, *pod, member_dir, mcp_socket=mcp,
+                                   home=orphans.home_id(self.home.root))
         found = team.member_host(member)
         if found is None:
             return self._local
@@ -258,6 +259,7 @@ class Daemon:
             tg.start_soon(self._watch_signals, name="signals")
             tg.start_soon(notify.run, name="notify")  # docs/notify.md
             await teams.resume_desired()
+            tg.start_soon(self._reap_pods, store, name="kubernetes orphans")
             await core.router.route_owed_replies()
             self._announce_ready(notify_fd)
             await self._shutdown.wait()
@@ -267,6 +269,22 @@ class Daemon:
                 serving.cancel()
                 self.home.socket.unlink(missing_ok=True)
             tg.cancel_scope.cancel()
+
+    async def _reap_pods(self, store: AsyncStore) -> None:
+        """This home's Kubernetes objects that no wanted member owns, let go of once the
+        wanted teams are resumed (orchestrator/daemon/orphans.py); no cluster, no call."""
+        records = await store.teams()
+        if not any(record.config.get("kubernetes_hosts") for record in records):
+            return
+
+        async def wanted() -> set[tuple[str, str]]:
+            return {(record.name, str(member.get("name")))
+                    for record in await store.teams(desired="running")
+                    for member in record.config.get("members", [])}
+
+        reaped = await orphans.reap_pod_orphans(records, orphans.home_id(self.home.root),
+                                                self.home.root / "members", wanted=wanted)
+        log.info("kube_orphans_swept", reaped=reaped)
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

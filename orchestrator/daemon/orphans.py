@@ -6,19 +6,35 @@ and its kernel start time in ``members/<team>/<member>/runtime.pid``; on start t
 those records and stops every process group that is still the one recorded (same pid *and*
 start time, so a recycled pid is never touched) before it starts anything — a member is
 resumed, never duplicated.
+
+Members in Kubernetes pods leave objects, not processes: each is labelled with this home's
+random id (``home_id``). Once the daemon has resumed the teams it should run, the sweep
+(``reap_pod_orphans``) lists, in each namespace a journalled team uses, the objects labelled
+as this home's, and lets go of those no wanted team's member owns (a team stopped while the
+API refused its delete, a member gone from its team file): deleted, or suspended where the
+host says ``keep``. A wanted member's objects are its again at its start (re-attached by name,
+never made twice).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
-__all__ = ["forget", "reap_orphans", "record"]
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from orchestrator.config import KubernetesHostConfig
+    from orchestrator.daemon.team_records import TeamRecord
+
+__all__ = ["forget", "home_id", "reap_orphans", "reap_pod_orphans", "record"]
 
 log = structlog.get_logger("teamctl.orphans")
 
@@ -88,3 +104,67 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def home_id(root: Path) -> str:
+    """This teamctl home's random id (made once, 0600 ``home-id``): the label telling its
+    Kubernetes objects from another operator's in the same namespace."""
+    path = root / "home-id"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as out:
+        value = secrets.token_hex(8)
+        out.write(value + "\n")
+    return value
+
+
+async def reap_pod_orphans(records: list[TeamRecord], home: str, members_root: Path, *,
+                           wanted: Callable[[], Awaitable[set[tuple[str, str]]]]) -> int:
+    """Let go of this home's Kubernetes objects that no wanted member owns (``wanted``: the
+    (team, member) of the teams that should run, asked again before each one); how many."""
+    from orchestrator.config import TeamConfig
+
+    places: dict[tuple[str | None, str | None, str], tuple[str, KubernetesHostConfig]] = {}
+    keeps: dict[tuple[str, str], tuple[str, KubernetesHostConfig]] = {}
+    for record in records:
+        config = TeamConfig.model_validate(record.config)
+        for name, table in config.kubernetes_hosts.items():
+            places.setdefault((table.kubeconfig, table.context, table.namespace), (name, table))
+        for member in config.members:
+            if member.host in config.kubernetes_hosts:
+                keeps[(config.name, member.name)] = (member.host,
+                                                     config.kubernetes_hosts[member.host])
+    reaped = 0
+    for name, table in places.values():
+        reaped += await _sweep(name, table, home, members_root, keeps, wanted)
+    return reaped
+
+
+async def _sweep(name: str, table: KubernetesHostConfig, home: str, members_root: Path,
+                 keeps: dict[tuple[str, str], tuple[str, KubernetesHostConfig]],
+                 wanted: Callable[[], Awaitable[set[tuple[str, str]]]]) -> int:
+    from orchestrator.contracts import HostUnavailable
+    from runtimes.kube_host import kubernetes_host
+
+    lister = kubernetes_host("", "", name, table, members_root, home=home)
+    try:
+        found = await lister.owned()
+    except HostUnavailable as exc:  # the cluster down: the objects wait for the next start
+        log.warning("kube_orphans_unlisted", host=name, namespace=table.namespace,
+                    code=exc.code, reason=exc.reason)
+        return 0
+    reaped = 0
+    for team, member in sorted(found - await wanted()):
+        if (team, member) in await wanted():  # launched meanwhile: its own again
+            continue
+        host, config = keeps.get((team, member), (name, table))
+        orphan = kubernetes_host(team, member, host, config, members_root / team / member,
+                                 home=home)
+        orphan.mode = lister.mode
+        if await orphan.release():  # deleted, or suspended (keep); a refusal logged there
+            log.warning("kube_orphan_reaped", host=host, namespace=table.namespace, team=team,
+                        member=member, kept=config.keep)
+            reaped += 1
+    return reaped
