@@ -146,6 +146,9 @@ def daemon_rss() -> float:
 
 
 def main() -> None:
+    if "--rss-only" in sys.argv:  # the daemon with BENCH_KUBE_MEMBERS members alone
+        print(f"daemon RSS with {MEMBERS} members on the fake cluster: {daemon_rss():.0f} MiB")
+        return
     if "--exec-only" in sys.argv:  # the round trips and the relay alone
         side, kubectl, relay, resident = exec_round_trips()
         print(f"exec round trip: client {side:.0f} ms, kubectl {kubectl:.0f} ms, relay "

@@ -116,6 +116,26 @@ def test_objects_no_wanted_member_owns_are_let_go_at_the_next_daemon_start(
         "operatingMode"] == "Running"
 
 
+def test_without_the_crd_an_orphaned_pod_and_claim_are_deleted_at_the_next_daemon_start(
+        teamctl: Teamctl, follow_logs: LogFollower, tmp_path: Path) -> None:
+    """The Pod + PVC fallback: a stop whose pod delete RBAC refused leaves both; after a
+    kill -9 the next daemon start lists them by this home's label and deletes both."""
+    with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": "sk-ant-orphan-0000"}
+        assert teamctl.run("launch", str(_team(teamctl, fake, url))).returncode == 0
+        fake.forbid.add(("delete", "pods"))
+        assert teamctl.run("stop", "web").returncode == 0
+        assert {r for r, ns, _ in fake.objects if ns == NS} == {"pods",
+                                                                 "persistentvolumeclaims"}
+        _crash(teamctl)
+        fake.forbid.clear()
+        assert teamctl.run("launch", str(teamctl.write_team("ops", [fake_member("near")]))
+                           ).returncode == 0
+        follow_logs.wait_for(lambda e: e["event"] == "kube_orphans_swept" and e["reaped"] == 1)
+        assert [key for key in fake.objects if key[1] == NS] == []
+        teamctl.shutdown()
+
+
 def test_a_name_another_home_made_is_refused_never_used(
         teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
     """The member's Sandbox name already made by another teamctl home (its label): the
