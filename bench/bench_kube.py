@@ -82,6 +82,31 @@ def turns_and_reattach() -> tuple[list[float], list[float], list[float]]:
     return local, pod, reattach
 
 
+def crash_reattach(crashes: int = 3) -> list[float]:
+    """After ``kill -9`` of the daemon: ``teamctl launch`` (a new daemon, the orphan reaper,
+    the team resumed, the member back in its Sandbox) and its first ``send --wait``, in ms."""
+    import signal
+
+    from tests.k8s_fake import fake_cluster
+
+    times = []
+    with home() as env, fake_cluster(Path(tempfile.mkdtemp())) as (fake, url):
+        fake.secrets[(NS, "key")] = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        team = str(_team(Path(env["TEAMCTL_BENCH_DIR"]), fake, url, ["far"], []))
+        teamctl(env, "launch", team)
+        for i in range(crashes):
+            pid = int((Path(env["TEAMCTL_HOME"]) / "daemon.pid").read_text().strip())
+            os.kill(pid, signal.SIGKILL)
+            while Path(f"/proc/{pid}").exists():
+                time.sleep(0.01)  # a benchmark polls; tests wait on events
+            start = time.perf_counter()
+            teamctl(env, "launch", team)
+            teamctl(env, "send", "far", f"after crash {i}", "--wait")
+            times.append((time.perf_counter() - start) * 1000)
+        teamctl(env, "stop")
+    return times
+
+
 def exec_round_trips() -> tuple[float, float, float, float]:
     from kubernetes import client
 
@@ -146,6 +171,11 @@ def daemon_rss() -> float:
 
 
 def main() -> None:
+    if "--crash-only" in sys.argv:  # re-attach after the daemon's kill -9 alone
+        times = crash_reattach()
+        print(f"launch + first turn after kill -9 of the daemon: median {median(times):.0f} "
+              f"ms, max {max(times):.0f} ms ({len(times)} crashes)")
+        return
     if "--rss-only" in sys.argv:  # the daemon with BENCH_KUBE_MEMBERS members alone
         print(f"daemon RSS with {MEMBERS} members on the fake cluster: {daemon_rss():.0f} MiB")
         return
