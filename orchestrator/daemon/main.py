@@ -282,8 +282,12 @@ class Daemon:
                     for record in await store.teams(desired="running")
                     for member in record.config.get("members", [])}
 
-        reaped = await orphans.reap_pod_orphans(records, orphans.home_id(self.home.root),
-                                                self.home.root / "members", wanted=wanted)
+        try:
+            reaped = await orphans.reap_pod_orphans(records, orphans.home_id(self.home.root),
+                                                    self.home.root / "members", wanted=wanted)
+        except Exception as exc:  # housekeeping: never the daemon's end; the next start retries
+            log.error("kube_orphans_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            return
         log.info("kube_orphans_swept", reaped=reaped)
 
     async def _watch_signals(self) -> None:

@@ -151,9 +151,10 @@ async def _sweep(name: str, table: KubernetesHostConfig, home: str, members_root
     lister = kubernetes_host("", "", name, table, members_root, home=home)
     try:
         found = await lister.owned()
-    except HostUnavailable as exc:  # the cluster down: the objects wait for the next start
+    except (HostUnavailable, TimeoutError) as exc:  # the cluster down: they wait for the next
         log.warning("kube_orphans_unlisted", host=name, namespace=table.namespace,
-                    code=exc.code, reason=exc.reason)
+                    code=getattr(exc, "code", "kube_unreachable"),
+                    reason=getattr(exc, "reason", "no answer in time"))
         return 0
     reaped = 0
     for team, member in sorted(found - await wanted()):

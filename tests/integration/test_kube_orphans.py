@@ -151,3 +151,19 @@ def test_a_name_another_home_made_is_refused_never_used(
         "0123456789abcdef"
     assert teamctl.run("stop", "web").returncode == 0
     assert ("sandboxes", NS, name) in fake.objects
+
+
+def test_the_sweep_with_the_cluster_gone_is_logged_and_the_daemon_goes_on(
+        teamctl: Teamctl, follow_logs: LogFollower, tmp_path: Path) -> None:
+    """After a kill -9, the next daemon start cannot reach the API server: the sweep logs
+    ``kube_orphans_unlisted`` (typed, retried at the next start) and the daemon serves on."""
+    with fake_cluster(tmp_path / "gone") as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": "sk-ant-orphan-0000"}
+        assert teamctl.run("launch", str(_team(teamctl, fake, url))).returncode == 0
+        _crash(teamctl)
+    other = teamctl.write_team("ops", [fake_member("near")])
+    assert teamctl.run("launch", str(other), "--no-wait").returncode == 0
+    event = follow_logs.wait_for(lambda e: e["event"] == "kube_orphans_unlisted")
+    assert event["code"] == "kube_unreachable"
+    done = teamctl.run("send", "near", "still serving", "--team", "ops", "--wait")
+    assert done.returncode == 0, done.stderr
