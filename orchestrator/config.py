@@ -414,7 +414,8 @@ class TeamConfig(_Strict):
                                  "be sandboxed with bubblewrap (the pod is its boundary: "
                                  "runtime_class for gVisor or Kata); set sandbox = \"none\" "
                                  "for it")
-            if member.runtime == "opencode" and self.member_network(member) != "on":
+            if runtime_info(member.runtime).daemon_connects_in and \
+                    self.member_network(member) != "on":
                 raise ValueError(f"members[{index}].host: a sandboxed OpenCode on another host "
                                  "needs network = \"on\" (its server is reached through a "
                                  "forwarded port, not yet through the sandbox's relay)")

@@ -31,7 +31,10 @@ class RuntimeInfo:
     by its ``command`` — it has no executable of its own (``default_executable`` empty).
     ``asks_through_own_sandbox``: its ``ask`` profile is its own OS sandbox's refusals turned
     into questions, a sandbox that cannot start inside teamctl's (``ask`` with ``sandbox =
-    "process"`` is refused: docs/permissions.md)."""
+    "process"`` is refused: docs/permissions.md).
+    ``daemon_connects_in``: the daemon talks to it through a server it runs (OpenCode's HTTP
+    API), not over its stdio: sandboxed on another host with its network cut, that way in is
+    not there yet (refused: docs/security.md)."""
 
     name: RuntimeName
     env_var: str
@@ -41,6 +44,7 @@ class RuntimeInfo:
     cannot_ask_on: frozenset[str] = frozenset()
     agent_presets: bool = False
     asks_through_own_sandbox: bool = False
+    daemon_connects_in: bool = False
 
     def can_ask(self, transport: str) -> bool:
         """Whether a member on ``transport`` can ask the operator (``permissions = "ask"``)."""
@@ -50,7 +54,7 @@ class RuntimeInfo:
 CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=True)
 CODEX = RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex", reports_cost=False,
                     cannot_ask_on=frozenset({"exec"}), asks_through_own_sandbox=True)
-OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode")
+OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode", daemon_connects_in=True)
 ACP = RuntimeInfo("acp", "TEAMCTL_ACP_BIN", "", reports_cost=False, agent_presets=True)
 RUNTIMES: tuple[RuntimeInfo, ...] = (CLAUDE, CODEX, OPENCODE, ACP)
 assert tuple(r.name for r in RUNTIMES) == get_args(RuntimeName)

@@ -283,8 +283,11 @@ class Daemon:
                     for member in record.config.get("members", [])}
 
         try:
+            from runtimes.kube_host import kubernetes_host  # loaded for pod teams only
+
             reaped = await orphans.reap_pod_orphans(records, orphans.home_id(self.home.root),
-                                                    self.home.root / "members", wanted=wanted)
+                                                    self.home.root / "members", wanted=wanted,
+                                                    pods=kubernetes_host)
         except Exception as exc:  # housekeeping: never the daemon's end; the next start retries
             log.error("kube_orphans_failed", error=f"{type(exc).__name__}: {exc}"[:300])
             return

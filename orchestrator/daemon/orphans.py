@@ -24,7 +24,7 @@ import secrets
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -106,6 +106,21 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+class PodHost(Protocol):
+    """What the sweep needs of a member's Kubernetes host (``runtimes.kube_host``)."""
+
+    mode: Any
+
+    async def owned(self) -> set[tuple[str, str]]: ...
+
+    async def release(self) -> bool: ...
+
+
+class PodHosts(Protocol):
+    def __call__(self, team: str, member: str, host: str, config: KubernetesHostConfig,
+                 state_dir: Path, *, home: str) -> PodHost: ...
+
+
 def home_id(root: Path) -> str:
     """This teamctl home's random id (made once, 0600 ``home-id``): the label telling its
     Kubernetes objects from another operator's in the same namespace."""
@@ -121,9 +136,12 @@ def home_id(root: Path) -> str:
 
 
 async def reap_pod_orphans(records: list[TeamRecord], home: str, members_root: Path, *,
-                           wanted: Callable[[], Awaitable[set[tuple[str, str]]]]) -> int:
+                           wanted: Callable[[], Awaitable[set[tuple[str, str]]]],
+                           pods: PodHosts) -> int:
     """Let go of this home's Kubernetes objects that no wanted member owns (``wanted``: the
-    (team, member) of the teams that should run, asked again before each one); how many."""
+    (team, member) of the teams that should run, asked again before each one); how many.
+    ``pods``: makes a member's Kubernetes host (the composition root passes
+    ``runtimes.kube_host.kubernetes_host``: the core imports no runtime module)."""
     from orchestrator.config import TeamConfig
 
     places: dict[tuple[str | None, str | None, str], tuple[str, KubernetesHostConfig]] = {}
@@ -138,17 +156,16 @@ async def reap_pod_orphans(records: list[TeamRecord], home: str, members_root: P
                                                      config.kubernetes_hosts[member.host])
     reaped = 0
     for name, table in places.values():
-        reaped += await _sweep(name, table, home, members_root, keeps, wanted)
+        reaped += await _sweep(name, table, home, members_root, keeps, wanted, pods)
     return reaped
 
 
 async def _sweep(name: str, table: KubernetesHostConfig, home: str, members_root: Path,
                  keeps: dict[tuple[str, str], tuple[str, KubernetesHostConfig]],
-                 wanted: Callable[[], Awaitable[set[tuple[str, str]]]]) -> int:
+                 wanted: Callable[[], Awaitable[set[tuple[str, str]]]], pods: PodHosts) -> int:
     from orchestrator.contracts import HostUnavailable
-    from runtimes.kube_host import kubernetes_host
 
-    lister = kubernetes_host("", "", name, table, members_root, home=home)
+    lister = pods("", "", name, table, members_root, home=home)
     try:
         found = await lister.owned()
     except (HostUnavailable, TimeoutError) as exc:  # the cluster down: they wait for the next
@@ -161,8 +178,7 @@ async def _sweep(name: str, table: KubernetesHostConfig, home: str, members_root
         if (team, member) in await wanted():  # launched meanwhile: its own again
             continue
         host, config = keeps.get((team, member), (name, table))
-        orphan = kubernetes_host(team, member, host, config, members_root / team / member,
-                                 home=home)
+        orphan = pods(team, member, host, config, members_root / team / member, home=home)
         orphan.mode = lister.mode
         if await orphan.release():  # deleted, or suspended (keep); a refusal logged there
             log.warning("kube_orphan_reaped", host=host, namespace=table.namespace, team=team,
