@@ -54,7 +54,7 @@ e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BI
 	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
 		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
 		TEAMCTL_E2E_GEMINI=$(abspath $(GEMINI_BIN)) \
-		$(PY) -m pytest -m e2e tests/e2e -q -n 2 --dist loadfile
+		$(PY) -m pytest -m e2e tests/e2e -q
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
