@@ -100,6 +100,39 @@ def test_members_get_a_minimal_environment_of_their_own(teamctl: Teamctl) -> Non
         assert str(teamctl.home / "teamctl.sock") not in json.dumps(env)
 
 
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for child in Path(f"/proc/{parent}/task").glob("*/children"):
+            kids = [int(k) for k in child.read_text().split()]
+            found += kids
+            todo += kids
+    return found
+
+
+def test_a_sandboxed_member_behind_the_egress_relay_gets_its_own_minimal_environment(
+        teamctl: Teamctl) -> None:
+    """With its network cut, a sandboxed member is started by the in-sandbox relay, which
+    passes on its own environment: that must be the member's minimal one (built by the
+    adapter), never the daemon's — a daemon started from a shell full of keys hands none of
+    them down, only the member's own env and the proxy the relay adds."""
+    member = fake_member("boxed", sandbox="process", network="off",
+                         env={"BOXED_ONLY": "for-boxed"})
+    shell = {"ANTHROPIC_API_KEY": SECRETS["anthropic"], "TEAMMATE_SHELL_SECRET": "x" * 12}
+    launched = teamctl.run("launch", str(teamctl.write_team("web", [member])), extra_env=shell)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    [row] = teamctl.json("status")["teams"][0]["members"]
+    runtime = [pid for pid in [row["pid"], *_descendants(row["pid"])]
+               if b"fixtures/bin/claude" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert runtime, "the fake runtime runs under the sandbox's relay"
+    env = _environ(runtime[-1])
+    assert env["BOXED_ONLY"] == "for-boxed" and env["HTTPS_PROXY"].startswith("http://127.")
+    for name in ("ANTHROPIC_API_KEY", "TEAMMATE_SHELL_SECRET", "TEAMCTL_HOME"):
+        assert name not in env, name
+    assert str(teamctl.home / "teamctl.sock") not in json.dumps(env)
+
+
 def test_a_200kb_role_prompt_works_and_is_never_on_the_command_line(teamctl: Teamctl) -> None:
     """The prompt went on argv: visible in ps, and 200 KB failed with E2BIG into a backoff
     loop. Now it reaches the runtime through a 0600 file, whatever its size."""
