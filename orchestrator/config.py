@@ -157,6 +157,9 @@ class KubernetesHostConfig(_Strict):
     workdir: Annotated[str, Field(pattern=r"^/[^\x00]*$", max_length=1024)] = "/workspace"
     keep: bool = False  # teamctl stop suspends the sandbox (its volume kept) instead of deleting
     start_timeout: Annotated[float, Field(gt=0, le=3600)] = 300.0  # the pod Running by then
+    # seconds a member may idle before its runtime stops and its Sandbox is suspended (no
+    # pod, its volume kept); its next message resumes it, the session with it. None: never
+    pause_after: Annotated[float, Field(gt=0, le=30 * 86400)] | None = None
 
 
 def _split_hosts(data: Any) -> Any:

@@ -173,8 +173,9 @@ class Host(Protocol):
     files (``exists``) and the CLI (``find_executable``, ``version``) there, map paths
     (``remote_path``, ``local_path``), reach a port there (``forward_port``), offer teamctl's
     MCP server there (``mcp_server``, ``forwarder``), prove the way there alive (``answers``),
-    say whether the operator's login here applies (``checks_local_login``), and let go of it
-    (``close``) — and no adapter changes (docs/architecture.md, "Hosts")."""
+    say whether the operator's login here applies (``checks_local_login``), pause an idle
+    member's place (``pause_after``, ``suspend``), and let go of it (``close``) — and no
+    adapter changes (docs/architecture.md, "Hosts")."""
 
     @property
     def name(self) -> str | None:
@@ -250,6 +251,19 @@ class Host(Protocol):
         """Liveness of the way to the host, the probe's second half: True if it answers within
         ``deadline`` seconds (over SSH: its ControlMaster's ``ssh -O check``; this machine:
         nothing to ask)."""
+        ...
+
+    @property
+    def pause_after(self) -> float | None:
+        """Seconds a member may idle before its runtime is stopped and its place paused
+        (``suspend``), to start again — its session resumed — when its next message waits;
+        None: never (this machine, SSH: an idle process there costs nothing to keep)."""
+        ...
+
+    async def suspend(self) -> None:
+        """Pause the member's place once its runtime has stopped (a pod: its Sandbox
+        suspended, its volume kept); the next ``spawn`` resumes it. Raises HostUnavailable
+        when the place could not be paused (the member is then started again at once)."""
         ...
 
     async def close(self) -> None:

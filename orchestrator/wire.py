@@ -85,7 +85,10 @@ __all__ = [
     "WorktreesDoc",
 ]
 
-Launch = Literal["pending", "starting", "running", "backoff", "stopping", "stopped", "fatal"]
+# paused: its idle runtime was stopped and its place paused (a pod's ``pause_after``); the next
+# message for it resumes it
+Launch = Literal["pending", "starting", "running", "backoff", "stopping", "stopped", "fatal",
+                 "paused"]
 # unresponsive: it did not answer its liveness probe within the deadline (killed, restarted)
 Liveness = Literal["alive", "unresponsive", "dead", "unknown"]
 Readiness = Literal["ready", "busy", "not_ready"]

@@ -132,6 +132,7 @@ class KubernetesHost:
     context: str | None = None
     keep: bool = False
     start_timeout: float = 300.0
+    pause_after: float | None = None  # idle seconds before its Sandbox is suspended
     python: str = sys.executable  # runs the relay here
     # the daemon's socket of this member (orchestrator/daemon/member_sockets.py): what its
     # teamctl mcp in the pod reaches, through the relay (runtimes/kube_mux.py); None: no tools
@@ -464,20 +465,20 @@ class KubernetesHost:
 
     async def put_file(self, image: ImagePart) -> Path | None:
         """A content-addressed copy in the pod, verified against its sha256 there."""
-        if self._home is None:
+        if self._home is None or self.pod_name is None:  # first, or after a pause
             await self.connect()
         out = await self._side("put", image.sha256, str(len(image.data)), stdin=image.data,
                                deadline=SIDE_TIMEOUT + len(image.data) / 1e6)
         return Path(out.strip())
 
     async def exists(self, pattern: str) -> bool:
-        if self._home is None:
+        if self._home is None or self.pod_name is None:  # first, or after a pause
             await self.connect()
         return (await self._side("exists", self.rewrite(pattern))).strip() == "true"
 
     async def version(self, executable: str, *, env: Mapping[str, str] | None = None,
                       cwd: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
-        if self._home is None:
+        if self._home is None or self.pod_name is None:  # first, or after a pause
             await self.connect()
         out = await self._side("version", self.rewrite(executable), deadline=timeout)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -539,7 +540,7 @@ class KubernetesHost:
         try:
             with anyio.fail_after(REQUEST_TIMEOUT * 3):
                 await self._confirm_ours()
-                await self._let_go()
+                await self._let_go(keep=self.keep)
         except (HostUnavailable, TimeoutError) as exc:  # stop goes on; the objects stay
             log.warning("kube_close_failed", host=self.host, member=self.member,
                         sandbox=self.plan.name, reason=str(exc))
@@ -565,9 +566,25 @@ class KubernetesHost:
             self._check_ours(None if pod is None else pod.metadata.labels, "pod")
         self._ours = True
 
-    async def _let_go(self) -> None:
+    async def suspend(self) -> None:
+        """``pause_after``: the Sandbox suspended (its pod gone, its volume kept); the
+        fallback's pod deleted, its claim kept. The next start resumes it (``ensure``)."""
+        if self.mode is None:
+            return
+        with anyio.move_on_after(REQUEST_TIMEOUT * 3) as scope:
+            await self._confirm_ours()
+            await self._let_go(keep=True)
+        if scope.cancelled_caught:
+            raise HostUnavailable(self.member, self.host, "kube_unreachable",
+                                  f"suspending {self.plan.name} took over "
+                                  f"{REQUEST_TIMEOUT * 3:g}s; is the API server up?",
+                                  retryable=True)
+        log.info("kube_suspended", host=self.host, member=self.member, mode=self.mode)
+        self.pod_name = None
+
+    async def _let_go(self, *, keep: bool) -> None:
         if self.mode == "sandbox":
-            if self.keep:
+            if keep:
                 await self._call("patch", "sandboxes.agents.x-k8s.io", self._sandbox_call(
                     "patch_namespaced_custom_object", self.plan.name,
                     {"spec": {"operatingMode": "Suspended"}}))
@@ -576,7 +593,7 @@ class KubernetesHost:
                     "delete_namespaced_custom_object", self.plan.name))
         else:
             await self._delete_pod()
-            if not self.keep:
+            if not keep:
                 await self._call("delete", "persistentvolumeclaims", lambda api: self._core(
                     api).delete_namespaced_persistent_volume_claim(
                     self.plan.claim, self.namespace, _request_timeout=REQUEST_TIMEOUT))
@@ -595,4 +612,5 @@ def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostCon
     kubeconfig = os.path.expanduser(config.kubeconfig) if config.kubeconfig else None
     return KubernetesHost(host, plan, state_dir, kubeconfig=kubeconfig, context=config.context,
                           keep=config.keep, start_timeout=config.start_timeout,
+                          pause_after=config.pause_after,
                           mcp_socket=mcp_socket)

@@ -103,5 +103,10 @@ class LocalHost:
     async def answers(self, deadline: float) -> bool:
         return True
 
+    pause_after = None  # an idle process here costs nothing to keep
+
+    async def suspend(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None

@@ -356,6 +356,13 @@ class SandboxHost:
     async def answers(self, deadline: float) -> bool:
         return await self.base.answers(deadline)
 
+    @property
+    def pause_after(self) -> float | None:
+        return self.base.pause_after
+
+    async def suspend(self) -> None:
+        await self.base.suspend()
+
     async def close(self) -> None:
         if self.on_close is not None:
             await self.on_close()

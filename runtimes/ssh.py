@@ -123,6 +123,7 @@ class SshHost:
     master_pid: int | None = field(default=None, repr=False)  # our ControlMaster's, as checked
 
     checks_local_login = False
+    pause_after = None  # a named host: an idle process there costs nothing to keep
 
     @property
     def name(self) -> str:
@@ -226,6 +227,9 @@ class SshHost:
             done = await self._control("check")
             return done is not None and done.returncode == 0
         return False
+
+    async def suspend(self) -> None:
+        return None
 
     async def close(self) -> None:
         """Stop the host's ControlMaster (``teamctl stop``): nothing of ours stays there."""

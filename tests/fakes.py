@@ -244,8 +244,9 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
     db = AsyncStore(journal)
     try:
         async with anyio.create_task_group() as tg:
+            hosts = options.pop("hosts", lambda team, member: LocalHost())
             built = await build_core(home, db, tg, runtimes={"claude": runtime},
-                                     hosts=lambda team, member: LocalHost(),
+                                     hosts=hosts,
                                      local_host=LocalHost(),
                                      vision=lambda rt, model, override: override,
                                      **({"clock": clock, "sleep": clock.sleep} if clock else {}),

@@ -315,6 +315,8 @@ def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
         click.echo(result["id"])
     elif result["state"] == "answered":
         click.echo(result["reply"])
+    for note in () if as_json else result.get("notes") or ():  # "resuming: ... was paused"
+        click.echo(note, err=True)
     if wait and result["state"] != "answered":
         error = result.get("error") or {}
         if not as_json:

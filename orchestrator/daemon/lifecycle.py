@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from orchestrator.daemon import orphans
+from orchestrator.daemon import idle_pause, orphans
 from orchestrator.daemon.liveness import probe_loop
 from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed
@@ -91,6 +91,9 @@ class Lifecycle:
             exit_code = await self._run_once(state)
             if state.launch == "fatal":
                 return
+            if state.pause is not None:  # planned: paused until a turn wants it
+                await idle_pause.paused(state)
+                continue
             if state.recycle is not None:  # planned: no policy, no backoff, not a restart
                 log.info("member_recycled", team=state.team, member=state.name,
                          reason=state.recycle, exit=exit_code)
@@ -163,11 +166,11 @@ class Lifecycle:
                 with anyio.CancelScope(shield=True):
                     await state.approver.close("the member process that asked is gone")
             orphans.forget(self._home.member_dir(state.team, state.name))
-            if opened is not None:
+            if opened is not None and state.pause is None:  # paused: not gone (its tasks)
                 await _tell(self.on_exit, state, "exit")
             state.notify()
         state.process_turns = 0
-        if state.recycle is not None:
+        if state.recycle is not None or state.pause is not None:
             return opened.exit_code if opened is not None else exit_code
         state.last_exit = {"code": exit_code, "at": time.time()}
         state.turn = None
@@ -187,11 +190,18 @@ class Lifecycle:
                         return
                     await changed.wait()
 
+            async def pause_wanted(after: float) -> None:
+                state.pause = await idle_pause.idle_for(state, after)
+                tg.cancel_scope.cancel()  # leave the runtime: its stop ladder runs
+
             tg.start_soon(probe_loop, state, process, state.epoch, self._is_current)
             tg.start_soon(recycle_wanted)
+            if state.host.pause_after is not None:
+                tg.start_soon(pause_wanted, state.host.pause_after)
             exit_code = await process.wait()
             tg.cancel_scope.cancel()
-        return exit_code if state.recycle is None else process.exit_code
+        planned = state.recycle is not None or state.pause is not None
+        return process.exit_code if planned else exit_code
 
     async def record_session(self, state: MemberState, session_id: str | None) -> None:
         state.session_id = session_id
@@ -210,7 +220,8 @@ class Lifecycle:
         if process.session_id != state.session_id:
             await self.record_session(state, process.session_id)
         log.info("member_ready", team=state.team, member=state.name, pid=process.pid,
-                 session_id=process.session_id)
+                 session_id=process.session_id, resumed=state.resuming)
+        state.resuming = False
         state.settled.set()
         state.notify()
 

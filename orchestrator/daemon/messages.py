@@ -79,18 +79,32 @@ class Messages:
         if dry_run:
             return DryRunPlan(team=config.name, member=member,
                               attachments=[p.to_wire() for p in planned])
+        notes = self._resuming(config.name, member)  # before its queue is poked
         message_id = await self._mailbox.send(config.name, member, text, planned, origin)
         if made and self._descriptions is not None:  # described images: their side calls
             spec = config.member(member)
             assert spec is not None
             await self._descriptions.charge(config.name, spec, message_id, made)
         if not wait:
-            return SendResult(ok=True, id=message_id, team=config.name, member=member)
+            return SendResult(ok=True, id=message_id, team=config.name, member=member,
+                              notes=notes)
         delivery = await self._wait_reply(config.name, member, message_id, timeout)
         message = delivery.to_wire(planned)
         return SendResult(ok=delivery.state == "answered", team=config.name, member=member,
-                          **message.model_dump(exclude={"attachments", "error", "to"}),
-                          attachments=message.attachments, error=message.error)
+                          **message.model_dump(exclude={"attachments", "error", "to",
+                                                        "notes"}),
+                          attachments=message.attachments, error=message.error,
+                          notes=[*notes, *message.notes])
+
+    def _resuming(self, team: str, member: str) -> list[str]:
+        """The receipt's word when the member is paused (``pause_after``): its message waits
+        journaled while its place resumes."""
+        state = self._supervisor.member(team, member)
+        if state.launch != "paused" and not state.resuming:
+            return []
+        where = state.host.name or "this machine"
+        return [f"resuming: {member} was paused ({where}: idle past pause_after); "
+                "the message waits in the journal until it is up"]
 
     async def _wait_reply(self, team: str, member: str, message_id: str,
                           timeout: float) -> Delivery:

@@ -81,6 +81,12 @@ class MemberState:
     process_turns: int = 0  # turns on the current process, for ``recycle_turns``
     recycle: str | None = None  # why the current process is being recycled
     recycle_after_turn: str | None = None  # a recycle asked for while a turn was in flight
+    # why its idle process is being stopped to pause its place (the host's ``pause_after``);
+    # while ``launch`` is "paused", ``wanted`` is set by the first turn that waits for it
+    pause: str | None = None
+    wanted: anyio.Event | None = None
+    resuming: bool = False  # started again by a waiting turn after a pause, not yet ready
+    claiming: bool = False  # its queue is claiming a turn on its ready process: not idle
     tree_measured_at: float = float("-inf")  # when its process tree was last measured
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only
@@ -101,7 +107,8 @@ class MemberState:
 
     @property
     def readiness(self) -> Readiness:
-        if self.process is None or not self.process.usable or self.recycle is not None:
+        if self.process is None or not self.process.usable or self.recycle is not None \
+                or self.pause is not None:
             return "not_ready"
         return "busy" if self.busy else "ready"
 
@@ -258,11 +265,17 @@ class Supervisor:
             state = self.member(team, name)
             changed = state.changed()
             if state.process is not None and state.process.usable and not state.busy \
-                    and state.recycle is None and not state.probing:
+                    and state.recycle is None and state.pause is None and not state.probing:
                 break
+            if state.wanted is not None:  # paused: this turn resumes it
+                state.wanted.set()
             await changed.wait()
         process, epoch = state.process, state.epoch
-        claimed = await claim()  # not busy yet: an idle member reads "ready" while it claims
+        state.claiming = True  # not busy yet: an idle member reads "ready" while it claims
+        try:
+            claimed = await claim()
+        finally:
+            state.claiming = False
         if claimed is None:
             yield None
             return

@@ -105,6 +105,34 @@ def test_keep_suspends_the_sandbox_at_stop_and_the_next_launch_resumes_it(
     assert done.returncode == 0, done.stderr
 
 
+def test_an_idle_member_is_paused_after_pause_after_and_its_next_message_resumes_it(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower) -> None:
+    """``pause_after``: idle past it, the member's runtime stops and its Sandbox is suspended
+    (no pod, the volume kept), status says paused; a message resumes it — the receipt says
+    "resuming", the Sandbox runs again, the same session goes on and the message is answered
+    once."""
+    fake, url = cluster
+    team = _team(teamctl, fake, url, "far", pause_after=0.5)
+    assert teamctl.run("launch", str(team)).returncode == 0
+    session = _member(teamctl, "far")["session_id"]
+    name = object_name("web", "far")
+    follow_logs.wait_for(lambda e: e["event"] == "member_paused")
+    assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Suspended"
+    assert ("pods", NS, name) not in fake.objects
+    member = _member(teamctl, "far")
+    assert (member["launch"], member["readiness"]) == ("paused", "not_ready"), member
+    done = teamctl.run("send", "far", "wake up", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert "resuming: far was paused (k8s" in done.stderr
+    assert done.stdout.strip().endswith("received: wake up")
+    assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Running"
+    ready = follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("resumed"))
+    assert ready["session_id"] == session
+    [message] = teamctl.json("history", "far")["messages"]
+    assert (message["state"], message["attempts"]) == ("answered", 1)
+    assert _member(teamctl, "far")["restarts"] == 0
+
+
 def test_a_dropped_exec_stream_mid_turn_redelivers_the_turn_once(
         teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower,
         tmp_path: Path) -> None:
@@ -155,6 +183,25 @@ def test_without_the_sandbox_crd_a_pod_and_its_claim_are_made(
         assert done.returncode == 0, done.stderr
         assert teamctl.run("stop", "web").returncode == 0
         assert _kinds(fake) == set()
+        teamctl.shutdown()
+
+
+def test_without_the_crd_a_paused_member_keeps_its_claim_and_gets_a_new_pod(
+        teamctl: Teamctl, tmp_path: Path, follow_logs: LogFollower) -> None:
+    """The Pod + PVC fallback pauses by deleting the pod (its claim kept: the working tree and
+    the session); the next message makes the pod again and is answered on the same session."""
+    with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
+        fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": KEY}
+        team = _team(teamctl, fake, url, "far", pause_after=0.5)
+        assert teamctl.run("launch", str(team)).returncode == 0
+        session = _member(teamctl, "far")["session_id"]
+        follow_logs.wait_for(lambda e: e["event"] == "member_paused")
+        assert _kinds(fake) == {"persistentvolumeclaims"}
+        done = teamctl.run("send", "far", "a new pod", "--wait")
+        assert done.returncode == 0, done.stderr
+        assert "resuming" in done.stderr
+        assert _kinds(fake) == {"pods", "persistentvolumeclaims"}
+        assert _member(teamctl, "far")["session_id"] == session
         teamctl.shutdown()
 
 
