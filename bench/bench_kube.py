@@ -20,7 +20,7 @@ from _harness import FAKE_CLAUDE, figure, home, median, rss_mib, teamctl
 
 ROUNDS = 20
 CUTS = 5
-MEMBERS = int(os.environ.get("BENCH_KUBE_MEMBERS", "20"))
+MEMBERS = int(os.environ.get("BENCH_KUBE_MEMBERS", "100"))  # the figure
 NS = "agents"
 
 
@@ -163,7 +163,9 @@ def daemon_rss() -> float:
         fake.secrets[(NS, "key")] = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
         work = Path(env["TEAMCTL_BENCH_DIR"])
         names = [f"m{i}" for i in range(MEMBERS)]
-        teamctl(env, "launch", str(_team(work, fake, url, names, [])))
+        started = time.monotonic()
+        teamctl(env, "launch", "--timeout", "900", str(_team(work, fake, url, names, [])))
+        print(f"launch of {MEMBERS} members in pods: {time.monotonic() - started:.1f} s")
         pid = int((Path(env["TEAMCTL_HOME"]) / "daemon.pid").read_text().strip())
         rss = rss_mib(pid)
         teamctl(env, "stop")
