@@ -45,16 +45,21 @@ demo: $(STAMP)  ## a 3-member team of simulated teammates, launched, messaged, a
 
 # The suite runs on every core (pytest-xdist): each test has its own TEAMCTL_HOME and daemon.
 test: $(STAMP) lint  ## lint, then the unit, integration and fault tests, in parallel
-	$(PY) -m pytest -m "not e2e" -q -n auto
+	$(PY) -m pytest -m "not e2e" -q -n auto --durations=15
 
 unit: $(STAMP)  ## the in-process unit tests only (seconds)
 	$(PY) -m pytest tests/unit -q -n auto
 
+E2E_ENV = TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
+	TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
+	TEAMCTL_E2E_GEMINI=$(abspath $(GEMINI_BIN))
+
+# Two files at a time (the tests mostly wait on the real CLIs), then the real Qwen Code's
+# tests one at a time (``alone``: tests/e2e/conftest.py says why).
 e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BIN)  ## the real CLIs (pinned npm) against fake APIs
-	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
-		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
-		TEAMCTL_E2E_GEMINI=$(abspath $(GEMINI_BIN)) \
-		$(PY) -m pytest -m e2e tests/e2e -q
+	$(E2E_ENV) $(PY) -m pytest -m "e2e and not alone" tests/e2e -q -n 2 --dist loadfile \
+		--durations=10
+	$(E2E_ENV) $(PY) -m pytest -m "e2e and alone" tests/e2e -q --durations=5
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
