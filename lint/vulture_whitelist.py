@@ -70,6 +70,7 @@ redacted
 images_described
 _._remote_members
 _._pod_members
+_._image_or_template  # KubernetesHostConfig validator (config.py)
 _._network_needs_sandbox
 reachable
 revoked_at  # KeptRuleDoc: what --rules --all shows (wire.py)

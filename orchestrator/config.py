@@ -145,12 +145,13 @@ class KubernetesHostConfig(_Strict):
     namespace: KubeName = "default"
     # (lengths by max_length, not by a bounded repeat of a Unicode class: pydantic-core
     # compiles those into automata of megabytes — see AllowRule)
-    image: Annotated[str, Field(pattern=r"^[^\s-]\S*$", max_length=512)]  # python3, the CLIs
+    # python3 and the CLIs; without it, the template's (one of the two is required)
+    image: Annotated[str, Field(pattern=r"^[^\s-]\S*$", max_length=512)] | None = None
     storage: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)?$")] = "10Gi"
     storage_class: KubeName | None = None
     runtime_class: KubeName | None = None  # gVisor, Kata...
-    # an agent-sandbox SandboxTemplate: refused for now (a v1beta1 SandboxClaim reaches a
-    # template only through a SandboxWarmPool; teamctl renders its own Sandbox)
+    # an agent-sandbox SandboxTemplate of the namespace: the member's own Sandbox is rendered
+    # from it, this table's keys winning (runtimes/kube_template.py); never claimed
     template: KubeName | None = None
     service_account: KubeName | None = None
     secret: KubeName | None = None  # its keys become the member's environment (envFrom)
@@ -160,6 +161,15 @@ class KubernetesHostConfig(_Strict):
     # seconds a member may idle before its runtime stops and its Sandbox is suspended (no
     # pod, its volume kept); its next message resumes it, the session with it. None: never
     pause_after: Annotated[float, Field(gt=0, le=30 * 86400)] | None = None
+
+    @model_validator(mode="after")
+    def _image_or_template(self) -> KubernetesHostConfig:
+        """The pod's image comes from this table or from the template's agent container."""
+        if self.image is None and self.template is None:
+            raise ValueError("image or template is required: set image = \"…\" (an image with "
+                             "python3 and the runtime's CLI) or template = \"…\" (an "
+                             "agent-sandbox SandboxTemplate of the namespace)")
+        return self
 
 
 def _split_hosts(data: Any) -> Any:
@@ -373,12 +383,6 @@ class TeamConfig(_Strict):
                     "is spent there and logs the operator out here); set login = "
                     "\"isolated\" and name a Secret with its API key (secret = ... in "
                     f"[hosts.{member.host}]), or put it on an SSH host")
-            if self.kubernetes_hosts[member.host].template is not None:
-                raise ValueError(
-                    f"kubernetes_hosts.{member.host}.template: SandboxTemplates are not "
-                    "supported yet (agent-sandbox v1beta1 claims one only through a "
-                    "SandboxWarmPool); remove template: teamctl renders the member's own "
-                    "Sandbox from image, storage, runtime_class and secret")
         return self
 
     @model_validator(mode="after")

@@ -2,7 +2,8 @@
 API server answers (discovery, timed), which objects a member would get (agent-sandbox's
 ``Sandbox``, or the Pod + PVC fallback), each verb teamctl needs on them as RBAC answers it
 (a ``SelfSubjectAccessReview`` per verb: asked, never tried — a try of ``create`` would make a
-pod), and the Secret named by the team file (present, its key names; never a value).
+pod), the Secret named by the team file (present, its key names; never a value), and the
+SandboxTemplate it names (present, and a member's Sandbox renders from it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.contracts import HostUnavailable
 from runtimes.kube_host import REQUEST_TIMEOUT
 from runtimes.kube_manifests import SANDBOX_GROUP, SANDBOX_PLURAL
+from runtimes.kube_template import (
+    TEMPLATE_GROUP,
+    TEMPLATE_PLURAL,
+    TemplateError,
+    no_fallback,
+    sandbox_from,
+)
 
 if TYPE_CHECKING:
     from runtimes.kube_host import KubernetesHost, Mode
@@ -27,6 +35,7 @@ _OBJECTS: dict[str, _Verbs] = {
     "pod": [("", "pods", ("get", "list", "create", "delete")),
             ("", "persistentvolumeclaims", ("get", "list", "create", "delete"))]}
 _EXEC = ("", "pods/exec", ("create", "get"))  # the WebSocket upgrade is a GET
+_TEMPLATE = (TEMPLATE_GROUP, TEMPLATE_PLURAL, ("get",))  # with ``template``, in sandbox mode
 
 
 @dataclass
@@ -44,9 +53,12 @@ class Findings:
     checks: list[Check] = field(default_factory=list)
 
 
-def needed(mode: Mode) -> list[tuple[str, str, str]]:
-    """(verb, API group, resource) teamctl uses in ``mode``: the Role in docs/scaling.md."""
-    return [(verb, group, resource) for group, resource, verbs in [*_OBJECTS[mode], _EXEC]
+def needed(mode: Mode, *, template: bool = False) -> list[tuple[str, str, str]]:
+    """(verb, API group, resource) teamctl uses in ``mode`` (and with a ``template``): the Role
+    in docs/scaling.md."""
+    extra = [_TEMPLATE] if template and mode == "sandbox" else []
+    return [(verb, group, resource) for group, resource, verbs in [*_OBJECTS[mode], *extra,
+                                                                    _EXEC]
             for verb in verbs]
 
 
@@ -58,10 +70,12 @@ async def inspect(host: KubernetesHost, secret: str | None) -> Findings:
     found.mode = await host.discover()
     found.seconds = round(time.monotonic() - started, 3)
     found.server = str(getattr(getattr(host._api, "configuration", None), "host", "") or "")
-    for verb, group, resource in needed(found.mode):
+    for verb, group, resource in needed(found.mode, template=host.plan.template is not None):
         found.checks.append(await _review(host, verb, group, resource))
     if secret is not None:
         found.checks.append(await _secret(host, secret))
+    if host.plan.template is not None:
+        found.checks.append(await _template(host, found.mode))
     return found
 
 
@@ -102,3 +116,24 @@ async def _secret(host: KubernetesHost, name: str) -> Check:
     keys = sorted((found.data or {}).keys())
     return Check(what, bool(keys), f"present, keys: {', '.join(keys)}" if keys else
                  "present but empty: the member would start without its API key")
+
+
+async def _template(host: KubernetesHost, mode: Mode) -> Check:
+    """The SandboxTemplate named: there, readable, and a member's Sandbox renders from it."""
+    what = f"sandboxtemplate {host.plan.template}"
+    if mode == "pod":
+        return Check(what, False, str(no_fallback(host.plan)))
+    try:
+        found = await host.read_template()
+    except HostUnavailable as exc:
+        if exc.code == "kube_forbidden":
+            return Check(what, False, "not readable by this login — grant the Role in "
+                         "docs/scaling.md (get on sandboxtemplates.extensions.agents.x-k8s.io)")
+        raise
+    try:
+        box = sandbox_from(host.plan, found)
+    except TemplateError as exc:
+        return Check(what, False, str(exc))
+    [agent] = [c for c in box["spec"]["podTemplate"]["spec"]["containers"]
+               if c["name"] == "agent"]
+    return Check(what, True, f"present; the agent's container gets image {agent['image']}")

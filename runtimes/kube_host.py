@@ -36,7 +36,7 @@ import structlog
 
 from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
-from runtimes import kube_exec, kube_manifests
+from runtimes import kube_exec, kube_manifests, kube_template
 from runtimes.base import BASE_ENV_NAMES
 from runtimes.kube_manifests import (
     CONTAINER,
@@ -74,7 +74,8 @@ _MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}
 _MIRROR_MAX = 1 << 20
 _FIX = ("grant the Role in docs/scaling.md (\"How to run it\") to the kubeconfig's user in "
         "namespace {ns}: get, list, create, patch, delete on sandboxes.agents.x-k8s.io, pods "
-        "and persistentvolumeclaims, create on pods/exec")
+        "and persistentvolumeclaims, create on pods/exec; with a template, get on "
+        "sandboxtemplates.extensions.agents.x-k8s.io")
 Mode = Literal["sandbox", "pod"]
 
 
@@ -223,7 +224,7 @@ class KubernetesHost:
             self._check_ours(box.get("metadata", {}).get("labels"), "sandbox")
         if box is None:
             box = await self._call("create", "sandboxes.agents.x-k8s.io", self._sandbox_call(
-                "create_namespaced_custom_object", kube_manifests.sandbox(self.plan)))
+                "create_namespaced_custom_object", await self._manifest()))
             log.info("kube_sandbox_created", host=self.host, member=self.member,
                      sandbox=self.plan.name)
         elif box.get("spec", {}).get("operatingMode") == "Suspended":
@@ -233,6 +234,26 @@ class KubernetesHost:
             log.info("kube_sandbox_resumed", host=self.host, member=self.member)
         annotations = box.get("metadata", {}).get("annotations") or {}
         return str(annotations.get(POD_NAME_ANNOTATION) or self.plan.name)
+
+    async def _manifest(self) -> dict[str, Any]:
+        """The Sandbox to make: teamctl's own, or rendered from the SandboxTemplate the team
+        file names (read now: a change to it reaches the next Sandbox made)."""
+        if self.plan.template is None:
+            return kube_manifests.sandbox(self.plan)
+        try:
+            return kube_template.sandbox_from(self.plan, await self.read_template())
+        except kube_template.TemplateError as exc:
+            raise self._refused(exc) from None
+
+    async def read_template(self) -> Any:
+        """The SandboxTemplate ``template`` names, as the API gives it; None: not there."""
+        return await self._call("get", kube_template.TEMPLATE_RESOURCE, lambda api: self._custom(
+            api).get_namespaced_custom_object(
+            kube_template.TEMPLATE_GROUP, kube_template.TEMPLATE_VERSION, self.namespace,
+            kube_template.TEMPLATE_PLURAL, self.plan.template, _request_timeout=REQUEST_TIMEOUT))
+
+    def _refused(self, exc: kube_template.TemplateError) -> HostUnavailable:
+        return HostUnavailable(self.member, self.host, exc.code, str(exc), retryable=False)
 
     async def _ensure_pod(self) -> str:
         """The fallback: the claim, then the pod (made again when it ended)."""
@@ -299,6 +320,8 @@ class KubernetesHost:
     async def ensure(self) -> str:
         """The member's pod, made if missing and ``Running`` within ``start_timeout``."""
         mode = self.mode or await self.discover()
+        if mode == "pod" and self.plan.template is not None:
+            raise self._refused(kube_template.no_fallback(self.plan))
         pod = await (self._ensure_sandbox() if mode == "sandbox" else self._ensure_pod())
         deadline = time.monotonic() + self.start_timeout
         delay = 0.05
@@ -608,7 +631,8 @@ def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostCon
     plan = PodPlan(team=team, member=member, namespace=config.namespace, image=config.image,
                    workdir=config.workdir, storage=config.storage,
                    storage_class=config.storage_class, runtime_class=config.runtime_class,
-                   service_account=config.service_account, secret=config.secret, home=home)
+                   service_account=config.service_account, secret=config.secret,
+                   template=config.template, home=home)
     kubeconfig = os.path.expanduser(config.kubeconfig) if config.kubeconfig else None
     return KubernetesHost(host, plan, state_dir, kubeconfig=kubeconfig, context=config.context,
                           keep=config.keep, start_timeout=config.start_timeout,

@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["CONTAINER", "HOME", "LABEL_HOME", "LABEL_MEMBER", "LABEL_OWNER", "LABEL_TEAM",
            "POD_NAME_ANNOTATION",
-           "SANDBOX_GROUP", "SANDBOX_PLURAL", "SANDBOX_VERSION", "PodPlan", "object_name",
+           "SANDBOX_GROUP", "SANDBOX_PLURAL", "SANDBOX_VERSION", "VOLUME", "PodPlan", "object_name",
            "pod", "pvc", "sandbox"]
 
 SANDBOX_GROUP = "agents.x-k8s.io"
@@ -50,13 +50,14 @@ class PodPlan:
     team: str
     member: str
     namespace: str
-    image: str
+    image: str | None  # None: the template's (runtimes/kube_template.py)
     workdir: str = "/workspace"
     storage: str = "10Gi"
     storage_class: str | None = None
     runtime_class: str | None = None
     service_account: str | None = None
     secret: str | None = None
+    template: str | None = None  # an agent-sandbox SandboxTemplate of the namespace
     home: str = ""  # the teamctl home's id (LABEL_HOME); "" for none (doctor)
 
     @property
@@ -101,7 +102,7 @@ def _metadata(plan: PodPlan, name: str) -> dict[str, Any]:
 
 def _pod_spec(plan: PodPlan, volumes: list[dict[str, Any]]) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": CONTAINER, "image": plan.image,
+        "name": CONTAINER, **({"image": plan.image} if plan.image else {}),
         "command": ["python3", "-c", _SLEEP],
         "workingDir": plan.workdir,
         "env": [{"name": "HOME", "value": HOME}],

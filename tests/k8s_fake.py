@@ -6,6 +6,7 @@ What it serves (bearer token checked, JSON bodies, ``Status`` documents for erro
 - discovery: ``/api``, ``/apis`` (the ``agents.x-k8s.io`` group listed unless ``crd=False``:
   then a Sandbox request is a 404, as where the CRD is not installed);
 - create/get/list/delete (+ merge patch of a Sandbox) of ``sandboxes`` (agents.x-k8s.io/v1beta1),
+  ``sandboxtemplates`` (extensions.agents.x-k8s.io/v1beta1: tests create them, teamctl gets them),
   ``pods`` and ``persistentvolumeclaims`` in a namespace. A fake controller makes a Sandbox's pod
   at once (named after it, ``Running``, Ready) unless its ``operatingMode`` is ``Suspended``, and
   makes it again when it is deleted under a running Sandbox; a Pod is ``Running`` at once;
@@ -55,9 +56,10 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 GROUP, VERSION = "agents.x-k8s.io", "v1beta1"
+EXTENSIONS = "extensions.agents.x-k8s.io"  # the SandboxTemplate's group (same version)
 TOKEN = "fake-token-of-the-test"
 _KINDS = {"pods": ("", "Pod"), "persistentvolumeclaims": ("", "PersistentVolumeClaim"),
-          "sandboxes": (GROUP, "Sandbox")}
+          "sandboxes": (GROUP, "Sandbox"), "sandboxtemplates": (EXTENSIONS, "SandboxTemplate")}
 
 
 def _status(code: int, reason: str, message: str, **details: Any) -> JSONResponse:
@@ -236,9 +238,11 @@ class FakeCluster:
             claim = self._claim_of(pod)
         volume = self.volume(namespace, claim or f"ephemeral-{name}")
         env = {**self.exec_env, "HOME": str(volume / "home")}
-        container = pod["spec"]["containers"][0]
+        container = next((c for c in pod["spec"]["containers"] if c["name"] == "agent"),
+                         pod["spec"]["containers"][0])  # the exec's container (teamctl's)
         for source in container.get("envFrom", []):
-            env.update(self.secrets.get((namespace, source["secretRef"]["name"]), {}))
+            if "secretRef" in source:  # a ConfigMap's (a template's) is not played
+                env.update(self.secrets.get((namespace, source["secretRef"]["name"]), {}))
         return env, volume / "workspace"
 
     def drop_exec(self) -> int:
@@ -266,10 +270,11 @@ def build_app(cluster: FakeCluster) -> Starlette:
                              "serverAddressByClientCIDRs": []})
 
     async def apis(request: Request) -> Response:
-        groups = [{"name": GROUP, "versions": [{"groupVersion": f"{GROUP}/{VERSION}",
+        groups = [{"name": group, "versions": [{"groupVersion": f"{group}/{VERSION}",
                                                 "version": VERSION}],
-                   "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}",
-                                        "version": VERSION}}] if cluster.crd else []
+                   "preferredVersion": {"groupVersion": f"{group}/{VERSION}",
+                                        "version": VERSION}}
+                  for group in (GROUP, EXTENSIONS)] if cluster.crd else []
         return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 
     async def resources(request: Request) -> Response:
@@ -279,7 +284,9 @@ def build_app(cluster: FakeCluster) -> Starlette:
                       ("persistentvolumeclaims", "PersistentVolumeClaim")]
             version = "v1"
         elif cluster.crd:
-            listed, version = [("sandboxes", "Sandbox")], f"{GROUP}/{VERSION}"
+            group = request.url.path.split("/")[2]
+            listed = [(r, k) for r, (g, k) in _KINDS.items() if g == group]
+            version = f"{group}/{VERSION}"
         else:
             return _status(404, "NotFound", "the server could not find the requested resource")
         return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1",
@@ -294,9 +301,9 @@ def build_app(cluster: FakeCluster) -> Starlette:
             return _status(401, "Unauthorized", "Unauthorized")
         params = request.path_params
         resource = params["resource"]
-        if resource not in _KINDS or (resource == "sandboxes") != ("group" in params):
+        if resource not in _KINDS or _KINDS[resource][0] != params.get("group", ""):
             return _status(404, "NotFound", "the server could not find the requested resource")
-        if resource == "sandboxes" and not cluster.crd:
+        if "group" in params and not cluster.crd:
             return _status(404, "NotFound", "the server could not find the requested resource")
         name = params.get("name")
         verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete",
@@ -345,7 +352,8 @@ def build_app(cluster: FakeCluster) -> Starlette:
                      "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}"]
     return Starlette(routes=[
         Route("/api", api), Route("/apis", apis), Route("/api/v1", resources),
-        Route(f"/apis/{GROUP}/{VERSION}", resources),
+        Route(f"/apis/{GROUP}/{VERSION}", resources), Route(f"/apis/{EXTENSIONS}/{VERSION}",
+                                                            resources),
         WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/exec", exec_stream),
         Route("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", access_review,
               methods=["POST"]),

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import socket
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from tests.conftest import fake_member
 from tests.k8s_fake import fake_cluster, kubeconfig
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from tests.conftest import Teamctl
 
 NS = "agents"
@@ -97,3 +98,32 @@ def test_doctor_host_of_an_unreachable_api_server_is_typed(teamctl: Teamctl) -> 
     report = json.loads(done.stdout)
     assert (report["reachable"], report["error"]["code"], report["error"]["retryable"]) == \
         (False, "kube_unreachable", True)
+
+
+def test_doctor_host_with_a_template_checks_its_rbac_verb_and_that_it_renders(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """``template = ...``: the Role's ``get sandboxtemplates`` is asked, and the template is
+    read and rendered (its agent container's image named); a template not there is a failed
+    row naming ``kubectl get sandboxtemplates``, exit 1."""
+    from kubernetes import client, config
+
+    fixture = Path(__file__).resolve().parents[1] / "data" / "k8s" / \
+        "sandboxtemplate_example.yaml"
+    with fake_cluster(tmp_path / "cluster") as (fake, url):
+        api = config.new_client_from_config(str(kubeconfig(teamctl.workdir / "admin", url)))
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "extensions.agents.x-k8s.io", "v1beta1", NS, "sandboxtemplates",
+            yaml.safe_load(fixture.read_text()))
+        done = teamctl.run("doctor", str(_team(teamctl, url, template="gpu-agent")), "--host",
+                           "k8s", "--json")
+        assert done.returncode == 0, done.stderr
+        checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["get sandboxtemplates.extensions.agents.x-k8s.io"]["ok"], checks
+        assert checks["sandboxtemplate gpu-agent"]["detail"] == \
+            "present; the agent's container gets image ghcr.io/example/agent:1"
+        missing = teamctl.run("doctor", str(_team(teamctl, url, template="nope")), "--host",
+                              "k8s", "--json")
+        assert missing.returncode == 1, missing.stderr
+        row = {c["check"]: c for c in json.loads(missing.stdout)["checks"]}["sandboxtemplate nope"]
+        assert not row["ok"] and "kubectl get sandboxtemplates -n agents" in row["detail"], row
+        assert fake.objects.keys() == {("sandboxtemplates", NS, "gpu-agent")}

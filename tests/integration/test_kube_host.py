@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 
 from runtimes.kube_manifests import object_name
 from tests.conftest import fake_member, socket_exchange
@@ -36,9 +37,9 @@ def cluster(tmp_path: Path, teamctl: Teamctl) -> Iterator[tuple[FakeCluster, str
 def _team(teamctl: Teamctl, fake: FakeCluster, url: str, *members: str,
           local: tuple[str, ...] = (), **host: Any) -> Path:
     config = kubeconfig(teamctl.workdir / "kubeconfig", url)
-    table = {"kind": "kubernetes", "kubeconfig": str(config), "namespace": NS,
-             "image": "ghcr.io/example/agent:1", "secret": "claude-key", "start_timeout": 20.0,
-             **host}
+    table = {k: v for k, v in {"kind": "kubernetes", "kubeconfig": str(config), "namespace": NS,
+                               "image": "ghcr.io/example/agent:1", "secret": "claude-key",
+                               "start_timeout": 20.0, **host}.items() if v is not None}
     return teamctl.write_team("web", [
         fake_member(name, host="k8s", restart="on-failure", backoff=[0.1, 0.5],
                     workdir=str(fake.volume(NS, f"work-{object_name('web', name)}")
@@ -269,3 +270,80 @@ def test_the_pods_socket_carries_member_calls_only_never_the_operators(
     assert forged["error"]["data"]["code"] == "messaging_token_unknown", forged
     assert [m["name"] for m in teamctl.json("status")["teams"][0]["members"]] == ["far", "near"]
     assert teamctl.json("history", "near")["messages"] == []
+
+
+def _seed_template(teamctl: Teamctl, url: str) -> dict[str, Any]:
+    """The SandboxTemplate fixture (tests/data/k8s) created in the fake cluster by the real
+    client, as a cluster admin's ``kubectl apply`` would."""
+    from kubernetes import client, config
+
+    template: dict[str, Any] = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "data" / "k8s" / "sandboxtemplate_example.yaml"
+         ).read_text())
+    api = config.new_client_from_config(str(kubeconfig(teamctl.workdir / "admin", url)))
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "extensions.agents.x-k8s.io", "v1beta1", NS, "sandboxtemplates", template)
+    return template
+
+
+def test_a_member_from_a_sandbox_template_answers_and_its_pod_has_the_templates_settings(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str]) -> None:
+    """``template = "gpu-agent"`` and no image: the member's Sandbox is rendered from the
+    SandboxTemplate it reads (its node selector, its agent container's resources and image;
+    teamctl's sleeper, volume and Secret over them), its pod runs the member, a turn is
+    answered."""
+    fake, url = cluster
+    theirs = _seed_template(teamctl, url)["spec"]["podTemplate"]["spec"]
+    launched = teamctl.run("launch", str(_team(teamctl, fake, url, "far", image=None,
+                                               template="gpu-agent")))
+    assert launched.returncode == 0, launched.stderr
+    assert ("get", "sandboxtemplates") in fake.requests
+    spec = fake.objects[("sandboxes", NS, object_name("web", "far"))]["spec"]["podTemplate"][
+        "spec"]
+    assert spec["nodeSelector"] == {"pool": "agents"}
+    [agent] = [c for c in spec["containers"] if c["name"] == "agent"]
+    assert agent["resources"] == theirs["containers"][1]["resources"]
+    assert agent["image"] == "ghcr.io/example/template-agent:2"
+    assert agent["envFrom"][-1] == {"secretRef": {"name": "claude-key"}}
+    done = teamctl.run("send", "far", "hello from a template", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fake-claude (claude-sonnet-4-5) received: hello from a template"
+
+
+@pytest.mark.parametrize(("template", "forbid", "code", "says"), [
+    ("no-such-template", None, "kube_template_missing", "kubectl get sandboxtemplates -n agents"),
+    ("gpu-agent", ("get", "sandboxtemplates"), "kube_forbidden",
+     "refused to get sandboxtemplates.extensions.agents.x-k8s.io"),
+])
+def test_a_template_that_cannot_be_read_is_fatal_and_names_the_fix(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], template: str,
+        forbid: tuple[str, str] | None, code: str, says: str) -> None:
+    """A SandboxTemplate that is not there, or that RBAC will not let teamctl read: the member
+    is ``fatal`` (no retry loop) with the fix named, in ``teamctl status`` and the log; no
+    Sandbox is made."""
+    fake, url = cluster
+    _seed_template(teamctl, url)
+    if forbid is not None:
+        fake.forbid.add(forbid)
+    teamctl.run("launch", str(_team(teamctl, fake, url, "far", template=template)))
+    member = _member(teamctl, "far")
+    assert member["launch"] == "fatal", member
+    assert says in member["error"], member
+    assert code in {e.get("code") for e in teamctl.log_events() if e.get("member") == "far"}
+    assert "sandboxes" not in _kinds(fake)
+    assert fake.requests.count(("get", "sandboxtemplates")) == 1
+
+
+def test_a_template_without_the_sandbox_crd_is_refused_at_start(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """No agent-sandbox in the cluster (the Pod + PVC fallback) means no SandboxTemplate:
+    ``template`` is refused at start (``kube_template_unsupported``, fatal), nothing made."""
+    with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
+        teamctl.run("launch", str(_team(teamctl, fake, url, "far", template="gpu-agent")))
+        member = _member(teamctl, "far")
+        assert member["launch"] == "fatal", member
+        assert "needs agent-sandbox" in member["error"], member
+        assert "kube_template_unsupported" in {e.get("code") for e in teamctl.log_events()
+                                               if e.get("member") == "far"}
+        assert _kinds(fake) == set()
+        teamctl.shutdown()

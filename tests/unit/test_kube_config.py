@@ -74,8 +74,19 @@ def test_an_operator_login_in_a_pod_is_refused_naming_the_secret(tmp_path: Path)
     assert "members[0].login" in message and "Secret" in message and "SSH host" in message
 
 
-def test_a_sandbox_template_is_refused_with_what_to_use(tmp_path: Path) -> None:
-    """A template would be ignored by teamctl's own Sandbox: refused, saying what is rendered."""
-    message = _refused(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + _HOST
-                       + 'template = "python"\n' + _MEMBER)
-    assert "template" in message and "not supported yet" in message
+def test_a_sandbox_template_without_an_image_is_a_host(tmp_path: Path) -> None:
+    """``template`` names an agent-sandbox SandboxTemplate: the image may then come from it
+    (the table's ``image`` optional), and the member is placed on the host."""
+    host = _HOST.replace('image = "ghcr.io/x/agent:1"\n', 'template = "python"\n')
+    team = _load(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + host + _MEMBER)
+    name, table = team.member_kubernetes(team.members[0]) or ("", None)
+    assert name == "k8s" and table is not None
+    assert (table.template, table.image) == ("python", None)
+
+
+def test_a_kubernetes_host_with_neither_image_nor_template_is_refused(tmp_path: Path) -> None:
+    """No image and no template: no pod could be made; refused, naming both keys."""
+    host = _HOST.replace('image = "ghcr.io/x/agent:1"\n', "")
+    message = _refused(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + host + _MEMBER)
+    assert "kubernetes_hosts.k8s" in message and "image or template is required" in message, \
+        message

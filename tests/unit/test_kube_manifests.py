@@ -56,11 +56,16 @@ def _definitions() -> dict[str, Any]:
 
 
 @cache
-def _sandbox_schema() -> dict[str, Any]:
-    crd = yaml.safe_load((DATA / "agents.x-k8s.io_sandboxes.yaml").read_text())
+def crd_schema(file: str) -> dict[str, Any]:
+    """The v1beta1 schema (served and stored) of one of agent-sandbox's CRDs, strict."""
+    crd = yaml.safe_load((DATA / file).read_text())
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
     assert version["served"] and version["storage"]
     return dict(_strict(version["schema"]["openAPIV3Schema"]))
+
+
+def _sandbox_schema() -> dict[str, Any]:
+    return crd_schema("agents.x-k8s.io_sandboxes.yaml")
 
 
 def _errors(document: dict[str, Any], schema: dict[str, Any]) -> list[str]:
