@@ -38,6 +38,7 @@ from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes import kube_exec, kube_manifests, kube_template
 from runtimes.base import BASE_ENV_NAMES
+from runtimes.kube_forward import Forward, open_forward
 from runtimes.kube_manifests import (
     CONTAINER,
     LABEL_HOME,
@@ -75,7 +76,8 @@ _MIRROR_MAX = 1 << 20
 _FIX = ("grant the Role in docs/scaling.md (\"How to run it\") to the kubeconfig's user in "
         "namespace {ns}: get, list, create, patch, delete on sandboxes.agents.x-k8s.io, pods "
         "and persistentvolumeclaims, create on pods/exec; with a template, get on "
-        "sandboxtemplates.extensions.agents.x-k8s.io")
+        "sandboxtemplates.extensions.agents.x-k8s.io; for OpenCode, create on "
+        "pods/portforward")
 Mode = Literal["sandbox", "pod"]
 
 
@@ -148,6 +150,7 @@ class KubernetesHost:
     _api: Any = field(default=None, repr=False)
     _exec_api: Any = field(default=None, repr=False)
     _exec_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _forward: Forward | None = field(default=None, repr=False)  # this launch's port-forward
 
     checks_local_login = False
 
@@ -508,9 +511,20 @@ class KubernetesHost:
         return result
 
     async def forward_port(self, port: int) -> int:
-        raise HostUnavailable(self.member, self.host, "kube_unsupported",
-                              "a port-forward into a pod is not built yet (OpenCode's serve "
-                              "needs one); put this member on an SSH host", retryable=False)
+        """A free port on the pod's loopback, reached from ``127.0.0.1:port`` here by a
+        ``pods/portforward`` stream per connection (runtimes/kube_forward.py); the previous
+        launch's listener closed first."""
+        await self.connect()
+        remote, target = int((await self._side("freeport")).strip()), self._target()
+        self._unforward()
+        self._forward = await open_forward(self.member, self.host, self._api, target, port,
+                                           remote, self._error)
+        return remote
+
+    def _unforward(self) -> None:
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
 
     def mcp_server(self, token: str, *, home: Path, socket: Path,
                    state_dir: Path) -> McpServer:
@@ -558,6 +572,7 @@ class KubernetesHost:
         """``close``, saying whether the objects went (or were suspended): a refusal or an
         API server out of reach is logged and the objects stay (the orphan sweep at the
         daemon's next start tries again: orchestrator/daemon/orphans.py)."""
+        self._unforward()
         if self.mode is None:
             return False
         try:

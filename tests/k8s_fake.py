@@ -16,6 +16,10 @@ What it serves (bearer token checked, JSON bodies, ``Status`` documents for erro
   cwd its ``workspace``), with the container's environment (``HOME`` and the ``envFrom``
   Secret's keys, from ``secrets``). A closed stream closes the process's stdin; a deleted pod
   kills its processes.
+- ``pods/{name}/portforward`` over WebSocket (``v4.channel.k8s.io``): per port of the ``ports``
+  query parameter a data (2i) and an error channel (2i+1), each opened by a frame carrying the
+  port (2 bytes, little-endian); the pod's port is 127.0.0.1:port here ("pods" are local
+  processes); a refused connect is told on the error channel, then the stream ends.
 
 - ``selfsubjectaccessreviews`` (allowed unless ``forbid`` holds the verb and resource) and GET of
   a Secret of ``secrets`` (``teamctl doctor --host``).
@@ -355,6 +359,8 @@ def build_app(cluster: FakeCluster) -> Starlette:
         Route(f"/apis/{GROUP}/{VERSION}", resources), Route(f"/apis/{EXTENSIONS}/{VERSION}",
                                                             resources),
         WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/exec", exec_stream),
+        WebSocketRoute("/api/v1/namespaces/{namespace}/pods/{name}/portforward",
+                       lambda websocket: _portforward(cluster, websocket)),
         Route("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", access_review,
               methods=["POST"]),
         Route("/api/v1/namespaces/{namespace}/secrets/{name}", secret),
@@ -394,6 +400,21 @@ async def _exec(cluster: FakeCluster, websocket: WebSocket) -> None:
         await anyio.to_thread.run_sync(_reap, process)
 
 
+_LIMITER: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("k8s_fake_pipes")
+
+
+async def _blocking(call: Any, *args: Any) -> Any:
+    """A blocking call of an exec's pipes in a worker thread, on the server's own limiter:
+    each running exec holds three threads (two reads, a wait), so anyio's default 40 would
+    stall every stream past ~13 execs (a hundred members hold two hundred)."""
+    try:
+        limiter = _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(4096)
+        _LIMITER.set(limiter)
+    return await anyio.to_thread.run_sync(call, *args, abandon_on_cancel=True, limiter=limiter)
+
+
 def _reap(process: subprocess.Popen[bytes]) -> None:
     """The exec'd process ends with its stdin (the remote side's promise); then its pipes go."""
     try:
@@ -415,11 +436,13 @@ async def _relay(websocket: WebSocket, process: subprocess.Popen[bytes], protoco
 
     async def out(stream: Any, channel: int) -> None:
         while True:
-            chunk = await anyio.to_thread.run_sync(os.read, stream.fileno(), 65536,
-                                                   abandon_on_cancel=True)
+            chunk = await _blocking(os.read, stream.fileno(), 65536)
             if not chunk or dropped.is_set():
                 return
-            await websocket.send_bytes(bytes([channel]) + chunk)
+            try:
+                await websocket.send_bytes(bytes([channel]) + chunk)
+            except (WebSocketDisconnect, OSError, RuntimeError):  # the client went
+                return
 
     async def stdin() -> None:
         while True:
@@ -437,7 +460,7 @@ async def _relay(websocket: WebSocket, process: subprocess.Popen[bytes], protoco
                 continue
             if data[0] == 0 and not process.stdin.closed:  # type: ignore[union-attr]
                 with contextlib.suppress(OSError):
-                    await anyio.to_thread.run_sync(_write, process.stdin, data[1:])
+                    await _blocking(_write, process.stdin, data[1:])
         with contextlib.suppress(OSError):
             process.stdin.close()  # type: ignore[union-attr]
         done.set()
@@ -464,7 +487,7 @@ async def _relay(websocket: WebSocket, process: subprocess.Popen[bytes], protoco
             group.cancel_scope.cancel()
             await _abort(websocket)
             return
-        code = await anyio.to_thread.run_sync(process.wait)
+        code = await _blocking(process.wait)
         group.cancel_scope.cancel()
     status: dict[str, Any] = {"metadata": {}, "status": "Success"} if code == 0 else {
         "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
@@ -473,6 +496,74 @@ async def _relay(websocket: WebSocket, process: subprocess.Popen[bytes], protoco
     with contextlib.suppress(Exception):
         await websocket.send_bytes(b"\x03" + json.dumps(status).encode())
         await websocket.close()
+
+
+async def _portforward(cluster: FakeCluster, websocket: WebSocket) -> None:
+    """One port-forward stream: each port's data and error channels opened by a frame of the
+    port number; then the pod's connections carried until either end closes (as the kubelet
+    does: the stream ends when its ports' connections have)."""
+    offered = list(websocket.scope.get("subprotocols", []))
+    namespace, name = websocket.path_params["namespace"], websocket.path_params["name"]
+    cluster.requests.append(("create", "pods/portforward"))
+    if not _authorized(websocket, cluster) or "v4.channel.k8s.io" not in offered or (
+            "create", "pods/portforward") in cluster.forbid or \
+            cluster.exec_target(namespace, name) is None:
+        await websocket.close(code=1008)  # before the upgrade: a 403 to the client
+        return
+    ports = [int(p) for p in websocket.query_params.get("ports", "").split(",") if p]
+    await websocket.accept(subprotocol="v4.channel.k8s.io")
+    conns: dict[int, Any] = {}
+    try:
+        for index, port in enumerate(ports):
+            for channel in (2 * index, 2 * index + 1):
+                await websocket.send_bytes(bytes([channel]) + port.to_bytes(2, "little"))
+            try:
+                conns[2 * index] = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError as exc:
+                await websocket.send_bytes(bytes([2 * index + 1]) + (
+                    f"error forwarding port {port} to pod {name}, uid : failed to execute "
+                    f"portforward in network namespace: dial tcp4 127.0.0.1:{port}: "
+                    f"connect: connection refused ({exc})").encode())
+        async with anyio.create_task_group() as group:
+            group.start_soon(_from_pod_ports, websocket, conns, group.cancel_scope)
+            await _to_pod_ports(websocket, conns)
+            group.cancel_scope.cancel()
+        await websocket.close()
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass  # the client left first
+    finally:
+        for conn in conns.values():
+            await conn.aclose()
+
+
+async def _to_pod_ports(websocket: WebSocket, conns: dict[int, Any]) -> None:
+    """The client's frames (channel 2i) to port i's connection, until the client closes."""
+    while conns:
+        try:
+            message = await websocket.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("bytes") or b""
+        if data and data[0] in conns and data[1:]:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await conns[data[0]].send(data[1:])
+
+
+async def _from_pod_ports(websocket: WebSocket, conns: dict[int, Any], scope: Any) -> None:
+    """Each port's bytes from the pod to its data channel; every port ended: the stream ends."""
+    async def carry(channel: int, conn: Any) -> None:
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError,
+                                 anyio.ClosedResourceError, OSError, WebSocketDisconnect,
+                                 RuntimeError):
+            while True:
+                await websocket.send_bytes(bytes([channel]) + await conn.receive(65536))
+
+    async with anyio.create_task_group() as group:
+        for channel, conn in conns.items():
+            group.start_soon(carry, channel, conn)
+    scope.cancel()
 
 
 def _write(stdin: Any, data: bytes) -> None:
