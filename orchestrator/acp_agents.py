@@ -30,6 +30,9 @@ class AcpAgent:
     login: str
     model_env: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    # whether it lists its MCP servers' tools before it runs the first prompt; False: teamctl
+    # waits until its ``teamctl mcp`` was listed before the member is ready (runtimes/acp.py)
+    lists_mcp_first: bool = True
 
 
 ACP_AGENTS: dict[str, AcpAgent] = {
@@ -40,7 +43,10 @@ ACP_AGENTS: dict[str, AcpAgent] = {
               "env, or run 'qwen' once and log in with /auth",
         model_env="OPENAI_MODEL",
         # its cli.js would start itself again as a child (a bigger heap): ~170 MiB more
-        env=(("QWEN_CODE_NO_RELAUNCH", "true"),)),
+        env=(("QWEN_CODE_NO_RELAUNCH", "true"),),
+        # 0.24.4's acpAgent discovers a session's MCP servers in the background (``void
+        # surfaceMcpFailuresWhenReady``): a first prompt could go out without teamctl's tools
+        lists_mcp_first=False),
     # --skip-trust: in a folder it does not trust, Gemini CLI 0.61.0 starts no stdio MCP
     # server (not even teamctl's, given over ACP) and refuses the yolo mode; the member's
     # workdir is the one the operator put it to work in

@@ -36,7 +36,7 @@ from orchestrator.processes import TreeUsage, process_stopped, process_tree, res
 from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
     from pathlib import Path
 
     from anyio.abc import Process
@@ -302,6 +302,10 @@ class LaunchSpec:
     permissions: Literal["read", "edit", "full", "ask"] = "edit"
     # teamctl's MCP tools for this member (None: ``messaging = false``)
     mcp: McpServer | None = None
+    # returns once the runtime has listed ``mcp``'s tools (its ``teamctl mcp`` tells the daemon
+    # after its first tools/list): for an agent that does not wait for its MCP servers before
+    # the first prompt (Qwen Code over ACP). None: nobody tells.
+    mcp_listed: Callable[[], Awaitable[object]] | None = None
     # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
     transport: Literal["exec", "app-server"] = "app-server"
     # ACP only: the agent's preset (``acp_agent``: its login check, key names, model variable)

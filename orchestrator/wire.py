@@ -75,6 +75,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "TeamStatus",
+    "ToolsListedAck",
     "UiDoc",
     "UsageDoc",
     "UsageRow",
@@ -308,6 +309,13 @@ class HistoryDoc(_Doc):
     member: str
     messages: list[MessageDoc]
     before: str | None = None
+
+
+class ToolsListedAck(_Doc):
+    """``member.tools_listed``: the daemon took note that this launch's runtime listed
+    teamctl's MCP tools."""
+
+    ok: bool = True
 
 
 class SendResult(_Doc):

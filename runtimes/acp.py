@@ -64,6 +64,7 @@ from runtimes.acp_launch import (
     login_fix,
     mcp_servers,
     tool_paths,
+    tools_listed,
 )
 from runtimes.base import OnSent, owned_process
 from runtimes.documents import refused, safe_name, utf8_text
@@ -125,6 +126,7 @@ class AcpRuntime(Adapter, runtime="acp"):
                             failures=rpc_start_failures(AcpError, raw, "the agent")):
             await agent.handshake()
             await agent.open_session()
+        await tools_listed(spec)
         log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
                  agent=agent.agent_name, session_id=agent.session_id, resumed=agent.resumed,
                  image=agent.image_input)

@@ -6,7 +6,11 @@ as answers to ``session/request_permission``."""
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
 
 from orchestrator.contracts import RuntimeNotLoggedIn, acp_agent
 from runtimes.base import member_environ
@@ -14,8 +18,13 @@ from runtimes.base import member_environ
 if TYPE_CHECKING:
     from orchestrator.contracts import LaunchSpec
 
-__all__ = ["allowed", "build_env", "check_login", "choose_option", "login_fix", "mcp_servers",
-           "tool_paths"]
+__all__ = ["MCP_LIST_DEADLINE", "allowed", "build_env", "check_login", "choose_option",
+           "login_fix", "mcp_servers", "tool_paths", "tools_listed"]
+
+log = structlog.get_logger("teamctl.runtime.acp")
+
+# at most this long (and half the start deadline) for an agent to list teamctl's MCP tools
+MCP_LIST_DEADLINE = 15.0
 
 # ACP's tool kinds (ToolKind) by what they do; any other kind is "other"
 _READS = frozenset({"read", "search", "think", "fetch"})
@@ -105,3 +114,24 @@ def choose_option(options: Any, allow: bool, always: bool = False) -> str | None
             if option.get("kind") == kind and isinstance(option.get("optionId"), str):
                 return str(option["optionId"])
     return None
+
+
+async def tools_listed(spec: LaunchSpec) -> None:
+    """For an agent that does not list its MCP servers before the first prompt (its preset's
+    ``lists_mcp_first``): wait until its ``teamctl mcp`` was listed (the daemon is told), so
+    the first turn has teamctl's tools. Bounded: past the deadline the member is ready
+    anyway, and the log says its first turn may lack them."""
+    preset = acp_agent(spec.agent)
+    if preset is None or preset.lists_mcp_first or spec.mcp is None or spec.mcp_listed is None:
+        return
+    deadline = min(MCP_LIST_DEADLINE, spec.start_timeout / 2)
+    started = time.monotonic()
+    with anyio.move_on_after(deadline) as waited:
+        await spec.mcp_listed()
+    if waited.cancelled_caught:
+        log.warning("acp_mcp_tools_late", team=spec.team, member=spec.member, agent=spec.agent,
+                    deadline=deadline, reason="the agent had not listed teamctl's MCP tools; "
+                    "its first turn may go out without them")
+    else:
+        log.info("acp_mcp_tools_listed", team=spec.team, member=spec.member,
+                 waited_ms=round((time.monotonic() - started) * 1000))

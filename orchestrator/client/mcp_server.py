@@ -45,6 +45,7 @@ __all__ = ["TOOLS", "serve"]
 _VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 _LINE_LIMIT = REQUEST_LIMIT_BYTES
 _CALL_TIMEOUT = 60.0
+_TELL_TIMEOUT = 5.0
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "send_message",
@@ -90,6 +91,7 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
     home = Home(Path(os.environ.get("TEAMCTL_MCP_HOME") or "."))
     reader = stdin or sys.stdin.buffer
     writer = stdout or sys.stdout.buffer
+    listed = False
     while True:
         line = reader.readline(_LINE_LIMIT + 1)
         if not line:
@@ -111,6 +113,19 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
                             f"internal error: {type(exc).__name__}")
         if answer is not None:
             _write(writer, answer)
+        if not listed and message.get("method") == "tools/list" and "result" in (answer or {}):
+            listed = _tell_listed(home, token)
+
+
+def _tell_listed(home: Home, token: str) -> bool:
+    """Tell the daemon, once, that the runtime has listed the tools (after the answer is
+    written): a start that waits for it goes on. Best effort, bounded: a daemon that does not
+    answer costs the start a wait of its own deadline, never this server's end."""
+    try:
+        call(home, "member.tools_listed", {"token": token}, timeout=_TELL_TIMEOUT)
+    except (TeamctlError, OSError):
+        return False
+    return True
 
 
 def _discard_line(reader: BinaryIO, start: bytes) -> None:

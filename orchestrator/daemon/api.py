@@ -239,6 +239,7 @@ class ControlServer:
             "member.send_message": (MemberSendParams, self._member_send),
             "member.list_team": (TokenParams, self._member_team),
             "member.message_status": (MemberStatusParams, self._member_status),
+            "member.tools_listed": (TokenParams, self._member_tools_listed),
             "diff": (DiffParams, self._diff),
             "approvals": (ApprovalsParams, self._list_approvals),
             "approval_rules": (ApprovalRulesParams, self._approval_rules),
@@ -424,6 +425,12 @@ class ControlServer:
 
     async def _member_team(self, params: TokenParams) -> BaseModel:
         return await (await self._member(params.token)).list_team(params.token)
+
+    async def _member_tools_listed(self, params: TokenParams) -> BaseModel:
+        """No peer check: it comes while the member starts (its process is not known as its
+        own yet), and it does nothing but end that start's wait for its tools — the current
+        launch's token is still required."""
+        return self._routing().tools_listed(params.token)
 
     async def _member_status(self, params: MemberStatusParams) -> BaseModel:
         return await (await self._member(params.token)).message_status(params.token, params.id)

@@ -104,12 +104,19 @@ class LaunchFactory:
             login=state.login, permissions=state.permissions,
             mcp=state.host.mcp_server(token, home=self.home.root, socket=self.home.socket,
                                       state_dir=state_dir) if config.messaging else None,
+            mcp_listed=self._mcp_listed(state) if config.messaging else None,
             transport=config.transport, agent=config.acp_agent, approver=self._approver(state),
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
             max_budget_usd=self._backstop(state),
             host=state.host,
         )
+
+    @staticmethod
+    def _mcp_listed(state: MemberState) -> Callable[[], Awaitable[object]]:
+        """This launch's "tools listed" signal (``member.tools_listed`` sets it)."""
+        state.mcp_listed = listed = anyio.Event()
+        return listed.wait
 
     def _private_dir(self, state: MemberState) -> Path:
         try:

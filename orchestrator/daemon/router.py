@@ -34,7 +34,14 @@ import structlog
 from orchestrator.daemon.peers import belongs_to
 from orchestrator.daemon.store import Origin
 from orchestrator.errors import TeamctlError
-from orchestrator.wire import MemberCard, MessageStatus, Receipt, SendResult, TeamCard
+from orchestrator.wire import (
+    MemberCard,
+    MessageStatus,
+    Receipt,
+    SendResult,
+    TeamCard,
+    ToolsListedAck,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -119,6 +126,14 @@ class Router:
                                     f"{described.runtime}:{described.model}",
                                     readiness=state.readiness, you=state is sender))
         return TeamCard(team=config.name, members=cards)
+
+    def tools_listed(self, token: str) -> ToolsListedAck:
+        """The member's runtime listed teamctl's MCP tools (its ``teamctl mcp`` says so once,
+        after its first ``tools/list``): a start that waits for them may go on."""
+        sender = self._sender(token)
+        if sender.mcp_listed is not None:
+            sender.mcp_listed.set()
+        return ToolsListedAck()
 
     async def message_status(self, token: str, message_id: str) -> MessageStatus:
         sender = self._sender(token)

@@ -87,6 +87,8 @@ class MemberState:
     wanted: anyio.Event | None = None
     resuming: bool = False  # started again by a waiting turn after a pause, not yet ready
     claiming: bool = False  # its queue is claiming a turn on its ready process: not idle
+    # set when this launch's runtime listed teamctl's MCP tools (member.tools_listed)
+    mcp_listed: anyio.Event | None = None
     tree_measured_at: float = float("-inf")  # when its process tree was last measured
     recycles: int = 0
     token: str | None = None  # this launch's MCP token: acts as this member only

@@ -262,3 +262,34 @@ def test_doctor_runs_each_acp_members_own_command_and_names_its_presets_key(
     assert rows["qw"]["source"].startswith("the member's env OPENAI_API_KEY (qwen reads")
     assert rows["gm"]["credential"] == "none" and "GEMINI_API_KEY" in rows["gm"]["source"]
     assert rows["plain"]["credential"] == "unknown"
+
+
+def test_a_qwen_member_is_ready_only_once_it_listed_teamctls_mcp_tools(
+        teamctl: Teamctl) -> None:
+    """Qwen Code lists a session's MCP servers in the background and does not wait for them
+    before a prompt: teamctl's ``teamctl mcp`` tells the daemon after its first tools/list,
+    and the member is ready only then — so its first turn has teamctl's tools (here the fake
+    agent lists them a second after session/new, as the real one can on a busy machine)."""
+    member = acp_member("qw", acp_agent="qwen", login="isolated",
+                        env={"OPENAI_API_KEY": "sk-fake", "FAKE_ACP_MCP_LATE": "1.0"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    done = teamctl.run("send", "qw", "TOOLS", "--wait")
+    assert done.returncode == 0, done.stderr
+    [tools] = [line for line in done.stdout.splitlines() if line.startswith("tools: ")]
+    assert "send_message" in tools.split(": ", 1)[1].split(","), done.stdout
+    [listed] = [e for e in teamctl.log_events() if e["event"] == "acp_mcp_tools_listed"]
+    assert listed["member"] == "qw"
+
+
+def test_an_agent_that_never_lists_its_tools_is_ready_at_the_deadline_saying_so(
+        teamctl: Teamctl) -> None:
+    """The wait is bounded (half the start deadline here): past it the member is ready anyway
+    — its turn answered — and the log says its first turn may lack the tools."""
+    member = acp_member("qw", acp_agent="qwen", login="isolated", start_timeout=2.0,
+                        env={"OPENAI_API_KEY": "sk-fake", "FAKE_ACP_MCP_LATE": "3600"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    done = teamctl.run("send", "qw", "TOOLS", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert "tools: none yet" in done.stdout
+    [late] = [e for e in teamctl.log_events() if e["event"] == "acp_mcp_tools_late"]
+    assert late["member"] == "qw" and late["deadline"] == 1.0

@@ -218,3 +218,30 @@ def test_a_hostile_tool_call_is_a_typed_error_and_the_server_keeps_serving(
                               "isError": False}
     [sent] = daemon.requests
     assert sent["params"] == {"token": "t" * 32, "to": "rev", "text": "hi", "attachments": []}
+
+
+def test_the_daemon_is_told_once_after_the_first_tools_list_and_not_before(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    """``member.tools_listed`` goes once, after the first tools/list was answered (an agent
+    that lists late is ready only then); a daemon that refuses it ends nothing."""
+    told: list[tuple[str, dict[str, Any], int]] = []
+    out = io.BytesIO()
+
+    def fake_call(home: object, method: str, params: dict[str, Any], **_: Any) -> None:
+        told.append((method, params, len(out.getvalue().splitlines())))
+        raise OSError("no daemon")  # the first refusal: told again at the next listing
+
+    monkeypatch.setattr(mcp_server, "call", fake_call)
+    monkeypatch.setenv("TEAMCTL_MEMBER_TOKEN", "t" * 32)
+    monkeypatch.setenv("TEAMCTL_MCP_HOME", str(tmp_path))
+    lines = [_line({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18"}}),
+             _line({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+             _line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    assert mcp_server.serve(io.BytesIO(b"".join(lines)), out) == 0
+    assert [(m, p) for m, p, _ in told] == [("member.tools_listed", {"token": "t" * 32})] * 2
+    assert told[0][2] == 2, "after the answer to tools/list was written"
+    told.clear()
+    monkeypatch.setattr(mcp_server, "call", lambda *a, **k: told.append(("ok", {}, 0)))
+    assert mcp_server.serve(io.BytesIO(b"".join(lines)), io.BytesIO()) == 0
+    assert len(told) == 1, "once a daemon took it, never again"
