@@ -36,6 +36,7 @@ _OBJECTS: dict[str, _Verbs] = {
             ("", "persistentvolumeclaims", ("get", "list", "create", "delete"))]}
 _EXEC = ("", "pods/exec", ("create", "get"))  # the WebSocket upgrade is a GET
 _TEMPLATE = (TEMPLATE_GROUP, TEMPLATE_PLURAL, ("get",))  # with ``template``, in sandbox mode
+_FORWARD = ("", "pods/portforward", ("create", "get"))  # OpenCode's serve (kube_forward.py)
 
 
 @dataclass
@@ -53,24 +54,29 @@ class Findings:
     checks: list[Check] = field(default_factory=list)
 
 
-def needed(mode: Mode, *, template: bool = False) -> list[tuple[str, str, str]]:
-    """(verb, API group, resource) teamctl uses in ``mode`` (and with a ``template``): the Role
-    in docs/scaling.md."""
+def needed(mode: Mode, *, template: bool = False,
+           forward: bool = False) -> list[tuple[str, str, str]]:
+    """(verb, API group, resource) teamctl uses in ``mode`` (and with a ``template``; with
+    ``forward``, a member reached through a port-forward: OpenCode): the Role in
+    docs/scaling.md."""
     extra = [_TEMPLATE] if template and mode == "sandbox" else []
     return [(verb, group, resource) for group, resource, verbs in [*_OBJECTS[mode], *extra,
                                                                     _EXEC]
-            for verb in verbs]
+            for verb in verbs] + [(verb, "", _FORWARD[1]) for verb in _FORWARD[2] if forward]
 
 
-async def inspect(host: KubernetesHost, secret: str | None) -> Findings:
-    """Discovery (the API's round trip), then RBAC per verb, then the Secret. A typed
-    ``HostUnavailable`` when the API server cannot be asked at all."""
+async def inspect(host: KubernetesHost, secret: str | None, *,
+                  forward: bool = False) -> Findings:
+    """Discovery (the API's round trip), then RBAC per verb (``pods/portforward`` too with
+    ``forward``: an OpenCode member there), then the Secret. A typed ``HostUnavailable`` when
+    the API server cannot be asked at all."""
     found = Findings()
     started = time.monotonic()
     found.mode = await host.discover()
     found.seconds = round(time.monotonic() - started, 3)
     found.server = str(getattr(getattr(host._api, "configuration", None), "host", "") or "")
-    for verb, group, resource in needed(found.mode, template=host.plan.template is not None):
+    for verb, group, resource in needed(found.mode, template=host.plan.template is not None,
+                                        forward=forward):
         found.checks.append(await _review(host, verb, group, resource))
     if secret is not None:
         found.checks.append(await _secret(host, secret))

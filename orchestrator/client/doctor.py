@@ -320,10 +320,13 @@ def inspect_kube_host(name: str, config: TeamConfig) -> dict[str, Any]:
     """``doctor --host NAME`` for ``[hosts.NAME] kind = "kubernetes"``: the API server
     answers, Sandbox or Pod + PVC, each verb teamctl needs (RBAC), the Secret (a HostReport;
     runtimes/kube_doctor.py)."""
+    from functools import partial
+
     import anyio
 
     from orchestrator.errors import TeamctlError
     from orchestrator.paths import Home
+    from orchestrator.runtime_table import runtime_info
     from orchestrator.wire import ErrorDoc, HostCheck, HostReport
     from runtimes import kube_doctor
     from runtimes.kube_host import kubernetes_host
@@ -334,7 +337,9 @@ def inspect_kube_host(name: str, config: TeamConfig) -> dict[str, Any]:
                         "the kubeconfig's current context", reachable=False,
                         namespace=table.namespace)
     try:
-        found = anyio.run(kube_doctor.inspect, link, table.secret)
+        found = anyio.run(partial(kube_doctor.inspect, link, table.secret, forward=any(
+            runtime_info(m.runtime).daemon_connects_in for m in config.members
+            if m.host == name)))
     except TeamctlError as exc:
         report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
                                 retryable=exc.retryable)

@@ -127,3 +127,26 @@ def test_doctor_host_with_a_template_checks_its_rbac_verb_and_that_it_renders(
         row = {c["check"]: c for c in json.loads(missing.stdout)["checks"]}["sandboxtemplate nope"]
         assert not row["ok"] and "kubectl get sandboxtemplates -n agents" in row["detail"], row
         assert fake.objects.keys() == {("sandboxtemplates", NS, "gpu-agent")}
+
+
+def test_doctor_host_asks_for_portforward_only_where_an_opencode_member_runs(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """An OpenCode member on the host: ``create pods/portforward`` (its ``serve`` is reached
+    through a port-forward) is asked, denied here: a failed row naming the Role, exit 1. A
+    team with no OpenCode there is not asked it (its Role need not grant it)."""
+    with fake_cluster(tmp_path / "cluster") as (fake, url):
+        fake.forbid.add(("create", "pods/portforward"))
+        table = {"kind": "kubernetes", "namespace": NS, "image": "ghcr.io/example/agent:1",
+                 "kubeconfig": str(kubeconfig(teamctl.workdir / "kubeconfig", url))}
+        opencode = {"name": "oc", "runtime": "opencode", "host": "k8s",
+                    "model": "openrouter/moonshotai/kimi-k2.6"}
+        team = teamctl.write_team("web", [opencode], hosts={"k8s": table}, login="isolated")
+        done = teamctl.run("doctor", str(team), "--host", "k8s", "--json")
+        assert done.returncode == 1, done.stderr
+        checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+        assert {n for n, c in checks.items() if not c["ok"]} == {"create pods/portforward"}
+        assert checks["get pods/portforward"]["ok"]
+        assert "grant the Role" in checks["create pods/portforward"]["detail"]
+        plain = teamctl.run("doctor", str(_team(teamctl, url)), "--host", "k8s", "--json")
+        assert plain.returncode == 0, plain.stderr
+        assert not [c for c in json.loads(plain.stdout)["checks"] if "portforward" in c["check"]]

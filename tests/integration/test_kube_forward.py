@@ -20,6 +20,7 @@ from runtimes.kube_host import kubernetes_host
 from runtimes.kube_manifests import object_name
 from runtimes.opencode import OpenCodeRuntime
 from tests.conftest import REPO, fakes_path
+from tests.integration.test_opencode_member import opencode_member
 from tests.k8s_fake import fake_cluster, kubeconfig
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from runtimes.kube_host import KubernetesHost
+    from tests.conftest import Teamctl
     from tests.k8s_fake import FakeCluster
 
 # the host's side calls (runtimes/kube_exec.py ``run``) leave their WebSocket's socket to the
@@ -214,3 +216,29 @@ async def test_the_fake_opencode_in_a_pod_answers_a_turn_through_the_forward(
 
 async def _sent() -> None:
     pass
+
+
+def test_an_opencode_member_in_a_pod_answers_and_its_forward_goes_at_stop(
+        teamctl: Teamctl, cluster: tuple[FakeCluster, str], tmp_path: Path) -> None:
+    """Through the daemon: an OpenCode member placed on a Kubernetes host (it was refused,
+    ``kube_unsupported``) launches in its Sandbox's pod, answers a turn, and stop leaves no
+    listener of its forward here."""
+    fake, url = cluster
+    member = opencode_member("oc", host="k8s", workdir=str(
+        fake.volume(NS, f"work-{object_name('web', 'oc')}") / "workspace"))
+    team = teamctl.write_team("web", [member], login="isolated", hosts={"k8s": {
+        "kind": "kubernetes", "kubeconfig": str(kubeconfig(tmp_path / "kc", url)),
+        "namespace": NS, "image": "example/agent:1", "start_timeout": 20.0}})
+    try:
+        launched = teamctl.run("launch", str(team))
+        assert launched.returncode == 0, launched.stderr + launched.stdout
+        done = teamctl.run("send", "oc", "hello in the pod", "--wait")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == (
+            "fake-opencode (openrouter/moonshotai/kimi-k2.6) received: hello in the pod")
+        [ready] = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
+        assert teamctl.run("stop", "web").returncode == 0
+        assert _refused(int(ready["port"]))
+        assert not [k for k in fake.objects if k[1] == NS]
+    finally:
+        teamctl.shutdown()
