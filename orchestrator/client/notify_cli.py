@@ -10,7 +10,6 @@ import click
 from orchestrator import client
 from orchestrator.client.common import check_name, emit_json, handles_errors, teamctl_home
 from orchestrator.errors import UsageError
-from orchestrator.notify_operator import generate, operator_file, read_operator, write_operator
 
 __all__ = ["COMMANDS"]
 
@@ -31,6 +30,9 @@ def notify() -> None:
 def init(server: str, force: bool) -> None:
     """Random topic names (192 bits each) and an HMAC key, in TEAMCTL_HOME/notify.toml
     (0600). Subscribe to the printed topic in the ntfy app."""
+    # loaded here, not at every CLI start (tomllib, secrets: issue 26's start-up figure)
+    from orchestrator.notify_operator import generate, operator_file, read_operator, write_operator
+
     if not server.startswith(("https://", "http://")) or any(c.isspace() for c in server):
         raise UsageError(f"--server {server!r} is not an http(s) URL")
     home = teamctl_home()

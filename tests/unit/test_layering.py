@@ -341,3 +341,16 @@ def test_no_adapter_imports_another_and_codex_transports_never_each_other() -> N
     assert not _across_adapters(project_graph()), _shown(_across_adapters(project_graph()))
     wrong = Edge("runtimes.codex.app_server", "runtimes.codex.exec", lazy=True, line=1)
     assert _across_adapters([wrong]) == [wrong]
+
+
+def test_the_cli_loads_no_command_s_own_modules_at_start() -> None:
+    """Every ``teamctl`` call pays the CLI's imports (issue 26's start-up figure): a command's
+    own modules load when it runs — ``notify init``'s operator file (tomllib, secrets), the
+    clipboard, the MCP server — and nothing of the daemon's (pydantic, anyio, structlog)."""
+    probe = ("import sys, orchestrator.client.cli; print(sorted(n for n in sys.modules if n in "
+             "('orchestrator.notify_operator', 'tomllib', 'secrets', 'PIL', 'pydantic', "
+             "'anyio', 'structlog', 'httpx', 'orchestrator.client.clipboard', "
+             "'orchestrator.client.mcp_server')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
