@@ -607,6 +607,7 @@ class KubernetesHost:
     async def suspend(self) -> None:
         """``pause_after``: the Sandbox suspended (its pod gone, its volume kept); the
         fallback's pod deleted, its claim kept. The next start resumes it (``ensure``)."""
+        self._unforward()  # its runtime stopped: no listener kept for it here
         if self.mode is None:
             return
         with anyio.move_on_after(REQUEST_TIMEOUT * 3) as scope:

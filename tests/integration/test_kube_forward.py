@@ -5,6 +5,7 @@ Then the fake OpenCode served in a pod and answering a turn through it, the adap
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import threading
@@ -63,6 +64,7 @@ async def host(tmp_path: Path, cluster: tuple[FakeCluster, str]) -> AsyncIterato
     found = kubernetes_host("t", "m", "k8s", config, state, home="home-of-the-test")
     yield found
     await found.close()
+    gc.collect()  # those side calls' sockets (above), while this module's filter holds
 
 
 def _free_port() -> int:
@@ -177,6 +179,16 @@ async def test_the_listener_goes_with_the_next_launch_and_at_stop(
         assert _refused(second)
     finally:
         echo.close()
+
+
+@pytest.mark.anyio
+async def test_a_paused_member_keeps_no_listener_here(host: KubernetesHost) -> None:
+    """``pause_after``: when the idle member's pod is suspended its forward's listener goes
+    too (its runtime is stopped); the resume's start makes a new one."""
+    local = _free_port()
+    await host.forward_port(local)
+    await host.suspend()
+    assert _refused(local)
 
 
 @pytest.mark.anyio
