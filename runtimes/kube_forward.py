@@ -143,7 +143,8 @@ class Forward:
             far = stream.socket(self.remote)
             with self._lock:
                 self._open.add(far)
-            _pipe(conn, far, self._closed)
+            with contextlib.suppress(OSError):  # a write to a side that just ended (EPIPE):
+                _pipe(conn, far, self._closed)  # still read why, on the error channel
             refused = stream.error(self.remote)
             if refused:
                 self._failed(HostUnavailable(

@@ -25,9 +25,18 @@ FAKE_OPENCODE = REPO / "fixtures" / "bin" / "opencode"
 
 
 def _listener(path: Path) -> socket.socket:
+    """A listening socket at ``path``, bound through its directory's descriptor: a pytest
+    base dir deep enough (pytest-1051/popen-gw1/...) passes AF_UNIX's 108 bytes."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
-    sock.listen(1)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sock.bind(f"/proc/self/fd/{directory}/{path.name}")
+        sock.listen(1)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.close(directory)
     return sock
 
 
