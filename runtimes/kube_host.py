@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shlex
 import sys
@@ -34,10 +33,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import structlog
 
-from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes import kube_exec, kube_manifests, kube_template
 from runtimes.base import BASE_ENV_NAMES
+from runtimes.kube_errors import classify
 from runtimes.kube_forward import Forward, open_forward
 from runtimes.kube_manifests import (
     CONTAINER,
@@ -51,7 +50,7 @@ from runtimes.kube_manifests import (
     SANDBOX_VERSION,
     PodPlan,
 )
-from runtimes.ssh import MCP_MODULES
+from runtimes.ssh import shipped_mcp_server
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -67,60 +66,11 @@ log = structlog.get_logger("teamctl.kube")
 
 _SIDE = Path(__file__).with_name("remote_side.py").read_text(encoding="utf-8")
 _MUX = Path(__file__).with_name("kube_mux.py").read_text(encoding="utf-8")
-_MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-             "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
 REQUEST_TIMEOUT = 10.0  # one API call
 SIDE_TIMEOUT = 20.0  # one side call through exec
 _MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}
 _MIRROR_MAX = 1 << 20
-_FIX = ("grant the Role in docs/scaling.md (\"How to run it\") to the kubeconfig's user in "
-        "namespace {ns}: get, list, create, patch, delete on sandboxes.agents.x-k8s.io, pods "
-        "and persistentvolumeclaims, create on pods/exec; with a template, get on "
-        "sandboxtemplates.extensions.agents.x-k8s.io; for OpenCode, create on "
-        "pods/portforward")
 Mode = Literal["sandbox", "pod"]
-
-
-def classify(member: str, host: str, namespace: str, exc: BaseException, verb: str,
-             resource: str) -> HostUnavailable:
-    """What a client error means: RBAC (fatal, the verb, the resource and the fix named), a
-    login refused, a manifest refused (fatal), or the API server out of reach (retryable)."""
-    if isinstance(exc, ImportError):
-        return HostUnavailable(member, host, "kube_client_missing",
-                               "the kubernetes Python client is not installed here; pip "
-                               "install 'teamctl[kubernetes]'", retryable=False)
-    status = getattr(exc, "status", None)
-    text = " ".join(str(getattr(exc, "reason", None) or exc).split())[:300]
-    handshake = re.search(r"Handshake status (\d{3})", text)
-    if status == 0 and handshake:  # an exec's WebSocket upgrade refused
-        status = int(handshake.group(1))
-    body = _message(getattr(exc, "body", None))
-    if status == 403:
-        return HostUnavailable(
-            member, host, "kube_forbidden",
-            f"Kubernetes refused to {verb} {resource} in namespace {namespace} (RBAC: "
-            f"{body or text}); " + _FIX.format(ns=namespace), retryable=False)
-    if status == 401:
-        return HostUnavailable(member, host, "kube_unauthorized",
-                               f"the API server refused the kubeconfig's credentials "
-                               f"({body or text}); log in again (kubectl get pods checks it)",
-                               retryable=False)
-    if status in (400, 404, 409, 422):
-        return HostUnavailable(member, host, "kube_invalid",
-                               f"{verb} {resource} in namespace {namespace} was refused "
-                               f"({body or text}); check the [hosts.{host}] table and that "
-                               "the namespace exists", retryable=False)
-    return HostUnavailable(member, host, "kube_unreachable",
-                           f"the Kubernetes API server did not answer {verb} {resource} "
-                           f"({body or text}); is the cluster up and the kubeconfig's context "
-                           "right? (kubectl cluster-info checks it)", retryable=True)
-
-
-def _message(body: Any) -> str:
-    try:
-        return str(json.loads(body).get("message") or "")
-    except (TypeError, ValueError, AttributeError):
-        return ""
 
 
 @dataclass
@@ -537,16 +487,10 @@ class KubernetesHost:
             raise HostUnavailable(self.member, self.host, "kube_unsupported",
                                   "this daemon serves no member socket for a pod's MCP tools; "
                                   "set messaging = false", retryable=False)
-        shipped = state_dir / "py"
-        package = Path(contracts.__file__).resolve().parent
-        for module in MCP_MODULES:
-            target = shipped / "orchestrator" / module
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
         directory = f"/tmp/tc-mcp-{secrets.token_hex(8)}"
         self._mcp_path = f"{directory}/teamctl.sock"
-        return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)),
-                         {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": directory})
+        return shipped_mcp_server(state_dir, {"TEAMCTL_MEMBER_TOKEN": token,
+                                              "TEAMCTL_MCP_HOME": directory})
 
     async def forwarder(self) -> int | None:
         return None

@@ -59,8 +59,17 @@ if TYPE_CHECKING:
 
     from orchestrator.contracts import ImagePart
 
-__all__ = ["MCP_MODULES", "ControlDirUntrusted", "SshHost", "SshTarget", "classify",
-           "control_dir", "trusted_dir", "trusted_socket"]
+__all__ = [
+    "MCP_MODULES",
+    "ControlDirUntrusted",
+    "SshHost",
+    "SshTarget",
+    "classify",
+    "control_dir",
+    "shipped_mcp_server",
+    "trusted_dir",
+    "trusted_socket",
+]
 
 log = structlog.get_logger("teamctl.ssh")
 
@@ -78,6 +87,19 @@ MCP_MODULES = ("__init__.py", "errors.py", "limits.py", "rpc.py", "paths.py", "r
                "client/mcp_tasks.py")
 _MCP_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
              "from orchestrator.client.mcp_server import serve; sys.exit(serve())")
+
+
+def shipped_mcp_server(state_dir: Path, env: dict[str, str]) -> McpServer:
+    """``teamctl mcp`` for a member on another machine (an SSH host, a pod): its standard-
+    library modules copied into the member's private dir (mirrored there), started there by
+    ``python3`` with ``env`` (its token, its socket's directory)."""
+    shipped = state_dir / "py"
+    package = Path(contracts.__file__).resolve().parent
+    for module in MCP_MODULES:
+        target = shipped / "orchestrator" / module
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
+    return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)), env)
 
 
 @dataclass(frozen=True)
@@ -307,15 +329,9 @@ class SshHost:
         """``teamctl mcp`` on the host: its standard-library modules shipped in the member's
         private dir (mirrored there), the daemon's socket forwarded to a new path for this
         launch; the token acts as this member only, as here."""
-        shipped = state_dir / "py"
-        package = Path(contracts.__file__).resolve().parent
-        for module in MCP_MODULES:
-            target = shipped / "orchestrator" / module
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            target.write_text((package / module).read_text(encoding="utf-8"), encoding="utf-8")
         forwarded = state_dir / f"mcp-{secrets.token_hex(4)}"
         self.forward_socket(str(socket), str(forwarded / "teamctl.sock"))
-        return McpServer(("python3", "-c", _MCP_BOOT, str(shipped)),
+        return shipped_mcp_server(state_dir,
                          {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": str(forwarded)})
 
     async def forward_port(self, port: int) -> int:
