@@ -42,6 +42,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -55,7 +56,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from starlette.requests import Request
 
@@ -149,8 +149,7 @@ class FakeCluster:
     def _delete_pod(self, key: tuple[str, str, str]) -> None:
         self.objects.pop(key, None)
         for running in [e for e in self.execs if e.pod == key[1:]]:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(running.process.pid, signal.SIGKILL)
+            _kill_tree(running.process.pid)
 
     def delete_pod(self, namespace: str, name: str) -> None:
         """A pod deleted under its member (kubectl delete pod): its processes killed; a
@@ -415,6 +414,26 @@ async def _blocking(call: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(call, *args, abandon_on_cancel=True, limiter=limiter)
 
 
+def _kill_tree(pid: int) -> None:
+    """What a pod's end does to an exec'd command: it and every process under it killed,
+    whatever session they made (the remote side runs the runtime in its own; a real container's
+    end takes them all, and here they would outlive the test)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grown = {pid}, True
+    while grown:
+        more = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    for member in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+
+
 def _reap(process: subprocess.Popen[bytes]) -> None:
     """The exec'd process ends with its stdin (the remote side's promise); then its pipes go."""
     try:
@@ -610,8 +629,7 @@ def fake_cluster(root: Path, **switches: Any) -> Iterator[tuple[FakeCluster, str
         yield cluster, f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         for running in list(cluster.execs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(running.process.pid, signal.SIGKILL)
+            _kill_tree(running.process.pid)
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
