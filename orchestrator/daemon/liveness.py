@@ -46,7 +46,7 @@ async def probe_loop(state: MemberState, process: RuntimeProcess, epoch: int,
             answered = await _prove(state, process, deadline)
         finally:
             state.probing = False
-            state.notify()
+            state.wake()  # a turn waiting for the probe goes on; status is unchanged
         if answered or state.busy or state.turns_started != turns:
             continue
         if not is_current(state, epoch):

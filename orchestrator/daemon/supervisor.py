@@ -120,11 +120,19 @@ class MemberState:
         return self._changed
 
     def notify(self) -> None:
+        """Something others can see changed: wake this member's waiters and tell the live
+        view's change feed."""
+        self.wake()
+        if self.on_change is not None:
+            self.on_change()
+
+    def wake(self) -> None:
+        """Wake this member's waiters only (a probe answered: nothing anyone sees changed,
+        and a hundred idle members' probes must not redraw the live view or wake the notify
+        loop several times a second)."""
         if self._changed is not None:
             self._changed.set()
             self._changed = None
-        if self.on_change is not None:
-            self.on_change()
 
     @property
     def live(self) -> Liveness:

@@ -216,3 +216,19 @@ async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -
         with anyio.fail_after(5):
             assert not await host.answers(0.2)  # it hangs: any deadline is waited out
     assert await anyio.Path(host.control_path).exists(), "a probe never removes the master"
+
+
+async def test_an_answered_probe_wakes_the_members_waiters_but_changes_nothing_anyone_sees(
+        tmp_path: Path) -> None:
+    """A probe that is answered changes no status: the live view's change feed is not bumped
+    (a hundred idle members' probes redrew the page and woke the notify loop several times a
+    second, issue 26's idle CPU), while a turn waiting for the probe is still woken."""
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        assert c.built is not None
+        before, probes = c.built.changes.version, runtime.probes
+        await _until(c, lambda s: runtime.probes >= probes + 3 and not s.probing)
+        assert c.built.changes.version == before
+        done = await c.teams.send("web", "lead", "after the probes", wait=True, timeout=10)
+        assert done.ok  # type: ignore[union-attr]
