@@ -206,14 +206,3 @@ def gemini_member(name: str, gemini_bin: Path, api: FakeGemini, **extra: object)
     the default ("auto") would first ask the API which model to route each prompt to."""
     return _acp_member(name, "gemini", gemini_bin, "gemini-2.5-flash", {
         "GEMINI_API_KEY": "e2e-dummy-gemini-key", "GOOGLE_GEMINI_BASE_URL": api.base_url}, extra)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test of the real Qwen Code is marked ``alone``: ``make e2e`` runs the others two
-    files at a time, then these one at a time. Over ACP, Qwen Code 0.24.4 does not wait for its
-    MCP servers before the first prompt (docs/runtimes.md): on a machine busy with other real
-    CLIs its first turn can go out before teamctl's tools are listed."""
-    for item in items:
-        if "qwen_bin" in getattr(item, "fixturenames", ()) or "[qwen" in item.nodeid:
-            item.add_marker(pytest.mark.alone)
