@@ -219,16 +219,15 @@ def main(args: list[str]) -> int:
     for listener, open_upstream in listeners:
         threading.Thread(target=_accept, args=(listener, open_upstream), daemon=True).start()
     url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
-    # this process is the member's own first process inside the sandbox: its environment is
-    # already the member's minimal one (built by the adapter, never the daemon's) — passed on
-    # with the proxy variables added
-    env = dict(os.environ)
+    # this process is the member's own first process inside the sandbox, started with the
+    # member's minimal environment (built by the adapter, never the daemon's): the runtime
+    # inherits it, with the proxy variables only this process knows added
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-        env[name] = url
+        os.environ[name] = url
     for name in ("NO_PROXY", "no_proxy"):  # the sandbox's own loopback: its mapped ports too
-        env[name] = "localhost,127.0.0.1,::1"
+        os.environ[name] = "localhost,127.0.0.1,::1"
     try:
-        child = subprocess.Popen(argv, env=env)
+        child = subprocess.Popen(argv)
     except OSError as exc:
         sys.stderr.write(f"sandbox_relay: cannot start {argv[0]}: {exc}\n")
         return 127
