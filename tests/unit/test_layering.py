@@ -301,13 +301,10 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
     no OpenCode member never loads httpx (~4 MiB of its resident memory), nor any adapter;
     uvicorn, Starlette and the page's routes wait for the first ``teamctl ui`` (LazyLiveView);
     Pillow's decoder (~3 MiB) waits for the first image planned."""
-    probe = ("import sys, orchestrator.daemon.main; print(sorted(n for n in sys.modules if n in "
-             "('httpx', 'runtimes.opencode', 'runtimes.claude', 'runtimes.codex', "
-             "'runtimes.describers', 'uvicorn', 'starlette', 'h11', 'multipart', "
-             "'python_multipart', 'PIL.Image')))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
+    assert _loaded_by("orchestrator.daemon.main", (
+        "httpx", "runtimes.opencode", "runtimes.claude", "runtimes.codex",
+        "runtimes.describers", "uvicorn", "starlette", "h11", "multipart", "python_multipart",
+        "PIL.Image")) == []
     from runtimes.registry import default_runtimes
 
     adapters = default_runtimes()
@@ -347,10 +344,16 @@ def test_the_cli_loads_no_command_s_own_modules_at_start() -> None:
     """Every ``teamctl`` call pays the CLI's imports (issue 26's start-up figure): a command's
     own modules load when it runs — ``notify init``'s operator file (tomllib, secrets), the
     clipboard, the MCP server — and nothing of the daemon's (pydantic, anyio, structlog)."""
-    probe = ("import sys, orchestrator.client.cli; print(sorted(n for n in sys.modules if n in "
-             "('orchestrator.notify_operator', 'tomllib', 'secrets', 'PIL', 'pydantic', "
-             "'anyio', 'structlog', 'httpx', 'orchestrator.client.clipboard', "
-             "'orchestrator.client.mcp_server')))")
+    assert _loaded_by("orchestrator.client.cli", (
+        "orchestrator.notify_operator", "tomllib", "secrets", "PIL", "pydantic", "anyio",
+        "structlog", "httpx", "orchestrator.client.clipboard",
+        "orchestrator.client.mcp_server")) == []
+
+
+def _loaded_by(module: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` importing ``module`` loads, in a fresh interpreter."""
+    probe = (f"import sys, {module}; print('\\n'.join(sorted(n for n in sys.modules "
+             f"if n in {names!r})))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
+    return done.stdout.split()
