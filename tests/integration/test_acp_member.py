@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests import images
 from tests.asking import launch, next_request, reply_to
-from tests.conftest import wait_pid_exit
+from tests.conftest import socket_exchange, wait_pid_exit
 
 if TYPE_CHECKING:
     from tests.conftest import LogFollower, Teamctl
@@ -293,3 +293,29 @@ def test_an_agent_that_never_lists_its_tools_is_ready_at_the_deadline_saying_so(
     assert "tools: none yet" in done.stdout
     [late] = [e for e in teamctl.log_events() if e["event"] == "acp_mcp_tools_late"]
     assert late["member"] == "qw" and late["deadline"] == 1.0
+
+
+def test_hostile_tools_listed_calls_leave_the_daemon_up_and_nothing_queued_lost(
+        teamctl: Teamctl) -> None:
+    """``member.tools_listed`` with a forged, short, huge or mistyped token: typed errors, the
+    daemon up, a queued message still answered."""
+    member = acp_member("qw", acp_agent="qwen", login="isolated",
+                        env={"OPENAI_API_KEY": "sk-fake"})
+    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
+    sent = teamctl.run("send", "qw", "still here")
+    assert sent.returncode == 0, sent.stderr
+
+    def call(params: object) -> dict[str, Any]:
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "member.tools_listed",
+                           "params": params}).encode() + b"\n"
+        return dict(json.loads(socket_exchange(teamctl.home / "teamctl.sock", line)))
+
+    assert call({"token": "A" * 32})["error"]["data"]["code"] == "messaging_token_unknown"
+    for params in ({"token": "short"}, {"token": "A" * 100_000}, {"token": ["A" * 32]},
+                   {"token": "A" * 32, "extra": 1}, {}):
+        assert call(params)["error"]["data"]["code"] == "usage_error", params
+    assert teamctl.run("status").returncode == 0
+    done = teamctl.run("send", "qw", "and this", "--wait")
+    assert done.returncode == 0, done.stderr
+    states = [m["state"] for m in teamctl.json("history", "qw")["messages"]]
+    assert states == ["answered", "answered"], states

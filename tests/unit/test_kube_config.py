@@ -56,6 +56,10 @@ def test_a_kubernetes_host_is_read_beside_ssh_hosts(tmp_path: Path) -> None:
     ("storage", '"lots"', "kubernetes_hosts.k8s.storage"),
     ("workdir", '"relative"', "kubernetes_hosts.k8s.workdir"),
     ("image", '"-oops"', "kubernetes_hosts.k8s.image"),
+    ("pause_after", "0", "kubernetes_hosts.k8s.pause_after"),
+    ("pause_after", "-5", "kubernetes_hosts.k8s.pause_after"),
+    ("pause_after", "1e12", "kubernetes_hosts.k8s.pause_after"),
+    ("pause_after", '"ten minutes"', "kubernetes_hosts.k8s.pause_after"),
 ])
 def test_a_kubernetes_host_refuses_unknown_keys_and_bad_values(tmp_path: Path, key: str,
                                                                value: str,
