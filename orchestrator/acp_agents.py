@@ -33,6 +33,11 @@ class AcpAgent:
     # whether it lists its MCP servers' tools before it runs the first prompt; False: teamctl
     # waits until its ``teamctl mcp`` was listed before the member is ready (runtimes/acp.py)
     lists_mcp_first: bool = True
+    # the variable that names a settings file of the agent's lowest precedence (its system
+    # defaults), where teamctl lists its MCP tools as visible from the first turn: an agent
+    # that hides MCP tools behind its own tool-search bridge otherwise (Qwen Code's
+    # ``tools.visible``, merged as a union with the operator's own)
+    visible_tools_env: str | None = None
 
 
 ACP_AGENTS: dict[str, AcpAgent] = {
@@ -42,11 +47,18 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         login="set OPENAI_API_KEY (and OPENAI_BASE_URL for another provider) in the member's "
               "env, or run 'qwen' once and log in with /auth",
         model_env="OPENAI_MODEL",
-        # its cli.js would start itself again as a child (a bigger heap): ~170 MiB more
-        env=(("QWEN_CODE_NO_RELAUNCH", "true"),),
-        # 0.24.4's acpAgent discovers a session's MCP servers in the background (``void
-        # surfaceMcpFailuresWhenReady``): a first prompt could go out without teamctl's tools
-        lists_mcp_first=False),
+        # its cli.js would start itself again as a child (a bigger heap): ~170 MiB more;
+        # QWEN_CODE_LEGACY_MCP_BLOCKING: 0.24.4 discovers a session's MCP servers in the
+        # background and its ACP prompt does not wait for them (``waitForMcpReady`` is only
+        # awaited to warn), so a first prompt could go out without teamctl's tools even after
+        # they were listed (its tool declarations are set later still); with it, session/new
+        # returns once they are registered
+        env=(("QWEN_CODE_NO_RELAUNCH", "true"), ("QWEN_CODE_LEGACY_MCP_BLOCKING", "1")),
+        lists_mcp_first=False,
+        # 0.24.4 defers every MCP tool behind tool_search/tool_call and reveals them at session
+        # start only within a token budget it did not reach here: teamctl's tools were never
+        # declared to the model (it could still call one by name, but would not know to)
+        visible_tools_env="QWEN_CODE_SYSTEM_DEFAULTS_PATH"),
     # --skip-trust: in a folder it does not trust, Gemini CLI 0.61.0 starts no stdio MCP
     # server (not even teamctl's, given over ACP) and refuses the yolo mode; the member's
     # workdir is the one the operator put it to work in

@@ -5,6 +5,7 @@ as answers to ``session/request_permission``."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -12,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from orchestrator.contracts import RuntimeNotLoggedIn, acp_agent
-from runtimes.base import member_environ
+from orchestrator.contracts import McpServer, RuntimeNotLoggedIn, acp_agent
+from runtimes.base import member_environ, private_file
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from orchestrator.contracts import LaunchSpec
 
 __all__ = ["MCP_LIST_DEADLINE", "allowed", "build_env", "check_login", "choose_option",
-           "login_fix", "mcp_servers", "tool_paths", "tools_listed"]
+           "login_fix", "mcp_servers", "tool_paths", "tools_listed", "visible_tools_file"]
 
 log = structlog.get_logger("teamctl.runtime.acp")
 
@@ -44,7 +47,18 @@ def build_env(spec: LaunchSpec) -> dict[str, str]:
     own.update(preset.env if preset is not None else ())
     if preset is not None and preset.model_env and spec.model:
         own[preset.model_env] = spec.model
+    if preset is not None and preset.visible_tools_env and spec.mcp is not None:
+        own[preset.visible_tools_env] = str(visible_tools_file(spec))
     return member_environ(own, spec.env)
+
+
+def visible_tools_file(spec: LaunchSpec) -> Path:
+    """The agent's settings defaults (0600, the member's private dir, mirrored to a remote
+    host like every file there) naming teamctl's MCP tools visible from the first turn, as
+    the agent names them (``mcp__teamctl__<tool>``)."""
+    names = [f"mcp__teamctl__{tool}" for tool in McpServer.TOOLS]
+    return private_file(spec.state_dir / "agent-defaults.json",
+                        json.dumps({"tools": {"visible": names}}, indent=2))
 
 
 def login_fix(spec: LaunchSpec) -> str:

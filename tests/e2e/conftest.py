@@ -161,16 +161,20 @@ def first_acp_turn(teamctl: Teamctl, member: dict[str, Any], text: str) -> dict[
 
 
 def message_the_peer(teamctl: Teamctl, member: dict[str, Any], tool: str,
-                     declared: Callable[[], set[str]]) -> None:
+                     requests: Callable[[], list[dict[str, Any]]],
+                     tools_of: Callable[[dict[str, Any]], set[str]]) -> None:
     """The member (``permissions = "full"``) and a fake peer launched; the model scripted to
     call teamctl's send_message as the agent names it (``tool``, which the agent declared to
-    the API); the peer gets the message and the member's turn the tool's answer."""
+    the API on the very request of that turn: an agent that hides MCP tools until later
+    turns fails); the peer gets the message and the member's turn the tool's answer."""
     team = teamctl.write_team("web", [member, acp_member("peer")])
     assert teamctl.run("launch", str(team)).returncode == 0
     call = json.dumps({"to": "peer", "text": "please review the form"})
-    done = teamctl.run("send", member["name"], f"DO_CALL {tool} {call}", "--wait",
-                       "--timeout", "120")
-    assert tool in declared(), " ".join(sorted(declared()))
+    prompt = f"DO_CALL {tool} {call}"
+    done = teamctl.run("send", member["name"], prompt, "--wait", "--timeout", "120")
+    quoted = json.dumps(prompt)[1:-1]
+    first = next(r for r in requests() if quoted in json.dumps(r["body"]))
+    assert tool in tools_of(first["body"]), " ".join(sorted(tools_of(first["body"])))
     assert done.returncode == 0, done.stderr
     assert "done: " in done.stdout and "queued as " in done.stdout
     peer = teamctl.json("history", "peer")["messages"]

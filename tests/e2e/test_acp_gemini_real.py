@@ -58,8 +58,7 @@ def test_real_gemini_messages_a_teammate_through_teamctls_mcp_tool(
     """Gemini CLI names an MCP server's tools ``mcp_<server>_<tool>``."""
     message_the_peer(
         teamctl, gemini_member("gem", gemini_bin, gemini, permissions="full"),
-        "mcp_teamctl_send_message",
-        lambda: set().union(*(declared_tools(r["body"]) for r in gemini.turn_requests())))
+        "mcp_teamctl_send_message", gemini.turn_requests, declared_tools)
 
 
 def test_real_gemini_sends_the_planned_image_bytes_to_the_api_as_inline_data(

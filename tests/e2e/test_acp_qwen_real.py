@@ -47,9 +47,8 @@ def test_real_qwen_answers_a_text_turn_over_acp_and_its_usage_is_journaled(
 def test_real_qwen_messages_a_teammate_through_teamctls_mcp_tool(
         teamctl: Teamctl, qwen_bin: Path, chat: FakeChat, tmp_path: Path) -> None:
     message_the_peer(teamctl, qwen_member("qw", qwen_bin, chat, permissions="full"),
-                     "mcp__teamctl__send_message",
-                     lambda: {t["function"]["name"] for r in chat.chat_requests()
-                              for t in r["body"].get("tools", [])})
+                     "mcp__teamctl__send_message", chat.chat_requests,
+                     lambda body: {t["function"]["name"] for t in body.get("tools", [])})
 
 
 def test_real_qwen_sends_the_planned_image_bytes_to_the_api(

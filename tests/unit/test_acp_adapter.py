@@ -6,6 +6,7 @@ MCP server given at session/new."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,7 +30,6 @@ from tests.conftest import REPO
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
@@ -146,6 +146,24 @@ def test_a_preset_keeps_its_agent_in_one_process_unless_the_members_env_says_oth
     qwen = build_env(_spec(tmp_path, agent="qwen", env={"QWEN_CODE_NO_RELAUNCH": ""}))
     assert (gemini["GEMINI_CLI_NO_RELAUNCH"], qwen["QWEN_CODE_NO_RELAUNCH"]) == ("true", "")
     assert "GEMINI_CLI_NO_RELAUNCH" not in build_env(_spec(tmp_path))
+
+
+def test_qwen_is_given_teamctls_tools_visible_from_the_first_turn_in_a_private_file(
+        tmp_path: Path) -> None:
+    """Qwen Code hides MCP tools behind its tool-search bridge: the preset names teamctl's
+    tools visible in a 0600 settings-defaults file (no token in it) and discovers them before
+    session/new answers; no MCP server, no file; Gemini CLI declares them by itself."""
+    mcp = McpServer(("teamctl", "mcp"), {"TEAMCTL_MEMBER_TOKEN": "s" * 32})
+    env = build_env(_spec(tmp_path, agent="qwen", env={"OPENAI_API_KEY": "k"}, mcp=mcp))
+    defaults = Path(env["QWEN_CODE_SYSTEM_DEFAULTS_PATH"])
+    assert defaults.parent == tmp_path / "state" and defaults.stat().st_mode & 0o777 == 0o600
+    visible = json.loads(defaults.read_text())["tools"]["visible"]
+    assert visible == [f"mcp__teamctl__{t}" for t in McpServer.TOOLS]
+    assert "s" * 32 not in defaults.read_text()
+    assert env["QWEN_CODE_LEGACY_MCP_BLOCKING"] == "1"
+    assert "QWEN_CODE_SYSTEM_DEFAULTS_PATH" not in build_env(_spec(tmp_path, agent="qwen"))
+    gemini = build_env(_spec(tmp_path, agent="gemini", mcp=mcp))
+    assert not any(k.endswith("DEFAULTS_PATH") for k in gemini)
 
 
 class _Meter:
