@@ -232,3 +232,16 @@ async def test_an_answered_probe_wakes_the_members_waiters_but_changes_nothing_a
         assert c.built.changes.version == before
         done = await c.teams.send("web", "lead", "after the probes", wait=True, timeout=10)
         assert done.ok  # type: ignore[union-attr]
+
+
+def test_members_of_one_interval_are_probed_on_one_tick() -> None:
+    """The probe schedule is a grid of the interval on the loop's clock: members that became
+    idle at different moments wake at the same instant (one loop wake-up for the team), always
+    after now and at most one interval later."""
+    from orchestrator.daemon.liveness import next_tick
+
+    assert next_tick(91.0, 15.0) == next_tick(104.9, 15.0) == 105.0
+    assert next_tick(105.0, 15.0) == 120.0, "a tick is never now"
+    for now in (0.0, 0.049, 7.5, 1e6 + 0.3):
+        for interval in (0.05, 1.0, 15.0):
+            assert 0 < next_tick(now, interval) - now <= interval + 1e-9
