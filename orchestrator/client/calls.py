@@ -121,7 +121,7 @@ def ensure_daemon(home: Home, *, timeout: float = 30.0) -> bool:
     env = dict(os.environ, TEAMCTL_HOME=str(home.root))  # the operator's own daemon
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "daemon", "--notify-fd", str(write_fd)],
+            [sys.executable, "-m", "orchestrator.daemon", "--notify-fd", str(write_fd)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(write_fd,),
             start_new_session=True, env=env, close_fds=True,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 from tests.conftest import Teamctl, fake_member, pid_alive, wait_pid_exit
 
@@ -175,3 +176,24 @@ def test_logs_json_and_member_filter(teamctl: Teamctl) -> None:
     assert "delivery_answered" in {e["event"] for e in events}
     text = teamctl.run("logs", "--member", "a").stdout
     assert "delivery_answered" in text and "member=a" in text
+
+
+def test_the_background_daemon_runs_without_the_cli_and_a_thread_per_member(
+        teamctl: Teamctl) -> None:
+    """``teamctl`` starts the daemon as ``python -m orchestrator.daemon`` (not the CLI's
+    ``daemon`` command: click and the command modules are memory it never uses), its children
+    reaped through pidfds on the loop (no ``waitpid`` thread per member) and its worker threads
+    capped — twelve members cost no thread each."""
+    from orchestrator.daemon.main import WORKER_THREADS
+
+    team = teamctl.write_team("big", [fake_member(f"m{i}") for i in range(12)])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    pid = teamctl.daemon_pid()
+    assert pid is not None
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert argv[1:3] == [b"-m", b"orchestrator.daemon"], argv
+    status = Path(f"/proc/{pid}/status").read_text()
+    [threads] = [int(line.split()[1]) for line in status.splitlines()
+                 if line.startswith("Threads:")]
+    assert threads <= 1 + WORKER_THREADS, threads
+    assert teamctl.run("send", "m11", "still answered", "--wait").returncode == 0

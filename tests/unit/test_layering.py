@@ -304,7 +304,9 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
     assert _loaded_by("orchestrator.daemon.main", (
         "httpx", "runtimes.opencode", "runtimes.claude", "runtimes.codex",
         "runtimes.describers", "uvicorn", "starlette", "h11", "multipart", "python_multipart",
-        "PIL.Image")) == []
+        "PIL.Image",
+        # the daemon runs as ``python -m orchestrator.daemon``: the CLI is not its to carry
+        "click", "orchestrator.client.cli")) == []
     from runtimes.registry import default_runtimes
 
     adapters = default_runtimes()
