@@ -31,7 +31,6 @@ from orchestrator.daemon.board_api import BoardApi
 from orchestrator.daemon.board_members import MemberBoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
-from orchestrator.daemon.egress_proxies import EgressProxies
 from orchestrator.daemon.live_view import LazyLiveView
 from orchestrator.daemon.member_sockets import MemberSockets
 from orchestrator.daemon.notify import NotifyService
@@ -43,21 +42,18 @@ from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlErr
 from orchestrator.paths import Home, ensure_private_dir
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
-from runtimes.sandbox_host import REMOTE_STATE, SandboxHost, member_policy
-from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
-from runtimes.sandbox_plan import NETWORK_ON
-from runtimes.ssh import SshHost, SshTarget
-from runtimes.ssh import control_dir as ssh_control_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from anyio.abc import TaskStatus
+    from anyio.abc import TaskGroup, TaskStatus
 
     from orchestrator.config import MemberConfig, TeamConfig
     from orchestrator.contracts import Host, ImageDescriber
+    from orchestrator.daemon.egress_proxies import EgressProxies
     from orchestrator.daemon.web.server import WebServer
     from orchestrator.ports import Runtime
+    from orchestrator.wire import EgressStatus
     from runtimes.sandbox_plan import NetworkPlan
 
 __all__ = ["Daemon", "main"]
@@ -142,7 +138,8 @@ class Daemon:
         self._idle_timeout = idle_timeout
         self._local = LocalHost()
         self._member_sockets: MemberSockets | None = None
-        self._egress: EgressProxies | None = None
+        self._egress: EgressProxies | None = None  # made for the first member that needs one
+        self._egress_tg: TaskGroup | None = None
 
     def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """The member's host, inside a bubblewrap sandbox where the team file asks for one
@@ -152,6 +149,10 @@ class Daemon:
         host = self._base_host(team, member)
         if team.member_sandbox(member) == "none" or self._member_sockets is None:
             return host
+        # loaded for sandboxed members only, like the Kubernetes and SSH hosts: a daemon of
+        # local members does not carry them (~2 MiB of its resident memory with SSH's)
+        from runtimes.sandbox_host import REMOTE_STATE, SandboxHost, member_policy
+
         member_dir = self.home.member_dir(team.name, member.name)
         mcp_home = Home(self._member_sockets.directory(team.name, member.name, member_dir))
         self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
@@ -177,9 +178,16 @@ class Daemon:
         """A sandboxed member's network: the host's (``on``), or an empty namespace whose
         only way out is its egress proxy, allowing its provider's hosts (``off``) and
         ``allow_hosts`` or the defaults (``allowlist``); the proxy closes with the host."""
+        from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
+        from runtimes.sandbox_plan import NETWORK_ON
+
         mode = team.member_network(member)
-        if mode == "on" or self._egress is None:
+        if mode == "on" or self._egress_tg is None:
             return NETWORK_ON, None
+        if self._egress is None:
+            from orchestrator.daemon.egress_proxies import EgressProxies
+
+            self._egress = EgressProxies(self._egress_tg, self.home.root)
         env = {**{k: os.environ[k] for k in member.pass_env if k in os.environ}, **member.env}
         entries = provider_hosts(member.runtime, env, member.config)
         if mode == "allowlist":
@@ -188,6 +196,9 @@ class Daemon:
         socket = self._egress.ensure(team.name, member.name, entries)
         return (network_plan(mode, socket, entries),
                 functools.partial(self._egress.close, team.name, member.name))
+
+    def _egress_status(self, team: str, member: str) -> EgressStatus | None:
+        return None if self._egress is None else self._egress.status(team, member)
 
     def _base_host(self, team: TeamConfig, member: MemberConfig) -> Host:
         """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
@@ -207,6 +218,9 @@ class Daemon:
         found = team.member_host(member)
         if found is None:
             return self._local
+        from runtimes.ssh import SshHost, SshTarget
+        from runtimes.ssh import control_dir as ssh_control_dir
+
         name, host = found
         return SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
                                  tuple(host.ssh_options)),
@@ -248,12 +262,12 @@ class Daemon:
                      web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
             self._member_sockets = MemberSockets(tg, idle_timeout=self._idle_timeout)
-            self._egress = EgressProxies(tg, self.home.root)
+            self._egress_tg = tg
             core = await build_core(self.home, store, tg, runtimes=self._runtimes,
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local)
             teams, approvals = core.teams, core.approvals
-            teams.egress_of = self._egress.status
+            teams.egress_of = self._egress_status
             uploads = ensure_private_dir(self.home.root / "uploads")
 
             def live_view() -> WebServer:

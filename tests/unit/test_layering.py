@@ -306,7 +306,10 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
         "runtimes.describers", "uvicorn", "starlette", "h11", "multipart", "python_multipart",
         "PIL.Image",
         # the daemon runs as ``python -m orchestrator.daemon``: the CLI is not its to carry
-        "click", "orchestrator.client.cli")) == []
+        "click", "orchestrator.client.cli",
+        # hosts other than this machine, and the egress proxies: for the members that use them
+        "runtimes.ssh", "runtimes.sandbox_host", "runtimes.sandbox_network",
+        "orchestrator.daemon.egress_proxies")) == []
     from runtimes.registry import default_runtimes
 
     adapters = default_runtimes()
