@@ -248,5 +248,9 @@ class Board:
             self.on_change(None)
         return lapsed
 
+    async def next_lease(self) -> float | None:
+        """When the first lease runs out (None: none is held)."""
+        return await self._journal.run(board_claims.next_lease)
+
     async def daemon_started(self, *, now: float, grace: float) -> list[int]:
         return await self._journal.run(board_claims.daemon_started, grace=grace, now=now)

@@ -160,6 +160,13 @@ def lease_due(journal: Journal, now: float) -> bool:
         (now,)).fetchone() is not None
 
 
+def next_lease(journal: Journal) -> float | None:
+    """When the first lease runs out (None: no task is held for a dead owner)."""
+    row = journal.connection.execute(
+        "SELECT MIN(lease_until) FROM tasks WHERE lease_until IS NOT NULL").fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 def expire(journal: Journal, now: float) -> list[int]:
     """Release every task whose lease ran out to pending, with a note. The ids released."""
     with journal.transaction() as db:

@@ -9,6 +9,7 @@ the time from here (the board's wall clock: leases are in the journal, across da
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import anyio
@@ -36,6 +37,10 @@ class Leases:
     def __init__(self, board: Board, teams: Teams) -> None:
         self._board = board
         self._teams = teams
+        # when the first lease runs out, as last read from the journal: None, no lease is
+        # held; -inf, not read yet. The check reads the journal only once one may be due —
+        # an idle daemon does not wake its journal thread every second for nothing.
+        self._due: float | None = -math.inf
 
     def grace(self, team: str) -> float:
         """The team's ``task_grace`` (a team not running: the default)."""
@@ -53,14 +58,20 @@ class Leases:
     async def exited(self, state: MemberState) -> None:
         """A launch's process ended: its tasks are kept ``task_grace`` for the next one."""
         grace = self.grace(state.team)
+        now = self._board.clock()
         kept = await self._board.owner_exited(state.team, state.name, state.epoch,
-                                              grace=grace, now=self._board.clock())
+                                              grace=grace, now=now)
         if kept:
+            self._due = now + grace if self._due is None else min(self._due, now + grace)
             log.info("tasks_kept", team=state.team, member=state.name, epoch=state.epoch,
                      tasks=kept, grace=grace)
 
     async def expire_once(self) -> list[int]:
-        lapsed = await self._board.expire(self._board.clock())
+        now = self._board.clock()
+        if self._due is None or self._due > now:  # no lease held, or none due yet
+            return []
+        lapsed = await self._board.expire(now)
+        self._due = await self._board.next_lease()
         if lapsed:
             log.warning("tasks_lapsed", tasks=lapsed,
                         reason="their owner died and did not come back within the grace")

@@ -331,3 +331,55 @@ async def test_status_shows_each_members_current_task(tmp_path: Path) -> None:
         doc = await c.teams.status("web")
         tasks = {m.name: m.task for m in doc.teams[0].members}
         assert tasks == {"a": "T1 fix the login", "b": None}
+
+
+async def test_the_lease_check_reads_the_journal_only_once_a_lease_may_be_due() -> None:
+    """An idle daemon's lease check costs nothing: with no task held for a dead owner it asks
+    the journal nothing; once an owner exits keeping tasks, it asks when their grace ends —
+    never before — and learns the next one from the journal after each release."""
+    from types import SimpleNamespace
+
+    from orchestrator.daemon.board_leases import Leases
+
+    calls: list[str] = []
+    clock = [1000.0]
+    due: list[float | None] = [None]
+
+    class _Board:
+        def clock(self) -> float:
+            return clock[0]
+
+        async def expire(self, now: float) -> list[int]:
+            calls.append("expire")
+            if due[0] is None or due[0] > now:
+                return []
+            due[0] = None  # released: no lease left
+            return [7]
+
+        async def next_lease(self) -> float | None:
+            calls.append("next_lease")
+            return due[0]
+
+        async def owner_exited(self, *args: Any, grace: float, now: float) -> list[int]:
+            due[0] = now + grace
+            return [7]
+
+    teams = SimpleNamespace(running=lambda team: None)
+    leases = Leases(_Board(), teams)  # type: ignore[arg-type]
+    assert await leases.expire_once() == [] and calls == ["expire", "next_lease"], \
+        "a new daemon reads once: leases may be left from the last one"
+    calls.clear()
+    for _ in range(5):
+        clock[0] += 1
+        assert await leases.expire_once() == []
+    assert calls == [], "no lease held: the journal is not asked"
+    state = SimpleNamespace(team="web", name="lead", epoch=1)
+    await leases.exited(state)  # type: ignore[arg-type]
+    grace = leases.grace("web")
+    clock[0] += grace - 1
+    assert await leases.expire_once() == [] and calls == [], "not due yet"
+    clock[0] += 2
+    assert await leases.expire_once() == [7] and calls == ["expire", "next_lease"]
+    calls.clear()
+    clock[0] += 60
+    assert await leases.expire_once() == [] and calls == [], "released: quiet again"
