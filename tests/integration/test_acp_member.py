@@ -298,9 +298,10 @@ def test_an_agent_that_never_lists_its_tools_is_ready_at_the_deadline_saying_so(
 def test_hostile_tools_listed_calls_leave_the_daemon_up_and_nothing_queued_lost(
         teamctl: Teamctl) -> None:
     """``member.tools_listed`` with a forged, short, huge or mistyped token: typed errors, the
-    daemon up, a queued message still answered."""
+    daemon up, a queued message still answered. (The fake lists its tools at once, as the
+    real one does: else the start waits out the 15 s list deadline.)"""
     member = acp_member("qw", acp_agent="qwen", login="isolated",
-                        env={"OPENAI_API_KEY": "sk-fake"})
+                        env={"OPENAI_API_KEY": "sk-fake", "FAKE_ACP_MCP_LATE": "0"})
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     sent = teamctl.run("send", "qw", "still here")
     assert sent.returncode == 0, sent.stderr
