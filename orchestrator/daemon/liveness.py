@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
@@ -16,7 +17,7 @@ from orchestrator.errors import TeamctlError
 from orchestrator.processes import process_stopped
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from orchestrator.contracts import Host
     from orchestrator.daemon.supervisor import MemberState
@@ -85,17 +86,43 @@ async def _prove(state: MemberState, process: RuntimeProcess, deadline: float) -
         log.warning("member_probe_late", team=state.team, member=state.name,
                     pid=process.pid, waited=round(deadline / 2, 3), deadline=deadline)
 
-    timer = asyncio.get_running_loop().call_later(deadline / 2, warn_late)
     answered = False
-    try:
+    async with _timer(deadline / 2, warn_late):
         with anyio.move_on_after(deadline):
             answered = await _answers(process, state.host, deadline)
-    finally:
-        timer.cancel()
     if answered and late:
         log.info("member_probe_recovered", team=state.team, member=state.name,
                  pid=process.pid, seconds=round(time.monotonic() - started, 3))
     return answered
+
+
+@asynccontextmanager
+async def _timer(delay: float, callback: Callable[[], None]) -> AsyncIterator[None]:
+    """``callback`` after ``delay`` unless the block ended first: a timer handle of the
+    asyncio loop the daemon runs on; a task on another backend (the core's tests run on
+    trio too)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio
+        loop = None
+    if loop is not None:
+        handle = loop.call_later(delay, callback)
+        try:
+            yield
+        finally:
+            handle.cancel()
+        return
+
+    async def fire() -> None:
+        await anyio.sleep(delay)
+        callback()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fire)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
 
 
 async def _answers(process: RuntimeProcess, host: Host, deadline: float) -> bool:

@@ -245,3 +245,19 @@ def test_members_of_one_interval_are_probed_on_one_tick() -> None:
     for now in (0.0, 0.049, 7.5, 1e6 + 0.3):
         for interval in (0.05, 1.0, 15.0):
             assert 0 < next_tick(now, interval) - now <= interval + 1e-9
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_the_late_warning_timer_fires_while_a_probe_waits_and_never_after(
+        anyio_backend: str) -> None:
+    """The probe's late warning is a loop timer on asyncio (the daemon) and a task elsewhere
+    (the core's tests run on trio too): it fires while the block still waits, and a block
+    that ends first leaves nothing behind (an uncancelled timer task would hold the exit)."""
+    from orchestrator.daemon.liveness import _timer
+
+    fired = anyio.Event()
+    with anyio.fail_after(5):
+        async with _timer(0.01, fired.set):
+            await fired.wait()
+        async with _timer(3600, fired.set):
+            pass
