@@ -290,6 +290,7 @@ class AcpAgentProcess(StdioJsonProcess):
             state.stop = UsageStop(self._spec, turn.message_id, waiter.done,
                                    lambda: self._stop_soon(state), "cancel")
             self._activity = "starting the turn"
+            self.watch.begin()
             try:
                 await self.write({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
                                   "params": {"sessionId": self._session_id, "prompt": prompt}})

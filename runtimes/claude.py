@@ -291,6 +291,7 @@ class ClaudeProcess(StdioJsonProcess):
         state = self._turn = _TurnState(turn.message_id)
         state.stop = UsageStop(self._spec, turn.message_id, state.done,
                                lambda: self._stop_soon(state), "interrupt")
+        self.watch.begin()
         try:
             await self.write_line(line)
             await on_sent()

@@ -76,6 +76,11 @@ class TurnWatch:
     def touch(self) -> None:
         self._last = time.monotonic()
 
+    def begin(self) -> None:
+        """A turn starts: its silence counts from now, not from the member's last line
+        before it (an idle member prints nothing for as long as it is idle)."""
+        self.touch()
+
     def remaining(self) -> float:
         if self.asking:  # the operator may take as long as they like
             self.touch()

@@ -421,7 +421,7 @@ class OpenCodeServer(MemberProcess):
         state = self._turn = _Turn(turn.message_id)
         state.stop = UsageStop(self._spec, turn.message_id, state.done,
                                lambda: self._over_budget(state), "abort")
-        self._watch.touch()
+        self._watch.begin()
         try:
             with unwrap_group():
                 async with anyio.create_task_group() as tg:

@@ -228,6 +228,7 @@ class CodexAppServer(StdioJsonProcess):
         state.stop = UsageStop(self._spec, turn.message_id, state.done,
                                lambda: self._stop_soon(state), "interrupt")
         self._activity = "starting the turn"
+        self.watch.begin()
         try:
             result = await self._request("turn/start", {
                 "threadId": self._session_id, "input": self._input(turn)})

@@ -116,7 +116,9 @@ def test_real_acp_agent_stalled_turn_is_cancelled_and_redelivered_on_the_same_pr
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(REDELIVERED), done.stdout
     [message] = teamctl.json("history", "ag")["messages"]
-    assert (message["state"], message["attempts"]) == ("answered", 2)
+    story = [(e["event"], e.get("action") or e.get("attempt"), e["ts"][11:23])
+             for e in teamctl.log_events() if e["event"].startswith(("delivery_", "turn_"))]
+    assert (message["state"], message["attempts"]) == ("answered", 2), story
     actions = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]
     assert actions == ["interrupt"], "the real agent honoured session/cancel: no kill"
     assert teamctl.member_pids() == [pid]
