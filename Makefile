@@ -15,7 +15,7 @@ QWEN_BIN := $(E2E_DIR)/qwen/node_modules/.bin/qwen
 GEMINI_VERSION := 0.61.0
 GEMINI_BIN := $(E2E_DIR)/gemini/node_modules/.bin/gemini
 
-.PHONY: help demo test unit e2e lint coverage bench soak venv install system-deps clean
+.PHONY: help demo test unit e2e e2e-clis lint coverage bench soak venv install system-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z0-9]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -61,8 +61,11 @@ E2E_ENV = TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspat
 # 13.7 min). The real Qwen Code's runs with the others again since a Qwen member is ready only
 # once it listed teamctl's MCP tools (docs/runtimes.md).
 E2E_JOBS ?= 3
-e2e: $(STAMP) $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BIN)  ## the real CLIs (pinned npm) against fake APIs
+E2E_CLIS := $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BIN)
+e2e: $(STAMP) $(E2E_CLIS)  ## the real CLIs (pinned npm) against fake APIs
 	$(E2E_ENV) $(PY) -m pytest -m e2e tests/e2e -q -n $(E2E_JOBS) --dist load --durations=10
+
+e2e-clis: $(E2E_CLIS)  ## install the pinned CLIs the e2e tests run (npm, into .cache/e2e)
 
 # npm picks an old release on Node 20 unless the version is pinned (protocols/claude.md §1).
 $(CLAUDE_BIN):
