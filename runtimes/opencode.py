@@ -25,13 +25,12 @@ restarted. The stream echoes full data URLs: nothing from it is logged.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
 import time
 from contextlib import AbstractAsyncContextManager, suppress
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -40,14 +39,11 @@ import structlog
 from orchestrator.contracts import (
     BudgetReached,
     Capabilities,
-    DocumentPart,
-    ImagePart,
     LaunchSpec,
     MemberStartFailed,
     RateLimited,
     RuntimeExited,
     RuntimeStuck,
-    TextPart,
     TokenUsage,
     Turn,
     TurnFailed,
@@ -66,14 +62,12 @@ from runtimes.base import (
     token_count,
     unwrap_group,
 )
-from runtimes.documents import refused, safe_name
 from runtimes.framing import iter_lines
 from runtimes.kit import (
     Adapter,
     OperatorBridge,
     TurnWatch,
     UsageStop,
-    denied,
     retryable_status,
     spawn_member,
     starting,
@@ -85,8 +79,8 @@ from runtimes.opencode_launch import (
     check_login,
     free_port,
     member_auth_file,
-    split_model,
 )
+from runtimes.opencode_message import denial_notes, error_message, message_body
 from runtimes.sandbox_host import InboundHost
 
 if TYPE_CHECKING:
@@ -276,7 +270,7 @@ class OpenCodeServer(MemberProcess):
             "/session", json={"title": f"teamctl {self._spec.team}/{self._spec.member}"})
         if response.status_code != 200:
             raise MemberStartFailed(self._spec.member, "could not create a session: "
-                                    f"HTTP {response.status_code} {_error_message(response)}")
+                                    f"HTTP {response.status_code} {error_message(response)}")
         self._session_id = str(response.json()["id"])
 
     # -- events -------------------------------------------------------------------------------
@@ -417,7 +411,7 @@ class OpenCodeServer(MemberProcess):
         message only); ``sent`` once the event stream shows OpenCode stored the user message."""
         if not self.usable:
             raise RuntimeExited(self._spec.member, self._process.returncode, self.stderr_tail())
-        body = self._body(turn)
+        body = message_body(self._spec, turn)
         state = self._turn = _Turn(turn.message_id)
         state.stop = UsageStop(self._spec, turn.message_id, state.done,
                                lambda: self._over_budget(state), "abort")
@@ -442,37 +436,6 @@ class OpenCodeServer(MemberProcess):
         finally:
             self._turn = None
             self._activity = None
-
-    def _body(self, turn: Turn) -> dict[str, Any]:
-        parts: list[dict[str, Any]] = []
-        for part in turn.parts:
-            if isinstance(part, TextPart):
-                parts.append({"type": "text", "text": part.text})
-            elif isinstance(part, ImagePart):
-                data = base64.b64encode(part.data).decode("ascii")
-                extension = part.mime.split("/")[-1].replace("jpeg", "jpg")
-                parts.append({"type": "file", "mime": part.mime,
-                              "filename": f"image-{part.sha256[:12]}.{extension}",
-                              "url": f"data:{part.mime};base64,{data}"})
-            elif isinstance(part, DocumentPart):
-                parts.append(self._file_part(part))
-            else:
-                assert_never(part)
-        body: dict[str, Any] = {"parts": parts}
-        provider, model = split_model(self._spec.model)
-        if provider and model:
-            body["model"] = {"providerID": provider, "modelID": model}
-        return body
-
-    def _file_part(self, part: DocumentPart) -> dict[str, Any]:
-        """A PDF as a ``file`` part (a data URL, its safe base name); OpenCode turns a text
-        file part into a Read-tool transcript of a path, so a text document never goes this
-        way (it is sent derived, as text)."""
-        if part.mime != "application/pdf":
-            raise refused(self._spec.member, part, "OpenCode takes PDF documents only")
-        data = base64.b64encode(part.data).decode("ascii")
-        return {"type": "file", "mime": part.mime, "filename": safe_name(part),
-                "url": f"data:{part.mime};base64,{data}"}
 
     async def _post_message(self, body: dict[str, Any], state: _Turn) -> None:
         try:
@@ -512,7 +475,7 @@ class OpenCodeServer(MemberProcess):
                                 [f"message call failed: {type(state.failure).__name__}"])
         if response.status_code != 200:
             raise TurnFailed(self._spec.member, f"OpenCode refused the message: HTTP "
-                             f"{response.status_code} {_error_message(response)}",
+                             f"{response.status_code} {error_message(response)}",
                              api_status=response.status_code,
                              retryable=retryable_status(response.status_code))
         message = response.json()
@@ -528,36 +491,7 @@ class OpenCodeServer(MemberProcess):
         tool_parts = {str(p.get("callID") or p.get("id")): p
                       for p in message.get("parts", []) if p.get("type") == "tool"}
         return TurnResult(reply="".join(texts), session_id=self._session_id,
-                          notes=self._denials([*state.tool_parts.values(), *(
+                          notes=denial_notes(self._spec, [*state.tool_parts.values(), *(
                               p for k, p in tool_parts.items() if k not in state.tool_parts)]))
 
-    def _denials(self, parts: list[dict[str, Any]]) -> tuple[str, ...]:
-        """Tool calls the permission config refused: a ``deny`` removes the tool, so the call
-        becomes the ``invalid`` tool; an ``external_directory`` deny errors the call."""
-        notes = []
-        for part in parts:
-            state = part.get("state") or {}
-            if part.get("type") != "tool" or not isinstance(state, dict):
-                continue
-            error = str(state.get("error") or state.get("output") or "")
-            refused = state.get("status") == "error" and any(
-                word in error.lower() for word in ("permission", "rejected", "denied"))
-            if part.get("tool") != "invalid" and not refused:
-                continue
-            notes.append(denied(self._spec, str(part.get("tool")), message=error))
-        return tuple(notes)
-
-
 _LONG_RETRY = 60.0  # seconds: a retry further out than this holds the member instead
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:200]
-    if not isinstance(data, dict):
-        return ""
-    inner = data.get("data")
-    message = inner.get("message") if isinstance(inner, dict) else None
-    return str(message or data.get("name") or "")[:300]

@@ -29,6 +29,7 @@ from runtimes.codex.runtime import CodexRuntime
 from runtimes.documents import safe_name
 from runtimes.local_host import LocalHost
 from runtimes.opencode import OpenCodeRuntime, OpenCodeServer
+from runtimes.opencode_message import message_body
 from tests.conftest import REPO
 from tests.pdfs import text_pdf
 
@@ -139,17 +140,20 @@ def test_claude_refuses_a_text_document_that_is_not_utf8_as_a_typed_turn_failure
 
 # -- OpenCode --------------------------------------------------------------------------------------
 
+def _opencode_spec(tmp_path: Path) -> LaunchSpec:
+    return _spec(tmp_path, model="anthropic/claude-sonnet-4-5")
+
+
 def _opencode(tmp_path: Path) -> OpenCodeServer:
     process: Process = _NoProcess()  # type: ignore[assignment]
-    return OpenCodeServer(process, _spec(tmp_path, model="anthropic/claude-sonnet-4-5"), 1, "pw",
-                          30.0)
+    return OpenCodeServer(process, _opencode_spec(tmp_path), 1, "pw", 30.0)
 
 
 @pytest.mark.anyio
 async def test_opencode_sends_a_pdf_as_a_file_part_with_a_data_url(tmp_path: Path) -> None:
     """A PDF is a ``file`` part: its MIME, a safe base name, the bytes as a data URL."""
-    server = _opencode(tmp_path)
-    body = server._body(Turn("01A", (TextPart("read [Doc #1]"), _doc(PDF, "application/pdf"))))
+    body = message_body(_opencode_spec(tmp_path),
+                        Turn("01A", (TextPart("read [Doc #1]"), _doc(PDF, "application/pdf"))))
     assert body["parts"][1] == {"type": "file", "mime": "application/pdf",
                                 "filename": "spec.pdf",
                                 "url": "data:application/pdf;base64,"
@@ -163,7 +167,8 @@ async def test_opencode_gets_a_safe_base_name_for_a_hostile_document_name(
         tmp_path: Path) -> None:
     """Quotes, newlines, path separators, ``..`` and control or bidi characters never reach
     OpenCode's file name: a plain base name does; the body stays valid JSON."""
-    body = _opencode(tmp_path)._body(Turn("01A", (_doc(PDF, "application/pdf", HOSTILE),)))
+    body = message_body(_opencode_spec(tmp_path),
+                        Turn("01A", (_doc(PDF, "application/pdf", HOSTILE),)))
     name = body["parts"][0]["filename"]
     assert name == "x_.pdf"
     assert json.loads(json.dumps(body)) == body

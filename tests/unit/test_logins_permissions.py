@@ -17,6 +17,7 @@ from runtimes import claude, opencode
 from runtimes.codex import _shared as codex
 from runtimes.codex import exec as codex_exec
 from runtimes.local_host import LocalHost
+from runtimes.opencode_message import denial_notes
 from tests.conftest import operator_home
 
 
@@ -239,9 +240,6 @@ def test_codex_sandbox_refusals_become_notes(tmp_path: Path) -> None:
 
 
 def test_opencode_refused_tool_calls_become_notes(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
-    server = SimpleNamespace(_spec=_spec(tmp_path))
     parts = [
         {"type": "tool", "tool": "invalid", "state": {"status": "error", "error":
          "Model tried to call unavailable tool 'write'."}},
@@ -250,7 +248,7 @@ def test_opencode_refused_tool_calls_become_notes(tmp_path: Path) -> None:
         {"type": "tool", "tool": "bash", "state": {"status": "error", "error": "exit 1"}},
         {"type": "text", "text": "done"},
     ]
-    notes = opencode.OpenCodeServer._denials(server, parts)  # type: ignore[arg-type]
+    notes = denial_notes(_spec(tmp_path), parts)
     assert notes == ("permission denied: invalid: Model tried to call unavailable tool "
                      "'write'.", "permission denied: bash: The user rejected permission to "
                      "use this specific tool call.")
