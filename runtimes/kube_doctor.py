@@ -104,12 +104,9 @@ async def _review(host: KubernetesHost, verb: str, group: str, resource: str) ->
 
 
 async def _secret(host: KubernetesHost, name: str) -> Check:
-    from kubernetes import client
-
     what = f"secret {name}"
     try:
-        found: Any = await host._call("get", "secrets", lambda api: client.CoreV1Api(
-            api).read_namespaced_secret(name, host.namespace, _request_timeout=REQUEST_TIMEOUT))
+        found: Any = await host._call("get", "secrets", host._core_call("GET", "secrets", name))
     except HostUnavailable as exc:
         if exc.code == "kube_forbidden":  # members never read it: the pod's envFrom does
             return Check(what, True, "not readable by this login (teamctl does not need to: "
@@ -119,7 +116,7 @@ async def _secret(host: KubernetesHost, name: str) -> Check:
         return Check(what, False, f"missing in namespace {host.namespace}: kubectl -n "
                      f"{host.namespace} create secret generic {name} "
                      "--from-literal=ANTHROPIC_API_KEY=...")
-    keys = sorted((found.data or {}).keys())
+    keys = sorted((found.get("data") or {}).keys())
     return Check(what, bool(keys), f"present, keys: {', '.join(keys)}" if keys else
                  "present but empty: the member would start without its API key")
 

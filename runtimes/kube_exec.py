@@ -43,14 +43,20 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
 
 
 def open_stream(api: Any, target: ExecTarget, command: list[str]) -> Any:
-    """A ``WSClient`` exec'ing ``command`` in the pod, stdin open, bytes on every channel.
-    ``api`` must be a client no other thread uses meanwhile (``stream`` swaps its transport)."""
-    from kubernetes import client
-    from kubernetes.stream import stream
+    """A ``WSClient`` exec'ing ``command`` in the pod, stdin open, bytes on every channel, as
+    the client's ``stream`` opens it, without its generated ``CoreV1Api`` (runtimes/kube_rest.py
+    says why). A failed upgrade raises ``ApiException`` (status 0, the handshake's status in its
+    text), as ``stream`` raises it. One thread at a time per ``api`` (its refresh hook)."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream.ws_client import WSClient
 
-    return stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, target.pod,
-                  target.namespace, container=target.container, command=command, stdin=True,
-                  stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
+    spec = connection(api, target, command)
+    headers = {key: value for key, _, value in (line.partition(": ") for line in spec["header"])}
+    try:
+        return WSClient(api.configuration, spec["url"], headers,  # type: ignore[no-untyped-call]
+                        True, binary=True)
+    except Exception as exc:
+        raise ApiException(status=0, reason=str(exc)) from None
 
 
 def exit_code(ws: Any) -> int | None:

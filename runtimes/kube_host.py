@@ -34,7 +34,7 @@ import anyio
 import structlog
 
 from orchestrator.contracts import HostUnavailable, McpServer
-from runtimes import kube_exec, kube_manifests, kube_template
+from runtimes import kube_exec, kube_manifests, kube_rest, kube_template
 from runtimes.base import BASE_ENV_NAMES
 from runtimes.kube_errors import classify
 from runtimes.kube_forward import Forward, open_forward
@@ -142,11 +142,12 @@ class KubernetesHost:
         with anyio.fail_after(REQUEST_TIMEOUT * 2):
             return await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
 
-    @staticmethod
-    def _core(api: Any) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(api)
+    def _core_call(self, method: str, resource: str, name: str | None = None,
+                   **kwargs: Any) -> Callable[[Any], Any]:
+        """A core-API call answered as JSON (runtimes/kube_rest.py: not ``CoreV1Api``)."""
+        where = kube_rest.path(self.namespace, resource, name)
+        return lambda api: kube_rest.request(api, method, where, timeout=REQUEST_TIMEOUT,
+                                             **kwargs)
 
     @staticmethod
     def _custom(api: Any) -> Any:
@@ -211,21 +212,19 @@ class KubernetesHost:
     async def _ensure_pod(self) -> str:
         """The fallback: the claim, then the pod (made again when it ended)."""
         plan = self.plan
-        if await self._call("get", "persistentvolumeclaims", lambda api: self._core(
-                api).read_namespaced_persistent_volume_claim(
-                plan.claim, plan.namespace, _request_timeout=REQUEST_TIMEOUT)) is None:
-            await self._call("create", "persistentvolumeclaims", lambda api: self._core(
-                api).create_namespaced_persistent_volume_claim(
-                plan.namespace, kube_manifests.pvc(plan), _request_timeout=REQUEST_TIMEOUT))
+        if await self._call("get", "persistentvolumeclaims", self._core_call(
+                "GET", "persistentvolumeclaims", plan.claim)) is None:
+            await self._call("create", "persistentvolumeclaims", self._core_call(
+                "POST", "persistentvolumeclaims", body=kube_manifests.pvc(plan)))
         found = await self._read_pod(plan.name)
         if found is not None:
-            self._check_ours(found.metadata.labels, "pod")
-        if found is not None and found.status.phase in ("Succeeded", "Failed"):
+            self._check_ours(found["metadata"].get("labels"), "pod")
+        if found is not None and _phase(found) in ("Succeeded", "Failed"):
             await self._delete_pod()
             found = None
         if found is None:
-            await self._call("create", "pods", lambda api: self._core(api).create_namespaced_pod(
-                plan.namespace, kube_manifests.pod(plan), _request_timeout=REQUEST_TIMEOUT))
+            await self._call("create", "pods", self._core_call("POST", "pods",
+                                                               body=kube_manifests.pod(plan)))
             log.info("kube_pod_created", host=self.host, member=self.member, pod=plan.name)
         return plan.name
 
@@ -250,25 +249,20 @@ class KubernetesHost:
                 "list_namespaced_custom_object", label_selector=selector)))["items"]
             metadata = [item.get("metadata", {}) for item in found]
         else:
-            pods = await self._call("list", "pods", lambda api: self._core(
-                api).list_namespaced_pod(self.namespace, label_selector=selector,
-                                         _request_timeout=REQUEST_TIMEOUT))
-            claims = await self._call("list", "persistentvolumeclaims", lambda api: self._core(
-                api).list_namespaced_persistent_volume_claim(
-                self.namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT))
-            metadata = [{"annotations": item.metadata.annotations or {}}
-                        for item in [*pods.items, *claims.items]]
+            found = [item for resource in ("pods", "persistentvolumeclaims")
+                     for item in (await self._call("list", resource, self._core_call(
+                         "GET", resource, query={"labelSelector": selector})))["items"]]
+            metadata = [item.get("metadata", {}) for item in found]
         return {(str(m["annotations"][LABEL_TEAM]), str(m["annotations"][LABEL_MEMBER]))
                 for m in metadata if {LABEL_TEAM, LABEL_MEMBER} <= set(
                     m.get("annotations") or {})}
 
     async def _read_pod(self, name: str) -> Any:
-        return await self._call("get", "pods", lambda api: self._core(api).read_namespaced_pod(
-            name, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+        """The pod as the API gives it (JSON); None: not there."""
+        return await self._call("get", "pods", self._core_call("GET", "pods", name))
 
     async def _delete_pod(self) -> None:
-        await self._call("delete", "pods", lambda api: self._core(api).delete_namespaced_pod(
-            self.plan.name, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+        await self._call("delete", "pods", self._core_call("DELETE", "pods", self.plan.name))
 
     async def ensure(self) -> str:
         """The member's pod, made if missing and ``Running`` within ``start_timeout``."""
@@ -280,12 +274,12 @@ class KubernetesHost:
         delay = 0.05
         while True:
             found = await self._read_pod(pod)
-            if found is not None and found.status is not None and found.status.phase == \
-                    "Running" and found.metadata.deletion_timestamp is None:
-                self.pod_name, self._uid, self._ours = pod, str(found.metadata.uid), True
+            if found is not None and _phase(found) == "Running" and \
+                    found["metadata"].get("deletionTimestamp") is None:
+                self.pod_name, self._uid, self._ours = pod, str(found["metadata"]["uid"]), True
                 return pod
             if time.monotonic() > deadline:
-                phase = None if found is None else found.status.phase
+                phase = None if found is None else _phase(found)
                 raise HostUnavailable(
                     self.member, self.host, "kube_pod_not_running",
                     f"pod {pod} in namespace {self.namespace} is not Running after "
@@ -308,7 +302,7 @@ class KubernetesHost:
         target, command = self._target(), ["python3", "-c", _SIDE, *args]
 
         def blocking() -> tuple[int | None, bytes, bytes]:
-            with self._exec_lock:  # ``stream`` swaps the client's transport while it opens
+            with self._exec_lock:  # the kubeconfig's refresh hook may run: one at a time
                 if self._exec_api is None:
                     self._exec_api = kube_exec.api_client(self.kubeconfig, self.context)
                 try:
@@ -504,7 +498,7 @@ class KubernetesHost:
                 found = await self._read_pod(self.pod_name)
             except HostUnavailable:
                 return False
-            return found is not None and found.status.phase == "Running"
+            return found is not None and _phase(found) == "Running"
         return False
 
     async def close(self) -> None:
@@ -545,7 +539,7 @@ class KubernetesHost:
                              "sandbox")
         else:
             pod = await self._read_pod(self.plan.name)
-            self._check_ours(None if pod is None else pod.metadata.labels, "pod")
+            self._check_ours(None if pod is None else pod["metadata"].get("labels"), "pod")
         self._ours = True
 
     async def suspend(self) -> None:
@@ -577,9 +571,13 @@ class KubernetesHost:
         else:
             await self._delete_pod()
             if not keep:
-                await self._call("delete", "persistentvolumeclaims", lambda api: self._core(
-                    api).delete_namespaced_persistent_volume_claim(
-                    self.plan.claim, self.namespace, _request_timeout=REQUEST_TIMEOUT))
+                await self._call("delete", "persistentvolumeclaims", self._core_call(
+                    "DELETE", "persistentvolumeclaims", self.plan.claim))
+
+
+def _phase(pod: Mapping[str, Any]) -> str | None:
+    """A pod's ``status.phase`` (None: no status yet)."""
+    return (pod.get("status") or {}).get("phase")
 
 
 def kubernetes_host(team: str, member: str, host: str, config: KubernetesHostConfig,
