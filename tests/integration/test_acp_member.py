@@ -205,12 +205,12 @@ def test_an_agent_that_never_answers_initialize_or_speaks_another_version_fails_
         teamctl: Teamctl) -> None:
     """Each is a typed start failure with its reason; the daemon stays up."""
     team = teamctl.write_team("web", [
-        acp_member("mute", start_timeout=1.0, max_restarts=0,
+        acp_member("mute", start_timeout=0.5, max_restarts=0,
                    env={"FAKE_ACP_NO_INIT": "1"}),
         acp_member("v2", max_restarts=0, env={"FAKE_ACP_PROTOCOL": "2"})])
     teamctl.run("launch", str(team))
     rows = {r["name"]: r for r in teamctl.json("status")["teams"][0]["members"]}
-    assert "the agent did not answer initialize within 1s" in rows["mute"]["error"]
+    assert "the agent did not answer initialize within 0.5s" in rows["mute"]["error"]
     assert "the agent speaks ACP protocol version 2; teamctl speaks 1" in rows["v2"]["error"]
     assert {r["pid"] for r in rows.values()} == {None}
     assert teamctl.run("status").returncode == 0
