@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
     from tests.conftest import LogFollower, Teamctl
 
-# probed every 0.3 s, 1.5 s to answer; the first restart waits 2 s (status is read in it)
-FAST = {"liveness_interval": 0.3, "liveness_deadline": 1.5, "backoff": [2.0, 4.0]}
+# probed every 0.3 s, 1.5 s to answer; the first restart waits 1 s (status is read in it, on
+# the socket: a few milliseconds once the event is seen)
+FAST = {"liveness_interval": 0.3, "liveness_deadline": 1.5, "backoff": [1.0, 4.0]}
 MEMBERS: dict[str, Callable[..., dict[str, Any]]] = {
     "claude": fake_member,
     "codex-app-server": lambda name, **extra: codex_member(name, transport="app-server",
@@ -64,7 +65,7 @@ def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes
     with _stopped(frozen):
         event = follow_logs.wait_for(lambda e: e["event"] == "member_unresponsive")
         assert (event["pid"], event["epoch"], event["stopped"]) == (frozen, 1, True)
-        # read within the 2 s backoff: on the socket (the document `status --json` prints),
+        # read within the 1 s backoff: on the socket (the document `status --json` prints),
         # not through a CLI start that a busy machine can stretch past it
         [down] = teamctl.rpc("status", {"team": None})["result"]["teams"][0]["members"]
         assert (down["launch"], down["liveness"], down["readiness"]) == (
@@ -88,7 +89,8 @@ def test_a_member_continued_before_the_deadline_stays_alive(
     """A stopped process continued within the deadline (SIGCONT, a debugger detaching)
     answers the probe that was waiting and stays: same process, same epoch, no restart. (A
     stopped Claude used to be refused at once, without waiting for its answer.)"""
-    member = fake_member("lead", liveness_interval=0.3, liveness_deadline=6.0)
+    # late at half the deadline (1.5 s): the test continues it with 1.5 s to spare
+    member = fake_member("lead", liveness_interval=0.3, liveness_deadline=3.0)
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     pid = _row(teamctl)["pid"]
     with _stopped(pid):
