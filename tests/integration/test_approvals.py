@@ -6,8 +6,9 @@ team file pre-approves, and hostile or stale answers are typed errors that apply
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
+
+import pytest
 
 from tests.asking import launch, next_request, reply_to, wait_answered
 from tests.conftest import fake_member
@@ -22,20 +23,23 @@ TEAM = "web"
 
 def test_a_write_waits_for_the_operator_and_approve_makes_the_file(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    idle = 2.0  # the turn's watchdog: the operator takes longer than this to answer
+    idle = 1.0  # the turn's watchdog: the operator takes longer than this to answer
     launch(teamctl, TEAM, fake_member("lead", permissions="ask", turn_idle_timeout=idle))
     message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
     row = next_request(teamctl, follow_logs)
-    asked = time.monotonic()
     assert (row["state"], row["tool"], row["kind"], row["message_id"]) == (
         "pending", "Write", "permission", message_id)
     assert row["summary"].endswith("out.txt (+1 lines)")
-    while True:  # past the watchdog's timeout, the member still waits on the operator
+
+    def waits_on_the_operator() -> None:
         [member] = teamctl.json("status")["teams"][0]["members"]
         assert member["readiness"] == "busy"
         assert member["activity"] == f"waiting for approval {row['id']}"
-        if time.monotonic() - asked > idle * 1.5:
-            break
+
+    waits_on_the_operator()
+    with pytest.raises(AssertionError, match="no matching log event"):  # the watchdog's line
+        follow_logs.wait_for(lambda e: e["event"] == "turn_stuck", timeout=idle * 1.5)
+    waits_on_the_operator()  # past the watchdog's timeout, the member still waits
     assert not (teamctl.workdir / "out.txt").exists()
 
     done = teamctl.run("approve", row["id"])
