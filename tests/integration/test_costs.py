@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 
+from orchestrator.client.cli import cli
 from tests.conftest import fake_member
 
 if TYPE_CHECKING:
@@ -146,9 +148,11 @@ def test_bad_budgets_are_refused_with_the_key_and_nothing_starts(teamctl: Teamct
         "no teamctl daemon is reachable" in status.stderr, status
     assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")]))) \
         .returncode == 0
-    assert teamctl.run("budget", "rev", "--set", "-1").returncode == 2
-    assert teamctl.run("budget", "rev", "--set", "ten").returncode == 2
-    assert teamctl.run("budget", "rev", "--add", "1", "--set", "2").returncode == 2
+    for refused in (["--set", "-1"], ["--set", "ten"], ["--add", "1", "--set", "2"]):
+        # the CLI's own argument checks, run in this process (they never reach the daemon)
+        done = CliRunner().invoke(cli, ["budget", "rev", *refused], env=teamctl.env,
+                                  prog_name="teamctl")
+        assert done.exit_code == 2, (refused, done.output)
     unknown = teamctl.run("budget", "nobody", "--add", "1")
     assert unknown.returncode == 1 and "nobody" in unknown.stderr
     raw = teamctl.rpc("budget", {"member": "rev", "usd": float("inf")})
