@@ -247,12 +247,11 @@ class KubernetesHost:
         if mode == "sandbox":
             found = (await self._call("list", "sandboxes.agents.x-k8s.io", self._sandbox_call(
                 "list_namespaced_custom_object", label_selector=selector)))["items"]
-            metadata = [item.get("metadata", {}) for item in found]
         else:
             found = [item for resource in ("pods", "persistentvolumeclaims")
                      for item in (await self._call("list", resource, self._core_call(
                          "GET", resource, query={"labelSelector": selector})))["items"]]
-            metadata = [item.get("metadata", {}) for item in found]
+        metadata = [item.get("metadata", {}) for item in found]
         return {(str(m["annotations"][LABEL_TEAM]), str(m["annotations"][LABEL_MEMBER]))
                 for m in metadata if {LABEL_TEAM, LABEL_MEMBER} <= set(
                     m.get("annotations") or {})}

@@ -11,6 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from runtimes import kube_exec, kube_rest
+from runtimes.kube_errors import classify
 from tests.k8s_fake import fake_cluster, kubeconfig
 
 NS = "agents"
@@ -63,3 +68,22 @@ def test_a_pod_member_and_doctor_work_without_importing_the_generated_core_api(
         assert ("create", "pods") in fake.requests and ("delete", "pods") in fake.requests
         assert [key for key in fake.objects if key[1] == NS] == []
         assert report["core_v1_api"] is False
+
+
+def test_a_refused_core_call_raises_the_clients_api_exception_with_the_servers_status(
+        tmp_path: Path) -> None:
+    """A core call the API server refuses raises the client's ``ApiException`` as the
+    generated methods do — its status and the Status body — so a 403 is still read as RBAC
+    (``kube_forbidden``, the server's words) and a 404 as not there."""
+    with fake_cluster(tmp_path / "cluster", crd=False) as (fake, url):
+        fake.forbid.add(("get", "pods"))
+        api = kube_exec.api_client(str(kubeconfig(tmp_path / "kubeconfig", url)), None)
+        with pytest.raises(ApiException) as refused:
+            kube_rest.request(api, "GET", kube_rest.path(NS, "pods", "far"), timeout=10.0)
+        error = classify("far", "k8s", NS, refused.value, "get", "pods")
+        assert (refused.value.status, error.code) == (403, "kube_forbidden")
+        assert 'cannot get resource "pods"' in error.reason
+        with pytest.raises(ApiException) as missing:
+            kube_rest.request(api, "GET", kube_rest.path(NS, "persistentvolumeclaims", "none"),
+                              timeout=10.0)
+        assert missing.value.status == 404
