@@ -52,6 +52,7 @@ class StdioJsonProcess(MemberProcess):
         # or a turn's (bench_scale: idle CPU with 100 members)
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._pending: dict[Any, Waiter] = {}
+        self._answering: set[anyio.CancelScope] = set()  # answer()s waiting: the exit ends them
         self._seq = 0
         self._tg: TaskGroup | None = None
 
@@ -127,13 +128,17 @@ class StdioJsonProcess(MemberProcess):
 
     async def answer(self, waiter: Waiter, timeout: float) -> bool:
         """Whether the answer came within ``timeout``; RuntimeExited if the process exited
-        first."""
+        first — seen when it exits (``on_exit`` ends the wait), not at a later look."""
         with anyio.move_on_after(timeout):
-            while not waiter.done.is_set():
-                if self._exited.is_set():
-                    raise self.exited()
-                with anyio.move_on_after(0.5):
-                    await waiter.done.wait()
+            with anyio.CancelScope() as waiting:
+                self._answering.add(waiting)
+                try:
+                    if not self._exited.is_set():
+                        await waiter.done.wait()
+                finally:
+                    self._answering.discard(waiting)
+            if not waiter.done.is_set():
+                raise self.exited()
         return waiter.done.is_set()
 
     async def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -183,3 +188,5 @@ class StdioJsonProcess(MemberProcess):
 
     def on_exit(self) -> None:
         self._exited.set()
+        for waiting in self._answering:
+            waiting.cancel()
