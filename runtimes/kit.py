@@ -38,7 +38,7 @@ __all__ = ["Adapter", "OperatorBridge", "TurnWatch", "UsageStop", "denied", "ret
 
 log = structlog.get_logger("teamctl.runtime")
 
-_POLL = 1.0  # how often a waiting turn looks at the clock (and whether its process lives)
+_POLL = 1.0  # how often a waiting turn looks at the clock (its process's exit wakes it: wake)
 
 
 class Adapter:
@@ -72,6 +72,7 @@ class TurnWatch:
         self._fields = dict(fields or {})  # more fields for the log lines (the transport)
         self.asking = 0  # questions waiting on the operator: the clock stands still
         self._last = time.monotonic()
+        self._waiting: anyio.CancelScope | None = None  # wait()'s current look, for wake()
 
     def touch(self) -> None:
         self._last = time.monotonic()
@@ -96,9 +97,17 @@ class TurnWatch:
             remaining = self.remaining()
             if remaining <= 0:
                 return False
-            with anyio.move_on_after(min(remaining, _POLL)):
-                await event.wait()
+            try:
+                with anyio.move_on_after(min(remaining, _POLL)) as self._waiting:
+                    await event.wait()
+            finally:
+                self._waiting = None
         return True
+
+    def wake(self) -> None:
+        """The process exited: a waiting turn calls ``alive`` now, not at its next look."""
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     async def stop_turn(self, done: anyio.Event | None, interrupt: Callable[[], Awaitable[None]],
                         kill: Callable[[], None] | None, why: str | None = "turn_stuck") -> bool:

@@ -190,3 +190,4 @@ class StdioJsonProcess(MemberProcess):
         self._exited.set()
         for waiting in self._answering:
             waiting.cancel()
+        self.watch.wake()

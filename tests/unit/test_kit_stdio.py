@@ -50,6 +50,22 @@ async def test_an_answer_wins_over_the_exit_that_follows_it_and_silence_times_ou
         await process.answer(Waiter(), timeout=5.0)
 
 
+async def test_a_turn_whose_process_exits_ends_with_the_exit_not_at_the_next_look() -> None:
+    """A turn waits on its end with the watchdog's clock looked at every second; the
+    process's exit wakes it at once (``alive`` raises ``RuntimeExited``). An ACP or Codex
+    app-server member that crashed mid-turn used to be seen up to a second late."""
+    process = _process()
+
+    def alive() -> None:
+        if not process.usable:
+            raise process.exited()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_call, process.on_exit)  # it exits once the turn's wait has begun
+        with anyio.fail_after(0.5), pytest.raises(RuntimeExited):  # half the look's period
+            await process.watch.wait(anyio.Event(), alive=alive)
+
+
 async def _call(step: object) -> None:
     assert callable(step)
     step()
