@@ -19,7 +19,6 @@ import os
 import secrets
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,12 +27,12 @@ import structlog
 from orchestrator.daemon.needs_you import NeedsYou, gather
 from orchestrator.daemon.notify_alerts import Alerts
 from orchestrator.daemon.notify_journal import NotifyJournal
+from orchestrator.daemon.notify_messages import Channel, Composer
 from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
 from orchestrator.daemon.notify_responses import Responder
 from orchestrator.daemon.notify_tokens import Signer
 from orchestrator.errors import NotifyUnreachable, StoreError, TeamctlError, UsageError
 from orchestrator.notify_operator import read_operator
-from orchestrator.redaction import redact
 from orchestrator.wire import NotifyCheck, NotifyTestDoc
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.changes import Changes
     from orchestrator.daemon.journal import AsyncJournal
-    from orchestrator.daemon.notify_ntfy import Ntfy
     from orchestrator.daemon.notify_tokens import Action
     from orchestrator.daemon.teams import Teams
     from orchestrator.notify_config import NotifySection
@@ -59,19 +57,6 @@ MAX_RECEIPTS = 100  # receipts kept for a server that is down (the oldest droppe
 MAX_ALERTS_QUEUED = 100
 MIN_PASS_INTERVAL = 0.02  # passes at most this often (a burst of changes is one pass)
 CONCURRENT_ACTIONS = 16
-_TAGS = {"approval": "lock", "question": "question", "fatal": "rotating_light",
-         "budget": "moneybag", "review": "mag", "digest": "inbox_tray"}
-_LABELS = {"approve": "Approve", "deny": "Deny", "answer": "Answer"}
-
-
-@dataclass(frozen=True)
-class Channel:
-    """A team's ntfy: the server, where items go, where the buttons post, the key."""
-
-    ntfy: Ntfy
-    topic: str
-    response_topic: str
-    signer: Signer
 
 
 class TeamNotifier:
@@ -87,6 +72,7 @@ class TeamNotifier:
         self._responder = responder
         self._nonces = nonces
         self._clock = clock
+        self._compose = Composer(team, section, channel, clock)
         self._window = RateWindow(section.max_per_minute)
         self._alerts = Alerts(section.apprise)
         self._published: set[str] = set()
@@ -138,18 +124,18 @@ class TeamNotifier:
         plan = self._window.plan(new)
         quiet = in_quiet_hours(self.section.quiet_hours, self._clock())
         for item in plan.single:
-            await self._push(self._message(item, quiet), item.kind, quiet)
+            await self._push(self._compose.message(item, quiet), item.kind, quiet)
             self._published.add(item.key)
             self._window.sent()
             log.info("notify_published", team=self.team, item=item.key, kind=item.kind)
         if plan.digest:
-            await self._push(self._digest(plan.digest, quiet), "digest", quiet)
+            await self._push(self._compose.digest(plan.digest, quiet), "digest", quiet)
             self._published |= {i.key for i in plan.digest}
             self._window.sent()
             log.info("notify_digest_published", team=self.team, items=len(plan.digest))
         if not quiet and self._quiet_missed:
             self._alert(f"teamctl {self.team}: {self._quiet_missed} items needed you "
-                        "during quiet hours", self._link("see what waits"))
+                        "during quiet hours", self._compose.link("see what waits"))
             self._quiet_missed = 0
         waiting = len(new) > len(plan.single) + len(plan.digest)
         return self._window.free_in() if waiting else 3600.0
@@ -160,7 +146,7 @@ class TeamNotifier:
         if quiet:
             self._quiet_missed += 1
         else:
-            self._alert(message["title"], self._link(message["message"]))
+            self._alert(message["title"], self._compose.link(message["message"]))
 
     def _alert(self, title: str, body: str) -> None:
         if not self._alerts or self._alert_out is None:
@@ -193,60 +179,6 @@ class TeamNotifier:
                 await nonces.set_cursor(cursor_key, str(event["id"]))
 
             await channel.ntfy.follow(channel.response_topic, since, on_message)
-
-    # -- what is published --------------------------------------------------------------------
-
-    def _message(self, item: NeedsYou, quiet: bool) -> dict[str, Any]:
-        body = item.detail
-        if item.private and self.section.include_text:
-            body += f"\n{item.private}"
-        elif item.private:
-            body += "\n(its text is not sent: include_text = false)"
-        body = redact(body)  # the token after it is the daemon's own (the redactor would
-        if "answer" in item.decisions and self.channel is not None:  # cut its base64)
-            token = self._sign(item.item, "answer")
-            body += f"\nTo answer, post to the response topic: {token} YOUR ANSWER"
-        message = {"title": redact(f"teamctl {self.team}: {item.title}"), "message": body,
-                   "tags": [_TAGS[item.kind]],
-                   "priority": 1 if quiet else (4 if item.decisions else 3),
-                   "actions": self._actions(item)}
-        if self.section.live_view_url:
-            message["click"] = self.section.live_view_url
-        return message
-
-    def _actions(self, item: NeedsYou) -> list[dict[str, Any]]:
-        actions: list[dict[str, Any]] = []
-        if self.channel is not None:
-            url = self.channel.ntfy.topic_url(self.channel.response_topic)
-            actions = [{"action": "http", "label": _LABELS[d], "url": url, "method": "POST",
-                        "body": self._sign(item.item, d), "clear": True}
-                       for d in item.decisions if d != "answer"]
-        if self.section.live_view_url:
-            actions.append({"action": "view", "label": "Open",
-                            "url": self.section.live_view_url})
-        return actions[:3]  # ntfy shows at most three
-
-    def _digest(self, items: list[NeedsYou], quiet: bool) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for item in items:
-            counts[item.kind] = counts.get(item.kind, 0) + 1
-        what = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-        message = {"title": f"teamctl {self.team}: {len(items)} more need you",
-                   "message": f"{what}. Over {self.section.max_per_minute} a minute: see "
-                              "'teamctl approvals' or the live view",
-                   "tags": [_TAGS["digest"]], "priority": 1 if quiet else 3,
-                   "actions": self._actions(NeedsYou("", "approval", self.team, "", ""))}
-        if self.section.live_view_url:
-            message["click"] = self.section.live_view_url
-        return message
-
-    def _link(self, body: str) -> str:
-        link = self.section.live_view_url or "'teamctl ui --open'"
-        return f"{body}\nThe live view: {link}"
-
-    def _sign(self, item: str, decision: Any) -> str:
-        assert self.channel is not None
-        return self.channel.signer.sign(item, decision, self._clock() + self.section.action_ttl)
 
     # -- receipts -----------------------------------------------------------------------------
 
@@ -284,7 +216,7 @@ class TeamNotifier:
         if self._alerts:
             started = time.monotonic()
             ok = await self._alerts.send(f"teamctl {self.team}: test alert",
-                                         self._link("a test of [notify] apprise"))
+                                         self._compose.link("a test of [notify] apprise"))
             checks.append(NotifyCheck(
                 what="alerts", ok=ok, seconds=round(time.monotonic() - started, 4),
                 detail="" if ok else "a channel refused the alert or did not answer in time; "
@@ -304,7 +236,7 @@ class TeamNotifier:
         started = time.monotonic()
         try:
             await self.channel.ntfy.publish({"topic": self.channel.topic,
-                                             **self._message(item, quiet=False)})
+                                             **self._compose.message(item, quiet=False)})
         except NotifyUnreachable as exc:
             return NotifyCheck(what=kind, ok=False, detail=exc.message)
         return NotifyCheck(what=kind, ok=True, seconds=round(time.monotonic() - started, 4))
@@ -316,7 +248,7 @@ class TeamNotifier:
         started = time.monotonic()
         try:
             await self.channel.ntfy.post_text(self.channel.response_topic,
-                                              self._sign(item, "approve"))
+                                              self._compose.sign(item, "approve"))
             with anyio.fail_after(timeout):
                 await arrived.wait()
         except NotifyUnreachable as exc:
