@@ -60,16 +60,23 @@ class _Clock:
         return time.monotonic() + self.ahead
 
 
+def launch_spec(name: str, tmp_path: Path, *, idle: float,
+                extra_env: dict[str, str] | None = None) -> LaunchSpec:
+    """The member ``m`` on runtime ``name``'s fake CLI, in ``tmp_path``."""
+    _runtime, executable, model, env = RUNTIMES[name]
+    (tmp_path / "state").mkdir()
+    argv: dict[str, Any] = {"args": ("--acp",)} if name == "acp" else {}
+    return LaunchSpec(team="t", member="m", executable=str(BIN / executable), model=model,
+                      prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
+                      start_timeout=20.0, turn_idle_timeout=idle, interrupt_grace=5.0,
+                      env={**env, **(extra_env or {})}, host=LocalHost(), **argv)
+
+
 @pytest.mark.parametrize("name", sorted(RUNTIMES))
 async def test_a_turn_after_a_long_silence_is_not_cut_as_stuck(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    runtime, executable, model, env = RUNTIMES[name]
-    (tmp_path / "state").mkdir()
-    argv: dict[str, Any] = {"args": ("--acp",)} if name == "acp" else {}
-    spec = LaunchSpec(team="t", member="m", executable=str(BIN / executable), model=model,
-                      prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
-                      start_timeout=20.0, turn_idle_timeout=IDLE, interrupt_grace=5.0,
-                      env=env, host=LocalHost(), **argv)
+    runtime = RUNTIMES[name][0]
+    spec = launch_spec(name, tmp_path, idle=IDLE)
     clock = _Clock()
     monkeypatch.setattr(kit, "time", SimpleNamespace(monotonic=clock))
     interrupts: list[str] = []

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from orchestrator.contracts import LaunchSpec, RuntimeExited, TextPart, Turn
+from orchestrator.contracts import RuntimeExited, TextPart, Turn
 from runtimes import kit
-from runtimes.local_host import LocalHost
-from tests.unit.test_turn_clock import BIN, RUNTIMES
+from tests.unit.test_turn_clock import RUNTIMES, launch_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,13 +35,8 @@ def anyio_backend() -> str:
 @pytest.mark.parametrize("name", sorted(RUNTIMES))
 async def test_a_turn_ends_when_its_process_dies(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    runtime, executable, model, env = RUNTIMES[name]
-    (tmp_path / "state").mkdir()
-    argv: dict[str, Any] = {"args": ("--acp",)} if name == "acp" else {}
-    spec = LaunchSpec(team="t", member="m", executable=str(BIN / executable), model=model,
-                      prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
-                      start_timeout=20.0, turn_idle_timeout=600.0, interrupt_grace=5.0,
-                      env={**env, HANG[name]: "1"}, host=LocalHost(), **argv)
+    runtime = RUNTIMES[name][0]
+    spec = launch_spec(name, tmp_path, idle=600.0, extra_env={HANG[name]: "1"})
     monkeypatch.setattr(kit, "_POLL", 3600.0)  # only the exit can end the wait in time
     accepted = anyio.Event()
 
