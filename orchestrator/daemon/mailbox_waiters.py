@@ -83,6 +83,7 @@ class Waiters:
         event = anyio.Event()
         events = self._waiters[message_id]
         events.append(event)
+        settled: Delivery | None = None
         try:
             with anyio.move_on_after(timeout):
                 while True:
@@ -90,6 +91,7 @@ class Waiters:
                     if not just_sent:
                         delivery = await self._store.delivery(message_id, member)
                         if delivery is None or delivery.terminal:
+                            settled = delivery
                             break
                     just_sent = False
                     await event.wait()
@@ -100,11 +102,14 @@ class Waiters:
             events.remove(event)
             if not events:
                 self._waiters.pop(message_id, None)
-        return await self._outcome(message_id, member, timeout)
+        return await self._outcome(message_id, member, timeout, settled)
 
-    async def _outcome(self, message_id: str, member: str, timeout: float) -> Delivery:
+    async def _outcome(self, message_id: str, member: str, timeout: float,
+                       settled: Delivery | None) -> Delivery:
+        """The delivery as it ended (``settled``: as the wait last read it — terminal, not
+        read again), or ReplyTimeout."""
         self._raise_trouble(message_id)
-        delivery = await self._store.delivery(message_id, member)
+        delivery = settled or await self._store.delivery(message_id, member)
         assert delivery is not None
         if not delivery.terminal:
             raise ReplyTimeout(message_id, delivery.state, timeout)

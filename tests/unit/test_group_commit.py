@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 
+from orchestrator.daemon import journal
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.errors import StoreError
 
@@ -153,3 +154,84 @@ def test_a_durable_write_is_fsynced_and_a_transition_is_not(
     mode = store.connection.execute("PRAGMA synchronous").fetchone()[0]
     assert mode == 1, "NORMAL: the fsync is teamctl's, per durable commit"
     assert isinstance(store.connection, sqlite3.Connection)
+
+
+async def test_the_calls_on_a_messages_way_run_at_once_while_the_writer_is_idle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim, ``sent`` and a delivery's row need no fsync: with no group being written they
+    run on the caller's thread (no hop to the writer and back), and pay no fsync; a durable
+    write still goes to the writer thread."""
+    store = Store(tmp_path / "j.db")
+    db = AsyncStore(store)
+    hops: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    await db.add_message("m", "t", "x", ["lead"])
+    assert hops == ["run_group"], "a durable write goes to the writer thread"
+    fsyncs = _fsyncs(monkeypatch)
+    claimed = await db.claim_next("t", "lead")
+    assert claimed is not None and claimed[0].message_id == "m"
+    await db.mark_sent("m", "lead", "s1")
+    delivery = await db.delivery("m", "lead")
+    assert delivery is not None and delivery.state == "sent"
+    assert delivery.sent_session == "s1"
+    assert hops == ["run_group"] and fsyncs == [], "no hop and no fsync on the way"
+    assert await db.claim_next("t", "lead") is None
+
+
+async def test_a_quick_call_waits_for_the_group_being_written(tmp_path: Path) -> None:
+    """While the writer thread holds the connection, a quick call queues behind it like any
+    call (never two users of the one connection at once) and sees what the group wrote."""
+    store = Store(tmp_path / "j.db")
+    db = AsyncStore(store)
+    gate, entered = anyio.Event(), anyio.Event()
+
+    def slow_add() -> None:
+        anyio.from_thread.run_sync(entered.set)
+        anyio.from_thread.run(gate.wait)
+        store.add_message("m", "t", "x", ["lead"])
+
+    seen: list[str | None] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(db.call, slow_add)
+        await entered.wait()
+
+        async def claim() -> None:
+            claimed = await db.claim_next("t", "lead")
+            seen.append(None if claimed is None else claimed[0].message_id)
+
+        tg.start_soon(claim)
+        await anyio.wait_all_tasks_blocked()
+        assert seen == [], "the claim waits for the group"
+        gate.set()
+    assert seen == ["m"]
+
+
+def test_the_wal_is_checkpointed_after_a_durable_commit_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's automatic checkpoint is off (it would run at the end of whichever commit
+    crossed its threshold — a quick call on the event loop's thread); the writer copies the
+    WAL into the database and truncates it after a durable commit that finds it large."""
+    monkeypatch.setattr(journal, "_CHECKPOINT_BYTES", 64 << 10)
+    store = Store(tmp_path / "j.db")
+    wal = tmp_path / "j.db-wal"
+    assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    store.add_message("m", "t", "x", ["lead"])
+    for n in range(100):  # non-durable commits alone: the WAL only grows
+        with store.transaction(durable=False) as db:
+            db.execute("UPDATE messages SET text=? WHERE id='m'", (f"{n}" * 2000,))
+    grown = wal.stat().st_size
+    assert grown > 64 << 10
+    with store.transaction() as db:
+        db.execute("UPDATE messages SET text='last' WHERE id='m'")
+    assert wal.stat().st_size < grown, "the durable commit checkpointed"
+    assert wal.stat().st_size < 64 << 10
+    store.close()
+    reopened = Store(tmp_path / "j.db")
+    delivery = reopened.delivery("m", "lead")
+    assert delivery is not None and delivery.text == "last"
