@@ -96,6 +96,7 @@ __all__ = [
     "ConnectionLost",
     "DaemonAlreadyRunning",
     "DaemonBusy",
+    "DaemonStopping",
     "DaemonUnavailable",
     "EgressRefused",
     "ExecutableNotFound",
@@ -187,6 +188,18 @@ class DaemonUnavailable(TeamctlError):
             "start one with 'teamctl launch TEAMFILE' or 'teamctl daemon'",
             socket=socket_path,
         )
+
+
+class DaemonStopping(TeamctlError):
+    """A request that would start something, on a daemon told to stop: it would stop with it."""
+
+    code = "daemon_stopping"
+    retryable = True
+
+    def __init__(self) -> None:
+        super().__init__("the daemon is stopping (`teamctl stop` was run): nothing new starts on "
+                         "it; run the command again once it has exited, and a new daemon "
+                         "starts")
 
 
 class RequestTooLarge(UsageError):

@@ -4,6 +4,6 @@ daemon's (``teamctl daemon`` starts it through one lazy import)."""
 
 from __future__ import annotations
 
-from orchestrator.client.calls import call, ensure_daemon, ping
+from orchestrator.client.calls import call, daemon_exit, ensure_daemon, ping
 
-__all__ = ["call", "ensure_daemon", "ping"]
+__all__ = ["call", "daemon_exit", "ensure_daemon", "ping"]

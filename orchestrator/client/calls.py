@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import rpc
 from orchestrator.errors import (
@@ -23,7 +23,10 @@ from orchestrator.errors import (
 )
 from orchestrator.paths import Home, ensure_private_dir
 
-__all__ = ["call", "ensure_daemon", "ping"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+__all__ = ["call", "daemon_exit", "ensure_daemon", "ping"]
 
 _RESPONSE_LIMIT_BYTES = 256 * 1024 * 1024
 _CONNECT_TIMEOUT = 5.0
@@ -101,6 +104,53 @@ def ping(home: Home) -> bool:
         call(home, "ping", {}, timeout=5.0)
     except DaemonUnavailable:
         return False
+    return True
+
+
+@contextlib.contextmanager
+def daemon_exit(home: Home) -> Iterator[Callable[[float], bool]]:
+    """While the block runs, ``wait(timeout)``: True once the daemon that answers now has
+    exited (or when none answered), False past ``timeout``. A daemon told to stop answers
+    first and exits after; a ``launch`` in between reached the daemon on its way out and its
+    team stopped with it. The process is held (a pidfd, Linux 5.3+) before the block runs,
+    so a pid reused later is never waited on; elsewhere its pid is polled."""
+    try:
+        pid = int(call(home, "ping", {}, timeout=5.0)["pid"])
+    except (DaemonUnavailable, KeyError, TypeError, ValueError):
+        pid = None
+    pidfd = None
+    if pid is not None and hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):  # ESRCH: already gone
+            pidfd = os.pidfd_open(pid)
+
+    def wait(timeout: float) -> bool:
+        if pid is None:
+            return True
+        if pidfd is not None:
+            import select
+
+            return bool(select.select([pidfd], [], [], timeout)[0])  # readable: it exited
+        deadline = time.monotonic() + timeout
+        while _alive(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    try:
+        yield wait
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 _CALL_MARGIN = 15.0
+_DAEMON_EXIT_SECONDS = 60.0  # a stopped daemon closes its journal and socket: well under a second
 
 
 class Seconds(click.ParamType[float]):
@@ -390,12 +391,21 @@ def restart(team: str | None, member: str) -> None:
 @click.argument("team", required=False, callback=check_name)
 @handles_errors
 def stop(team: str | None) -> None:
-    """Stop TEAM's members; without TEAM, every team and then the daemon."""
-    doc = client.call(teamctl_home(), "stop", {"team": team}, timeout=180.0)
-    for name in doc["stopped"]:
-        click.echo(f"stopped {name}")
-    if doc.get("daemon_stopping"):
-        click.echo("daemon stopping")
+    """Stop TEAM's members; without TEAM, every team and then the daemon (returns once the
+    daemon has exited, so a `launch` right after starts a new one)."""
+    home = teamctl_home()
+    with contextlib.ExitStack() as stack:
+        exited = stack.enter_context(client.daemon_exit(home)) if team is None else None
+        doc = client.call(home, "stop", {"team": team}, timeout=180.0)
+        for name in doc["stopped"]:
+            click.echo(f"stopped {name}")
+        if not doc.get("daemon_stopping"):
+            return
+        if exited is not None and not exited(_DAEMON_EXIT_SECONDS):
+            raise TeamctlError(f"the daemon answered 'stop' but has not exited after "
+                               f"{_DAEMON_EXIT_SECONDS:g} s; see {home.logs / 'teamctl.jsonl'} "
+                               "and run `teamctl stop` again")
+        click.echo("daemon stopped")
 
 
 @cli.command()

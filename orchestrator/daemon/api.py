@@ -24,6 +24,7 @@ from orchestrator import rpc
 from orchestrator.config import TeamConfig, missing_workdirs
 from orchestrator.daemon.peers import peer_pid
 from orchestrator.errors import (
+    DaemonStopping,
     InternalError,
     RequestTooLarge,
     TeamctlError,
@@ -327,6 +328,8 @@ class ControlServer:
         return Ping(pid=os.getpid())
 
     async def _launch(self, params: LaunchParams) -> BaseModel:
+        if self._stop_all_requested:  # answered 'stop' for everything, exiting: a team
+            raise DaemonStopping()    # launched now would be stopped with it
         try:
             config = TeamConfig.model_validate(params.config)
         except ValidationError as exc:

@@ -77,9 +77,10 @@ class Responder:
             await self._receipt(action.item, await self._current(local, action))
             return
         if local.startswith("test:"):
+            # the receipt first: `notify test` reports "receipt published" once this returns
+            await self._receipt(action.item, "applied: test")
             if self.on_test is not None:
                 self.on_test(action)
-            await self._receipt(action.item, "applied: test")
             return
         started = time.monotonic()
         result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])

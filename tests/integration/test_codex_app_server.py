@@ -14,7 +14,7 @@ from tests.conftest import wait_pid_exit
 from tests.integration.test_codex_member import codex_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.conftest import LogFollower, Teamctl
 
 
 def _member(name: str, **extra: Any) -> dict[str, Any]:
@@ -222,13 +222,17 @@ def test_children_piling_up_recycle_the_server_and_the_leftovers_are_stopped(
         "the leaked children went with their server"
 
 
-def test_memory_above_recycle_rss_mb_recycles_the_server(teamctl: Teamctl) -> None:
+def test_memory_above_recycle_rss_mb_recycles_the_server(teamctl: Teamctl,
+                                                          follow_logs: LogFollower) -> None:
     member = _member("rev", recycle_rss_mb=1,  # any real process holds more than 1 MiB
                      recycle_check_interval=0)
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     first_pid = _row(teamctl)["pid"]
     assert teamctl.run("send", "rev", "hello", "--wait").returncode == 0
     assert teamctl.run("send", "rev", "again", "--wait").returncode == 0
+    # the check runs after the answer went out: wait for the second recycle, not a guess
+    follow_logs.wait_for(lambda _e: [e["event"] for e in follow_logs.seen].count(
+        "member_recycled") >= 2)
     row = _row(teamctl)
     assert row["recycles"] == 2 and row["pid"] != first_pid and row["restarts"] == 0
     reasons = [e["reason"] for e in teamctl.log_events() if e["event"] == "member_recycled"]

@@ -157,6 +157,24 @@ def test_stop_all_stops_the_daemon_with_exit_0(teamctl: Teamctl) -> None:
     assert teamctl.run("status").returncode == 4
 
 
+def test_stop_returns_once_the_daemon_is_gone_so_a_launch_right_after_runs_on_a_new_one(
+        teamctl: Teamctl) -> None:
+    """`teamctl stop && teamctl launch team.toml`: stop used to return while the daemon was
+    still on its way out, and the launch reached it — "running", then stopped with it."""
+    team = str(teamctl.write_team("web", [fake_member("a")]))
+    assert teamctl.run("launch", team).returncode == 0
+    old = teamctl.daemon_pid()
+    done = teamctl.run("stop")
+    assert done.returncode == 0 and "daemon stopped" in done.stdout, done.stderr
+    assert old is not None and not pid_alive(old), "stop returned before the daemon exited"
+    assert teamctl.run("launch", team).returncode == 0
+    new = teamctl.daemon_pid()
+    assert new is not None and new != old and pid_alive(new)
+    assert teamctl.run("send", "a", "still here?", "--wait").returncode == 0
+    assert [m["launch"] for t in teamctl.json("status")["teams"] for m in t["members"]] == \
+        ["running"]
+
+
 def test_home_socket_and_journal_are_private(teamctl: Teamctl) -> None:
     teamctl.run("launch", str(teamctl.write_team("web", [fake_member("a")])))
     assert stat.S_IMODE(teamctl.home.stat().st_mode) == 0o700

@@ -47,6 +47,9 @@ class StubTeams:
             await self.release.wait()
         return {"teams": [], "secret": "sk-ant-api03-abcdefghijklmnop"}
 
+    async def stop(self, team: str | None) -> list[str]:
+        return []
+
 
 @asynccontextmanager
 async def serving(tmp_path: Path, *, allowed_uid: int | None = None, **limits: Any
@@ -227,3 +230,20 @@ async def test_a_deleted_socket_is_bound_again(tmp_path: Path) -> None:
             await control.wait_bound(2)
         assert oct(control.path.stat().st_mode & 0o777) == "0o600"
         assert "pid" in (await _ping(control.path))["result"]
+
+
+async def test_a_launch_after_stop_all_is_refused_retryable_instead_of_dying_with_the_daemon(
+        tmp_path: Path) -> None:
+    """The daemon answers ``stop`` (everything) and exits after: a team launched in between
+    would stop with it. (A bad team file is refused as such before the stop: the refusal
+    after it is the stop's, not the file's.)"""
+    launch = rpc.request(2, "launch", {"config": {}, "file": "web.toml"})
+    async with serving(tmp_path) as (control, _):
+        before = await _call(control.path, launch)
+        assert before["error"]["data"]["code"] == "team_file_invalid"
+        stopped = await _call(control.path, rpc.request(1, "stop", {"team": None}))
+        assert stopped["result"]["daemon_stopping"] is True
+        after = await _call(control.path, launch)
+    error = after["error"]["data"]
+    assert error["code"] == "daemon_stopping" and error["retryable"] is True
+    assert "run the command again once it has exited" in error["message"]

@@ -62,3 +62,33 @@ def test_a_request_over_the_limit_is_refused_before_connecting(tmp_path: Path) -
         client.call(Home(tmp_path), "send",
                     {"member": "lead", "text": "x" * rpc.REQUEST_LIMIT_BYTES})
     assert caught.value.exit_code == 2 and "1 MiB limit" in caught.value.message
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
+def test_daemon_exit_waits_for_the_process_that_answered_and_gives_up_at_its_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
+    """``teamctl stop`` returns once the daemon has exited: the process that answered
+    ``ping`` (here a child standing in for it) is waited on, with a deadline."""
+    import subprocess
+
+    from orchestrator.client import calls
+
+    if not pidfd:
+        monkeypatch.delattr(calls.os, "pidfd_open", raising=False)
+    stand_in = subprocess.Popen(["sleep", "60"])
+    try:
+        monkeypatch.setattr(calls, "call", lambda *_a, **_k: {"pid": stand_in.pid})
+        with client.daemon_exit(Home(tmp_path)) as exited:
+            assert not exited(0.05), "still running: not exited at the deadline"
+            stand_in.kill()
+            if not pidfd:
+                stand_in.wait()  # reaped, as init reaps a real daemon (not a zombie)
+            assert exited(10.0)
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+
+
+def test_daemon_exit_with_no_daemon_has_nothing_to_wait_for(tmp_path: Path) -> None:
+    with client.daemon_exit(Home(tmp_path)) as exited:
+        assert exited(0.0)
