@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.cli_fork import run_cli
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -179,10 +181,7 @@ class Teamctl:
     def run(self, *args: str, input: str | None = None, timeout: float = 90.0,
             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         env = {**self.env, **(extra_env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args], input=input, capture_output=True,
-            text=True, timeout=timeout, env=env, cwd=self.workdir, check=False,
-        )
+        return run_cli(list(args), input=input, timeout=timeout, env=env, cwd=self.workdir)
 
     def json(self, *args: str, **kwargs: Any) -> Any:
         done = self.run(*args, "--json", **kwargs)
