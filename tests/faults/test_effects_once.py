@@ -39,6 +39,29 @@ def _settle(teamctl: Teamctl, *members: str) -> None:
         assert done.returncode == 0, done.stderr
 
 
+def _recorded(teamctl: Teamctl, member: str, text: str, timeout: float = 30.0) -> None:
+    """The fake CLI has read the turn (its transcript holds it): ``delivery_sent`` says only
+    that the line reached its stdin, and a kill before the CLI read it is not mid-turn.
+    Waits on the transcripts' changes (inotify through watchfiles), with a deadline."""
+    import time
+
+    import watchfiles
+
+    def holds() -> bool:
+        return any(r["content"] == text for s in _sessions(teamctl, member) for r in s)
+
+    root = Path(teamctl.env["HOME"]) / ".claude"
+    root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    if holds():
+        return
+    for _changes in watchfiles.watch(root, yield_on_timeout=True, rust_timeout=500,
+                                     debounce=10, step=10):
+        if holds():
+            return
+        assert time.monotonic() < deadline, f"{member}'s CLI never read {text!r}"
+
+
 def _kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
     assert wait_pid_exit(pid, 10)
@@ -132,6 +155,7 @@ def test_a_member_killed_mid_turn_gets_a_continuation_without_its_images(
                              f"GATE {gate}").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
                          and e.get("message_id") == message_id)
+    _recorded(teamctl, "lead", f"GATE {gate}")
     _kill(teamctl.member_pids()[0])
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id, timeout=60)
@@ -155,6 +179,7 @@ def test_a_member_whose_session_is_gone_gets_the_whole_message(
     message_id = teamctl.run("send", "lead", f"GATE {gate}").stdout.strip()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
                          and e.get("message_id") == message_id)
+    _recorded(teamctl, "lead", f"GATE {gate}")
     _kill(teamctl.member_pids()[0])
     follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
                          and e.get("message_id") == message_id and e.get("attempt") == 2,

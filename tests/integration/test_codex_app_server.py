@@ -203,13 +203,15 @@ def test_the_server_is_recycled_after_recycle_turns_and_it_is_not_a_restart(
 
 
 def test_children_piling_up_recycle_the_server_and_the_leftovers_are_stopped(
-        teamctl: Teamctl) -> None:
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
     member = _member("rev", recycle_children=2, recycle_check_interval=0,
                      env={"FAKE_CODEX_LEAK_CHILD": "1"})
     assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
     first_pid = _row(teamctl)["pid"]
     for n in (1, 2, 3):
         assert teamctl.run("send", "rev", f"turn {n}", "--wait").returncode == 0
+    # the check runs after the third answer went out: wait for its recycle, not a guess
+    follow_logs.wait_for(lambda e: e["event"] == "member_recycled")
     row = _row(teamctl)
     assert row["recycles"] == 1 and row["pid"] != first_pid
     [event] = [e for e in teamctl.log_events() if e["event"] == "member_recycled"]
