@@ -137,10 +137,12 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
 
 
 def _stop_idle_daemon(home: Home) -> None:
-    """A refused launch leaves no daemon behind that it started itself (and nothing runs in it)."""
-    with contextlib.suppress(TeamctlError):
+    """A refused launch leaves no daemon behind that it started itself (and nothing runs in
+    it): gone when the command returns, so the next command never reaches it on its way out."""
+    with contextlib.suppress(TeamctlError), client.daemon_exit(home) as exited:
         if not client.call(home, "status", {"team": None}).get("teams"):
             client.call(home, "stop", {"team": None}, timeout=30.0)
+            exited(_DAEMON_EXIT_SECONDS)
 
 
 @cli.command()
