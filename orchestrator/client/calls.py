@@ -115,8 +115,10 @@ def daemon_exit(home: Home) -> Iterator[Callable[[float], bool]]:
     team stopped with it. The process is held (a pidfd, Linux 5.3+) before the block runs,
     so a pid reused later is never waited on; elsewhere its pid is polled."""
     try:
-        pid = int(call(home, "ping", {}, timeout=5.0)["pid"])
+        pid: int | None = int(call(home, "ping", {}, timeout=5.0)["pid"])
     except (DaemonUnavailable, KeyError, TypeError, ValueError):
+        pid = None
+    if pid is not None and pid <= 1:  # not a daemon's pid (0, -1: a group, all; 1: init)
         pid = None
     pidfd = None
     if pid is not None and hasattr(os, "pidfd_open"):

@@ -396,8 +396,7 @@ def stop(team: str | None) -> None:
     """Stop TEAM's members; without TEAM, every team and then the daemon (returns once the
     daemon has exited, so a `launch` right after starts a new one)."""
     home = teamctl_home()
-    with contextlib.ExitStack() as stack:
-        exited = stack.enter_context(client.daemon_exit(home)) if team is None else None
+    with client.daemon_exit(home) if team is None else contextlib.nullcontext() as exited:
         doc = client.call(home, "stop", {"team": team}, timeout=180.0)
         for name in doc["stopped"]:
             click.echo(f"stopped {name}")

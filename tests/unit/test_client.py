@@ -92,3 +92,16 @@ def test_daemon_exit_waits_for_the_process_that_answered_and_gives_up_at_its_dea
 def test_daemon_exit_with_no_daemon_has_nothing_to_wait_for(tmp_path: Path) -> None:
     with client.daemon_exit(Home(tmp_path)) as exited:
         assert exited(0.0)
+
+
+@pytest.mark.parametrize("answer", [{}, {"pid": "abc"}, {"pid": None}, {"pid": 0}, {"pid": -1},
+                                    {"pid": 1}, [], "pid"], ids=repr)
+def test_daemon_exit_never_waits_on_a_broken_pid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: object) -> None:
+    """A ping answer without a daemon's pid (missing, not a number, 0 or -1 — a process group
+    or every process to ``kill`` — or init's) is nothing to wait for, not a minute's hang."""
+    from orchestrator.client import calls
+
+    monkeypatch.setattr(calls, "call", lambda *_a, **_k: answer)
+    with client.daemon_exit(Home(tmp_path)) as exited:
+        assert exited(0.0)
