@@ -86,3 +86,4 @@ depends_on
 egress  # MemberStatus.egress: the status --json field, set by keyword (wire.py)
 _._one_topic  # NtfySettings validator (notify_config.py)
 init  # click command: teamctl notify init (client/notify_cli.py)
+polling  # NameWatch.polling: the tests' view of the fallback (daemon/name_watch.py)

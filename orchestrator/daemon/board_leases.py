@@ -1,6 +1,8 @@
 """Leases follow liveness (docs/board.md): the supervisor's lifecycle tells the board when a
 member's launch comes up and when its process ends, and a periodic check releases the tasks
-whose owner did not come back within the team's ``[board] task_grace``.
+whose owner did not come back within the team's ``[board] task_grace`` — at the first lease's
+end, not on a timer: a daemon that holds no lease does not wake for them (idle CPU,
+docs/performance.md).
 
 The supervisor knows nothing of the board: ``build_core`` adds ``launched`` and ``exited`` to
 its observer lists, and runs ``expire_loop`` in the core's task group. The board's calls take
@@ -19,7 +21,6 @@ from orchestrator.daemon.board import DEFAULT_GRACE
 
 if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
-    from orchestrator.daemon.lifecycle import Sleep
     from orchestrator.daemon.supervisor import MemberState
     from orchestrator.daemon.teams import Teams
 
@@ -27,8 +28,9 @@ __all__ = ["LEASE_CHECK_INTERVAL", "Leases"]
 
 log = structlog.get_logger("teamctl.board")
 
-LEASE_CHECK_INTERVAL = 1.0  # seconds between two looks for a lease that ran out
+LEASE_CHECK_INTERVAL = 1.0  # a lease is released at most this long after it ran out
 _RETRY_MAX = 30.0  # the check's delay after errors (the journal unwritable), at most
+_LONGEST_SLEEP = 60.0  # the wall clock may jump: a far lease end is looked at again this often
 
 
 class Leases:
@@ -41,6 +43,7 @@ class Leases:
         # held; -inf, not read yet. The check reads the journal only once one may be due —
         # an idle daemon does not wake its journal thread every second for nothing.
         self._due: float | None = -math.inf
+        self._sooner = anyio.Event()  # set when a lease starts that ends before ``_due``
 
     def grace(self, team: str) -> float:
         """The team's ``task_grace`` (a team not running: the default)."""
@@ -62,7 +65,9 @@ class Leases:
         kept = await self._board.owner_exited(state.team, state.name, state.epoch,
                                               grace=grace, now=now)
         if kept:
-            self._due = now + grace if self._due is None else min(self._due, now + grace)
+            if self._due is None or now + grace < self._due:
+                self._due = now + grace
+                self._sooner.set()
             log.info("tasks_kept", team=state.team, member=state.name, epoch=state.epoch,
                      tasks=kept, grace=grace)
 
@@ -77,15 +82,26 @@ class Leases:
                         reason="their owner died and did not come back within the grace")
         return lapsed
 
-    async def expire_loop(self, interval: float, sleep: Sleep = anyio.sleep) -> None:
-        """Every ``interval`` seconds, release the tasks whose lease ran out; an error (the
-        journal unwritable) is logged and retried later, never fatal."""
-        delay = interval
+    async def expire_loop(self, interval: float) -> None:
+        """Release the tasks whose lease ran out, within ``interval`` of the first lease's
+        end; sleep while no lease is held (woken when one starts). An error (the journal
+        unwritable) is logged and retried later, never fatal."""
+        retry: float | None = None
         while True:
-            await sleep(delay)
+            if retry is not None:
+                wait = retry
+            elif self._due is None:
+                wait = math.inf
+            else:  # never sooner than ``interval``: a due lease the check could not release
+                # (a clock step back) is looked at again then, not in a loop
+                wait = min(max(self._due - self._board.clock(), interval), _LONGEST_SLEEP)
+            with anyio.move_on_after(wait):
+                await self._sooner.wait()
+            if self._sooner.is_set():
+                self._sooner = anyio.Event()
             try:
                 await self.expire_once()
-                delay = interval
+                retry = None
             except Exception:  # the journal may refuse a write for a while: try again later
-                delay = min(max(delay, interval) * 2, _RETRY_MAX)
-                log.exception("lease_check_failed", retry_in=delay)
+                retry = min(max(retry or interval, interval) * 2, _RETRY_MAX)
+                log.exception("lease_check_failed", retry_in=retry)

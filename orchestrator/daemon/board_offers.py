@@ -15,8 +15,10 @@ claimer at once.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, cast
 
+import anyio
 import structlog
 
 from orchestrator.daemon.board_claims import Claimant, take
@@ -25,7 +27,7 @@ from orchestrator.errors import TaskRefused
 from orchestrator.ids import new_ulid
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.journal import AsyncJournal, Journal
@@ -40,6 +42,7 @@ log = structlog.get_logger("teamctl.board")
 
 _NOTHING = ("task_none_ready", "task_limit")  # refusals that mean: no offer now
 _LONGEST_COOLDOWN = 86400.0  # [board] offer_cooldown's bound (config.py)
+_LONGEST_SLEEP = 60.0  # the wall clock may jump: a far cooldown end is looked at again this often
 
 
 def offer_text(task: TaskDoc) -> str:
@@ -96,6 +99,10 @@ class Offers:
         self._teams = teams
         self._supervisor = supervisor
         self._poke = poke
+        # the earliest cooldown end after the last look (None: nothing cools); the loop
+        # sleeps until then, or until the board changes — an idle board is never read
+        self.next_cooled: float | None = None
+        self._changed = anyio.Event()
 
     def claimers(self, team: str) -> list[str]:
         """The team's members with ``claims = true``."""
@@ -107,31 +114,48 @@ class Offers:
     async def wake_cooled(self, last: float, now: float) -> list[str]:
         """The teams where a released task's ``offer_cooldown`` ended in ``(last, now]``:
         their idle claimers are poked — else a member that released the only ready task
-        would never be handed it again (nothing else changes on the board). The teams."""
+        would never be handed it again (nothing else changes on the board). The teams;
+        ``next_cooled`` is the next cooldown end after ``now``."""
         released = await self._journal.run(cooled_teams, now - _LONGEST_COOLDOWN)
-        woken = sorted({team for team, at in released
-                        if (config := self._teams.running(team)) is not None
-                        and last < at + config.board.offer_cooldown <= now})
-        for team in woken:
-            self.poke(team)
+        ends = [(team, at + config.board.offer_cooldown) for team, at in released
+                if (config := self._teams.running(team)) is not None]
+        woken = sorted({team for team, end in ends if last < end <= now})
+        self.next_cooled = min((end for _, end in ends if end > now), default=None)
+        for team in woken:  # not a board change: the loop sleeps on until the next end
+            self._poke_claimers(team)
         return woken
 
-    async def cooldown_loop(self, interval: float, sleep: Callable[[float], Awaitable[None]]
-                            ) -> None:
-        """Every ``interval`` seconds: wake the claimers whose cooldown just ended."""
+    async def cooldown_loop(self, interval: float) -> None:
+        """Wake the claimers whose cooldown just ended: at the next cooldown end, and within
+        ``interval`` of a board change (a release starts a cooldown); a board that does not
+        change is not read."""
         last = self._board.clock()
+        due: float | None = last  # one look at the start: a daemon restarted mid-cooldown
         while True:
-            await sleep(interval)
+            wait = math.inf if due is None else min(max(due - self._board.clock(), 0.0),
+                                                    _LONGEST_SLEEP)
+            with anyio.move_on_after(wait):
+                await self._changed.wait()
+            if self._changed.is_set():
+                self._changed = anyio.Event()
+                soon = self._board.clock() + interval
+                due = soon if due is None else min(due, soon)
+                continue
             now = self._board.clock()
             try:
                 await self.wake_cooled(last, now)
-                last = now
+                last, due = now, self.next_cooled
             except Exception:  # the journal may refuse a read for a while: try again later
                 log.exception("cooldown_check_failed")
+                due = now + interval
 
     def poke(self, team: str | None) -> None:
         """The board changed: the team's claimers (None: every running team's) look again;
         a busy one looks after its turn, as it always does."""
+        self._changed.set()
+        self._poke_claimers(team)
+
+    def _poke_claimers(self, team: str | None) -> None:
         teams = [team] if team is not None else self._teams.names()
         for name in teams:
             for member in self.claimers(name):

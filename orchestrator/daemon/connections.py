@@ -31,6 +31,7 @@ from anyio.abc import SocketAttribute, SocketListener
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator import rpc
+from orchestrator.daemon.name_watch import NameWatch
 from orchestrator.errors import DaemonBusy, RequestTooLarge
 
 if TYPE_CHECKING:
@@ -173,16 +174,19 @@ class ControlSocket:
         return listener, (info.st_dev, info.st_ino)
 
     async def _until_replaced(self, identity: tuple[int, int]) -> None:
-        while True:
-            await anyio.sleep(self._watch_interval)
-            try:
-                info = os.stat(self.path)
-            except OSError:
-                log.warning("control_socket_missing", socket=str(self.path))
-                return
-            if (info.st_dev, info.st_ino) != identity:
-                log.warning("control_socket_replaced", socket=str(self.path))
-                return
+        """Return once the socket's file is gone or another file holds its name: told by
+        the kernel (``NameWatch``), polled every ``watch_interval`` where it cannot be."""
+        with NameWatch(self.path, self._watch_interval) as watch:
+            while True:  # looked at first: it may have gone before the watch began
+                try:
+                    info = os.stat(self.path)
+                except OSError:
+                    log.warning("control_socket_missing", socket=str(self.path))
+                    return
+                if (info.st_dev, info.st_ino) != identity:
+                    log.warning("control_socket_replaced", socket=str(self.path))
+                    return
+                await watch.touched()
 
     async def _accept_loop(self, listener: SocketListener, connections: TaskGroup) -> None:
         delay = _ACCEPT_RETRY_FIRST

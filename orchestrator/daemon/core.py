@@ -129,6 +129,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                                 ledger=ledger, host=local_host)
     teams = Teams(store, supervisor, mailbox, planner, capabilities,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions)
+    teams.on_change = changes.bump
     router = Router(teams, supervisor, store, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered
     board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
@@ -175,7 +176,7 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
     supervisor.on_exit.append(leases.exited)
     await board.daemon_started(now=board.clock(), grace=DEFAULT_GRACE)
     tg.start_soon(leases.expire_loop, interval, name="board leases")
-    # a cooldown is minutes long: looking every ten lease checks (10 s) is soon enough, and
-    # an idle daemon pays one journal read per ten seconds for it, not one a second
-    tg.start_soon(offers.cooldown_loop, 10 * interval, anyio.sleep, name="board cooldowns")
+    # a cooldown is minutes long: a release is looked at within ten lease intervals (10 s);
+    # a board that does not change is never read (an idle daemon sleeps)
+    tg.start_soon(offers.cooldown_loop, 10 * interval, name="board cooldowns")
     return board

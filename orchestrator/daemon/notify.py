@@ -57,6 +57,8 @@ MAX_RECEIPTS = 100  # receipts kept for a server that is down (the oldest droppe
 MAX_ALERTS_QUEUED = 100
 MIN_PASS_INTERVAL = 0.02  # passes at most this often (a burst of changes is one pass)
 CONCURRENT_ACTIONS = 16
+_REFUSED_RETRY = 5.0  # seconds between two tries of a refused [notify] section
+_IDLE_WAIT = 3600.0  # otherwise the teams are looked at again on a change (or hourly)
 
 
 class TeamNotifier:
@@ -302,7 +304,11 @@ class NotifyService:
             seen = -1
             while True:
                 self._reconcile(tg)
-                seen = await self._changes.wait(seen, 5.0)
+                # a refused [notify] (a token file not there yet) is tried again every few
+                # seconds; else only a change can start or stop a notifier (a team launched
+                # or stopped bumps the feed): an idle daemon is not woken for it
+                wait = _REFUSED_RETRY if self._refused else _IDLE_WAIT
+                seen = await self._changes.wait(seen, wait)
 
     def _reconcile(self, tg: anyio.abc.TaskGroup) -> None:
         wanted = {name: config.notify for name in self._teams.names()

@@ -71,6 +71,8 @@ class Teams:
         self.resolve_member = roster.resolve_member
         # each member's current task, by member (the board's; set by build_core)
         self.tasks_of: Callable[[str], Awaitable[dict[str, str]]] | None = None
+        # the set of running teams changed (the change feed: the notify service follows it)
+        self.on_change: Callable[[], None] | None = None
         self.egress_of: Callable[[str, str], EgressStatus | None] | None = None
 
     def running(self, team: str) -> TeamConfig | None:
@@ -117,6 +119,8 @@ class Teams:
         for member in config.members:  # never shown anywhere, whatever their shape
             add_secrets(value for key, value in member.env.items() if secret_name(key))
         self._roster.teams[config.name] = config
+        if self.on_change is not None:
+            self.on_change()
         self._supervisor.start_team(config, workdirs)
         for member in config.members:
             self._mailbox.open_member(config.name, member.name)
@@ -161,6 +165,8 @@ class Teams:
         await self._supervisor.stop_team(name)
         self._roster.teams.pop(name, None)
         self._roster.resumed.discard(name)
+        if self.on_change is not None:  # after the members' own: the team is gone now
+            self.on_change()
 
     async def status(self, team: str | None) -> StatusDoc:
         names = [self._roster.resolve(team).name] if team else list(self._roster.teams)

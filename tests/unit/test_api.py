@@ -232,6 +232,22 @@ async def test_a_deleted_socket_is_bound_again(tmp_path: Path) -> None:
         assert "pid" in (await _ping(control.path))["result"]
 
 
+async def test_a_deleted_or_replaced_socket_is_bound_again_without_polling(
+        tmp_path: Path) -> None:
+    """The kernel tells the daemon (inotify): with a poll of an hour, the socket is still bound
+    again at once when deleted, and when another file is renamed over it."""
+    async with serving(tmp_path, watch_interval=3600) as (control, _):
+        control.path.unlink()
+        with anyio.fail_after(10):
+            await control.wait_bound(2)
+        impostor = tmp_path / "impostor"
+        impostor.write_text("not a socket")
+        impostor.replace(control.path)
+        with anyio.fail_after(10):
+            await control.wait_bound(3)
+        assert "pid" in (await _ping(control.path))["result"]
+
+
 async def test_a_launch_after_stop_all_is_refused_retryable_instead_of_dying_with_the_daemon(
         tmp_path: Path) -> None:
     """The daemon answers ``stop`` (everything) and exits after: a team launched in between

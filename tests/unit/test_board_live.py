@@ -125,10 +125,14 @@ async def test_a_dead_owners_task_is_kept_for_its_restarted_launch(tmp_path: Pat
         assert "adopted" in kinds and "lapsed" not in kinds
 
 
-async def test_a_dead_owners_task_is_released_after_the_grace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grace", [0, 0.3])
+async def test_a_dead_owners_task_is_released_after_the_grace(tmp_path: Path,
+                                                              grace: float) -> None:
     """A member that dies holding a task and does not come back within task_grace loses it:
-    the periodic check releases it to pending, nobody's, with a note in its lifetime."""
-    async with _running(tmp_path, [{"name": "a", "restart": "never"}], task_grace=0) as c:
+    the lease check releases it to pending, nobody's, with a note in its lifetime — at once,
+    or (a grace to wait out) when the check's sleep until the lease's end is over."""
+    async with _running(tmp_path, [{"name": "a", "restart": "never"}],
+                        task_grace=grace) as c:
         board = _board(c)
         task = await board.create("web", "fix it", created_by=OPERATOR,
                                   assignee=Assignee("a", c.supervisor.member("web", "a").epoch))
@@ -138,7 +142,8 @@ async def test_a_dead_owners_task_is_released_after_the_grace(tmp_path: Path) ->
             return await _status(c, task.id) == ("pending", None, None)
         await _until(c, released)
         lapsed = [e for e in (await board.get(task.id)).events if e.kind == "lapsed"]
-        assert lapsed and "died and did not come back within 0 s" in (lapsed[0].note or "")
+        assert lapsed and f"died and did not come back within {grace:g} s" in (lapsed[0].note
+                                                                                or "")
 
 
 # -- offers ---------------------------------------------------------------------------------------
@@ -233,9 +238,30 @@ async def test_the_end_of_a_released_tasks_cooldown_wakes_the_teams_claimers_onc
                         lambda team, member: poked.append((team, member)),
                         held=lambda team, member: False)
         assert await offers.wake_cooled(released, released + 299) == [] and poked == []
+        assert offers.next_cooled is not None  # the loop sleeps until this end
+        assert released + 300 <= offers.next_cooled <= board.clock() + 300
         assert await offers.wake_cooled(released + 299, released + 301) == ["web"]
-        assert poked == [("web", "dev")]
+        assert poked == [("web", "dev")] and offers.next_cooled is None  # nothing cools
         assert await offers.wake_cooled(released + 301, released + 600) == []  # once
+
+
+async def test_the_cooldown_loop_hands_a_released_task_back_when_its_cooldown_ends(
+        tmp_path: Path) -> None:
+    """The core's own cooldown loop (no hand poke, no other change on the board): it sleeps
+    until the released task's cooldown ends, then the claimer is handed it again."""
+    async with _running(tmp_path, [{"name": "dev", "claims": True}],
+                        offer_cooldown=0.3) as c:
+        board = _board(c)
+        task = await board.create("web", "x", created_by=OPERATOR)
+        await _turn_with(c, "dev", f"you now own task T{task.id}")
+        await _ready(c, "dev")
+        await board.release(task.id, by=Actor("dev"), reason="not mine")
+
+        async def handed_back() -> bool:
+            return await _status(c, task.id) == ("in_progress", "dev", 1)
+        await _until(c, handed_back)
+        offered = [e for e in (await board.get(task.id)).events if e.kind == "offered"]
+        assert len(offered) == 2, "handed once, then once again after the cooldown"
 
 
 # -- the check before done ------------------------------------------------------------------------
