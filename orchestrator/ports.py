@@ -76,6 +76,14 @@ class RuntimeProcess(Protocol):
         """Liveness of an idle member: True if the runtime answered within ``timeout``."""
         ...
 
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same probe written now, without awaiting (a round of the team's idle members
+        goes out in one turn of the event loop; the round holds the deadline):
+        ``answered()`` runs when the runtime's answer is read. The callable that forgets the
+        probe (its round is over); None when it cannot be written at once — a runtime whose
+        probe must be awaited, a write already in progress — and ``probe`` is awaited."""
+        ...
+
     def kill(self) -> None:
         """SIGKILL the member's process group now (an unresponsive member); the supervisor
         sees it exit and restarts it by policy."""

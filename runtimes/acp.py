@@ -81,6 +81,8 @@ from runtimes.kit import (
 from runtimes.kit_stdio import StdioJsonProcess, Waiter
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import Process, TaskGroup
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime", "resource_block"]
@@ -185,6 +187,12 @@ class AcpAgentProcess(StdioJsonProcess):
                 return False
             return self.usable
         return False
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same request, written at once (a liveness round); its error answer counts."""
+        request_id = self.next_id()
+        return self.request_now(request_id, {"jsonrpc": "2.0", "method": "_teamctl/ping",
+                                             "params": {}, "id": request_id}, answered)
 
     # -- start-up -----------------------------------------------------------------------------
 

@@ -235,6 +235,10 @@ class MemberProcess:
         self._doomed = True
         kill_group(self._process)
 
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """A probe that must be awaited (``probe``): none written at once."""
+        return None
+
 
 class StderrRing:
     """The last ``max_lines`` lines a process wrote on stderr, each capped and redacted."""

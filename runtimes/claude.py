@@ -68,6 +68,8 @@ from runtimes.kit import (
 from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import Process, TaskGroup
 
 __all__ = ["EDIT_TOOLS", "READ_TOOLS", "ClaudeProcess", "ClaudeRuntime", "anthropic_tokens",
@@ -370,6 +372,11 @@ class ClaudeProcess(StdioJsonProcess):
             except (RuntimeExited, RuntimeStuck):
                 return False
         return waiter.done.is_set()
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same control request, written at once (a liveness round)."""
+        request_id = self._request_id("probe")
+        return self.request_now(request_id, _control(request_id, "mcp_status"), answered)
 
     def _request_id(self, kind: str) -> str:
         return f"teamctl_{kind}_{self.next_id()}"

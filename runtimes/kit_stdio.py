@@ -4,6 +4,7 @@ with one error map, request ids with pending waiters, and the bounded read loop.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from contextlib import contextmanager, suppress
@@ -18,7 +19,7 @@ from runtimes.framing import decode_line, encode_line, iter_lines
 from runtimes.kit import TurnWatch
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from anyio.abc import Process, TaskGroup
 
@@ -30,11 +31,23 @@ log = structlog.get_logger("teamctl.runtime")
 
 
 class Waiter:
-    """One request's answer, once it came."""
+    """One request's answer, once it came (``on_done``: told when it does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         self.done = anyio.Event()
         self.answer: dict[str, Any] = {}
+        self.on_done = on_done
+
+
+def _stream_writer(stdin: object) -> asyncio.StreamWriter | None:
+    """The asyncio stream under anyio's process stdin (the daemon's loop), to write a line
+    without an await: anyio's ``send`` yields to the loop after every write, and a hundred
+    probes' yields were most of an idle round. None elsewhere (another backend, another
+    anyio): the caller awaits the write (tests/unit/test_liveness.py asserts the daemon's
+    loop has it)."""
+    writer = getattr(stdin, "_stream", None)
+    return writer if isinstance(writer, asyncio.StreamWriter) and not writer.is_closing() \
+        else None
 
 
 class StdioJsonProcess(MemberProcess):
@@ -125,6 +138,31 @@ class StdioJsonProcess(MemberProcess):
         if waiter is not None:
             waiter.answer = answer
             waiter.done.set()
+            if waiter.on_done is not None:
+                waiter.on_done()
+
+    def request_now(self, request_id: Any, message: dict[str, Any],
+                    answered: Callable[[], None]) -> Callable[[], None] | None:
+        """Write the request ``message`` (its id ``request_id``) at once, without awaiting,
+        and call ``answered()`` when its answer is read: a liveness round's probe
+        (``RuntimeProcess.send_probe``). The callable that forgets it; None when it cannot
+        be written at once (a write holds the pipe or waits for room in it, the process is
+        going, not the asyncio loop's stream) — the caller awaits ``probe`` instead."""
+        writer = _stream_writer(self._process.stdin)
+        if writer is None or self._write_lock.locked() or not self.usable \
+                or writer.transport.get_write_buffer_size() > 0:
+            return None
+        line = encode_line(message)
+        self._pending[request_id] = Waiter(answered)
+        try:
+            writer.write(line)
+        except (OSError, RuntimeError):  # the pipe is closed: the awaited probe says so
+            self._pending.pop(request_id, None)
+            return None
+
+        def forget() -> None:
+            self._pending.pop(request_id, None)
+        return forget
 
     async def answer(self, waiter: Waiter, timeout: float) -> bool:
         """Whether the answer came within ``timeout``; RuntimeExited if the process exited

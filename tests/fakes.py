@@ -64,6 +64,8 @@ class FakeProcess:
         self._exit_code: int | None = None
         self._exited = anyio.Event()
         self.responsive = True
+        self.probes_out: list[Callable[[], None]] = []
+        self.probed = 0  # probes sent to this process
         self.turns: list[Turn] = []
 
     pid = None  # nothing to record for orphan reaping
@@ -101,8 +103,33 @@ class FakeProcess:
         return self._exit_code
 
     async def probe(self, timeout: float) -> bool:
-        self._runtime.probes += 1
+        self._runtime.probed()
+        self.probed += 1
         return self.responsive
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """A probe written at once when the runtime says so (``inline_probes``): answered
+        at once while ``responsive``, else held until ``answer_probes``; otherwise None —
+        the round awaits ``probe`` (which tests replace)."""
+        if not self._runtime.inline_probes or not self.usable:
+            return None
+        self._runtime.probed()
+        self.probed += 1
+        if self.responsive:
+            answered()
+        else:
+            self.probes_out.append(answered)
+
+        def forget() -> None:
+            if answered in self.probes_out:
+                self.probes_out.remove(answered)
+        return forget
+
+    def answer_probes(self) -> None:
+        """The probes held (a frozen process continued): answered now."""
+        held, self.probes_out = self.probes_out, []
+        for answered in held:
+            answered()
 
     def kill(self) -> None:
         self.exit(-9)
@@ -146,13 +173,29 @@ class FakeRuntime:
     env_var = "TEAMCTL_FAKE_BIN"
     capabilities = Capabilities(image_input=False)
 
-    def __init__(self, script: list[Step] | None = None) -> None:
+    def __init__(self, script: list[Step] | None = None, *, inline_probes: bool = False
+                 ) -> None:
+        """``inline_probes``: its processes' probes are written at once (``send_probe``),
+        as Claude's, Codex's and ACP's are; else awaited, as OpenCode's is."""
+        self.inline_probes = inline_probes
         self.script: list[Step] = list(script or [])
         self.start_error: BaseException | None = None
         self.opened: list[FakeProcess] = []
         self.turns: list[Turn] = []
         self.probes = 0
+        self._probed = anyio.Event()
         self.started = anyio.Event()
+
+    def probed(self) -> None:
+        self.probes += 1
+        self._probed.set()
+        self._probed = anyio.Event()
+
+    async def wait_probes(self, count: int, timeout: float = 10) -> None:
+        """Until ``count`` probes were sent in all (told by each probe, no poll)."""
+        with anyio.fail_after(timeout):
+            while self.probes < count:
+                await self._probed.wait()
 
     def next_step(self) -> Step:
         return self.script.pop(0) if self.script else "answer"

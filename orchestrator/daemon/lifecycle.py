@@ -13,7 +13,6 @@ import anyio
 import structlog
 
 from orchestrator.daemon import idle_pause, orphans
-from orchestrator.daemon.liveness import probe_loop
 from orchestrator.daemon.restart_policy import RestartPolicy
 from orchestrator.errors import MemberStartFailed
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from orchestrator.daemon.launch import LaunchFactory
+    from orchestrator.daemon.liveness import Probes
     from orchestrator.daemon.supervisor import MemberState
     from orchestrator.paths import Home
     from orchestrator.ports import Runtime, RuntimeProcess
@@ -50,8 +50,9 @@ class Lifecycle:
 
     def __init__(self, home: Home, runtimes: Mapping[str, Runtime], launches: LaunchFactory,
                  *, save_session: SessionStore, clock: Callable[[], float], sleep: Sleep,
-                 is_current: Callable[[MemberState, int], bool]) -> None:
+                 is_current: Callable[[MemberState, int], bool], probes: Probes) -> None:
         self._home = home
+        self._probes = probes
         self._runtimes = runtimes
         self._launches = launches
         self._save_session = save_session
@@ -179,7 +180,7 @@ class Lifecycle:
         return exit_code
 
     async def _watch(self, state: MemberState, process: RuntimeProcess) -> int | None:
-        """Until the process exits: prove it alive while idle (``_probe_loop``), and leave it
+        """Until the process exits: prove it alive while idle (``Probes``), and leave it
         when a recycle is wanted."""
         async with anyio.create_task_group() as tg:
             async def recycle_wanted() -> None:
@@ -194,11 +195,11 @@ class Lifecycle:
                 state.pause = await idle_pause.idle_for(state, after)
                 tg.cancel_scope.cancel()  # leave the runtime: its stop ladder runs
 
-            tg.start_soon(probe_loop, state, process, state.epoch, self._is_current)
             tg.start_soon(recycle_wanted)
             if state.host.pause_after is not None:
                 tg.start_soon(pause_wanted, state.host.pause_after)
-            exit_code = await process.wait()
+            with self._probes.watching(state, process, state.epoch, self._is_current):
+                exit_code = await process.wait()
             tg.cancel_scope.cancel()
         planned = state.recycle is not None or state.pause is not None
         return process.exit_code if planned else exit_code

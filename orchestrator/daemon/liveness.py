@@ -1,13 +1,23 @@
 """Liveness is proven, not assumed (docs/architecture.md): an idle member answers a probe on
 its runtime's cheapest real channel within a deadline, or it is killed for the restart policy
-to bring back."""
+to bring back.
+
+The probes are the daemon's whole idle work, so they are done in rounds: every idle member of
+one ``(liveness_interval, liveness_deadline)`` is probed in the same turn of the event loop by
+one task, each probe written without an await (``RuntimeProcess.send_probe``) and its answer
+counted by a callback from the member's own read loop — no task, timer or cancel scope per
+member (bench_scale: 100 idle members, docs/performance.md). A runtime whose probe must be
+awaited (OpenCode's HTTP request), or a member on another host (its SSH master or its pod is
+asked too), is probed in a task of the round's own, as before.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,66 +27,173 @@ from orchestrator.errors import TeamctlError
 from orchestrator.processes import process_stopped
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    from anyio.abc import TaskGroup
 
     from orchestrator.contracts import Host
     from orchestrator.daemon.supervisor import MemberState
     from orchestrator.ports import RuntimeProcess
 
-__all__ = ["next_tick", "probe_loop"]
+__all__ = ["Probes", "next_tick"]
 
 log = structlog.get_logger("teamctl.supervisor")
 
+class _Watched:
+    """One launch of a member while its process runs: probed each round while idle."""
 
-async def probe_loop(state: MemberState, process: RuntimeProcess, epoch: int,
-                     is_current: Callable[[MemberState, int], bool]) -> None:
-    """Every ``liveness_interval``, an idle member proves it is alive: its runtime's
-    cheapest real channel (Claude's ``mcp_status`` control request, the app-server's
-    ``thread/read``, OpenCode's ``GET /session/status``) and, on an SSH host, the master
-    (``ssh -O check``) answer within ``liveness_deadline``. One that does not (frozen,
-    SIGSTOPped, deadlocked, a wedged master) is ``unresponsive``: killed, so the restart
-    policy brings it back; its queue waits and goes to the new process. A busy member
-    is not probed (its turn's idle watchdog covers it). ``is_current``: whether ``epoch`` is
-    still the member's launch (a stale probe's verdict is ignored)."""
-    interval, deadline = state.config.liveness_interval, state.config.liveness_deadline
-    while True:
-        await anyio.sleep_until(next_tick(anyio.current_time(), interval))
-        if state.busy or not process.usable:
-            continue
-        turns = state.turns_started
-        state.probing = True
+    __slots__ = ("answered", "epoch", "is_current", "judged", "late", "process", "state",
+                 "turns")
+
+    def __init__(self, state: MemberState, process: RuntimeProcess, epoch: int,
+                 is_current: Callable[[MemberState, int], bool]) -> None:
+        self.state, self.process, self.epoch = state, process, epoch
+        self.is_current = is_current
+        self.judged = False  # found unresponsive (killed), or its epoch went: not probed again
+        self.answered = self.late = False
+        self.turns = 0
+
+    @property
+    def due(self) -> bool:
+        """Idle and usable: a busy member is not probed (its turn's idle watchdog covers it)."""
+        return not self.judged and not self.state.busy and self.process.usable
+
+
+class Probes:
+    """The daemon's liveness probes: ``watching`` a member's launch while its process runs;
+    one task per ``(interval, deadline)`` runs the rounds while any member has it."""
+
+    def __init__(self, tg: TaskGroup) -> None:
+        self._tg = tg
+        self._groups: dict[tuple[float, float], set[_Watched]] = {}
+
+    @contextmanager
+    def watching(self, state: MemberState, process: RuntimeProcess, epoch: int,
+                 is_current: Callable[[MemberState, int], bool]) -> Iterator[None]:
+        """While the block runs, ``process`` (launch ``epoch``) is probed every
+        ``liveness_interval`` while idle; one that does not answer within
+        ``liveness_deadline`` (frozen, SIGSTOPped, deadlocked, a wedged SSH master) is
+        ``unresponsive``: killed, so the restart policy brings it back; its queue waits and
+        goes to the new process. ``is_current``: whether ``epoch`` is still the member's
+        launch (a stale probe's verdict is ignored)."""
+        key = (state.config.liveness_interval, state.config.liveness_deadline)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = set()
+            self._tg.start_soon(self._rounds, key, group, name=f"liveness {key[0]:g}s")
+        watched = _Watched(state, process, epoch, is_current)
+        group.add(watched)
         try:
-            answered = await _prove(state, process, deadline)
+            yield
         finally:
-            state.probing = False
-            state.wake()  # a turn waiting for the probe goes on; status is unchanged
-        if answered or state.busy or state.turns_started != turns:
-            continue
-        if not is_current(state, epoch):
-            log.warning("stale_event_ignored", team=state.team, member=state.name,
-                        what="probe_unanswered", epoch=epoch, current=state.epoch)
-            return
-        state.liveness = "unresponsive"
-        state.notify()
-        log.warning("member_unresponsive", team=state.team, member=state.name,
-                    pid=process.pid, deadline=deadline, interval=interval,
-                    stopped=process_stopped(process.pid))
-        process.kill()
-        return
+            group.discard(watched)
+            watched.judged = True  # a round that holds it lets it be
+
+    async def _rounds(self, key: tuple[float, float], group: set[_Watched]) -> None:
+        interval, deadline = key
+        try:
+            while group:
+                await anyio.sleep_until(next_tick(anyio.current_time(), interval))
+                await probe_round([w for w in group if w.due], deadline)
+        finally:
+            if self._groups.get(key) is group:
+                del self._groups[key]
 
 
 def next_tick(now: float, interval: float) -> float:
-    """The next multiple of ``interval`` on the loop's clock: members of one interval are
-    probed in the same turn of the event loop, not each on a timer of its own — the loop
-    wakes once per tick, not once per member (idle CPU with 100 members, bench_scale)."""
+    """The next multiple of ``interval`` on the loop's clock: members that became idle at
+    different moments are probed at the same instant (one round), never now and at most one
+    interval later."""
     return (math.floor(now / interval) + 1) * interval
 
 
+async def probe_round(due: list[_Watched], deadline: float) -> None:
+    """Probe ``due`` at once: those whose probe can be written now in this task, the rest
+    each in a task; an answer past half the deadline is logged (late), and so is the late
+    answer that still came in time (recovered); no answer within ``deadline``: judged."""
+    waiting: set[_Watched] = set()
+    all_in = anyio.Event()
+    started = time.monotonic()
+    sending = True
+
+    def answered(watched: _Watched) -> None:
+        if watched not in waiting:  # the round is over for it
+            return
+        waiting.discard(watched)
+        watched.answered = True
+        watched.state.probe_over()
+        if watched.late:
+            log.info("member_probe_recovered", team=watched.state.team,
+                     member=watched.state.name, pid=watched.process.pid,
+                     seconds=round(time.monotonic() - started, 3))
+        if not waiting and not sending:
+            all_in.set()
+
+    async with anyio.create_task_group() as tg:
+        forget: list[Callable[[], None]] = []
+        for watched in due:
+            watched.answered = watched.late = False
+            watched.turns = watched.state.turns_started
+            watched.state.probing = True
+            sent = None
+            if watched.state.host.name is None:  # this machine: nothing else to ask
+                waiting.add(watched)
+                sent = watched.process.send_probe(partial(answered, watched))
+                if sent is None:
+                    waiting.discard(watched)
+            if sent is None:
+                tg.start_soon(_awaited, watched, deadline)
+            else:
+                forget.append(sent)
+        sending = False
+        if waiting:
+            with anyio.move_on_after(deadline / 2):
+                await all_in.wait()
+        if waiting:
+            for watched in waiting:
+                watched.late = True
+                log.warning("member_probe_late", team=watched.state.team,
+                            member=watched.state.name, pid=watched.process.pid,
+                            waited=round(deadline / 2, 3), deadline=deadline)
+            with anyio.move_on_after(deadline - deadline / 2):
+                await all_in.wait()
+        for drop in forget:
+            drop()
+        for watched in list(waiting):
+            waiting.discard(watched)
+            _judge(watched, deadline, answered=False)
+
+
+async def _awaited(watched: _Watched, deadline: float) -> None:
+    """One member's probe, awaited: its runtime's, then the way to its host."""
+    answered = await _prove(watched.state, watched.process, deadline)
+    _judge(watched, deadline, answered=answered)
+
+
+def _judge(watched: _Watched, deadline: float, *, answered: bool) -> None:
+    """The probe's verdict: answered, or the member became busy (a turn's watchdog covers it)
+    or is gone: nothing; else ``unresponsive`` and killed."""
+    state, process = watched.state, watched.process
+    state.probe_over()
+    if answered or watched.judged or state.busy or state.turns_started != watched.turns:
+        return
+    watched.judged = True
+    if not watched.is_current(state, watched.epoch):
+        log.warning("stale_event_ignored", team=state.team, member=state.name,
+                    what="probe_unanswered", epoch=watched.epoch, current=state.epoch)
+        return
+    state.liveness = "unresponsive"
+    state.notify()
+    log.warning("member_unresponsive", team=state.team, member=state.name,
+                pid=process.pid, deadline=deadline, interval=state.config.liveness_interval,
+                stopped=process_stopped(process.pid))
+    process.kill()
+
+
 async def _prove(state: MemberState, process: RuntimeProcess, deadline: float) -> bool:
-    """One probe within ``deadline``; an answer past half of it is logged (late), and
+    """One awaited probe within ``deadline``; an answer past half of it is logged (late), and
     so is the late answer that still came in time (recovered). The late warning is a timer
-    callback, not a task: a probe per idle member per interval is the daemon's whole idle
-    work, and a task group per probe was most of it (bench_scale's idle CPU)."""
+    callback, not a task."""
     started = time.monotonic()
     late = False
 

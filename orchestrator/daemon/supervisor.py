@@ -19,6 +19,7 @@ import anyio
 import structlog
 
 from orchestrator.daemon.lifecycle import Lifecycle, Observer, SessionStore, Sleep
+from orchestrator.daemon.liveness import Probes
 from orchestrator.errors import NotFound
 from orchestrator.processes import process_tree
 from orchestrator.wire import LastExit, Launch, Liveness, MemberStatus, Readiness
@@ -72,6 +73,7 @@ class MemberState:
     # what a turn or a probe of an older epoch reports is ignored (``Supervisor._is_current``)
     epoch: int = 0
     probing: bool = False  # a liveness probe is out: no turn is claimed until it answers
+    after_probe: bool = False  # a turn waits for the probe's end (``probe_over`` wakes it)
     last_exit: dict[str, Any] | None = None
     session_id: str | None = None
     error: str | None = None
@@ -126,6 +128,15 @@ class MemberState:
         if self.on_change is not None:
             self.on_change()
 
+    def probe_over(self) -> None:
+        """The probe is answered or given up: a turn that waited for it goes on. Only that
+        turn's wait is woken — nothing anyone sees changed, and a hundred idle members'
+        probes must not wake every member's watchers (nor redraw the live view)."""
+        self.probing = False
+        if self.after_probe:
+            self.after_probe = False
+            self.wake()
+
     def wake(self) -> None:
         """Wake this member's waiters only (a probe answered: nothing anyone sees changed,
         and a hundred idle members' probes must not redraw the live view or wake the notify
@@ -178,7 +189,8 @@ class Supervisor:
         self._teams: dict[str, list[MemberState]] = {}
         self._by_name: dict[tuple[str, str], MemberState] = {}  # (team, member) → its state
         self._life = Lifecycle(launches.home, runtimes, launches, save_session=save_session,
-                               clock=clock, sleep=sleep, is_current=self._is_current)
+                               clock=clock, sleep=sleep, is_current=self._is_current,
+                               probes=Probes(tg))
         # observers of each launch that came up and each that ended (the board's leases)
         self.on_launch: list[Observer] = self._life.on_launch
         self.on_exit: list[Observer] = self._life.on_exit
@@ -279,6 +291,7 @@ class Supervisor:
                 break
             if state.wanted is not None:  # paused: this turn resumes it
                 state.wanted.set()
+            state.after_probe = state.probing
             await changed.wait()
         process, epoch = state.process, state.epoch
         state.claiming = True  # not busy yet: an idle member reads "ready" while it claims

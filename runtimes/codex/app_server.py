@@ -85,6 +85,8 @@ from runtimes.kit import (
 from runtimes.kit_stdio import StdioJsonProcess
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import Process, TaskGroup
 
 __all__ = ["CodexAppServer", "native_binary", "open_app_server"]
@@ -184,6 +186,13 @@ class CodexAppServer(StdioJsonProcess):
                 return False
             return self.usable
         return False
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same ``thread/read``, written at once (a liveness round); any answer counts."""
+        request_id = self.next_id()
+        return self.request_now(request_id, {"id": request_id, "method": "thread/read",
+                                             "params": {"threadId": self._session_id}},
+                                answered)
 
     # -- start-up -----------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ from runtimes.framing import decode_line, iter_lines
 from runtimes.kit import retryable_status
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
     from anyio.abc import Process
@@ -139,6 +139,10 @@ class _Turn:
         self.message_id = ""
 
 
+def _nothing() -> None:
+    """Nothing to forget: the probe was answered when it was sent."""
+
+
 class CodexMember:
     """One Codex thread; one ``codex exec`` process per turn."""
 
@@ -191,6 +195,13 @@ class CodexMember:
         process, watched by the turn's idle timeout). On an SSH host the supervisor also
         asks the way to the host (``Host.answers``: its master)."""
         return self.usable
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same, at once: answered while open (nothing to write)."""
+        if not self.usable:
+            return None
+        answered()
+        return _nothing
 
     def kill(self) -> None:
         if self._process is not None:

@@ -54,12 +54,18 @@ async def _until(c: Core, check: Callable[[MemberState], bool], timeout: float =
             await changed.wait()
 
 
+@pytest.fixture(params=["written at once", "awaited"])
+def runtime(request: pytest.FixtureRequest) -> FakeRuntime:
+    """Both ways a probe goes out: written in the round's own pass (Claude, Codex, ACP) or
+    awaited in a task of its own (OpenCode, a member on another host)."""
+    return FakeRuntime(inline_probes=request.param == "written at once")
+
+
 async def test_a_member_that_misses_its_probe_reads_unresponsive_not_alive(
-        tmp_path: Path) -> None:
+        tmp_path: Path, runtime: FakeRuntime) -> None:
     """A member that does not answer its probe reads ``unresponsive`` (was: ``dead``, or
     ``alive`` for as long as the probe waited) until a new process is up — a new epoch — and
     a message queued meanwhile is answered once, by the new process."""
-    runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
         state = await _launch(c, tmp_path)
         assert state.snapshot().liveness == "alive"
@@ -76,11 +82,10 @@ async def test_a_member_that_misses_its_probe_reads_unresponsive_not_alive(
 
 
 async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
-        tmp_path: Path) -> None:
+        tmp_path: Path, runtime: FakeRuntime) -> None:
     """While a probe waits for its answer no turn is claimed: a message sent to a member that
     froze since its last probe goes to the process that replaces it, not into the frozen one
     (where it would wait for the turn's idle timeout, 600 s by default)."""
-    runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
         # the probe is out for FAST's deadline: the send below is journaled and looked at
         # within it (milliseconds)
@@ -94,18 +99,23 @@ async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
             return True  # pragma: no cover
 
         frozen.probe = never_answers  # type: ignore[method-assign]
-        with anyio.fail_after(10):
-            await asked.wait()
+        frozen.responsive = False  # written at once: held, never answered
+        if runtime.inline_probes:
+            await runtime.wait_probes(runtime.probes + 1)
+        else:
+            with anyio.fail_after(10):
+                await asked.wait()
+        assert c.supervisor.member("web", "lead").probing
         result = await c.teams.send(None, "lead", "hello", wait=True, timeout=20)
         assert result.state == "answered"
         assert frozen.turns == [], "nothing was written to the frozen process"
         assert [t.message_id for t in runtime.opened[1].turns] == [result.id]
 
 
-async def test_a_probe_answered_before_the_deadline_keeps_the_member(tmp_path: Path) -> None:
+async def test_a_probe_answered_before_the_deadline_keeps_the_member(
+        tmp_path: Path, runtime: FakeRuntime) -> None:
     """A slow answer that still comes within the deadline (a process continued after a
     SIGSTOP) keeps the member alive, on the same process and epoch."""
-    runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
         state = await _launch(c, tmp_path, liveness_deadline=1.0)
         [slow] = runtime.opened
@@ -118,13 +128,44 @@ async def test_a_probe_answered_before_the_deadline_keeps_the_member(tmp_path: P
 
         with capture_logs() as logs:
             slow.probe = late  # type: ignore[method-assign]
-            with anyio.fail_after(10):
-                await answered.wait()
-            await _until(c, lambda s: not s.probing)
+            if runtime.inline_probes:
+                slow.responsive = False
+                await runtime.wait_probes(runtime.probes + 1)
+                await anyio.sleep(0.6)  # the process answers late: past half the deadline
+                slow.responsive = True
+                slow.answer_probes()
+            else:
+                with anyio.fail_after(10):
+                    await answered.wait()
+            assert not state.probing  # the answer ended the probe: a turn may be claimed
         events = [e["event"] for e in logs]
         assert "member_probe_late" in events and "member_probe_recovered" in events
         assert "member_unresponsive" not in events
         assert (state.liveness, state.epoch, len(runtime.opened)) == ("alive", 1, 1)
+
+
+async def test_one_round_probes_every_idle_member_and_judges_each_alone(
+        tmp_path: Path) -> None:
+    """Members of one interval are probed in one round: the one that froze is unresponsive
+    and restarted, the one that answered stays on its process and epoch, and a busy member
+    is not probed at all."""
+    runtime = FakeRuntime(inline_probes=True)
+    async with core(tmp_path, runtime) as c:
+        members = [{"name": n, **FAST} for n in ("lead", "dev", "busy")]
+        config = team_config(tmp_path, *members)
+        await c.teams.launch(config, "team.toml", wait=True, timeout=10)
+        dev, busy = (c.supervisor.member("web", n) for n in ("dev", "busy"))
+        processes = {p.spec.member: p for p in runtime.opened}
+        busy.busy = True  # a turn is out: its own watchdog covers it
+        before = {name: p.probed for name, p in processes.items()}
+        processes["lead"].responsive = False
+        await _until(c, lambda s: s.liveness == "unresponsive")
+        assert processes["lead"].exit_code == -9
+        assert (dev.liveness, dev.epoch) == ("alive", 1) and not dev.probing
+        assert processes["dev"].probed > before["dev"], "probed in the same rounds"
+        assert (busy.liveness, busy.epoch) == ("alive", 1)
+        assert processes["busy"].probed == before["busy"], "a busy member is not probed"
+        busy.busy = False
 
 
 async def test_a_turn_end_from_an_old_epoch_never_changes_the_new_process(
@@ -165,10 +206,10 @@ class _Host:
 
     def __init__(self) -> None:
         self.up = True
-        self.asked = 0
+        self.asked_once = anyio.Event()
 
     async def answers(self, deadline: float) -> bool:
-        self.asked += 1
+        self.asked_once.set()
         return self.up
 
     async def close(self) -> None:
@@ -184,8 +225,10 @@ async def test_a_member_whose_ssh_master_stops_answering_is_unresponsive(
         state = await _launch(c, tmp_path)
         host = _Host()
         state.host = host  # type: ignore[assignment]
-        await _until(c, lambda s: host.asked > 0 and not s.probing)
-        assert state.liveness == "alive"
+        await runtime.wait_probes(runtime.probes + 1)
+        with anyio.fail_after(10):
+            await host.asked_once.wait()
+        assert state.liveness == "alive" and not state.probing
         host.up = False
         await _until(c, lambda s: s.liveness == "unresponsive")
         assert runtime.opened[0].exit_code == -9
@@ -218,18 +261,20 @@ async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -
     assert await anyio.Path(host.control_path).exists(), "a probe never removes the master"
 
 
-async def test_an_answered_probe_wakes_the_members_waiters_but_changes_nothing_anyone_sees(
-        tmp_path: Path) -> None:
+async def test_an_answered_probe_changes_nothing_anyone_sees_and_wakes_only_a_waiting_turn(
+        tmp_path: Path, runtime: FakeRuntime) -> None:
     """A probe that is answered changes no status: the live view's change feed is not bumped
-    (a hundred idle members' probes redrew the page and woke the notify loop several times a
-    second, issue 26's idle CPU), while a turn waiting for the probe is still woken."""
-    runtime = FakeRuntime()
+    and no waiter of the member is woken (a hundred idle members' probes redrew the page and
+    woke the notify loop several times a second, issue 26's idle CPU), while a turn waiting
+    for the probe is still woken."""
     async with core(tmp_path, runtime) as c:
-        await _launch(c, tmp_path)
+        state = await _launch(c, tmp_path)
         assert c.built is not None
-        before, probes = c.built.changes.version, runtime.probes
-        await _until(c, lambda s: runtime.probes >= probes + 3 and not s.probing)
-        assert c.built.changes.version == before
+        before = c.built.changes.version
+        woken = state.changed()
+        await runtime.wait_probes(runtime.probes + 3)
+        assert not state.probing and c.built.changes.version == before
+        assert not woken.is_set(), "an answered probe woke the member's waiters"
         done = await c.teams.send("web", "lead", "after the probes", wait=True, timeout=10)
         assert done.ok  # type: ignore[union-attr]
 
