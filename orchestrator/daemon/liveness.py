@@ -94,7 +94,11 @@ class Probes:
         try:
             while group:
                 await anyio.sleep_until(next_tick(anyio.current_time(), interval))
-                await probe_round([w for w in group if w.due], deadline)
+                try:
+                    await probe_round([w for w in group if w.due], deadline)
+                except Exception:  # a bug here must not take the daemon down
+                    log.exception("liveness_round_failed", interval=interval,
+                                  members=len(group))
         finally:
             if self._groups.get(key) is group:
                 del self._groups[key]
@@ -138,7 +142,11 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
             sent = None
             if watched.state.host.name is None:  # this machine: nothing else to ask
                 waiting.add(watched)
-                sent = watched.process.send_probe(partial(answered, watched))
+                try:
+                    sent = watched.process.send_probe(partial(answered, watched))
+                except Exception:  # an adapter's bug: its probe is awaited instead
+                    log.exception("member_probe_failed", team=watched.state.team,
+                                  member=watched.state.name)
                 if sent is None:
                     waiting.discard(watched)
             if sent is None:

@@ -59,6 +59,11 @@ def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
     assert {e["member"] for e in stopped} <= {"lead", "des", "rev"}
     assert any(e["member"] == "des" for e in stopped), "opencode serve never exits by itself"
     assert all(wait_pid_exit(pid, 10) for pid in old_pids), "no old member left running"
+    for name in ("lead", "des", "rev"):  # the lead answers while the others may still start
+        follow_logs.wait_for(lambda e, name=name: e["event"] == "member_ready"
+                             and e.get("member") == name and e.get("pid") not in old_pids,
+                             timeout=60)
+    assert not [e for e in teamctl.log_events() if e["event"] == "member_unresponsive"]
     new_pids = teamctl.member_pids()
     assert len(new_pids) == 3 and not set(new_pids) & set(old_pids)
     rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}

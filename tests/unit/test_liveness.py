@@ -306,3 +306,23 @@ async def test_the_late_warning_timer_fires_while_a_probe_waits_and_never_after(
             await fired.wait()
         async with _timer(3600, fired.set):
             pass
+
+
+async def test_an_adapter_whose_probe_raises_is_probed_the_awaited_way(tmp_path: Path) -> None:
+    """A bug in an adapter's ``send_probe`` never takes the round (nor the daemon) down: it
+    is logged and that member's probe is awaited instead; the member stays alive."""
+    runtime = FakeRuntime(inline_probes=True)
+    async with core(tmp_path, runtime) as c:
+        state = await _launch(c, tmp_path)
+        [process] = runtime.opened
+
+        def broken(answered: Callable[[], None]) -> Callable[[], None] | None:
+            raise RuntimeError("an adapter bug")
+
+        with capture_logs() as logs:
+            process.send_probe = broken  # type: ignore[method-assign]
+            before = process.probed
+            await runtime.wait_probes(runtime.probes + 2)
+        assert process.probed >= before + 2, "the awaited probe went out instead"
+        assert "member_probe_failed" in [e["event"] for e in logs]
+        assert (state.liveness, state.epoch) == ("alive", 1)
