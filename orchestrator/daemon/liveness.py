@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from orchestrator.contracts import Host
     from orchestrator.daemon.supervisor import MemberState
     from orchestrator.ports import RuntimeProcess
 
@@ -91,6 +90,9 @@ class Probes:
 
     async def _rounds(self, key: tuple[float, float], group: set[_Watched]) -> None:
         interval, deadline = key
+        # started from the first member's task: its bound epoch is not the round's (every
+        # event below names its member's own launch)
+        structlog.contextvars.clear_contextvars()
         try:
             while group:
                 await anyio.sleep_until(next_tick(anyio.current_time(), interval))
@@ -128,7 +130,7 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
         watched.state.probe_over()
         if watched.late:
             log.info("member_probe_recovered", team=watched.state.team,
-                     member=watched.state.name, pid=watched.process.pid,
+                     member=watched.state.name, epoch=watched.epoch, pid=watched.process.pid,
                      seconds=round(time.monotonic() - started, 3))
         if not waiting and not sending:
             all_in.set()
@@ -146,7 +148,7 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
                     sent = watched.process.send_probe(partial(answered, watched))
                 except Exception:  # an adapter's bug: its probe is awaited instead
                     log.exception("member_probe_failed", team=watched.state.team,
-                                  member=watched.state.name)
+                                  member=watched.state.name, epoch=watched.epoch)
                 if sent is None:
                     waiting.discard(watched)
             if sent is None:
@@ -161,8 +163,9 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
             for watched in waiting:
                 watched.late = True
                 log.warning("member_probe_late", team=watched.state.team,
-                            member=watched.state.name, pid=watched.process.pid,
-                            waited=round(deadline / 2, 3), deadline=deadline)
+                            member=watched.state.name, epoch=watched.epoch,
+                            pid=watched.process.pid, waited=round(deadline / 2, 3),
+                            deadline=deadline)
             with anyio.move_on_after(deadline - deadline / 2):
                 await all_in.wait()
         for drop in forget:
@@ -174,7 +177,8 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
 
 async def _awaited(watched: _Watched, deadline: float) -> None:
     """One member's probe, awaited: its runtime's, then the way to its host."""
-    answered = await _prove(watched.state, watched.process, deadline)
+    with structlog.contextvars.bound_contextvars(epoch=watched.epoch):  # the runtime's logs
+        answered = await _prove(watched.state, watched.process, watched.epoch, deadline)
     _judge(watched, deadline, answered=answered)
 
 
@@ -193,12 +197,13 @@ def _judge(watched: _Watched, deadline: float, *, answered: bool) -> None:
     state.liveness = "unresponsive"
     state.notify()
     log.warning("member_unresponsive", team=state.team, member=state.name,
-                pid=process.pid, deadline=deadline, interval=state.config.liveness_interval,
-                stopped=process_stopped(process.pid))
+                epoch=watched.epoch, pid=process.pid, deadline=deadline,
+                interval=state.config.liveness_interval, stopped=process_stopped(process.pid))
     process.kill()
 
 
-async def _prove(state: MemberState, process: RuntimeProcess, deadline: float) -> bool:
+async def _prove(state: MemberState, process: RuntimeProcess, epoch: int,
+                 deadline: float) -> bool:
     """One awaited probe within ``deadline``; an answer past half of it is logged (late), and
     so is the late answer that still came in time (recovered). The late warning is a timer
     callback, not a task."""
@@ -208,15 +213,15 @@ async def _prove(state: MemberState, process: RuntimeProcess, deadline: float) -
     def warn_late() -> None:
         nonlocal late
         late = True
-        log.warning("member_probe_late", team=state.team, member=state.name,
+        log.warning("member_probe_late", team=state.team, member=state.name, epoch=epoch,
                     pid=process.pid, waited=round(deadline / 2, 3), deadline=deadline)
 
     answered = False
     async with _timer(deadline / 2, warn_late):
         with anyio.move_on_after(deadline):
-            answered = await _answers(process, state.host, deadline)
+            answered = await _answers(state, process, epoch, deadline)
     if answered and late:
-        log.info("member_probe_recovered", team=state.team, member=state.name,
+        log.info("member_probe_recovered", team=state.team, member=state.name, epoch=epoch,
                  pid=process.pid, seconds=round(time.monotonic() - started, 3))
     return answered
 
@@ -250,10 +255,12 @@ async def _timer(delay: float, callback: Callable[[], None]) -> AsyncIterator[No
             tg.cancel_scope.cancel()
 
 
-async def _answers(process: RuntimeProcess, host: Host, deadline: float) -> bool:
+async def _answers(state: MemberState, process: RuntimeProcess, epoch: int,
+                   deadline: float) -> bool:
     """The runtime answered its probe, and the way to its host too (an SSH member's master)."""
     try:
-        return await process.probe(deadline) and await host.answers(deadline)
+        return await process.probe(deadline) and await state.host.answers(deadline)
     except TeamctlError as exc:  # a runtime's probe should say False; never end the watch
-        log.warning("member_probe_failed", code=exc.code, error=exc.message)
+        log.warning("member_probe_failed", team=state.team, member=state.name, epoch=epoch,
+                    code=exc.code, error=exc.message)
         return False

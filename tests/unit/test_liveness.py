@@ -326,3 +326,18 @@ async def test_an_adapter_whose_probe_raises_is_probed_the_awaited_way(tmp_path:
         assert process.probed >= before + 2, "the awaited probe went out instead"
         assert "member_probe_failed" in [e["event"] for e in logs]
         assert (state.liveness, state.epoch) == ("alive", 1)
+
+
+async def test_each_verdict_names_the_launch_it_judged(tmp_path: Path, runtime: FakeRuntime
+                                                       ) -> None:
+    """The rounds run in one task for every member: each event names its own member's launch
+    (the round's task began in the first launch's context — its epoch must not stick: the
+    second launch's verdict said epoch 1 once, and bench_liveness waited for epoch 2 in vain)."""
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        with capture_logs() as logs:
+            for epoch in (1, 2):
+                runtime.opened[-1].responsive = False
+                await _until(c, lambda s, n=epoch: s.epoch == n + 1 and s.liveness == "alive")
+        verdicts = [e for e in logs if e["event"] == "member_unresponsive"]
+        assert [(e["member"], e["epoch"]) for e in verdicts] == [("lead", 1), ("lead", 2)]
