@@ -424,9 +424,11 @@ class OpenCodeServer(MemberProcess):
                     await on_sent()
                     await self._await(state.done)
             # the turn's tool-part events may trail the call's answer; the session's idle event
-            # comes after all of them (bounded: a server that sends none costs IDLE_GRACE)
-            with anyio.move_on_after(_IDLE_GRACE):
-                await state.idle.wait()
+            # comes after all of them (bounded: a server that sends none costs IDLE_GRACE). A
+            # call that failed (the server died mid-turn) has none to wait for.
+            if state.response is not None:
+                with anyio.move_on_after(_IDLE_GRACE):
+                    await state.idle.wait()
             try:
                 return self._result(state)  # a turn that ended before the abort stands
             except TurnFailed:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.5, "backoff": [0.01, 0.1]}
+FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.3, "backoff": [0.01, 0.1]}
 
 
 @pytest.fixture
@@ -117,12 +117,12 @@ async def test_a_probe_answered_before_the_deadline_keeps_the_member(
     """A slow answer that still comes within the deadline (a process continued after a
     SIGSTOP) keeps the member alive, on the same process and epoch."""
     async with core(tmp_path, runtime) as c:
-        state = await _launch(c, tmp_path, liveness_deadline=1.0)
+        state = await _launch(c, tmp_path, liveness_deadline=0.8)
         [slow] = runtime.opened
         answered = anyio.Event()
 
         async def late(timeout: float) -> bool:
-            await anyio.sleep(0.6)  # past half the deadline: logged late, then recovered
+            await anyio.sleep(0.5)  # past half the deadline: logged late, then recovered
             answered.set()
             return True
 
@@ -131,7 +131,7 @@ async def test_a_probe_answered_before_the_deadline_keeps_the_member(
             if runtime.inline_probes:
                 slow.responsive = False
                 await runtime.wait_probes(runtime.probes + 1)
-                await anyio.sleep(0.6)  # the process answers late: past half the deadline
+                await anyio.sleep(0.5)  # the process answers late: past half the deadline
                 slow.responsive = True
                 slow.answer_probes()
             else:
