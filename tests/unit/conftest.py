@@ -1,4 +1,5 @@
-"""The unit layer's disk: ``os.fsync`` does nothing here.
+"""The unit layer's disk: ``os.fsync`` does nothing here. And its ``PATH``: the fake CLIs
+the in-process cores start find this interpreter first.
 
 No unit test can observe a flush (only a power loss could), yet the journal's durable commits
 flushed for real: about 40 % of the in-process core tests' time was spent waiting on the disk.
@@ -15,9 +16,16 @@ import os
 
 import pytest
 
+from tests.conftest import fakes_path
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_fsync: this test flushes to the disk for real")
+    # the members an in-process core starts inherit this process's PATH: their fake CLIs'
+    # `#!/usr/bin/env python3` went through pyenv's shim (a shell script forking ~20
+    # processes: ~780 of them a run, a tenth of a second for each fake started) — the
+    # integration layer's daemons get the same PATH (``fakes_path``)
+    os.environ["PATH"] = fakes_path(os.environ.get("PATH", ""))
 
 
 def _no_flush(fd: int) -> None:
