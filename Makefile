@@ -58,7 +58,7 @@ pyc: $(STAMP)
 	$(PY) -m compileall -q orchestrator runtimes fixtures tests bench >/dev/null
 
 # One and a half workers per core: the unit tests wait on short deadlines and ~100 subprocesses
-# more than they compute (two cores ~120 % busy with -n 2; -n 3: 25 s instead of 29-33 s).
+# more than they compute (two cores ~130 % busy with -n 2; -n 3: 25.4-25.6 s instead of 28-30 s).
 UNIT_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
 unit: $(STAMP) pyc  ## the in-process unit tests only (seconds)
 	$(PY) -m pytest tests/unit -q -n $(UNIT_JOBS)
