@@ -38,6 +38,7 @@ __all__ = ["Probes", "next_tick"]
 
 log = structlog.get_logger("teamctl.supervisor")
 
+
 class _Watched:
     """One launch of a member while its process runs: probed each round while idle."""
 
