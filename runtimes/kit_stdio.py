@@ -43,8 +43,8 @@ def _stream_writer(stdin: object) -> asyncio.StreamWriter | None:
     """The asyncio stream under anyio's process stdin (the daemon's loop), to write a line
     without an await: anyio's ``send`` yields to the loop after every write, and a hundred
     probes' yields were most of an idle round. None elsewhere (another backend, another
-    anyio): the caller awaits the write (tests/unit/test_liveness.py asserts the daemon's
-    loop has it)."""
+    anyio): the caller awaits the write (a test asserts the daemon's
+    loop has it: tests/unit/test_probe_now.py)."""
     writer = getattr(stdin, "_stream", None)
     return writer if isinstance(writer, asyncio.StreamWriter) and not writer.is_closing() \
         else None

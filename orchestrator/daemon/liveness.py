@@ -42,15 +42,14 @@ log = structlog.get_logger("teamctl.supervisor")
 class _Watched:
     """One launch of a member while its process runs: probed each round while idle."""
 
-    __slots__ = ("answered", "epoch", "is_current", "judged", "late", "process", "state",
-                 "turns")
+    __slots__ = ("epoch", "is_current", "judged", "late", "process", "state", "turns")
 
     def __init__(self, state: MemberState, process: RuntimeProcess, epoch: int,
                  is_current: Callable[[MemberState, int], bool]) -> None:
         self.state, self.process, self.epoch = state, process, epoch
         self.is_current = is_current
         self.judged = False  # found unresponsive (killed), or its epoch went: not probed again
-        self.answered = self.late = False
+        self.late = False  # not answered within half the deadline (this round)
         self.turns = 0
 
     @property
@@ -127,7 +126,6 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
         if watched not in waiting:  # the round is over for it
             return
         waiting.discard(watched)
-        watched.answered = True
         watched.state.probe_over()
         if watched.late:
             log.info("member_probe_recovered", team=watched.state.team,
@@ -139,7 +137,7 @@ async def probe_round(due: list[_Watched], deadline: float) -> None:
     async with anyio.create_task_group() as tg:
         forget: list[Callable[[], None]] = []
         for watched in due:
-            watched.answered = watched.late = False
+            watched.late = False
             watched.turns = watched.state.turns_started
             watched.state.probing = True
             sent = None

@@ -138,9 +138,8 @@ class MemberState:
             self.wake()
 
     def wake(self) -> None:
-        """Wake this member's waiters only (a probe answered: nothing anyone sees changed,
-        and a hundred idle members' probes must not redraw the live view or wake the notify
-        loop several times a second)."""
+        """Wake this member's waiters only, not the live view's change feed (``notify``
+        does both; ``probe_over`` wakes only a turn that waited for a probe)."""
         if self._changed is not None:
             self._changed.set()
             self._changed = None
