@@ -65,8 +65,12 @@ def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes
     with _stopped(frozen):
         event = follow_logs.wait_for(lambda e: e["event"] == "member_unresponsive")
         assert (event["pid"], event["epoch"], event["stopped"]) == (frozen, 1, True)
-        # read within the 1 s backoff: on the socket (the document `status --json` prints),
-        # not through a CLI start that a busy machine can stretch past it
+        # the kill's exit seen and the restart decided (launch "backoff" from then on; the
+        # unresponsive verdict comes first, and the status read raced the exit once in CI),
+        # then read within the 1 s backoff: on the socket (the document `status --json`
+        # prints), not through a CLI start that a busy machine can stretch past it
+        follow_logs.wait_for(lambda e: e["event"] == "member_restart_decision"
+                             and e.get("epoch") == 1)
         [down] = teamctl.rpc("status", {"team": None})["result"]["teams"][0]["members"]
         assert (down["launch"], down["liveness"], down["readiness"]) == (
             "backoff", "unresponsive", "not_ready")
