@@ -8,8 +8,8 @@
     count is read) and a Codex-like one (pages: 20 rendered, the text of all): time, peak RSS of
     the planning process and of the reader child.
 (c) A 5 MB text file planned for each: time, peak RSS.
-(d) Each hostile PDF of tests/unit/test_pdf_hostile.py read with the production limits: the
-    outcome, wall time and the reader's peak RSS.
+(d) Each hostile PDF of tests/integration/test_pdf_reader_hostile.py read with the production
+    limits: the outcome, wall time and the reader's peak RSS.
 
 Each measurement runs in a fresh process, so a peak is its own (a child's ru_maxrss starts at
 its parent's: the measuring processes are small, and their own peak is printed beside).

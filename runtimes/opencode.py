@@ -114,13 +114,15 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
     )
 
     def __init__(self, *, spawner: Spawner = spawn_process,
-                 heartbeat_grace: float = 30.0, stop_grace: float = 0.5) -> None:
+                 heartbeat_grace: float = 30.0, stop_grace: float = 0.5,
+                 reconnect_delay: float = 0.5) -> None:
         super().__init__(spawner=spawner)
         self._heartbeat_grace = float(
             os.environ.get("TEAMCTL_OPENCODE_HEARTBEAT_GRACE") or heartbeat_grace)
         # how long a stopped server is given after its stdin closes before SIGTERM (`opencode
         # serve` does not read stdin: the tests, which stop hundreds of them, say 0)
         self._stop_grace = float(os.environ.get("TEAMCTL_OPENCODE_STOP_GRACE") or stop_grace)
+        self._reconnect_delay = reconnect_delay  # between the event stream's reconnects
 
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[OpenCodeServer]:
         """Start ``opencode serve`` and wait for readiness; stop it on exit."""
@@ -138,7 +140,8 @@ class OpenCodeRuntime(Adapter, runtime="opencode"):
                 "--port", str(serve_port)]
         raw = await spawn_member(spec, argv, env)
         server = OpenCodeServer(raw, spec, port, password, self._heartbeat_grace,
-                                stop_grace=self._stop_grace, inbound=inbound)
+                                stop_grace=self._stop_grace, inbound=inbound,
+                                reconnect_delay=self._reconnect_delay)
 
         def http_failed(exc: Exception) -> str:
             return f"its server failed a start-up request ({type(exc).__name__}: {exc})"
@@ -176,10 +179,11 @@ class OpenCodeServer(MemberProcess):
 
     def __init__(self, process: Process, spec: LaunchSpec, port: int, password: str,
                  heartbeat_grace: float, *, stop_grace: float = 0.5,
-                 inbound: Path | None = None) -> None:
+                 inbound: Path | None = None, reconnect_delay: float = 0.5) -> None:
         super().__init__(process)
         self._spec = spec
         self._stop_grace = stop_grace
+        self._reconnect_delay = reconnect_delay
         self._inbound = inbound  # the Unix socket that reaches the server (a sandbox's relay)
         self._http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", auth=("opencode", password),
@@ -284,7 +288,7 @@ class OpenCodeServer(MemberProcess):
                 with suppress(httpx.HTTPError, anyio.EndOfStream):
                     await self._follow_stream()
                 self._stream_up = False
-                await anyio.sleep(0.5)
+                await anyio.sleep(self._reconnect_delay)
             tg.cancel_scope.cancel()
 
     async def _follow_stream(self) -> None:

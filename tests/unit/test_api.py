@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 from orchestrator import rpc
 from orchestrator.daemon.api import ControlServer, peer_uid
 from orchestrator.daemon.connections import ControlSocket
+from tests.settle import all_blocked
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -63,7 +64,7 @@ async def serving(tmp_path: Path, *, allowed_uid: int | None = None, **limits: A
         yield control, teams
         # let the server see the clients' closes first: cancelling a socket read whose
         # wake-up is already queued trips an asyncio InvalidStateError inside anyio
-        await anyio.wait_all_tasks_blocked()
+        await all_blocked()
         tg.cancel_scope.cancel()
 
 
@@ -195,7 +196,7 @@ async def test_every_slot_busy_refuses_with_daemon_busy(tmp_path: Path) -> None:
             for stream in busy:
                 await stream.send(rpc.request(1, "status", {}))
             with anyio.fail_after(10):
-                await anyio.wait_all_tasks_blocked()  # each request is being served
+                await all_blocked()  # each request is being served
             assert control.open_connections == 3
             answer = await _ping(control.path)
             assert answer["error"]["data"]["code"] == "daemon_busy"

@@ -20,6 +20,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from tests.fakes import FakeProcess, core, team_config
+from tests.settle import until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -144,6 +145,10 @@ async def test_rules_from_allow_and_always_approve_at_once(tmp_path: Path) -> No
             "Bash(npm test --watch=false)", "Write(docs/*)"]
 
 
+async def _asked(c: Core, answers: list[Any], count: int) -> bool:
+    return len((await c.approvals.query()).approvals) + len(answers) >= count
+
+
 async def test_a_flood_is_bounded_and_listed_in_order(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(approval_journal, "MAX_PENDING_PER_MEMBER", 3)
@@ -159,7 +164,9 @@ async def test_a_flood_is_bounded_and_listed_in_order(tmp_path: Path,
                     answers.append(answer)
                     await approver.confirmed(answer.request_id)
                 tg.start_soon(ask)
-                await anyio.wait_all_tasks_blocked()
+                # journaled (pending) or refused: the journal writes in a thread, so a loop
+                # where every task waits is not yet the ask's end — its row or its answer is
+                await until(lambda n=n: _asked(c, answers, n + 1))
             pending = (await c.approvals.query()).approvals
             assert [r.summary for r in pending] == ["echo 0", "echo 1", "echo 2"]
             assert [a.decision for a in answers] == ["deny", "deny"], "refused at once"

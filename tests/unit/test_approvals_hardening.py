@@ -16,6 +16,7 @@ from orchestrator.daemon import approval_journal as queue_module
 from orchestrator.daemon.store import Store
 from orchestrator.errors import NotFound, StoreError, UsageError
 from tests.fakes import core, team_config
+from tests.settle import until
 from tests.unit.test_approvals import _asking
 
 if TYPE_CHECKING:
@@ -113,7 +114,10 @@ async def test_a_burst_of_130_requests_no_longer_overruns_the_100_pending_bound(
                 tg.start_soon(ask)
             with anyio.fail_after(30):
                 await thirty.wait()
-            await anyio.wait_all_tasks_blocked()
+
+            async def journaled() -> bool:  # the pending rows are written in a thread
+                return (await c.approvals.query(limit=1000)).total >= 100
+            await until(journaled)
             doc = await c.approvals.query(limit=1000)
             assert doc.total == len(doc.approvals) == 100
             assert all("100 requests" in (a.message or "") for a in answers)

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.daemon.board_leases import Leases
 from orchestrator.daemon.board_offers import Offers
+from tests.settle import all_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,7 @@ async def test_the_lease_check_survives_a_refusing_journal_then_sleeps() -> None
             tg.start_soon(leases.expire_loop, 0.01)
             with anyio.fail_after(10):
                 await board.expired.wait()
-            await anyio.wait_all_tasks_blocked()  # asleep: no lease is held
+            await all_blocked()  # asleep: no lease is held
             tg.cancel_scope.cancel()
     assert [e["event"] for e in logs].count("lease_check_failed") == 1
     assert board.calls == 2, "tried again after the refusal, then slept (no spin)"
@@ -85,7 +86,7 @@ async def test_the_cooldown_loop_survives_a_refusing_journal_and_reads_again_on_
             tg.start_soon(offers.cooldown_loop, 0.01)
             while journal.reads < 2:  # the first read refused, the next one within interval
                 await journal.read.wait()
-            await anyio.wait_all_tasks_blocked()  # nothing cools: asleep until a change
+            await all_blocked()  # nothing cools: asleep until a change
             assert journal.reads == 2
             offers.poke(None)  # the board changed (a release may have started a cooldown)
             await journal.read.wait()

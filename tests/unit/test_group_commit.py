@@ -13,6 +13,7 @@ import pytest
 from orchestrator.daemon import journal
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.errors import StoreError
+from tests.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -132,7 +133,7 @@ async def test_a_cancelled_leader_hands_the_queue_on(tmp_path: Path) -> None:
 
         for n in range(3):
             tg.start_soon(follower, n)
-        await anyio.wait_all_tasks_blocked()
+        await all_blocked()
         leader_scope.cancel()
         gate.set()
     assert sorted(done) == ["f0", "f1", "f2"]
@@ -206,7 +207,7 @@ async def test_a_quick_call_waits_for_the_group_being_written(tmp_path: Path) ->
             seen.append(None if claimed is None else claimed[0].message_id)
 
         tg.start_soon(claim)
-        await anyio.wait_all_tasks_blocked()
+        await all_blocked()
         assert seen == [], "the claim waits for the group"
         gate.set()
     assert seen == ["m"]

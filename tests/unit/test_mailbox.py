@@ -12,6 +12,7 @@ import pytest
 from orchestrator.contracts import TextPart, Turn, TurnResult
 from orchestrator.daemon.store import MAX_ATTEMPTS
 from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+from tests.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -122,7 +123,7 @@ async def test_a_stopped_member_puts_its_turn_back_in_the_queue(tmp_path: Path) 
         sent = await c.teams.send(None, "lead", "long turn", wait=False, timeout=1)
         with anyio.fail_after(10):
             while not runtime.turns:
-                await anyio.wait_all_tasks_blocked()
+                await all_blocked()
         await c.teams.stop("web")
         delivery = c.store.sync.delivery(sent.id, "lead")
         assert delivery is not None and delivery.state == "queued"

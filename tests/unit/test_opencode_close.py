@@ -25,10 +25,11 @@ def anyio_backend() -> str:
 
 async def test_closing_a_server_slower_than_the_event_reconnect_raises_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The stop ladder may take longer than the event stream's 0.5 s reconnect (the default
-    0.5 s EOF grace alone does, then SIGTERM): the event watcher stops with the close instead
-    of reconnecting through the closed HTTP client ("Cannot send a request, as the client has
-    been closed" crashed the member's task group on every stop with the production grace)."""
+    """The stop ladder may take longer than the event stream's reconnect delay (with the
+    production 0.5 s of each, the EOF grace alone does, then SIGTERM): the event watcher stops
+    with the close instead of reconnecting through the closed HTTP client ("Cannot send a
+    request, as the client has been closed" crashed the member's task group on every stop with
+    the production grace). Both shortened here, the grace still four times the delay."""
     monkeypatch.delenv("TEAMCTL_OPENCODE_STOP_GRACE", raising=False)
     (tmp_path / "state").mkdir()
     spec = LaunchSpec(team="t", member="m", executable=str(FAKE_OPENCODE), model="fake/text",
@@ -38,7 +39,7 @@ async def test_closing_a_server_slower_than_the_event_reconnect_raises_nothing(
     async def sent() -> None:
         pass
 
-    async with OpenCodeRuntime(stop_grace=1.0).open(spec) as server:
+    async with OpenCodeRuntime(stop_grace=0.2, reconnect_delay=0.05).open(spec) as server:
         result = await server.run_turn(Turn("m1", (TextPart("hello"),)), on_sent=sent)
     assert "received: hello" in result.reply
     assert server.exit_code is not None

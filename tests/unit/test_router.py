@@ -12,6 +12,7 @@ import pytest
 from orchestrator.contracts import TextPart, TurnResult
 from orchestrator.daemon.router import MessageRefused
 from tests.fakes import FakeRuntime, ManualClock, core, team_config
+from tests.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -70,7 +71,7 @@ async def _quiet(c: Core) -> None:
     """Wait until every queue is delivered (events, bounded)."""
     with anyio.fail_after(20):
         while True:
-            await anyio.wait_all_tasks_blocked()
+            await all_blocked()
             counts = await c.store.queued_counts("web")
             if not any(counts.values()):
                 return

@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.errors import MemberStartFailed, NotFound
 from tests.fakes import FakeRuntime, ManualClock, core, team_config
+from tests.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,7 +67,7 @@ async def test_a_crash_loop_backs_off_by_the_policy_then_goes_fatal(tmp_path: Pa
             assert nominal * 0.9 <= delay <= nominal * 1.1
         state = c.supervisor.member("web", "lead")
         assert "more than 3 restarts" in (state.error or "")
-        await anyio.wait_all_tasks_blocked()
+        await all_blocked()
         assert len(runtime.opened) == 4, "fatal: no fifth start"
 
 

@@ -8,7 +8,10 @@ pages → counted, at most ``render_pages`` rendered, the text stopped at its bu
 page (also with /UserUnit) → rendered within the image limits; objects nested 100k deep →
 read (PDFium caps its parser's depth); a 1 GiB decompression stream → refused on memory (the
 address-space cap stops it); JavaScript and embedded files → counted, a plan warning, never run
-or extracted; bytes after ``%PDF-`` that are no PDF → attachment_corrupt_document."""
+or extracted; bytes after ``%PDF-`` that are no PDF → attachment_corrupt_document.
+
+The subject is the reader's process — its address-space and CPU caps, its deadline, its kill —
+so these are the integration layer's (docs/testing.md), not the in-process unit layer's."""
 
 from __future__ import annotations
 
