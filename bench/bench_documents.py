@@ -10,14 +10,20 @@
 (c) A 5 MB text file planned for each: time, peak RSS.
 (d) Each hostile PDF of tests/integration/test_pdf_reader_hostile.py read with the production
     limits: the outcome, wall time and the reader's peak RSS.
+(e) A reader's start: a PDF's page count (what a Claude-like member's plan reads) and one page
+    read and rendered, each by a reader started afresh and by one forked from the warm fork
+    server (pdf_forkserver): the median wall time and the readers' CPU per read.
 
-Each measurement runs in a fresh process, so a peak is its own (a child's ru_maxrss starts at
-its parent's: the measuring processes are small, and their own peak is printed beside).
+Each measurement of (b)-(d) runs in a fresh process, so a peak is its own (a child's ru_maxrss
+starts at its parent's: the measuring processes are small, and their own peak is printed
+beside), with each reader started afresh (``TEAMCTL_PDF_FORKSERVER=0``): a forked reader is a
+grandchild, its peak not in this process's count.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +52,8 @@ def _children_peak_mib() -> float:
 
 def _in_fresh_process(*args: str) -> dict[str, Any]:
     done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                          check=False, cwd=REPO, timeout=900)
+                          check=False, cwd=REPO, timeout=900,
+                          env={**os.environ, "TEAMCTL_PDF_FORKSERVER": "0"})
     if done.returncode != 0:
         raise SystemExit(f"bench_documents {' '.join(args)} failed: {done.stderr[-2000:]}")
     return dict(json.loads(done.stdout.splitlines()[-1]))
@@ -216,11 +223,55 @@ def bench_hostile() -> None:
                float(got["reader_peak_mib"]))
 
 
+# -- (e) a reader's start ------------------------------------------------------------------------
+
+READS = 20
+
+
+def _readers_cpu() -> float:
+    """CPU seconds of every reader this process ran: its own reaped children, and those the
+    fork server reaped (its children's count in /proc)."""
+    from orchestrator.attachments.pdf import FORK_SERVER
+
+    times = os.times()
+    total = times.children_user + times.children_system
+    if FORK_SERVER.pid is not None:
+        fields = Path(f"/proc/{FORK_SERVER.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def bench_reader_start() -> None:
+    from orchestrator.attachments.pdf import PdfLimits, read_pdf
+    from tests import pdfs
+
+    hundred = pdfs.shapes_pdf(100)
+    cases = {"count": (hundred, PdfLimits(render_pages=0, max_text_bytes=0)),
+             "page": (pdfs.shapes_pdf(1), PdfLimits(render_pages=1))}
+    read_pdf(cases["count"][0], "warm.pdf", cases["count"][1])  # the server is up and warm
+    for how in ("afresh", "forked"):
+        os.environ["TEAMCTL_PDF_FORKSERVER"] = "0" if how == "afresh" else "1"
+        for case, (data, limits) in cases.items():
+            walls = []
+            cpu = _readers_cpu()
+            for _ in range(READS):
+                start = time.perf_counter()
+                read_pdf(data, "bench.pdf", limits)
+                walls.append((time.perf_counter() - start) * 1000)
+            per_read = (_readers_cpu() - cpu) * 1000 / READS
+            print(f"reader {how}, {case}: {median(walls):.1f} ms a read (median of {READS}), "
+                  f"readers' CPU {per_read:.0f} ms a read")
+            figure(f"documents_read_{case}_{how}_ms", median(walls))
+            figure(f"documents_read_{case}_{how}_cpu_ms", per_read)
+    os.environ.pop("TEAMCTL_PDF_FORKSERVER")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
         bench_render(Path(tmp))
         bench_planning(Path(tmp))
     bench_hostile()
+    bench_reader_start()
 
 
 if __name__ == "__main__":
@@ -231,5 +282,7 @@ if __name__ == "__main__":
         plan(sys.argv[2], sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "--hostile":
         hostile(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--reader-start":
+        bench_reader_start()
     else:
         main()

@@ -162,6 +162,20 @@ def pid_alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+def children_of(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (a /proc scan: a reader or a runtime left
+    running would be one)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _is_zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")

@@ -1,7 +1,9 @@
 """Reading a PDF — its pages, their text, rendered pages — in a bounded child process.
 
 ``read_pdf`` runs ``pdf_worker`` (PDFium through pypdfium2) with an address-space cap, a CPU cap
-and a wall deadline, feeding it the bytes on stdin. Whatever the PDF does to the renderer — a
+and a wall deadline, feeding it the bytes on stdin — forked by the fork server
+(``pdf_forkserver``: PDFium loaded once, not once a read), or started afresh where that server
+cannot be had or ``TEAMCTL_PDF_FORKSERVER=0`` says so. Whatever the PDF does to the renderer — a
 decompression bomb, nesting past the stack, a crash — ends that process, never the daemon, and
 comes back as a typed refusal that says what to do. Deterministic: the same bytes and settings
 give the same page images and text (one PDFium build, fixed scale, lossless PNG).
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.normalize import Limits
+from orchestrator.attachments.pdf_forkserver import ForkedReader, ForkServer
 
 __all__ = ["PdfLimits", "PdfReading", "read_pdf"]
 
@@ -75,15 +78,29 @@ class PdfReading:
 _SPLIT_AT = 4  # pages: from here, two readers share the rendering
 
 
+_Reader = subprocess.Popen[bytes] | ForkedReader
+
+
+class _ReaderLost(Exception):
+    """The fork server went away before it said how a reader ended (not the PDF's doing)."""
+
+
 def read_pdf(data: bytes, name: str, limits: PdfLimits) -> PdfReading:
     """The PDF's facts, text and rendered pages; AttachmentError if it cannot be read within
     the limits (encrypted, corrupt, a bomb)."""
+    try:
+        return _read(data, name, limits, forked=_forking())
+    except _ReaderLost:  # once more, each reader started afresh
+        return _read(data, name, limits, forked=False)
+
+
+def _read(data: bytes, name: str, limits: PdfLimits, *, forked: bool) -> PdfReading:
     half = (limits.render_pages + 1) // 2 if limits.render_pages >= _SPLIT_AT else None
     if half is None:
-        return _parse(_run(data, name, limits, 0, limits.render_pages, limits.max_text_bytes),
-                      name, limits)
-    readers = [_start(data, limits, 0, half, limits.max_text_bytes),
-               _start(data, limits, half, limits.render_pages - half, 0)]
+        return _parse(_run(data, name, limits, 0, limits.render_pages, limits.max_text_bytes,
+                           forked=forked), name, limits)
+    readers = [_start(limits, 0, half, limits.max_text_bytes, forked=forked),
+               _start(limits, half, limits.render_pages - half, 0, forked=forked)]
     end = time.monotonic() + limits.deadline
     try:
         for reader in readers:  # both read the whole PDF before they answer: both work at once
@@ -105,16 +122,23 @@ def _job(limits: PdfLimits, first: int, render: int, text: int) -> str:
         "limits": image.to_json()})
 
 
-def _start(data: bytes, limits: PdfLimits, first: int, render: int,
-           text: int) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-E", "-s", "-m", "orchestrator.attachments.pdf_worker",
-            _job(limits, first, render, text)]
+def _start(limits: PdfLimits, first: int, render: int, text: int, *, forked: bool) -> _Reader:
+    job = _job(limits, first, render, text)
+    if forked:
+        reader = FORK_SERVER.reader(job)
+        if reader is not None:
+            return reader
+    argv = [sys.executable, "-E", "-s", "-m", "orchestrator.attachments.pdf_worker", job]
     return subprocess.Popen(  # a fixed argv (numbers and our purpose), no shell
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         cwd=_PACKAGE_ROOT, env=_worker_env())
 
 
-def _feed(reader: subprocess.Popen[bytes], data: bytes) -> None:
+def _forking() -> bool:
+    return os.environ.get("TEAMCTL_PDF_FORKSERVER", "1").strip() != "0"
+
+
+def _feed(reader: _Reader, data: bytes) -> None:
     stdin, reader.stdin = reader.stdin, None  # communicate() then only reads
     assert stdin is not None
     try:
@@ -126,32 +150,38 @@ def _feed(reader: subprocess.Popen[bytes], data: bytes) -> None:
             stdin.close()
 
 
-def _finish(reader: subprocess.Popen[bytes], data: bytes | None, name: str,
-            limits: PdfLimits, end: float) -> bytes:
+def _finish(reader: _Reader, data: bytes | None, name: str, limits: PdfLimits,
+            end: float) -> bytes:
     try:
         out, err = reader.communicate(data, timeout=max(0.0, end - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise _unreadable(name, f"reading it took longer than {limits.deadline:g} s") from None
+    if reader.returncode is None:  # only a forked reader: its server went away
+        raise _ReaderLost
     if reader.returncode != 0:
         raise _unreadable(name, _how_it_died(reader.returncode, limits),
                           diagnostic=err[-2000:].decode(errors="replace"))
     return out
 
 
-def _run(data: bytes, name: str, limits: PdfLimits, first: int, render: int,
-         text: int) -> bytes:
-    reader = _start(data, limits, first, render, text)
+def _run(data: bytes, name: str, limits: PdfLimits, first: int, render: int, text: int, *,
+         forked: bool) -> bytes:
+    reader = _start(limits, first, render, text, forked=forked)
     try:
         return _finish(reader, data, name, limits, time.monotonic() + limits.deadline)
     finally:
         _reap(reader)
 
 
-def _reap(reader: subprocess.Popen[bytes]) -> None:
+_KILLED_DEADLINE = 10.0  # seconds for a killed reader to be reaped (one stuck in the kernel)
+
+
+def _reap(reader: _Reader) -> None:
     """The reader gone and its pipes closed, whatever happened (a refusal, a deadline)."""
     if reader.poll() is None:
         reader.kill()
-        reader.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            reader.wait(timeout=_KILLED_DEADLINE)
     for pipe in (reader.stdin, reader.stdout, reader.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError):
@@ -162,6 +192,11 @@ def _worker_env() -> dict[str, str]:
     """The reader gets nothing of the daemon's environment (no secret can reach a PDF reader);
     -E ignores PYTHON* variables: the package is found from its working directory."""
     return {"PATH": os.defpath, "LC_ALL": "C.UTF-8"}
+
+
+# one per process, started by the first read that wants it
+FORK_SERVER = ForkServer([sys.executable, "-E", "-s", "-m",
+                          "orchestrator.attachments.pdf_forkserver"], _PACKAGE_ROOT, _worker_env())
 
 
 def _parse(out: bytes, name: str, limits: PdfLimits) -> PdfReading:

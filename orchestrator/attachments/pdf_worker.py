@@ -3,12 +3,13 @@
 A PDF is a program for a renderer, and a hostile one (a decompression bomb, objects nested a
 million deep, a page the size of a field) can take a renderer's memory or its stack. So PDFium
 never runs in the daemon: this process reads the PDF from stdin, caps its own address space, CPU
-time and file writes *before* it loads PDFium, and writes what it found to stdout — one JSON
-header line, then the rendered pages' variants back to back. Each page is made into its image
-variant here (``normalize.make_variant``, the image pipeline's own code, with the member's limits
-and purpose), straight from PDFium's pixels: no intermediate PNG is encoded, piped and decoded
-again. Its parent (``pdf``) gives it a deadline and reads a crash, a kill or a limit as a typed
-refusal; the daemon stays up.
+time and file writes *before* it loads PDFium (forked by the fork server, ``pdf_forkserver``,
+before it reads a byte: PDFium is already loaded, inside the same caps), and writes what it found
+to stdout — one JSON header line, then the rendered pages' variants back to back. Each page is
+made into its image variant here (``normalize.make_variant``, the image pipeline's own code,
+with the member's limits and purpose), straight from PDFium's pixels: no intermediate PNG is
+encoded, piped and decoded again. Its parent (``pdf``) gives it a deadline and reads a crash, a
+kill or a limit as a typed refusal; the daemon stays up.
 
 Nothing in the PDF is run or extracted beyond pages and their text: no form environment is
 initialised (so no JavaScript runs), embedded files and attachments are only counted.
@@ -93,8 +94,22 @@ def _render(page: Any, number: int, job: dict[str, Any]) -> tuple[dict[str, Any]
              "bytes": len(made.data), "notes": decoded.warnings}, made.data)
 
 
+def preload() -> None:
+    """What a reader loads before its first page, loaded once by the fork server
+    (``pdf_forkserver``) so that each reader it forks starts with it: PDFium, Pillow's
+    PNG and JPEG codecs, the image pipeline. Nothing here opens a PDF."""
+    import pypdfium2  # noqa: F401 - loaded, and PDFium initialised
+    from PIL import Image, JpegImagePlugin, PngImagePlugin  # noqa: F401
+
+    from orchestrator.attachments import normalize, sniff  # noqa: F401
+
+    Image.preinit()
+
+
 def read(data: bytes, job: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
-    import pypdfium2 as pdfium  # after the limits: its load and every allocation count
+    # after the limits: PDFium's load (in a reader started afresh) and every allocation count;
+    # a reader forked by the server was given it loaded, inside the same caps
+    import pypdfium2 as pdfium
 
     try:
         doc = pdfium.PdfDocument(data)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
@@ -27,12 +26,13 @@ from PIL import Image
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.documents import DocumentRules, Recipient, derive_document
 from orchestrator.attachments.failures import AttachmentError
-from orchestrator.attachments.pdf import PdfLimits, PdfReading, read_pdf
+from orchestrator.attachments.pdf import FORK_SERVER, PdfLimits, PdfReading, read_pdf
 from orchestrator.attachments.sniff import sniff
 from orchestrator.attachments.text import TEXT_INLINE_BYTES
 from runtimes.claude import ClaudeRuntime
 from runtimes.codex.runtime import CodexRuntime
 from tests import pdfs
+from tests.conftest import children_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,24 +43,15 @@ LIMITS = PdfLimits(render_pages=2, memory_bytes=512 * MIB, cpu_seconds=10, deadl
 MILLION = 1_000_000
 
 
-def _children() -> list[int]:
-    """The processes whose parent is this one (a reader left running would be one)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid():
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.fixture(autouse=True)
 def _no_reader_left_behind() -> Iterator[None]:
-    before = set(_children())
+    before = set(children_of(os.getpid()))
     yield
-    assert set(_children()) <= before, "a PDF reader outlived its read_pdf call"
+    server = FORK_SERVER.pid  # it stays, between reads; what it forked does not
+    assert set(children_of(os.getpid())) <= before | {server}, \
+        "a PDF reader outlived its read_pdf call"
+    if server is not None:  # its status is told once reaped: nothing of it is left
+        assert children_of(server) == [], "a forked PDF reader outlived its read_pdf call"
 
 
 def _refused(data: bytes, limits: PdfLimits = LIMITS) -> AttachmentError:
