@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import inspect
 import json
-
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING
 
 from orchestrator.contracts import Host
 from runtimes.kube_host import KubernetesHost, classify
 
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
+
+
+def _api_exception(status: int, reason: str) -> ApiException:
+    # imported here: the kubernetes client is ~80 ms of import for each worker that collects
+    # this module, and the daemon itself loads it only for a Kubernetes host (as here)
+    from kubernetes.client.exceptions import ApiException
+
+    return ApiException(status=status, reason=reason)
+
 
 def _api_error(status: int, message: str) -> ApiException:
-    error = ApiException(status=status, reason="x")
+    error = _api_exception(status=status, reason="x")
     error.body = json.dumps({"kind": "Status", "message": message, "code": status})
     return error
 
@@ -31,7 +41,7 @@ def test_an_rbac_denial_is_fatal_and_names_verb_resource_and_role() -> None:
 def test_an_exec_upgrade_refused_is_read_from_the_handshake() -> None:
     """The client reports a refused WebSocket upgrade as status 0 with the handshake's
     status in its reason: a 403 there is RBAC on pods/exec, not the network."""
-    error = classify("far", "k8s", "agents", ApiException(
+    error = classify("far", "k8s", "agents", _api_exception(
         status=0, reason="Handshake status 403 Forbidden -+-+- {}"), "create", "pods/exec")
     assert (error.code, error.retryable) == ("kube_forbidden", False)
 
