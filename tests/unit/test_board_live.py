@@ -302,12 +302,14 @@ async def test_a_failing_check_keeps_the_task_in_progress_and_tells_the_owner(
 async def test_a_hanging_check_is_killed_at_its_timeout_and_reported(tmp_path: Path) -> None:
     """A check that does not finish within check_timeout is killed (its process group) and
     reported to the owner; the task stays in progress."""
-    hang = f"{PY} -c \"print('started', flush=True); import time; time.sleep(600)\""
-    async with _running(tmp_path, [{"name": "a"}], check=hang, check_timeout=0.5) as c:
+    # a shell, not an interpreter: it has said "started" a few milliseconds in, well within
+    # the timeout, and its group (the shell and its sleep) is what the timeout kills
+    hang = "/bin/sh -c 'echo started; sleep 600'"
+    async with _running(tmp_path, [{"name": "a"}], check=hang, check_timeout=0.2) as c:
         task_id = await _complete(c, "a", "x")
         assert (await _status(c, task_id))[0] == "in_progress"
         text = await _turn_with(c, "a", f"task T{task_id}")
-        assert "did not finish within 0.5 s (killed)" in text and "started" in text
+        assert "did not finish within 0.2 s (killed)" in text and "started" in text
 
 
 # -- review ---------------------------------------------------------------------------------------

@@ -62,14 +62,26 @@ def _imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]
     todo: list[tuple[ast.AST, bool]] = [(tree, False)]
     while todo:
         node, lazy = todo.pop()
-        for child in ast.iter_child_nodes(node):
+        for child in _statements(node):
             if isinstance(child, ast.Import | ast.ImportFrom):
                 yield child, lazy
             elif _is_type_checking(child):
                 todo.extend((stmt, lazy) for stmt in child.orelse)
-            elif not isinstance(child, ast.expr | ast.expr_context):
+            else:
                 todo.append((child, lazy or isinstance(child, ast.FunctionDef
                                                         | ast.AsyncFunctionDef)))
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements are held
+
+
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """The statements (and except handlers, match cases) directly inside ``node``: only these
+    can hold an import, so expressions are never walked (a third of the graph's time)."""
+    for field in _BODIES:
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                yield child
 
 
 def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,

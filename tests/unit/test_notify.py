@@ -191,7 +191,8 @@ class _Hook(BaseHTTPRequestHandler):
 
 async def test_apprise_alerts_reach_a_local_endpoint_redacted_with_the_link() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # looks for shutdown every 10 ms (the default 0.5 s was half a second of every run)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         port = server.server_address[1]
