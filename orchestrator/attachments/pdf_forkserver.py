@@ -27,6 +27,7 @@ mid-read) the reader is started afresh, as before.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -203,6 +204,8 @@ class ForkServer:
             theirs.close()
         ours.settimeout(_ANSWER_DEADLINE)
         self._control = ours
+        if not self.starts:  # closed on the way out: its server ends with its socket
+            atexit.register(self.close)
         self.starts += 1
         return True
 
