@@ -33,6 +33,12 @@ _RETRY_MAX = 30.0  # the check's delay after errors (the journal unwritable), at
 _LONGEST_SLEEP = 60.0  # the wall clock may jump: a far lease end is looked at again this often
 
 
+def _earliest(first: float | None, second: float | None) -> float | None:
+    """The sooner of two lease ends, None meaning no lease."""
+    ends = [end for end in (first, second) if end is not None]
+    return min(ends) if ends else None
+
+
 class Leases:
     """The board's half of the lifecycle: observers and the expiry loop."""
 
@@ -44,6 +50,7 @@ class Leases:
         # an idle daemon does not wake its journal thread every second for nothing.
         self._due: float | None = -math.inf
         self._sooner = anyio.Event()  # set when a lease starts that ends before ``_due``
+        self._started = 0  # leases started: a look in flight when one starts reads again
 
     def grace(self, team: str) -> float:
         """The team's ``task_grace`` (a team not running: the default)."""
@@ -65,6 +72,7 @@ class Leases:
         kept = await self._board.owner_exited(state.team, state.name, state.epoch,
                                               grace=grace, now=now)
         if kept:
+            self._started += 1
             if self._due is None or now + grace < self._due:
                 self._due = now + grace
                 self._sooner.set()
@@ -75,8 +83,16 @@ class Leases:
         now = self._board.clock()
         if self._due is None or self._due > now:  # no lease held, or none due yet
             return []
+        started = self._started
         lapsed = await self._board.expire(now)
-        self._due = await self._board.next_lease()
+        due = await self._board.next_lease()
+        if self._started != started:
+            # a lease started while the journal was read, which may not have seen it: what
+            # that start set is kept (or the stale due that began this look, so the next
+            # look reads again) — written back alone, the read's None (nothing held) left
+            # the new lease waiting forever
+            due = _earliest(due, self._due)
+        self._due = due
         if lapsed:
             log.warning("tasks_lapsed", tasks=lapsed,
                         reason="their owner died and did not come back within the grace")

@@ -4,6 +4,7 @@ neither ends (a lapsed lease or a cooled task would never be seen again) nor spi
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -52,6 +53,64 @@ async def test_the_lease_check_survives_a_refusing_journal_then_sleeps() -> None
             tg.cancel_scope.cancel()
     assert [e["event"] for e in logs].count("lease_check_failed") == 1
     assert board.calls == 2, "tried again after the refusal, then slept (no spin)"
+
+
+class _Racing(_Board):
+    """A journal whose read of the next lease end, in flight, misses a lease that starts
+    meanwhile: ``next_lease`` is held until the lease is kept, then answers what it read
+    before (nothing held)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 0
+        self.reading = anyio.Event()
+        self.kept = anyio.Event()
+        self.leases: list[float] = []
+        self.released = anyio.Event()
+
+    async def expire(self, now: float) -> list[int]:
+        if self.leases and min(self.leases) <= now:
+            self.leases.clear()
+            self.released.set()
+            return [7]
+        return []
+
+    async def next_lease(self) -> float | None:
+        held = min(self.leases, default=None)
+        if not self.reading.is_set():  # the first look: it read, then the lease starts
+            self.reading.set()
+            await self.kept.wait()
+        return held
+
+    async def owner_exited(self, team: str, member: str, epoch: int, *, grace: float,
+                           now: float) -> list[int]:
+        self.leases.append(now + grace)
+        return [7]
+
+
+class _GraceZero:
+    """The team's ``task_grace = 0``: a dead owner's task is released at once."""
+
+    def running(self, team: str) -> Any:
+        return SimpleNamespace(board=SimpleNamespace(task_grace=0.0))
+
+
+async def test_a_lease_that_starts_while_the_check_reads_is_not_lost() -> None:
+    """A member died (its task kept for a grace of 0) while the lease check was reading the
+    next lease end: the check wrote back what it had read before — no lease — over the one the
+    death had set, and slept forever; the task was never released (a unit test failed on it
+    once in ~40 runs). Now the start of a lease makes the check read the journal again."""
+    board = _Racing()
+    leases = Leases(board, _GraceZero())  # type: ignore[arg-type]
+    state = SimpleNamespace(team="web", name="a", epoch=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(leases.expire_loop, 0.01)
+        with anyio.fail_after(10):
+            await board.reading.wait()  # the check is reading
+            await leases.exited(state)  # type: ignore[arg-type]  # the lease starts
+            board.kept.set()  # the read in flight answers what it read before
+            await board.released.wait()
+        tg.cancel_scope.cancel()
 
 
 class _Journal:
