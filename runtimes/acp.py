@@ -31,7 +31,6 @@ from contextlib import AbstractAsyncContextManager, suppress
 from typing import TYPE_CHECKING, Any, assert_never
 from urllib.parse import quote
 
-import anyio
 import structlog
 
 from orchestrator.contracts import (
@@ -78,7 +77,7 @@ from runtimes.kit import (
     spawn_member,
     starting,
 )
-from runtimes.kit_stdio import StdioJsonProcess, Waiter
+from runtimes.kit_stdio import JsonRpcProcess, Waiter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -148,7 +147,7 @@ class _Turn:
         self.cost: float | None = None  # usage_update's session cost (USD), a running total
 
 
-class AcpAgentProcess(StdioJsonProcess):
+class AcpAgentProcess(JsonRpcProcess):
     """One running ACP agent and the member's session on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec) -> None:
@@ -178,15 +177,8 @@ class AcpAgentProcess(StdioJsonProcess):
 
     async def probe(self, timeout: float) -> bool:
         """A request of a method no agent has: its error answer proves it reads and answers."""
-        with anyio.move_on_after(timeout):
-            try:
-                await self._request("_teamctl/ping", {})
-            except AcpError:
-                pass  # the answer we expect
-            except (RuntimeExited, RuntimeStuck, TimeoutError):
-                return False
-            return self.usable
-        return False
+        return await self.probe_by(lambda: self._request("_teamctl/ping", {}), timeout,
+                                   (AcpError,))
 
     def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
         """The same request, written at once (a liveness round); its error answer counts."""
@@ -399,21 +391,13 @@ class AcpAgentProcess(StdioJsonProcess):
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
-    async def on_message(self, message: dict[str, Any]) -> None:
-        request_id = message.get("id")
-        method = message.get("method")
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
-        if method is None and isinstance(request_id, int):
-            self.resolve(request_id, message)
-        elif isinstance(method, str) and request_id is not None and self._tg is not None:
-            self._tg.start_soon(self._answer_request, request_id, method, params)
-        elif method == "session/update" and params.get("sessionId") == self._session_id:
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/update" and params.get("sessionId") == self._session_id:
             update = params.get("update")
             if isinstance(update, dict) and self._turn is not None:
                 self._on_update(self._turn, update)
 
-    async def _answer_request(self, request_id: Any, method: str,
+    async def answer_request(self, request_id: Any, method: str,
                               params: dict[str, Any]) -> None:
         """Answer one of the agent's own requests (never left waiting)."""
         answer: ApprovalAnswer | None = None

@@ -1,6 +1,7 @@
 """A member process spoken to in JSON lines on its stdio — the transport under Claude's control
-protocol and Codex's app-server, kept apart from either protocol: one locked, deadlined write
-with one error map, request ids with pending waiters, and the bounded read loop."""
+protocol, Codex's app-server and ACP, kept apart from each protocol: one locked, deadlined write
+with one error map, request ids with pending waiters, and the bounded read loop; and, for the two
+JSON-RPC peers (ACP, the app-server), the dispatch of what the peer sends and the probe."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from runtimes.framing import decode_line, encode_line, iter_lines
 from runtimes.kit import TurnWatch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Awaitable, Callable, Iterator, Mapping
 
     from anyio.abc import Process, TaskGroup
 
     from orchestrator.contracts import LaunchSpec
 
-__all__ = ["StdioJsonProcess", "Waiter"]
+__all__ = ["JsonRpcProcess", "StdioJsonProcess", "Waiter"]
 
 log = structlog.get_logger("teamctl.runtime")
 
@@ -229,3 +230,42 @@ class StdioJsonProcess(MemberProcess):
         for waiting in self._answering:
             waiting.cancel()
         self.watch.wake()
+
+
+class JsonRpcProcess(StdioJsonProcess):
+    """A JSON-RPC peer on stdio (an ACP agent, Codex's app-server): an answer resolves the
+    request waiting for it, a request of the peer's (a permission, a file) is answered in a
+    task of its own (``answer_request``), a notification goes to ``on_notification``."""
+
+    async def on_message(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        method = message.get("method")
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method is None and isinstance(request_id, int):
+            self.resolve(request_id, message)
+        elif isinstance(method, str) and request_id is not None and self._tg is not None:
+            self._tg.start_soon(self.answer_request, request_id, method, params)
+        elif isinstance(method, str):
+            self.on_notification(method, params)
+
+    async def answer_request(self, request_id: Any, method: str,
+                             params: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def probe_by(self, ask: Callable[[], Awaitable[object]], timeout: float,
+                       answers: tuple[type[Exception], ...]) -> bool:
+        """Liveness: ``ask`` (a request no model call answers) within ``timeout``. Its answer,
+        or an error answer among ``answers``, proves the process reads and answers."""
+        with anyio.move_on_after(timeout):
+            try:
+                await ask()
+            except answers:
+                pass  # an error answer is an answer
+            except (RuntimeExited, RuntimeStuck, TimeoutError):
+                return False
+            return self.usable
+        return False

@@ -82,7 +82,7 @@ from runtimes.kit import (
     spawn_member,
     starting,
 )
-from runtimes.kit_stdio import StdioJsonProcess
+from runtimes.kit_stdio import JsonRpcProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -160,7 +160,7 @@ class _Turn:
         self.notes: list[str] = []
 
 
-class CodexAppServer(StdioJsonProcess):
+class CodexAppServer(JsonRpcProcess):
     """One running ``codex app-server`` and the member's thread on it."""
 
     def __init__(self, process: Process, spec: LaunchSpec) -> None:
@@ -176,16 +176,10 @@ class CodexAppServer(StdioJsonProcess):
 
     async def probe(self, timeout: float) -> bool:
         """``thread/read`` of its thread (answered from the server's own state, no model
-        call), within ``timeout``; an error answer is an answer: the server is alive."""
-        with anyio.move_on_after(timeout):
-            try:
-                await self._request("thread/read", {"threadId": self._session_id})
-            except TeamctlRpcError:
-                pass  # e.g. a thread not yet written: the server answered
-            except (RuntimeExited, RuntimeStuck):
-                return False
-            return self.usable
-        return False
+        call), within ``timeout``; an error answer (a thread not yet written) is an answer."""
+        return await self.probe_by(
+            lambda: self._request("thread/read", {"threadId": self._session_id}), timeout,
+            (TeamctlRpcError,))
 
     def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
         """The same ``thread/read``, written at once (a liveness round); any answer counts."""
@@ -330,19 +324,7 @@ class CodexAppServer(StdioJsonProcess):
     async def _notify(self, method: str, params: dict[str, Any] | None) -> None:
         await self.write({"method": method} | ({"params": params} if params else {}))
 
-    async def on_message(self, message: dict[str, Any]) -> None:
-        request_id = message.get("id")
-        method = message.get("method")
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
-        if method is None and isinstance(request_id, int):
-            self.resolve(request_id, message)
-        elif isinstance(method, str) and request_id is not None and self._tg is not None:
-            self._tg.start_soon(self._answer_request, request_id, method, params)
-        elif isinstance(method, str):
-            self._on_notification(method, params)
-
-    async def _answer_request(self, request_id: Any, method: str,
+    async def answer_request(self, request_id: Any, method: str,
                               params: dict[str, Any]) -> None:
         """Answer one of the server's own requests (never left waiting)."""
         answer = _DECLINE.get(method)
@@ -378,7 +360,7 @@ class CodexAppServer(StdioJsonProcess):
         self._bridge.answered(str(request_id), answer)
         await self.write({"id": request_id, "result": _decision(method, answer)})
 
-    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
         state = self._turn
         if method == "serverRequest/resolved" and self._tg is not None:
             self._tg.start_soon(self._bridge.confirm, str(params.get("requestId")))
