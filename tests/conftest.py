@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import os
 import select
@@ -44,6 +45,13 @@ def pytest_configure(config: pytest.Config) -> None:
     wall. Registered first, so it runs after every other exit handler."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         atexit.register(_leave)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded — every module, class and test item — lives as long as the
+    run: frozen out of the cyclic collector, a full collection no longer walks it (each one
+    during the run, and the several pytest makes at its end: ~0.45 s of a unit worker)."""
+    gc.freeze()
 
 
 def _leave() -> None:
