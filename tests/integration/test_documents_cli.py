@@ -8,14 +8,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
-from typing import TYPE_CHECKING, Any
+import signal
+from pathlib import Path
+from typing import Any
 
 from tests import images, pdfs
-from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from tests.conftest import (
+    REPO,
+    LogFollower,
+    Teamctl,
+    children_of,
+    fake_member,
+    queue_behind_a_busy_turn,
+)
 
 FAKES = REPO / "fixtures" / "bin"
 NOTES = "# Notes\n\n- the login form posts to /api/session\n- été: UTF-8 kept\n"
@@ -247,3 +254,31 @@ def test_an_opencode_model_that_reads_pdfs_gets_a_pdf_file_part_with_the_planned
             received["sha256"]) == ("application/pdf", "application/pdf", "spec.pdf",
                                     pdf["variants"][0]["sha256"])
     assert "ERROR" not in reply and not _reported(reply, "image")
+
+
+def _fork_servers(daemon: int) -> list[int]:
+    return [pid for pid in children_of(daemon)
+            if b"pdf_forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_the_daemons_pdf_fork_server_killed_between_sends_is_started_again(
+        teamctl: Teamctl) -> None:
+    """The PDF readers' fork server is the daemon's child, started by the first PDF: killed
+    (the OOM killer, an operator), the next PDF starts another and is read and answered; the
+    daemon stays up and both messages are answered once."""
+    teamctl.run("launch", str(teamctl.write_team("web", [_codex("rev")])))
+    spec, _ = _documents(teamctl)
+    plan, _, _ = _sent(teamctl, "rev", "--attach", str(spec), "rev", "first [Doc #1]")
+    assert plan["attachments"][0]["route"] == "pages"
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    [server] = _fork_servers(daemon)
+    os.kill(server, signal.SIGKILL)
+    again, reply, _ = _sent(teamctl, "rev", "--attach", str(spec), "rev", "again [Doc #1]")
+    assert again["attachments"][0]["variants"] == plan["attachments"][0]["variants"]
+    assert "--- page 1 ---" in reply
+    [after] = _fork_servers(daemon)
+    assert after != server
+    assert teamctl.run("status").returncode == 0
+    history = teamctl.json("history", "rev")["messages"]
+    assert len(history) == 2 and all(m["state"] == "answered" for m in history)
