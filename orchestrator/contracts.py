@@ -48,6 +48,7 @@ __all__ = [
     "Approver",
     "BudgetReached",
     "Capabilities",
+    "Confined",
     "Description",
     "DocumentPart",
     "DocumentText",
@@ -163,6 +164,15 @@ class Approver(Protocol):
     async def confirmed(self, request_id: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Confined:
+    """A one-shot command as the member runs it (``Host.confine``): the argv and environment
+    that start it here inside the member's boundary."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+
+
 class Host(Protocol):
     """Where a member's runtime runs: this machine (``runtimes.local_host.LocalHost``) or
     another one over SSH (``runtimes.ssh.SshHost``). Every member has one
@@ -226,6 +236,17 @@ class Host(Protocol):
         """``EXECUTABLE --version`` there within ``timeout`` seconds: ``found``, ``path``,
         ``version``; ``error`` (what to tell the operator) and ``stderr`` (its last lines)
         when it ran and failed."""
+        ...
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        """``argv`` as the member itself would run it, for what teamctl runs on the member's
+        behalf (its board check, git on its worktree, ``doctor``'s ``--version``): here,
+        the same argv; in a sandbox, the bubblewrap command line of the member's own policy
+        and network rule (never teamctl's MCP socket), ``SandboxUnavailable`` where
+        bubblewrap cannot run; None where the member does not run on this machine (a host,
+        a pod). Never the daemon's own rights on what the member controls
+        (docs/security.md, "The daemon is never a confused deputy")."""
         ...
 
     async def forward_port(self, port: int) -> int:

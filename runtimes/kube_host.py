@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process
 
     from orchestrator.config import KubernetesHostConfig
-    from orchestrator.contracts import ImagePart
+    from orchestrator.contracts import Confined, ImagePart
 
 __all__ = ["KubernetesHost", "classify", "kubernetes_host"]
 
@@ -452,6 +452,11 @@ class KubernetesHost:
         out = await self._side("version", self.rewrite(executable), deadline=timeout)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        """The member runs on another machine: nothing of it runs here."""
+        return None
 
     async def forward_port(self, port: int) -> int:
         """A free port on the pod's loopback, reached from ``127.0.0.1:port`` here by a

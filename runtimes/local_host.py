@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.contracts import McpServer, resolve_executable
+from orchestrator.contracts import Confined, McpServer, resolve_executable
 from runtimes.base import spawn_process
 
 if TYPE_CHECKING:
@@ -85,6 +85,11 @@ class LocalHost:
             return found | {"error": f"'{executable} --version' exited {done.returncode}: "
                                      f"{' | '.join(err)}", "stderr": err}
         return found | {"version": out.splitlines()[0]}
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        """Here a member runs as the operator's user: the command as it is."""
+        return Confined(tuple(argv), dict(env))
 
     async def forward_port(self, port: int) -> int:
         return port

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
-from orchestrator.contracts import SandboxUnavailable
+from orchestrator.contracts import Confined, SandboxUnavailable
 from runtimes.sandbox_network import SERVE_SOCKET, on_host, proxy_socket, with_inbound
 from runtimes.sandbox_plan import (
     NETWORK_ON,
@@ -236,18 +236,38 @@ class SandboxHost:
     def remote_path(self, path: str) -> str:
         return self.base.remote_path(path)
 
-    def argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    def argv(self, argv: Sequence[str], env: Mapping[str, str], *,
+             mcp: bool = True) -> list[str]:
         """The bubblewrap command line that runs ``argv`` inside (its toolchain from its
-        executable and ``env``'s PATH)."""
-        tools = toolchain(argv[0], env.get("PATH", os.defpath), extra=self.extra_toolchain)
-        # the member's own socket at a short fixed path inside, whatever the length of its
-        # path here (a Unix socket's path is at most 108 bytes, connect()'s too)
-        mcp = ("--bind", str(self.mcp_home / SOCKET_NAME), f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
-        network = replace(self.network, bwrap_args=(*mcp, *self.network.bwrap_args))
-        if self._inbound.port is not None and self._inbound.directory is not None:
-            network = with_inbound(network, self._inbound.directory, self._inbound.port)
+        executable and ``env``'s PATH); ``mcp``: the member's own socket bound in (a
+        one-shot command teamctl runs for the member does not get it)."""
+        path_env = env.get("PATH", os.defpath)
+        executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path_env)
+        tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain)
+        network = self.network
+        if mcp:
+            # the member's own socket at a short fixed path inside, whatever the length of
+            # its path here (a Unix socket's path is at most 108 bytes, connect()'s too)
+            bind = ("--bind", str(self.mcp_home / SOCKET_NAME),
+                    f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
+            network = replace(network, bwrap_args=(*bind, *network.bwrap_args))
+            if self._inbound.port is not None and self._inbound.directory is not None:
+                network = with_inbound(network, self._inbound.directory, self._inbound.port)
         return bwrap_argv(self.bwrap, replace(self.policy, toolchain=tools), argv,
                           network=network)
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        """The member's own bubblewrap command line for ``argv`` (its mounts, its network
+        rule through its egress proxy; not its MCP socket); on an SSH host, None (not here)."""
+        if isinstance(self.base, RemoteBase):
+            return None
+        support = await probe_once(self.bwrap)
+        if not support.ok:
+            raise SandboxUnavailable(self.member, support.reason or "unknown")
+        wrapped = self.argv(argv, env, mcp=False)
+        wrapped[0] = support.path or wrapped[0]
+        return Confined(tuple(wrapped), {**env, **self.network.env})
 
     async def spawn(self, argv: Sequence[str], *, cwd: Path,
                     env: Mapping[str, str]) -> Process:

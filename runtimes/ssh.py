@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import ImagePart
+    from orchestrator.contracts import Confined, ImagePart
 
 __all__ = [
     "MCP_MODULES",
@@ -333,6 +333,11 @@ class SshHost:
         self.forward_socket(str(socket), str(forwarded / "teamctl.sock"))
         return shipped_mcp_server(state_dir,
                          {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": str(forwarded)})
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        """The member runs on another machine: nothing of it runs here."""
+        return None
 
     async def forward_port(self, port: int) -> int:
         await self.connect()

@@ -241,3 +241,33 @@ def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
         paths={"rw": [], "ro": [], "hide": []}, runtime="codex", login="isolated",
         permissions="edit"), ["codex"])
     assert _at(edit, "--bind", str(work), str(work)) > 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_command_run_for_a_member_is_confined_like_the_member_without_its_socket(
+        tmp_path: Path, anyio_backend: str) -> None:
+    """``confine`` (what teamctl runs on a member's behalf: a check, git, ``--version``) gives
+    the member's own bubblewrap line and network plan — its relay in front of the command,
+    its proxy's variables — but never teamctl's MCP socket; this machine gives the command
+    as it is; a host elsewhere runs nothing here."""
+    from runtimes import sandbox_host
+    from runtimes.local_host import LocalHost
+    from runtimes.sandbox_host import SandboxHost
+    from runtimes.sandbox_probe import SandboxSupport
+
+    sandbox_host._PROBED["bwrap-test"] = SandboxSupport(ok=True, path="/usr/bin/bwrap")
+    network = NetworkPlan(mode="off", bwrap_args=("--unshare-net",),
+                          env={"HTTPS_PROXY": "http://127.0.0.1:9"}, relay=("relay", "--"))
+    host = SandboxHost(LocalHost(), "a", _policy(tmp_path), tmp_path / "mcp",
+                       bwrap="bwrap-test", network=network)
+    confined = await host.confine(["make", "test"], env={"PATH": "/usr/bin"})
+    assert confined is not None
+    argv = list(confined.argv)
+    assert argv[0] == "/usr/bin/bwrap"
+    assert argv[_at(argv, "--"):] == ["--", "relay", "--", "make", "test"]
+    assert "--unshare-net" in argv
+    assert not any("teamctl.sock" in word for word in argv)
+    assert confined.env == {"PATH": "/usr/bin", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    local = await LocalHost().confine(["make"], env={"PATH": "/bin"})
+    assert local is not None and local.argv == ("make",)
