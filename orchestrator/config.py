@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from orchestrator.acp_agents import AcpAgentName, acp_agent
-from orchestrator.errors import TeamFileError
+from orchestrator.errors import TeamctlError, TeamFileError
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.notify_config import NotifySection  # noqa: TC001 (pydantic reads it)
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
@@ -574,15 +574,13 @@ def missing_workdirs(config: TeamConfig) -> list[str]:
 
 
 def _in_git_repo(path: Path) -> bool:
-    """``git rev-parse`` from ``path`` (git itself decides; a bounded subprocess)."""
-    import subprocess
+    """Whether git finds a repository from ``path`` (hardened, bounded: git_run.py)."""
+    from orchestrator.git_run import discover
 
     try:
-        done = subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"],
-                              capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return discover(path) is not None
+    except TeamctlError:
         return False
-    return done.returncode == 0
 
 
 def load_team_file(path: Path) -> TeamConfig:

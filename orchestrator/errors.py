@@ -64,6 +64,11 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               clipboard_no_image, clipboard_too_large, clipboard_read_failed)
     ├── NotifyUnreachable           an ntfy server did not take a publish or a subscription
     │                               (down, refused, a deadline passed): items wait, retried
+    ├── GitFailed                   a git command teamctl ran failed, passed its deadline
+    │                               (git_timeout) or could not run inside the member's
+    │                               boundary (git_sandbox_unavailable)
+    ├── WorktreeError               a member's worktree cannot be made (not a repository, no
+    │                               such base, its branch checked out elsewhere)
     ├── InternalError               a bug: it fails one delivery or request, never the daemon
     └── StoreError                  the journal could not be read or written
         └── JournalMissing          state.db is missing or empty beside an existing home
@@ -100,6 +105,7 @@ __all__ = [
     "DaemonUnavailable",
     "EgressRefused",
     "ExecutableNotFound",
+    "GitFailed",
     "HostUnavailable",
     "InternalError",
     "JournalMissing",
@@ -131,6 +137,7 @@ __all__ = [
     "TurnFailed",
     "TurnHeld",
     "UsageError",
+    "WorktreeError",
     "error_from_wire",
     "map_exceptions",
     "unwrap_group",
@@ -563,6 +570,29 @@ class RateLimited(TurnHeld):
         super().__init__(f"{message} (the member is paused with its queue held and resumes "
                          "by itself at the reset time)", member=member, until=until)
         self.until = until
+
+
+class GitFailed(TeamctlError):
+    """A git command teamctl ran on a member's tree (or to make one) failed: git's own words,
+    cut; ``git_timeout`` (retryable) when it passed its deadline; ``git_sandbox_unavailable``
+    when it must run inside a sandboxed member's boundary and bubblewrap cannot run here."""
+
+    code = "git_failed"
+
+    def __init__(self, command: str, reason: str, *, code: str = "git_failed",
+                 retryable: bool = False) -> None:
+        super().__init__(f"git {command}: {reason}", command=command)
+        self.code = code
+        self.retryable = retryable
+
+
+class WorktreeError(TeamctlError):
+    """A member's worktree (``worktree = true``) cannot be made or found; the fix is named."""
+
+    code = "worktree_failed"
+
+    def __init__(self, member: str, problem: str, fix: str) -> None:
+        super().__init__(f"member {member!r}: {problem}; {fix}", member=member)
 
 
 class InternalError(TeamctlError):
