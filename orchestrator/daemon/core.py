@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from orchestrator.daemon.launch import HostFactory, VisionLookup
     from orchestrator.daemon.lifecycle import Sleep
     from orchestrator.daemon.store import AsyncStore
+    from orchestrator.daemon.worktrees import PlacedWorktrees
+    from orchestrator.git_run import GitViews
     from orchestrator.paths import Home
     from orchestrator.ports import Runtime
 
@@ -98,12 +100,17 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                      vision: VisionLookup = catalog_vision,
                      clock: Callable[[], float] = time.monotonic,
                      sleep: Sleep = anyio.sleep,
-                     lease_check_interval: float = LEASE_CHECK_INTERVAL) -> Core:
+                     lease_check_interval: float = LEASE_CHECK_INTERVAL,
+                     placed: PlacedWorktrees | None = None,
+                     git_views: GitViews | None = None) -> Core:
     """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
     adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
     (where describers run) — the runtimes' classes, so the core imports none;
     ``clock``/``sleep``: the supervisor's and the router's time (a test's manual clock);
-    ``lease_check_interval``: how often a lapsed task is looked for (a test's is short)."""
+    ``lease_check_interval``: how often a lapsed task is looked for (a test's is short);
+    ``placed``: where each launch's worktrees are told to the composition root (a sandboxed
+    member's view of git), ``git_views``: the boundary teamctl's git on a sandboxed member's
+    tree runs in (None: refused)."""
     changes = Changes()
     approvals = Approvals(store)
     approvals.on_change = changes.bump
@@ -128,7 +135,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     descriptions = Descriptions(store, planner, loader, describers or {}, capabilities, home,
                                 ledger=ledger, host=local_host)
     teams = Teams(store, supervisor, mailbox, planner, capabilities,
-                  worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions)
+                  worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions,
+                  placed=placed, git_views=git_views)
     teams.on_change = changes.bump
     router = Router(teams, supervisor, store, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered

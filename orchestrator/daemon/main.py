@@ -37,9 +37,11 @@ from orchestrator.daemon.notify import NotifyService
 from orchestrator.daemon.notify_api import NotifyApi
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.web.settings import WebSettings
+from orchestrator.daemon.worktrees import PlacedWorktrees
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import Home, ensure_private_dir
+from runtimes.git_view import GitViewSandbox
 from runtimes.local_host import LocalHost
 from runtimes.registry import default_describers, default_runtimes
 
@@ -137,6 +139,7 @@ class Daemon:
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._local = LocalHost()
+        self._placed = PlacedWorktrees()  # each launch's worktrees
         self._member_sockets: MemberSockets | None = None
         self._egress: EgressProxies | None = None  # made for the first member that needs one
         self._egress_tg: TaskGroup | None = None
@@ -265,7 +268,9 @@ class Daemon:
             self._egress_tg = tg
             core = await build_core(self.home, store, tg, runtimes=self._runtimes,
                                     describers=self._describers, hosts=self._host,
-                                    local_host=self._local)
+                                    local_host=self._local, placed=self._placed,
+                                    git_views=GitViewSandbox(
+                                        os.environ.get("TEAMCTL_BWRAP") or "bwrap"))
             teams, approvals = core.teams, core.approvals
             teams.egress_of = self._egress_status
             uploads = ensure_private_dir(self.home.root / "uploads")

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from orchestrator.daemon.mailbox import Mailbox
     from orchestrator.daemon.store import AsyncStore
     from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.worktrees import PlacedWorktrees
+    from orchestrator.git_run import GitViews
     from orchestrator.wire import EgressStatus
 
 __all__ = ["Teams"]
@@ -46,14 +48,17 @@ class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
                  planner: Planner, capabilities: Mapping[str, Capabilities], *,
                  worktree_root: Path, ledger: Ledger | None = None,
-                 descriptions: Descriptions | None = None) -> None:
+                 descriptions: Descriptions | None = None,
+                 placed: PlacedWorktrees | None = None,
+                 git_views: GitViews | None = None) -> None:
         self._descriptions = descriptions
         self._ledger = ledger
         self._store = store
         self._supervisor = supervisor
         self._mailbox = mailbox
         self._roster = roster = Roster(store)
-        self._worktree_ops = WorktreeOps(roster, store, root=worktree_root)
+        self._worktree_ops = WorktreeOps(roster, store, root=worktree_root, placed=placed,
+                                         views=git_views)
         self._accounts = Accounts(roster, ledger)
         self._messages = Messages(roster, store, supervisor, mailbox, planner, capabilities,
                                   ledger=ledger, descriptions=descriptions)

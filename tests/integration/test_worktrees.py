@@ -49,7 +49,7 @@ def test_two_members_edit_the_same_path_each_in_their_own_worktree(teamctl: Team
     assert not (repo / "notes.txt").exists(), "the operator's checkout is untouched"
     assert (trees / "a" / ".env").read_text() == "LOCAL=1\n", ".worktreeinclude is copied"
     assert not (trees / "a" / "node_modules").exists(), "never node_modules"
-    assert _git(trees / "a", "branch", "--show-current").strip() == "teamctl/web/a"
+    assert _git(trees / "a", "branch", "--show-current").strip() == "teamctl/web/a/work"
 
     diff = teamctl.run("diff", "a")
     assert diff.returncode == 0 and "+written by a" in diff.stdout
@@ -94,11 +94,11 @@ def test_worktree_outside_a_repository_is_an_invalid_team_file(teamctl: Teamctl)
 
 def test_a_branch_checked_out_elsewhere_is_a_typed_error_at_launch(teamctl: Teamctl) -> None:
     repo = _repo(teamctl.workdir / "repo")
-    _git(repo, "checkout", "-q", "-b", "teamctl/web/a")
+    _git(repo, "checkout", "-q", "-b", "teamctl/web/a/work")
     team = teamctl.write_team("web", [fake_member("a", worktree=True)], workdir="repo")
     done = teamctl.run("launch", str(team))
     assert done.returncode == 1
-    assert "branch teamctl/web/a is already checked out elsewhere" in done.stderr
+    assert "branch teamctl/web/a/work is already checked out elsewhere" in done.stderr
     status = teamctl.run("status")  # a refused launch stops the daemon it started
     assert status.returncode == 4 or "no team is running" in status.stdout, "nothing started"
 
