@@ -17,8 +17,11 @@ earlier one:
    dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
    once the member's own paths in it are bound;
 6. the member's own: its workdir (read-only for ``permissions = "read"``) and its private
-   runtime home read-write, and what its CLI's login needs (``login = "operator"``:
-   protocols/logins.md);
+   runtime home read-write; then, for a member in a git worktree, what git needs there
+   (``git``: the worktree, the repository's git dir read-only, its object store, the
+   worktree's admin dir and the member's own ref directories read-write — each showing
+   through the concealment of the operator's checkout and teamctl's state); and what its
+   CLI's login needs (``login = "operator"``: protocols/logins.md);
 7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
    secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
    workdir or runtime home;
@@ -98,7 +101,8 @@ class SandboxPolicy:
     """One member's view of the filesystem (see the module's doc). Every path is absolute.
     ``workdir`` and ``runtime_home`` are read-write; ``login`` (path, writable) are what its
     CLI's login needs; ``conceal`` is teamctl's state and the other members' workdirs;
-    ``hide`` is added to the credential list."""
+    ``hide`` is added to the credential list; ``git`` (path, writable), in order, is what git
+    needs of a worktree member's repository (orchestrator/daemon/worktrees/_sandbox.py)."""
 
     workdir: Path
     runtime_home: Path
@@ -111,6 +115,7 @@ class SandboxPolicy:
     toolchain: tuple[Path, ...] = ()
     tmp_bytes: int = _TMP_BYTES
     workdir_writable: bool = True  # False: bound read-only (``permissions = "read"``)
+    git: tuple[tuple[Path, bool], ...] = ()
 
     def concealed(self) -> list[Path]:
         """teamctl's state and the other members' workdirs that exist here, but never the
@@ -147,6 +152,8 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
         argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
     # ...and the member's own that lie in one of those bound again (a home inside a workdir)
     argv += _own(policy, [o for o in own if any(_within(o, p) for p in inside)])
+    for path, writable in policy.git:  # after the concealment: they show through it
+        argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
     for path, writable in policy.login:
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
     for path in policy.hidden():

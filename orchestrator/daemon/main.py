@@ -18,6 +18,7 @@ import resource
 import signal
 import sys
 from contextlib import ExitStack, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -37,7 +38,7 @@ from orchestrator.daemon.notify import NotifyService
 from orchestrator.daemon.notify_api import NotifyApi
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.web.settings import WebSettings
-from orchestrator.daemon.worktrees import PlacedWorktrees
+from orchestrator.daemon.worktrees import PlacedWorktrees, sandbox_view
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import Home, ensure_private_dir
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.web.server import WebServer
     from orchestrator.ports import Runtime
     from orchestrator.wire import EgressStatus
-    from runtimes.sandbox_plan import NetworkPlan
+    from runtimes.sandbox_plan import NetworkPlan, SandboxPolicy
 
 __all__ = ["Daemon", "main"]
 
@@ -139,7 +140,7 @@ class Daemon:
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._local = LocalHost()
-        self._placed = PlacedWorktrees()  # each launch's worktrees
+        self._placed = PlacedWorktrees()  # each launch's worktrees: a sandboxed member's view
         self._member_sockets: MemberSockets | None = None
         self._egress: EgressProxies | None = None  # made for the first member that needs one
         self._egress_tg: TaskGroup | None = None
@@ -171,10 +172,24 @@ class Daemon:
             paths=team.member_sandbox_paths(member), runtime=member.runtime,
             login=team.member_login(member), home=Path("~") if there else None,
             permissions=team.member_permissions(member))
+        policy = self._in_worktree(team, member, policy)
         network, on_close = self._network(team, member)
         return SandboxHost(host, member.name, policy, mcp_home.root,
                            bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",
                            network=network, on_close=on_close)
+
+    def _in_worktree(self, team: TeamConfig, member: MemberConfig,
+                     policy: SandboxPolicy) -> SandboxPolicy:
+        """A worktree member's sandbox: its worktree as its workdir, the operator's checkout
+        concealed, and what git needs of the repository bound in
+        (orchestrator/daemon/worktrees/_sandbox.py)."""
+        tree = self._placed.get(team.name, member.name)
+        if tree is None:
+            return policy
+        view = sandbox_view(tree, team.member_workdir(member),
+                            writable=policy.workdir_writable)
+        return replace(policy, workdir=view.workdir, conceal=(*policy.conceal, *view.conceal),
+                       git=view.binds)
 
     def _network(self, team: TeamConfig, member: MemberConfig
                  ) -> tuple[NetworkPlan, Callable[[], Awaitable[None]] | None]:

@@ -8,7 +8,8 @@ boundary").
   checkout; ``_include``: the ``.worktreeinclude`` files copied in, never through a symlink;
 - ``_changes``: what it holds beyond its base (``worktrees``, ``diff``); ``_prune``: removing
   it only when that loses nothing;
-- ``_files``: reading a file a member could have replaced.
+- ``_sandbox``: what a sandboxed member sees of git; ``_files``: reading a file a member
+  could have replaced.
 
 Nothing here ever deletes work. Every git call runs from an argv list with a deadline, through
 ``orchestrator.git_run.Git`` (inside the member's boundary when the caller confines it); call
@@ -33,10 +34,11 @@ from orchestrator.daemon.worktrees._record import (
     WorktreeJournal,
     branch_name,
 )
+from orchestrator.daemon.worktrees._sandbox import SandboxView, sandbox_view
 
-__all__ = ["MIGRATIONS", "Changes", "PlacedWorktrees", "Refusal", "Worktree",
+__all__ = ["MIGRATIONS", "Changes", "PlacedWorktrees", "Refusal", "SandboxView", "Worktree",
            "WorktreeJournal", "branch_name", "changes", "checkout_of", "complete", "create",
-           "diff", "ensure_ref_dirs", "inspect", "prune_one", "workdir_in"]
+           "diff", "ensure_ref_dirs", "inspect", "prune_one", "sandbox_view", "workdir_in"]
 
 
 class PlacedWorktrees:
