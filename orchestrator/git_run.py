@@ -52,7 +52,9 @@ GIT_TIMEOUT = 120.0
 MAX_DRIVERS = 1000  # drivers a configuration may name before teamctl refuses to run git on it
 
 # every key git 2.39 reads that runs a program (or shapes what teamctl prints), set to run
-# nothing: an empty program is never started (``:`` for an editor: git's "no editor")
+# nothing: an empty program is never started — a filter's is no filter, an external diff's
+# or a textconv's makes git fail instead (teamctl's diff passes --no-ext-diff --no-textconv
+# anyway) — and ``:`` is git's "no editor"
 NEUTRAL: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", "false"),
     ("core.hooksPath", "/dev/null"),

@@ -137,3 +137,25 @@ def test_hostile_worktree_diff_and_thread_requests_are_typed_errors(teamctl: Tea
         answer = json.loads(sock.recv(65536))
     assert answer["error"]["data"]["code"] == "usage_error"
     assert teamctl.run("send", "a", "still fine", "--wait").returncode == 0
+
+
+def test_a_worktree_recorded_before_schema_16_is_completed_and_moved_to_a_branch_of_its_own(
+        tmp_path: Path) -> None:
+    """A record of an earlier teamctl — no common dir, no admin dir, on branch
+    ``teamctl/web/a`` — is found again at the next launch: its admin dir is the one whose
+    ``gitdir`` names the worktree, its branch becomes ``teamctl/web/a/work`` (the worktree
+    follows it), and its work is where it was."""
+    from orchestrator.daemon import worktrees
+
+    repo = _repo(tmp_path / "repo")
+    path = tmp_path / "trees" / "web" / "a"
+    _git(repo, "worktree", "add", "-q", "-b", "teamctl/web/a", str(path))
+    (path / "work.txt").write_text("kept\n")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    old = worktrees.Worktree("web", "a", path, "teamctl/web/a", "HEAD", base, repo)
+    tree, refused = worktrees.create(tmp_path / "trees", "web", "a", repo, None, old)
+    assert (tree.common_dir, tree.admin_dir) == (repo / ".git", repo / ".git" / "worktrees" / "a")
+    assert tree.branch == "teamctl/web/a/work" and refused == []
+    assert _git(path, "branch", "--show-current").strip() == "teamctl/web/a/work"
+    assert (path / "work.txt").read_text() == "kept\n"
+    assert worktrees.create(tmp_path / "trees", "web", "a", repo, None, tree) == (tree, [])

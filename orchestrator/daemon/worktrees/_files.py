@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["copy_beneath", "open_beneath", "read_beneath", "same_beneath"]
+__all__ = ["copy_beneath", "open_beneath", "open_directory", "read_beneath", "same_beneath"]
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -34,7 +34,7 @@ def open_beneath(root: Path, parts: Sequence[str]) -> int:
         directory = os.open(root, _DIR)
         stack.callback(os.close, directory)
         for part in parts[:-1]:
-            inner = _open_directory(part, directory)
+            inner = open_directory(part, directory)
             stack.callback(os.close, inner)
             directory = inner
         fd = os.open(parts[-1], _FILE, dir_fd=directory)
@@ -95,7 +95,7 @@ def same_beneath(first: Path, second: Path, parts: Sequence[str]) -> bool:
         return False
 
 
-def _open_directory(name: str, parent: int) -> int:
+def open_directory(name: str, parent: int) -> int:
     """``name`` in ``parent`` as a directory; a symlink there is ``ELOOP`` (``O_DIRECTORY``
     says ``ENOTDIR`` for one first)."""
     try:

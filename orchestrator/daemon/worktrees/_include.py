@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon.worktrees._files import open_beneath, read_beneath
+from orchestrator.daemon.worktrees._files import open_beneath, open_directory, read_beneath
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -123,8 +123,7 @@ def _write_new(worktree: Path, parts: Sequence[str], data: bytes, source: os.sta
         for part in parts[:-1]:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(part, 0o700, dir_fd=directory)
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            dir_fd=directory)
+            inner = open_directory(part, directory)
             os.close(directory)
             directory = inner
         fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
