@@ -218,13 +218,14 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: 
             stderr=subprocess.PIPE, encoding="utf-8", errors="surrogateescape",
             process_group=0)
     except OSError as exc:
-        raise GitFailed(_shown(shown), f"cannot start: {exc.strerror}") from exc
+        raise GitFailed(_shown(shown), f"cannot start {argv[0]}: {exc.strerror} (is it "
+                        "installed, and on the daemon's PATH?)") from exc
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        raise GitFailed(_shown(shown), f"no answer within {timeout:g} s (stopped)",
-                        code="git_timeout", retryable=True) from None
+        raise GitFailed(_shown(shown), f"no answer within {timeout:g} s (stopped); try "
+                        "again", code="git_timeout", retryable=True) from None
     done = subprocess.CompletedProcess(list(argv), process.returncode, out, err)
     if check and done.returncode != 0:
         raise GitFailed(_shown(shown), err.strip()[-500:] or f"exit {done.returncode}")
