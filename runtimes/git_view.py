@@ -55,7 +55,7 @@ class GitViewSandbox:
     a start refused with ``SandboxUnavailable`` where it cannot make its namespaces."""
 
     bwrap: str = "bwrap"
-    _support: list[SandboxSupport] = field(default_factory=list, init=False, repr=False)
+    _support: SandboxSupport | None = field(default=None, init=False, repr=False)
 
     def confine(self, *, reads: Sequence[Path], writes: Sequence[Path],
                 workdir: Path) -> Callable[[Sequence[str], Mapping[str, str]], Confined]:
@@ -63,9 +63,9 @@ class GitViewSandbox:
 
     def _confined(self, reads: tuple[Path, ...], writes: tuple[Path, ...], workdir: Path,
                   argv: Sequence[str], env: Mapping[str, str]) -> Confined:
-        if not self._support:
-            self._support.append(probe(self.bwrap))  # blocking: teamctl's git runs on threads
-        support = self._support[0]
+        support = self._support
+        if support is None:  # blocking, once: teamctl's git runs on worker threads
+            support = self._support = probe(self.bwrap)
         if not support.ok:
             raise SandboxUnavailable("git", support.reason or "unknown")
         wrapped = git_view_argv(support.path or self.bwrap, argv, reads=reads, writes=writes,

@@ -12,6 +12,7 @@ operator's own would be: teamctl's git overrides them), ``c`` is a sandboxed tea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -280,3 +281,20 @@ def test_worktreeinclude_never_copies_through_a_symlink_out_of_the_repository(
     refused = [e for e in teamctl.log_events() if e["event"] == "worktree_include_refused"]
     assert [(e["member"], e["path"], e["reason"]) for e in refused] == [
         ("d", "lnk", "a symlink (never followed)")]
+
+
+def test_without_bubblewrap_git_on_a_sandboxed_members_tree_is_refused_never_run_bare(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """Bubblewrap not found: the sandboxed member does not start (its worktree was made),
+    and teamctl's git on its tree is refused — ``git_sandbox_unavailable``, the install
+    command in the message — never run without the boundary; the unsandboxed member's tree
+    is read as usual."""
+    _repo(teamctl)
+    teamctl.env["TEAMCTL_BWRAP"] = str(tmp_path / "no" / "bwrap")
+    teamctl.run("launch", str(_team(teamctl, _sandboxed("a"), fake_member("b"))))
+    (teamctl.home / "worktrees" / "web" / "a" / "app.txt").write_text("changed\n")
+    done = teamctl.run("diff", "a", "--json")
+    error = json.loads(done.stdout)["error"]
+    assert done.returncode == 1 and error["code"] == "git_sandbox_unavailable"
+    assert "apt-get install bubblewrap" in error["message"]
+    assert teamctl.run("diff", "b").returncode == 0
