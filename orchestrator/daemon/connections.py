@@ -274,18 +274,19 @@ class _Backoff:
     async def replaced(self, lasted: float) -> None:
         if lasted >= _REBIND_QUIET:
             self._delay = _REBIND_FIRST
+            self._causes.clear()
             log.warning("control_socket_recreated", socket=str(self._path))
             return
-        await self._wait("replaced again within a second of its bind")
+        await self._wait("control_socket_recreated", "replaced within a second of its bind")
 
     async def failed(self, exc: OSError) -> None:
-        await self._wait(exc.strerror or str(exc))
+        await self._wait("control_socket_rebind_failed", exc.strerror or str(exc))
 
-    async def _wait(self, cause: str) -> None:
+    async def _wait(self, event: str, cause: str) -> None:
         seen = self._causes.get(cause, 0)
         self._causes[cause] = seen + 1
         if seen == 0 or self._delay >= _REBIND_MAX:
-            log.warning("control_socket_rebind_delayed", socket=str(self._path), cause=cause,
-                        times=seen + 1, retry_in=round(self._delay, 2))
+            log.warning(event, socket=str(self._path), cause=cause, times=seen + 1,
+                        retry_in=round(self._delay, 2))
         await anyio.sleep(self._delay)
         self._delay = min(self._delay * 2, _REBIND_MAX)
