@@ -2,6 +2,9 @@
 
 Nothing a local client does can take the daemon down or lock the operator out:
 
+- a peer of another uid (SO_PEERCRED) is closed before a byte is read or written and before
+  it takes or frees a slot, whatever the socket file's mode says (``peers.PeerRefusals``:
+  ``socket_peer_refused``, logged without letting it flood the log);
 - at most ``max_connections`` are open at once; at the cap the connection that has waited
   longest for a request is closed to make room (so thousands of idle connections cannot keep
   ``teamctl status`` out), and only when every slot is serving a request is a new one refused
@@ -39,6 +42,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator import rpc
 from orchestrator.daemon.name_watch import NameWatch
+from orchestrator.daemon.peers import PeerRefusals
 from orchestrator.errors import DaemonBusy, RequestTooLarge
 
 if TYPE_CHECKING:
@@ -136,6 +140,7 @@ class ControlSocket:
         self.evicted = 0
         self.refused = 0
         self.binds = 0
+        self.peers = PeerRefusals("socket_peer_refused", socket=str(path))
         self._bound = anyio.Event()
 
     @property
@@ -260,6 +265,8 @@ class ControlSocket:
     async def _serve(self, stream: SocketStream) -> None:
         connection = Connection(stream, self._idle_timeout)
         try:
+            if not self.peers.admits(connection.raw_socket):
+                return  # another uid: nothing read, nothing answered, no one evicted
             if self._make_room():
                 self._open.add(connection)
                 with connection.scope:
