@@ -290,3 +290,38 @@ def _assert_nothing_of_the_daemons_in(*roots_and_private: Path) -> None:
             data = path.read_bytes()
             assert not token or token.encode() not in data, f"the member's token in {path}"
             assert data not in [d for d in daemon_files.values() if len(d) > 32], path
+
+
+def test_a_workdir_that_holds_teamctls_state_cannot_move_it_aside(
+        teamctl: Teamctl, tmp_path: Path) -> None:
+    """Found while closing issue 44: a writable workdir that holds teamctl's home (a workdir
+    of ``~`` with the default ``~/.local/state/teamctl``) let a member rename a parent of the
+    state dir from inside and make its own in its place — the daemon, which opens its state
+    by path, would have used the member's. Every directory between the workdir and the state
+    is pinned in the sandbox: the rename and the exchange are refused (EBUSY), the daemon's
+    state is where it was, and it answers."""
+    from tests.conftest import Teamctl as Ctl
+
+    nest = tmp_path / "nest"
+    home = nest / "state" / "teamctl"
+    ctl = Ctl(home, teamctl.workdir, {**teamctl.env, "TEAMCTL_HOME": str(home)})
+    try:
+        (nest / "other").mkdir(parents=True)
+        team = ctl.write_team("web", [
+            {"name": "a", **_runtime("claude"), "workdir": str(nest), "sandbox": "process",
+             "permissions": "full", "start_timeout": 20.0,
+             "sandbox_ro": [str(REPO / "fixtures")]},
+            fake_member("b", workdir=str(tmp_path / "b-work"))])
+        (tmp_path / "b-work").mkdir()
+        assert ctl.run("launch", str(team)).returncode == 0
+        reply = _reply(ctl, "a", "\n".join([
+            f"TRY run mv {nest / 'state'} {nest / 'moved'}",
+            f"TRY exchange {nest / 'state'} {nest / 'other'}",
+            f"TRY write {nest / 'mine.txt'}"]))
+        assert "Device or resource busy" in reply, reply
+        assert f"try exchange {nest / 'state'} {nest / 'other'}: refused EBUSY" in reply
+        assert f"try write {nest / 'mine.txt'}: ok wrote" in reply, "its workdir is its own"
+        assert (home / "state.db").is_file() and not (nest / "moved").exists()
+        assert "received: still" in _reply(ctl, "b", "still")
+    finally:
+        ctl.shutdown()
