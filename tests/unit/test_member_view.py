@@ -182,3 +182,24 @@ def test_layers_are_real_paths_so_a_symlinked_state_dir_stays_hidden(tmp_path: P
                       grants=[], state_dir=tmp_path / "state")
     assert not view.shows(f"{tmp_path}/real-state/state.db")
     assert not view.shows(f"{tmp_path}/state/state.db")
+
+
+@pytest.mark.parametrize("network", ["on", "off"])
+def test_every_option_a_sandbox_host_writes_is_one_the_view_reads(tmp_path: Path,
+                                                                  network: str) -> None:
+    """The command lines ``SandboxHost`` really builds — a one-shot's (``confine``) and the
+    runtime's own (its socket bound in), with the network on or cut off behind the egress
+    proxy's socket — parse to an open view: a new bubblewrap option in the policy fails here
+    rather than closing every sandboxed member's attachments."""
+    from runtimes.local_host import LocalHost
+    from runtimes.sandbox_host import SandboxHost
+    from runtimes.sandbox_network import network_plan
+    from runtimes.sandbox_plan import NETWORK_ON
+
+    plan = NETWORK_ON if network == "on" else network_plan(
+        "off", tmp_path / "egress.sock", ["api.anthropic.com"])
+    host = SandboxHost(LocalHost(), "a", _policy(tmp_path), tmp_path / "mcp", network=plan)
+    for mcp in (False, True):
+        view = sandbox_view("a", host.argv(["true"], {"PATH": os.defpath}, mcp=mcp))
+        assert view.closed is None and view.shows(str(tmp_path / "operator" / "x"))
+        assert not view.shows("/run/teamctl/egress.sock")
