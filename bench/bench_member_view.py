@@ -69,7 +69,7 @@ def _ms(action: Callable[[], object], runs: int) -> float:
 
 
 def _host(root: Path) -> SandboxHost:
-    policy = member_policy(workdir=root / "work", runtime_home=root / "state" / "members" / "a",
+    policy = member_policy(workdir=root / "work", private=root / "state" / "members" / "a",
                            state_root=root / "state", others=[], runtime="claude",
                            paths={"rw": [], "ro": [], "hide": []}, login="isolated",
                            permissions="full")
@@ -93,7 +93,7 @@ def _inside(host: SandboxHost, path: Path) -> bytes:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tc-bench-view-") as tmp:
         root = Path(tmp)
-        for directory in ("work", "state/members/a", "state/mcp"):
+        for directory in ("work", "state/members/a/runtime", "state/mcp"):
             (root / directory).mkdir(parents=True)
         host = _host(root)
 
@@ -104,7 +104,8 @@ def main() -> None:
 
         view = anyio.run(boxed_view)
         plain = local_view("a", workdirs=(root / "work",) * 2,
-                           runtime_home=root / "state" / "members" / "a", grants=[],
+                           runtime_home=root / "state" / "members" / "a" / "runtime",
+                           grants=[],
                            state_dir=root / "state")
         async def views() -> float:  # in one event loop, as the daemon asks
             samples = []

@@ -18,9 +18,9 @@ where an opened file really is.
   bound over another (``/dev/null`` over ``/etc/shadow``) or a bind to another path (its own
   socket at ``/run/teamctl``) show nothing of this machine's there. An option this parser
   does not know closes the view (fail closed).
-- **An unsandboxed member**: its workdir, its worktree and the operator's ``attach_paths``;
-  then teamctl's state dir covered; then its runtime home and worktree shown again (they live
-  there).
+- **An unsandboxed member**: its workdir, its worktree, its runtime home and the operator's
+  ``attach_paths``; then teamctl's state dir covered; then its runtime home and worktree shown
+  again (they live there) — not the rest of its private dir, which is the daemon's.
 - **A member elsewhere** (an SSH host, a pod): its paths name files of that machine, which the
   daemon cannot read with the member's rights: a closed view.
 """
@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.contracts import runtime_home as contract_runtime_home
 from orchestrator.errors import SandboxUnavailable
 
 if TYPE_CHECKING:
@@ -102,9 +103,9 @@ class MemberView:
 
 
 def runtime_home(home: Home, team: str, member: str) -> Path:
-    """The member's runtime home: the directory its runtime itself writes (the one place that
-    names it for the view, so moving the daemon's own files out of it changes one line)."""
-    return home.member_dir(team, member)
+    """The member's runtime home: the directory its runtime itself writes, inside its private
+    dir (the daemon's: its MCP configuration and token, its pid record — not in the view)."""
+    return contract_runtime_home(home.member_dir(team, member))
 
 
 async def view_of(state: MemberState, config: TeamConfig, home: Home) -> MemberView:

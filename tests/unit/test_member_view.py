@@ -7,6 +7,7 @@ own rights" that is about *where*."""
 from __future__ import annotations
 
 import os
+import socket
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -162,7 +163,8 @@ async def test_the_view_is_asked_of_the_members_host(tmp_path: Path) -> None:
     home = Home(tmp_path / "home")
     local = await _view(config, _Host(()), str(tmp_path), home)
     assert local.shows(f"{tmp_path}/g/x") and not local.shows(f"{home.root}/state.db")
-    assert local.shows(f"{home.root}/members/web/a/x")
+    assert local.shows(f"{home.root}/members/web/a/runtime/x")  # its runtime home...
+    assert not local.shows(f"{home.root}/members/web/a/mcp.json")  # ...not the daemon's dir
     argv = ("bwrap", "--bind", str(tmp_path / "w"), str(tmp_path / "w"), "--chdir",
             str(tmp_path / "w"), "--", "true")
     boxed = await _view(config, _Host(argv), str(tmp_path / "w"), home)
@@ -199,7 +201,11 @@ def test_every_option_a_sandbox_host_writes_is_one_the_view_reads(tmp_path: Path
     plan = NETWORK_ON if network == "on" else network_plan(
         "off", tmp_path / "egress.sock", ["api.anthropic.com"])
     host = SandboxHost(LocalHost(), "a", _policy(tmp_path), tmp_path / "mcp", network=plan)
-    for mcp in (False, True):
-        view = sandbox_view("a", host.argv(["true"], {"PATH": os.defpath}, mcp=mcp))
-        assert view.closed is None and view.shows(str(tmp_path / "operator" / "x"))
-        assert not view.shows("/run/teamctl/egress.sock")
+    (tmp_path / "mcp").mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as listening:  # the member's own, as the daemon's
+        listening.bind(str(tmp_path / "mcp" / "teamctl.sock"))
+        for mcp in (False, True):
+            view = sandbox_view("a", host.argv(["true"], {"PATH": os.defpath}, mcp=mcp))
+            assert view.closed is None and view.shows(str(tmp_path / "operator" / "x"))
+            assert not view.shows("/run/teamctl/egress.sock")
+            assert not view.shows("/run/teamctl/mcp/teamctl.sock")
