@@ -11,13 +11,15 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.contracts import TextPart, TurnResult
+from orchestrator.contracts import Confined, TextPart, TurnResult
 from orchestrator.daemon.router import MessageRefused
 from orchestrator.errors import AttachmentOutsideMemberView
+from runtimes.local_host import LocalHost
 from tests.fakes import FakeRuntime, ManualClock, core, team_config
 from tests.settle import all_blocked
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from orchestrator.contracts import Turn
@@ -223,3 +225,33 @@ async def test_a_members_attachment_outside_its_view_is_refused_logged_once_neve
                                               [str(tmp_path / "notes.txt")])
         [planned] = c.store.sync.attachments(receipt.id, "rev")
         assert planned.original_sha256 == hashlib.sha256(b"my notes\n").hexdigest()
+
+
+class _Elsewhere(LocalHost):
+    """A member's host on another machine, as the router sees it: nothing of it runs here
+    (``confine`` is None, as ``SshHost``'s and a pod's)."""
+
+    name = "gpu1"
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        return None
+
+
+async def test_a_member_on_another_host_attaches_nothing_read_here(tmp_path: Path) -> None:
+    """Its path names a file of its host; the daemon once opened the same path on *this*
+    machine, as the operator. Now: ``attachment_outside_member_view`` (rule ``elsewhere``,
+    naming the host), even for a path that exists here; nothing journaled."""
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev")
+    (tmp_path / "here.txt").write_text("a file of the operator's machine\n")
+    async with core(tmp_path, runtime, hosts=lambda team, member: _Elsewhere()) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        with pytest.raises(AttachmentOutsideMemberView) as caught:
+            await c.router.send_message(token, "rev", "look", [str(tmp_path / "here.txt")])
+        assert caught.value.rule == "elsewhere" and "host gpu1" in caught.value.message
+        assert (await c.teams.history(None, "rev")).messages == []
+        await c.router.send_message(token, "rev", "the text still goes")
