@@ -72,6 +72,7 @@ _._remote_members
 _._pod_members
 _._image_or_template  # KubernetesHostConfig validator (config.py)
 _._network_needs_sandbox
+_._attach_paths_unsandboxed_here
 reachable
 revoked_at  # KeptRuleDoc: what --rules --all shows (wire.py)
 revoked_why

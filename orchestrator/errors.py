@@ -59,6 +59,10 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               (attachments.artifacts)
     ├── AttachmentRefused           exit 3: the whole message, with every failure
     │                               (attachments.failures)
+    ├── AttachmentOutsideMemberView exit 3: a path a member gave send_message lies outside
+    │                               what it can read itself (its rule named: outside, private,
+    │                               not_regular, hard_link, unreadable, remote, ...); nothing
+    │                               read, nothing journaled
     ├── ClipboardError              exit 3: ``send --paste`` read no image (the code says why:
     │                               clipboard_reader_missing, clipboard_empty,
     │                               clipboard_no_image, clipboard_too_large, clipboard_read_failed)
@@ -91,6 +95,7 @@ __all__ = [
     "AmbiguousTeam",
     "ApprovalExpired",
     "ApprovalSettled",
+    "AttachmentOutsideMemberView",
     "BudgetReached",
     "ClipboardError",
     "ConnectionLost",
@@ -471,6 +476,27 @@ class PayloadTooLarge(TeamctlError):
             f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
             size_bytes=size_bytes, limit_bytes=limit_bytes,
         )
+
+
+class AttachmentOutsideMemberView(TeamctlError):
+    """A member's attachment that is not a file it can read with its own rights: the daemon
+    reads a teammate's attachments in the member's view, never with the operator's
+    (docs/security.md, "A member's attachments are read with its own rights"). ``rule`` names
+    which part of the rule refused it; ``fix`` says what the member (or the operator) can do.
+    Nothing was read and nothing journaled."""
+
+    code = "attachment_outside_member_view"
+    retryable = False
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, member: str, path: str, rule: str, why: str, fix: str) -> None:
+        super().__init__(f"{path}: {why} — a teammate's attachment is read with its own "
+                         f"rights, in its own view ({rule}); nothing was sent."
+                         + (f" {fix}" if fix else ""),
+                         member=member, path=path, rule=rule)
+        self.member = member
+        self.path = path
+        self.rule = rule
 
 
 class ClipboardError(TeamctlError):
