@@ -306,7 +306,7 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
             known = " (its description is known)" if attachment.get("description_cached") \
                 else ""
             say(f"  described by {attachment['described_by']}: the member receives the "
-                       f"description in place of the image{known}")
+                f"description in place of the image{known}")
         for warning in attachment["warnings"]:
             say(f"  warning: {warning}")
 
@@ -351,8 +351,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
     for message in doc["messages"]:
         sender = message.get("sender") or "operator"
         say(f"{message['id']}  {message['state']}  attempts={message['attempts']}  "
-                   f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
-                   + _task_of(message))
+            f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
+            + _task_of(message))
         say("  > " + message["text"].replace("\n", "\n    "))
         for attachment in message.get("attachments") or ():
             say(f"  @ {sent_line(attachment)}")
@@ -365,9 +365,9 @@ def history(team: str | None, member: str, limit: int, before: str | None,
             cost = "cost unknown" if usage.get("cost_usd") is None else \
                 f"${usage['cost_usd']:.4f}"
             say(f"  $ {cost}, {usage.get('input_tokens', 0)} in "
-                       f"({usage.get('cached_input_tokens', 0)} cached) / "
-                       f"{usage.get('output_tokens', 0)} out tokens"
-                       + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
+                f"({usage.get('cached_input_tokens', 0)} cached) / "
+                f"{usage.get('output_tokens', 0)} out tokens"
+                + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
         if message.get("error"):
             error = message["error"]
             say(f"  ! {error['code']}: {error['message']}")
@@ -426,7 +426,7 @@ def thread(message_id: str, as_json: bool) -> None:
         indent = "  " * message["depth"]
         kind = " (reply)" if message["kind"] == "reply" else ""
         say(f"{indent}{message['sender']} -> {message['to']}{kind}  {message['id']}  "
-                   f"depth {message['depth']}  {message['state']}" + _task_of(message))
+            f"depth {message['depth']}  {message['state']}" + _task_of(message))
         say(f"{indent}  > " + message["text"].replace("\n", f"\n{indent}    "))
         if message.get("reply"):
             say(f"{indent}  < " + message["reply"].replace("\n", " "))
@@ -450,7 +450,7 @@ def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
         state = "missing" if tree["missing"] else (
             f"{tree['ahead']} ahead, {tree['dirty']} changed, {tree['untracked']} untracked")
         say(f"{tree['team']}/{tree['member']}  {tree['branch']} (from {tree['base']})  "
-                   f"{state}  {tree['path']}")
+            f"{state}  {tree['path']}")
         if tree["diffstat"]:
             say(f"  {tree['diffstat']}")
     for name in doc["pruned"]:
@@ -586,7 +586,7 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
         if not as_json:
             for row in blocked:
                 say(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
-                           f"{row['fix']}", err=True)
+                    f"{row['fix']}", err=True)
         sys.exit(1)
 
 
@@ -594,7 +594,7 @@ def _doctor_text(report: dict[str, Any]) -> None:
     for row in report.get("members", []):
         where = row["path"] or row["command"]
         say(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
-                   f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
+            f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
         say(f"{'':<12} {where} {row.get('version') or ''}".rstrip())
         for key in ("rw", "ro", "hidden"):
             if row.get("sandbox"):
@@ -604,7 +604,7 @@ def _doctor_text(report: dict[str, Any]) -> None:
         say(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
     box = report["sandbox"]
     say(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
-               + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
+        + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
     catalog = report["vision_catalog"]
     say(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
     state = "running" if report["daemon_running"] else "not running"
@@ -619,13 +619,13 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
         made = "a Sandbox (agent-sandbox)" if report["mode"] == "sandbox" else \
             "a Pod and a PVC (no agent-sandbox CRD served)"
         say(f"host {report['host']} (kubernetes, {report['destination']}, namespace "
-                   f"{report['namespace']}): API reachable in {report['seconds']:.2f}s; "
-                   f"each member gets {made}")
+            f"{report['namespace']}): API reachable in {report['seconds']:.2f}s; "
+            f"each member gets {made}")
         for row in report["checks"]:
             say(f"  {row['check']:<40} {'ok  ' if row['ok'] else 'FAIL'} {row['detail']}")
     elif report["reachable"]:
         say(f"host {report['host']} ({report['destination']}): reachable in "
-                   f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
+            f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
         for row in report["runtimes"]:
             where = f"{row.get('version') or '-'}  {row['path']}" if row.get("found") else \
                 f"not found ({row['command']}: install it there, or set command)"
@@ -651,5 +651,5 @@ def main() -> None:
         cli(prog_name="teamctl")
     except Exception as exc:  # a bug: one line, not a traceback (the daemon logs its side)
         say(f"teamctl: internal error: {type(exc).__name__}: {exc} (this is a bug in "
-                   "teamctl; please report it)", err=True)
+            "teamctl; please report it)", err=True)
         sys.exit(1)

@@ -35,8 +35,8 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
         say(f"price table checked {doc['checked']} (USD per million tokens)")
         for row in doc["models"]:
             say(f"  {row['model']:<22} in {row['input']:>7.3f}  cached "
-                       f"{row['cached_input']:>7.3f}  out {row['output']:>7.3f}  "
-                       f"[{row['source']}]")
+                f"{row['cached_input']:>7.3f}  out {row['output']:>7.3f}  "
+                f"[{row['source']}]")
         return
     if not doc["rows"]:
         say("no usage recorded yet")

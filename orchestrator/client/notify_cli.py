@@ -46,7 +46,7 @@ def init(server: str, force: bool) -> None:
     say(f"subscribe in the ntfy app to: {written.server}/{written.topic}")
     say("the response topic and the key stay in that file: share neither")
     say('then in the team file: [notify] ntfy = {} (or server = "…"); '
-               "'teamctl notify test' checks the round trip")
+        "'teamctl notify test' checks the round trip")
 
 
 @notify.command()

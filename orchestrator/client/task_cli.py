@@ -137,7 +137,7 @@ def list_tasks(team: str | None, status: str | None, owner: str | None, role: st
         say(_line(row))
     if doc["next_after"] is not None:
         say(f"showing {len(doc['tasks'])} of {doc['total']}; --after "
-                   f"T{doc['next_after']} for the next page")
+            f"T{doc['next_after']} for the next page")
 
 
 @task.command()
@@ -154,7 +154,7 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
     row = doc["task"]
     say(f"T{row['id']}  {visible_line(row['title'])}  [{row['state']}]  team {row['team']}")
     say(f"  owner {row['owner'] or '-'}, role {row['role'] or '-'}, priority "
-               f"{row['priority']}, created by {row['created_by']}")
+        f"{row['priority']}, created by {row['created_by']}")
     for label, ids in (("waits on", doc["depends_on"]), ("waited on by", doc["dependents"])):
         if ids:
             say(f"  {label}: " + ", ".join(f"T{i}" for i in ids))

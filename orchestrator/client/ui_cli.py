@@ -46,14 +46,14 @@ def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     else:
         say(doc["url"])
         say("(the link signs one browser in once; run 'teamctl ui' again for another)",
-                   err=True)
+            err=True)
     if open_browser:
         address = sign_in_page(home, doc["url"]).as_uri()
         problem = open_in_browser(address)
         if problem is not None:
             say(f"teamctl: warning: no browser opened: {problem}; open {address} in a "
-                       "browser on this machine, or the URL printed above (either signs one "
-                       "browser in, once)", err=True)
+                "browser on this machine, or the URL printed above (either signs one "
+                "browser in, once)", err=True)
 
 
 def open_in_browser(address: str) -> str | None:
