@@ -13,14 +13,20 @@ Nothing a local client does can take the daemon down or lock the operator out:
   backoff, never fatal;
 - a handler that raises is logged and only that connection ends;
 - the socket file is watched: deleted or replaced, it is bound again (the daemon holds the home's
-  lock, so nobody else may serve it).
+  lock, so nobody else may serve it) — but never in a loop: a socket replaced again within a
+  second of its bind is bound after a growing delay (two servers fighting over one name would
+  otherwise re-bind hundreds of times a second), and a name that cannot be bound (a directory
+  there) is retried with the same backoff, logged once per cause, never the daemon's end once
+  it has served.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -48,6 +54,8 @@ _DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
 _DISCARD_TIMEOUT = 10.0
 _BACKLOG = 4096  # queued connections before accept (the kernel caps it at somaxconn)
 _ACCEPT_RETRY_FIRST, _ACCEPT_RETRY_MAX = 0.05, 1.0
+_REBIND_QUIET = 1.0  # a socket that lasted this long is re-bound at once
+_REBIND_FIRST, _REBIND_MAX = 0.1, 30.0
 
 
 @dataclass(eq=False)
@@ -139,20 +147,34 @@ class ControlSocket:
         """Bind, serve, and bind again whenever the socket file is deleted or replaced.
         ``task_status.started()`` once the socket first accepts connections."""
         started = False
+        backoff = _Backoff(self.path)
         async with anyio.create_task_group() as connections:
             while True:
-                listener, identity = await self._bind()
+                try:
+                    listener, identity = await self._bind()
+                except OSError as exc:
+                    if not started:
+                        raise  # the first bind: the caller says why it cannot serve
+                    await backoff.failed(exc)
+                    continue
                 if not started:
                     task_status.started()
                     started = True
+                bound = time.monotonic()
                 async with listener, anyio.create_task_group() as tg:
                     tg.start_soon(self._accept_loop, listener, connections)
                     await self._until_replaced(identity)
                     tg.cancel_scope.cancel()
-                log.warning("control_socket_recreated", socket=str(self.path))
+                await backoff.replaced(time.monotonic() - bound)
 
     async def _bind(self) -> tuple[SocketListener, tuple[int, int]]:
-        self.path.unlink(missing_ok=True)  # stale, or not ours: we hold the home's lock
+        """Bind the name afresh: a stale socket, or a file or link renamed over it, is
+        removed (we hold the home's lock; a link is never followed); a directory there is
+        OSError (EISDIR) — never removed here, never the daemon's end (``run`` retries)."""
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(os.lstat(self.path).st_mode):
+                raise OSError(errno.EISDIR, f"a directory holds the socket's name {self.path}")
+            self.path.unlink()
         # 0600 from birth; the umask is process-wide, so its window holds no await (bound
         # in a worker thread, every other task of the loop would make files with it)
         raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -238,3 +260,33 @@ class ControlSocket:
         self.evicted += 1
         log.info("control_connection_evicted", open=len(self._open))
         return True
+
+
+class _Backoff:
+    """How a socket is bound again: at once after a quiet while, else after a delay that
+    doubles (``_REBIND_FIRST`` → ``_REBIND_MAX``); each cause logged once, then counted."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._delay = _REBIND_FIRST
+        self._causes: dict[str, int] = {}
+
+    async def replaced(self, lasted: float) -> None:
+        if lasted >= _REBIND_QUIET:
+            self._delay = _REBIND_FIRST
+            self._causes.clear()
+            log.warning("control_socket_recreated", socket=str(self._path))
+            return
+        await self._wait("control_socket_recreated", "replaced within a second of its bind")
+
+    async def failed(self, exc: OSError) -> None:
+        await self._wait("control_socket_rebind_failed", exc.strerror or str(exc))
+
+    async def _wait(self, event: str, cause: str) -> None:
+        seen = self._causes.get(cause, 0)
+        self._causes[cause] = seen + 1
+        if seen == 0 or self._delay >= _REBIND_MAX:
+            log.warning(event, socket=str(self._path), cause=cause, times=seen + 1,
+                        retry_in=round(self._delay, 2))
+        await anyio.sleep(self._delay)
+        self._delay = min(self._delay * 2, _REBIND_MAX)
