@@ -110,9 +110,11 @@ def request_sha256(request: ApprovalRequest) -> str:
 
 
 def _too_long(values: dict[str, Any]) -> str | None:
-    """Why a request cannot be shown whole (then it is denied), or None."""
-    size = len(values["tool"]) + len(values["summary"]) + sum(
-        len(q) for q in json.loads(values["questions"] or "[]"))
+    """Why a request cannot be shown whole (then it is denied), or None. What is shown: the
+    tool and the summary, or a question's questions (its summary repeats them)."""
+    questions = json.loads(values["questions"] or "[]")
+    size = len(values["tool"]) + (sum(map(len, questions)) if questions
+                                  else len(values["summary"]))
     if size <= MAX_APPROVAL_TEXT_CHARS:
         return None
     return (f"teamctl: this request is {size} characters long, more than the "
