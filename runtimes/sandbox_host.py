@@ -29,6 +29,7 @@ in at the same paths as here; an image is copied into its runtime home there.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import secrets
@@ -48,6 +49,7 @@ from orchestrator.contracts import (
     SandboxUnavailable,
     read_beneath,
     runtime_home,
+    unlink_link_beneath,
     write_beneath,
 )
 from runtimes.sandbox_network import SERVE_SOCKET, on_host, proxy_socket, with_inbound
@@ -278,11 +280,13 @@ class SandboxHost:
         tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain)
         network = self.network
         if mcp:
-            # the member's own socket at a short fixed path inside, whatever the length of
-            # its path here (a Unix socket's path is at most 108 bytes, connect()'s too) —
-            # checked right before: the daemon's socket, in the daemon's directory
+            # the member's own socket's directory at a short fixed path inside, whatever the
+            # length of its path here (a Unix socket's path is at most 108 bytes, connect()'s
+            # too), read-only (a socket is connected to on a read-only mount) — its
+            # directory, so a socket bound again there is the one the member reaches;
+            # checked right before: the daemon's socket, in the daemon's 0700 directory
             socket = trusted_socket(self.mcp_home / SOCKET_NAME, self.member)
-            bind = ("--bind", str(socket), f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
+            bind = ("--ro-bind", str(socket.parent), INSIDE_MCP_HOME)
             network = replace(network, bwrap_args=(*bind, *network.bwrap_args))
             if self._inbound.port is not None and self._inbound.directory is not None:
                 network = with_inbound(network, self._inbound.directory, self._inbound.port)
@@ -331,7 +335,17 @@ class SandboxHost:
             raise SandboxUnavailable(self.member, support.reason or "unknown")
         wrapped = self.argv(argv, env)
         wrapped[0] = support.path or wrapped[0]
+        await anyio.to_thread.run_sync(self._clear_links)
         return await self.base.spawn(wrapped, cwd=cwd, env={**env, **self.network.env})
+
+    def _clear_links(self) -> None:
+        """Bubblewrap makes each placed link afresh and refuses a name that exists: the
+        last start's link is removed first — a link only, never followed (a file the member
+        put there stays, and the start fails on it: its own doing, bwrap names it)."""
+        for placed in self._placed.values():
+            if placed.link is not None:
+                with contextlib.suppress(OSError):
+                    unlink_link_beneath(placed.home, placed.at)
 
     async def _spawn_there(self, base: RemoteBase, argv: Sequence[str], *, cwd: Path,
                            env: Mapping[str, str]) -> Process:

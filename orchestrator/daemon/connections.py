@@ -2,6 +2,9 @@
 
 Nothing a local client does can take the daemon down or lock the operator out:
 
+- a peer of another uid (SO_PEERCRED) is closed before a byte is read or written and before
+  it takes or frees a slot, whatever the socket file's mode says (``peers.PeerRefusals``:
+  ``socket_peer_refused``, logged without letting it flood the log);
 - at most ``max_connections`` are open at once; at the cap the connection that has waited
   longest for a request is closed to make room (so thousands of idle connections cannot keep
   ``teamctl status`` out), and only when every slot is serving a request is a new one refused
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import socket
 import stat
 import time
@@ -38,6 +42,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator import rpc
 from orchestrator.daemon.name_watch import NameWatch
+from orchestrator.daemon.peers import PeerRefusals
 from orchestrator.errors import DaemonBusy, RequestTooLarge
 
 if TYPE_CHECKING:
@@ -120,8 +125,12 @@ class ControlSocket:
 
     def __init__(self, path: Path, handler: Callable[[Connection], Awaitable[None]], *,
                  max_connections: int = 256, idle_timeout: float = 30.0,
-                 watch_interval: float = 2.0) -> None:
+                 watch_interval: float = 2.0, owns_name: bool = False) -> None:
+        """``owns_name``: the socket's directory is the daemon's alone (a member's socket
+        dir), so whatever holds the name — a directory included — is removed to bind it;
+        else a directory there is left to the operator (``run`` retries)."""
         self.path = path
+        self._owns_name = owns_name
         self._handler = handler
         self.max_connections = max_connections
         self._idle_timeout = idle_timeout
@@ -131,6 +140,7 @@ class ControlSocket:
         self.evicted = 0
         self.refused = 0
         self.binds = 0
+        self.peers = PeerRefusals("socket_peer_refused", socket=str(path))
         self._bound = anyio.Event()
 
     @property
@@ -168,32 +178,58 @@ class ControlSocket:
                 await backoff.replaced(time.monotonic() - bound)
 
     async def _bind(self) -> tuple[SocketListener, tuple[int, int]]:
-        """Bind the name afresh: a stale socket, or a file or link renamed over it, is
-        removed (we hold the home's lock; a link is never followed); a directory there is
-        OSError (EISDIR) — never removed here, never the daemon's end (``run`` retries)."""
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(os.lstat(self.path).st_mode):
-                raise OSError(errno.EISDIR, f"a directory holds the socket's name {self.path}")
-            self.path.unlink()
-        # 0600 from birth; the umask is process-wide, so its window holds no await (bound
-        # in a worker thread, every other task of the loop would make files with it)
-        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
+        """Bind the name afresh, through a descriptor of its directory (a link in its way is
+        never followed): a stale socket, or a file or link renamed over it, is removed (we
+        hold the home's lock); a directory there is removed where the name is the daemon's
+        alone (``owns_name``: its directory is made too, a link in its place removed), else
+        OSError (EISDIR: never the daemon's end, ``run`` retries)."""
+        directory = self._directory()
         try:
-            raw.bind(str(self.path))
-        except OSError:
-            raw.close()
-            raise
+            self._clear_name(directory)
+            raw = _bound_socket(directory, self.path.name)
+            try:
+                raw.listen(_BACKLOG)
+                listener = await SocketListener.from_socket(raw)
+            except BaseException:
+                raw.close()
+                raise
+            info = os.stat(self.path.name, dir_fd=directory, follow_symlinks=False)
         finally:
-            os.umask(old_umask)
-        raw.listen(_BACKLOG)
-        listener = await SocketListener.from_socket(raw)
-        os.chmod(self.path, 0o600)
-        info = os.stat(self.path)
+            os.close(directory)
         self.binds += 1
         self._bound.set()
         self._bound = anyio.Event()
         return listener, (info.st_dev, info.st_ino)
+
+    def _directory(self) -> int:
+        """A descriptor of the socket's directory: for a name the daemon owns alone, made
+        0700 without following a link there (a link or file in its place is removed)."""
+        if not self._owns_name:
+            return os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        parent = self.path.parent
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                log.warning("socket_name_cleared", socket=str(parent), held_by="not a dir")
+                os.unlink(parent)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(parent, 0o700)
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.fchmod(fd, 0o700)
+        return fd
+
+    def _clear_name(self, directory: int) -> None:
+        name = self.path.name
+        try:
+            found = os.lstat(name, dir_fd=directory)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(found.st_mode):
+            os.unlink(name, dir_fd=directory)
+        elif self._owns_name:
+            log.warning("socket_name_cleared", socket=str(self.path), held_by="directory")
+            shutil.rmtree(name, dir_fd=directory)
+        else:
+            raise OSError(errno.EISDIR, f"a directory holds the socket's name {self.path}")
 
     async def _until_replaced(self, identity: tuple[int, int]) -> None:
         """Return once the socket's file is gone or another file holds its name: told by
@@ -229,6 +265,8 @@ class ControlSocket:
     async def _serve(self, stream: SocketStream) -> None:
         connection = Connection(stream, self._idle_timeout)
         try:
+            if not self.peers.admits(connection.raw_socket):
+                return  # another uid: nothing read, nothing answered, no one evicted
             if self._make_room():
                 self._open.add(connection)
                 with connection.scope:
@@ -290,3 +328,20 @@ class _Backoff:
                         retry_in=round(self._delay, 2))
         await anyio.sleep(self._delay)
         self._delay = min(self._delay * 2, _REBIND_MAX)
+
+
+def _bound_socket(directory: int, name: str) -> socket.socket:
+    """A Unix socket bound at ``name`` in ``directory`` (its path through the descriptor:
+    never through a link, and never longer than the kernel's 108 bytes), 0600 from birth —
+    the umask is process-wide, so its window holds no await (bound in a worker thread, every
+    other task of the loop would make files with it)."""
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        raw.bind(f"/proc/self/fd/{directory}/{name}")
+    except OSError:
+        raw.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    return raw

@@ -9,7 +9,8 @@ current token only, from its own processes (peers.py) — the same checks as on 
 socket, and nothing else the operator's CLI may do.
 
 The socket's directory is the daemon's (the member's private dir is never writable by the
-member: orchestrator/daemon/member_dirs.py), made without following a link. A socket that
+member: orchestrator/daemon/member_dirs.py), made and bound through a descriptor, never
+following a link (``ControlSocket(owns_name=True)``). A socket that
 fails for one member — its name taken by something else, its directory gone — is that
 member's trouble: logged once per cause, bound again with a growing delay, never the
 daemon's end (every error of its task is caught there, ``ExceptionGroup`` included); while it
@@ -19,10 +20,7 @@ policy's backoff.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +29,6 @@ import anyio
 import structlog
 
 from orchestrator.daemon.connections import ControlSocket
-from orchestrator.paths import ensure_private_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -97,9 +94,8 @@ class MemberSockets:
         delay, causes = _RETRY_FIRST, set[str]()
         while True:
             try:
-                _own_dir(path.parent)
                 socket = ControlSocket(path, handle, max_connections=_MAX_CONNECTIONS,
-                                       idle_timeout=self._idle_timeout)
+                                       idle_timeout=self._idle_timeout, owns_name=True)
                 await socket.run()
             except Exception as exc:  # a group too: the member's trouble, never the daemon's
                 cause = _cause(exc)
@@ -107,34 +103,8 @@ class MemberSockets:
                     causes.add(cause)
                     log.error("member_socket_failed", team=team, member=member,
                               socket=str(path), error=cause, retry_in=delay)
-                _clear(path)
             await anyio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
-
-
-def _own_dir(path: Path) -> None:
-    """The socket's directory: a real 0700 directory of the daemon's (a link or anything
-    else at its name, left by an older layout, is removed — it is in the daemon's dir)."""
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        found = None
-    if found is not None and not stat.S_ISDIR(found.st_mode):
-        os.unlink(path)
-    ensure_private_dir(path)
-
-
-def _clear(path: Path) -> None:
-    """What holds the socket's name in the daemon's directory, removed (never followed)."""
-    try:
-        found = os.lstat(path)
-    except OSError:
-        return
-    with contextlib.suppress(OSError):
-        if stat.S_ISDIR(found.st_mode):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
 
 
 def _cause(exc: BaseException) -> str:
