@@ -151,12 +151,15 @@ class McpServer:
 @dataclass(frozen=True)
 class ApprovalRequest:
     """Something a member's runtime asks the operator (the ``ask`` profile): a tool it wants to
-    use, or a question it has. ``summary`` says what, in a line (the queue redacts it)."""
+    use, or a question it has. ``summary`` says what — the whole command, never a cut of it
+    (the queue redacts it). ``asked``: the runtime's own request as it came (its JSON
+    object), what the operator's decision is bound to by its sha256."""
 
     kind: Literal["permission", "question"]
     tool: str
     summary: str
     questions: tuple[str, ...] = ()
+    asked: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── MemberHeld                  a --wait on a member paused by a budget or a rate limit
     ├── ApprovalSettled             an answer to an approval that is no longer pending
     │   └── ApprovalExpired         ...because its runtime process is gone (it will ask again)
+    ├── ApprovalMismatch            a decision named a sha256 the request does not have
     ├── MemberStartFailed           the runtime did not become ready
     │   ├── ExecutableNotFound      the runtime's executable is missing
     │   ├── HostUnavailable         a member's SSH host: unreachable, key mismatch, login
@@ -400,6 +401,20 @@ class ApprovalExpired(ApprovalSettled):
         self.message = (f"approval {approval_id} expired ({reason}); nothing was applied. The "
                         "message is delivered again and its runtime asks again: answer the new "
                         "request in 'teamctl approvals'")
+
+
+class ApprovalMismatch(TeamctlError):
+    """A decision was bound (``--sha256``) to a request other than the one its id names:
+    nothing is applied; the operator reads the request again."""
+
+    code = "approval_mismatch"
+
+    def __init__(self, approval_id: str, given: str, actual: str) -> None:
+        super().__init__(
+            f"approval {approval_id} is the request with sha256 {actual[:12]}…, not "
+            f"{given[:12]}…; nothing was applied. Read it whole with 'teamctl approvals "
+            f"{approval_id} --full' and decide again", approval_id=approval_id, given=given,
+            actual=actual)
 
 
 class MemberStartFailed(TeamctlError):

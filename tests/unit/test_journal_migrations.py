@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 3 == 15
+    assert SCHEMA_VERSION == len(EARLIER) + 4 == 16
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -64,6 +64,12 @@ def test_version_15_adds_the_notifiers_tables_and_nothing_else() -> None:
         "\n    decision TEXT NOT NULL,\n    used_at REAL NOT NULL\n)",
         "CREATE INDEX notify_used_nonces_by_time ON notify_used_nonces (used_at)",
         "CREATE TABLE notify_cursors (\n    topic TEXT PRIMARY KEY,\n    last_id TEXT NOT NULL\n)"]
+
+
+def test_version_16_adds_the_sha256_of_an_approvals_request_and_nothing_else() -> None:
+    """Schema 16 (issue 44, what the operator reads is what runs): one nullable column on
+    ``approvals`` — a request an earlier teamctl journaled reads with no sha256."""
+    assert _statements(MIGRATIONS[15]) == ["ALTER TABLE approvals ADD COLUMN sha256 TEXT"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:
