@@ -7,13 +7,11 @@ lives where the real manager keeps it: pyenv's ``version`` file in its root, asd
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-__all__ = ["LAYOUTS", "VERSION", "Layout", "asdf", "mise", "nvm", "pyenv"]
+__all__ = ["LAYOUTS", "VERSION", "Layout", "asdf", "mise", "nvm", "pyenv", "real_pyenv"]
 
 VERSION = "3.12.1"
 
@@ -51,9 +49,10 @@ def _tool_versions(home: Path) -> Path:
     return path
 
 
-def pyenv(home: Path) -> Layout:
+def pyenv(home: Path, python: str | None = None) -> Layout:
     """pyenv: a shim exports PYENV_ROOT and runs ``libexec/pyenv exec``, which reads the
-    ``version`` file in the root and runs that version's program."""
+    ``version`` file in the root and runs that version's program (``python``: a link to a
+    real interpreter, for a test that runs a Python program through the shim)."""
     root = home / ".pyenv"
     _executable(root / "libexec" / "pyenv",
                 '#!/bin/sh\nversion=$(cat "$PYENV_ROOT/version")\nprogram=$2\nshift 2\n'
@@ -63,7 +62,18 @@ def pyenv(home: Path) -> Layout:
                 f'exec "{root}/libexec/pyenv" exec "${{0##*/}}" "$@"\n')
     (root / "version").write_text(f"{VERSION}\n")
     _interpreter(root / "versions" / VERSION, "python3")
+    if python is not None:
+        (root / "versions" / VERSION / "bin" / "python3").unlink()
+        (root / "versions" / VERSION / "bin" / "python3").symlink_to(python)
     return Layout("pyenv", root, root / "shims", "python3")
+
+
+def real_pyenv() -> Path | None:
+    """This machine's pyenv root (``PYENV_ROOT``, else ``~/.pyenv``) when pyenv is installed
+    with a ``python3`` shim, else None."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = (root / "libexec" / "pyenv").is_file() and (root / "shims" / "python3").is_file()
+    return root if found else None
 
 
 def asdf(home: Path) -> Layout:

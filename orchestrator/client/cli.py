@@ -601,6 +601,8 @@ def _doctor_text(report: dict[str, Any]) -> None:
         for key in ("rw", "ro", "hidden"):
             if row.get("sandbox"):
                 click.echo(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
+        if (row.get("sandbox") or {}).get("started"):
+            click.echo(f"{'':<12} sandbox start: {row['sandbox']['started']}")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
