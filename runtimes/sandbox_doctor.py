@@ -99,22 +99,27 @@ def why_not_inside(executable: str, path_env: str, policy: SandboxPolicy, output
     directory is not bound; else where to look."""
     used = interpreter(executable, path_env) or executable
     manager = manager_of(used, home=policy.home)
-    what = f"its interpreter {used}" if used != executable else executable
-    if manager is not None:
-        what += f" is a {manager.name} shim:"
+    subject = executable if used == executable or _system(used) else \
+        f"its interpreter {used}"
+    intro = f"{subject} is a {manager.name} shim: it" if manager is not None else subject
     seen = toolchain(executable, path_env, extra=mcp_toolchain(), policy=policy)
     for path in _paths(output, used):
-        if os.path.exists(path) and not _visible(Path(path), policy, seen):
-            bind = str(manager.root) if manager is not None and _under(
-                Path(path), manager.root) else os.path.dirname(path)
-            return (f"{what} runs {path}, which its sandbox does not show: add sandbox_ro = "
-                    f"[\"{bind}\"] to this member (read-only), or set its command to a "
-                    "program the sandbox shows")
+        if not os.path.exists(path) or _visible(path, policy, seen):
+            continue
+        if _hidden(path, policy):
+            return (f"{intro} reads {path}, which every sandbox hides (a credential path): "
+                    "give the member what it needs through its env instead")
+        bind = str(manager.root) if manager is not None and _under(
+            Path(path), manager.root) else os.path.dirname(path)
+        return (f"{intro} runs {path}, which its sandbox does not show: add sandbox_ro = "
+                f"[\"{bind}\"] to this member (read-only), or set its command to a program "
+                "the sandbox shows")
     if manager is not None and (manager.name in output or str(manager.root) in output
                                 or "version" in output.lower()):
-        return _manager_fix(what, manager.name, used, executable)
+        return f"{subject} is a {manager.name} shim: " + _manager_fix(manager.name, used,
+                                                                       executable)
     folder = os.path.dirname(os.path.abspath(executable))
-    if not _visible(Path(folder), policy, seen):
+    if not _visible(folder, policy, seen):
         return (f"only the file {executable} is bound, not {folder}: if it loads what lies "
                 f"beside it (modules, a package), add sandbox_ro = [\"{folder}\"] to this "
                 "member (read-only)")
@@ -122,13 +127,13 @@ def why_not_inside(executable: str, path_env: str, policy: SandboxPolicy, output
             "sandbox's read-only and read-write paths above, and add it with sandbox_ro")
 
 
-def _manager_fix(what: str, name: str, shim: str, executable: str) -> str:
+def _manager_fix(name: str, shim: str, executable: str) -> str:
     pin = ("mise's global config (~/.config/mise/config.toml) is not bound, as it may hold "
            "[env] secrets: pin the version in the workdir (mise.toml or .tool-versions), or"
            if name == "mise" else "it found no version inside: pin one in the workdir, or")
     real = f"`{name} which {os.path.basename(shim)}`"
-    return (f"{what} {pin} set command = [\"<the output of {real}>\", \"{executable}\"] for "
-            "this member (the interpreter itself, not its shim)")
+    return (f"{pin} set command = [\"<the output of {real}>\", \"{executable}\"] for this "
+            "member (the interpreter itself, not its shim)")
 
 
 def _paths(output: str, script: str) -> list[str]:
@@ -155,14 +160,25 @@ def _head(path: str) -> bytes:
         os.close(fd)
 
 
-def _visible(path: Path, policy: SandboxPolicy, toolchain_paths: Iterable[Path]) -> bool:
+def _visible(path: str, policy: SandboxPolicy, toolchain_paths: Iterable[Path]) -> bool:
     """Whether the sandbox shows ``path``: under the system, the toolchain or one of the
-    member's binds, and not under what it hides."""
-    shown = [*(Path(os.path.realpath(d)) for d in SYSTEM_DIRS), *toolchain_paths,
-             *policy.ro, *policy.rw, policy.workdir, policy.runtime_home,
+    member's binds, and neither concealed nor hidden."""
+    shown = [*toolchain_paths, *policy.ro, *policy.rw, policy.workdir, policy.runtime_home,
              *(p for p, _ in policy.login)]
-    hidden = [*policy.concealed(), *policy.hidden()]
-    return any(_under(path, p) for p in shown) and not any(_under(path, p) for p in hidden)
+    inside = _system(path) or any(_under(Path(path), p) for p in shown)
+    return inside and not any(_under(Path(path), p) for p in policy.concealed()) and \
+        not _hidden(path, policy)
+
+
+def _system(path: str) -> bool:
+    """Under ``/usr``, ``/etc``, ``/bin``… as named or as resolved (a merged ``/usr``)."""
+    tops = {Path(top) for d in SYSTEM_DIRS for top in (d, os.path.realpath(d))}
+    return any(_under(Path(path), top) for top in tops)
+
+
+def _hidden(path: str, policy: SandboxPolicy) -> bool:
+    """Under a credential path, ``/etc/shadow`` and the like, or ``sandbox_hide``."""
+    return any(_under(Path(path), p) for p in policy.hidden())
 
 
 def _under(path: Path, top: Path) -> bool:
