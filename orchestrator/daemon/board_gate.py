@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,7 @@ class Gates:
         assert task.owner is not None
         state = self._supervisor.member(task.team, task.owner)
         timeout = 600.0 if config is None else config.board.check_timeout
+        started = time.monotonic()
         try:
             workdir, argv, confined = await self._confine(state, command)
             run = await run_check(list(confined.argv), cwd=workdir, env=confined.env,
@@ -190,7 +192,8 @@ class Gates:
             return GateResult("in_progress", f"the check {command!r} could not start: {exc}")
         log.info("task_check", team=task.team, task=task.id, owner=task.owner,
                  exit=run.exit_code, timed_out=run.timed_out, output_chars=len(run.output),
-                 confined=confined.argv != tuple(argv))
+                 confined=confined.argv != tuple(argv),
+                 seconds=round(time.monotonic() - started, 4))
         if run.exit_code == 0:
             return GateResult("done", f"check {command!r} passed")
         how = f"did not finish within {timeout:g} s (killed)" if run.timed_out else \
