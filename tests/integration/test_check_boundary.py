@@ -79,11 +79,12 @@ def _gate_note(teamctl: Teamctl, task_id: int) -> tuple[str, str]:
 
 def _escape_recipe(teamctl: Teamctl, canary: str, outside: Path) -> list[str]:
     """A recipe that leaves its mark in the workdir, then tries the operator's home, a
-    directory outside, teamctl's home and the operator's key, and fails last (so its whole
-    output is the gate's event)."""
+    directory outside, /tmp, teamctl's home and the operator's key, and fails last (so its
+    whole output is the gate's event)."""
     home = teamctl.env["HOME"]
     return ["echo check-ran > check-ran.txt", f"-echo x > {home}/{canary}",
-            f"-echo x > {outside}/{canary}", f"-echo x > {teamctl.home}/{canary}",
+            f"-echo x > {outside}/{canary}", f"-echo x > /tmp/{canary}",
+            f"-echo x > {teamctl.home}/{canary}",
             f"-cat {home}/.ssh/id_ed25519", "@echo RECIPE-END; exit 4"]
 
 
@@ -97,11 +98,11 @@ def _plant_key(teamctl: Teamctl) -> None:
 def test_a_sandboxed_members_own_makefile_runs_as_its_check_inside_its_sandbox(
         teamctl: Teamctl, tmp_path: Path) -> None:
     """Attack 2 replayed: the sandboxed member writes a Makefile whose recipe writes canaries
-    to the operator's home, a directory outside its workdir and teamctl's home, and reads the
-    operator's ~/.ssh key; it then creates, claims and completes its own task. The check ran
+    to the operator's home, a directory outside its workdir, /tmp and teamctl's home, and reads
+    the operator's ~/.ssh key; it then creates, claims and completes its own task. The check ran
     (its output is the task's event), inside: its write in the workdir landed, no canary
-    reached the disk, the key is not in the output. The unsandboxed member's same recipe
-    runs as that member does — the operator's rights — as docs/board.md says."""
+    reached the disk, the key is not in the output. The unsandboxed member's recipe runs
+    as that member does — the operator's rights: its canary lands — as docs/board.md says."""
     _plant_key(teamctl)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -112,7 +113,7 @@ def test_a_sandboxed_members_own_makefile_runs_as_its_check_inside_its_sandbox(
     _write_makefile(teamctl, "a", *_escape_recipe(teamctl, canary, outside))
     status, note = _gate_note(teamctl, _own_task(teamctl, "a"))
     assert (tmp_path / "a" / "check-ran.txt").read_text() == "check-ran\n"
-    for place in (teamctl.env["HOME"], str(outside), str(teamctl.home)):
+    for place in (teamctl.env["HOME"], str(outside), "/tmp", str(teamctl.home)):
         assert not os.path.exists(os.path.join(place, canary)), f"a canary in {place}"
     assert KEY not in note, "the check read the operator's key"
     assert status == "in_progress"
