@@ -17,9 +17,14 @@ earlier one:
 5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
    dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
    once the member's own paths in it are bound;
-6. the member's own: its workdir (read-only for ``permissions = "read"``) and its private
-   runtime home read-write, and what its CLI's login needs (``login = "operator"``:
-   protocols/logins.md);
+6. the member's own: its workdir (read-only for ``permissions = "read"``), its private dir
+   (the daemon's files for it: prompt, settings, MCP config) **read-only** and, inside it,
+   its runtime home read-write — the only place of teamctl's it may write —, what its CLI's
+   login needs (``login = "operator"``: protocols/logins.md), and the daemon's files its
+   runtime reads at a place inside its home (``placed``: bound read-only, links made inside);
+   a directory that holds a concealed path and lies inside one of its writable binds is
+   pinned (bound onto itself before the concealment: a mount point cannot be renamed), so
+   the member cannot move a parent of teamctl's state aside and put its own in its place;
 7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
    secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
    workdir or runtime home;
@@ -109,6 +114,7 @@ class SandboxPolicy:
     workdir: Path
     runtime_home: Path
     home: Path
+    private: Path | None = None  # the member's private dir (the daemon's), read-only
     rw: tuple[Path, ...] = ()
     ro: tuple[Path, ...] = ()
     hide: tuple[Path, ...] = ()
@@ -117,11 +123,27 @@ class SandboxPolicy:
     toolchain: tuple[Path, ...] = ()
     tmp_bytes: int = _TMP_BYTES
     workdir_writable: bool = True  # False: bound read-only (``permissions = "read"``)
+    # the daemon's files at their places in the runtime home: (path inside, daemon file),
+    # bound read-only; (path inside, link target), made as links inside
+    placed_dirs: tuple[Path, ...] = ()  # made inside (0700), for the runtime to write in
+    placed_files: tuple[tuple[Path, Path], ...] = ()
+    placed_links: tuple[tuple[Path, str], ...] = ()
+
+    def own(self) -> list[Path]:
+        """The member's own paths, in the order they are bound (its home inside its
+        private dir)."""
+        return _unique([self.workdir, *([self.private] if self.private else []),
+                        self.runtime_home])
+
+    def writable(self) -> list[Path]:
+        """What the member may write: a parent of a concealed path among these is pinned."""
+        return _unique([*([self.workdir] if self.workdir_writable else []), self.runtime_home,
+                        *self.rw, *(path for path, writable in self.login if writable)])
 
     def concealed(self) -> list[Path]:
         """teamctl's state and the other members' workdirs that exist here, but never the
         member's own workdir or runtime home (a shared workdir stays shared)."""
-        own = (self.workdir, self.runtime_home)
+        own = self.own()
         return [p for p in _unique(self.conceal) if _exists(p) and p not in own]
 
     def hidden(self) -> list[Path]:
@@ -129,8 +151,19 @@ class SandboxPolicy:
         listed = [self.home / rel for rel in HIDDEN_IN_HOME]
         listed += [Path(p) for pattern in HIDDEN_SYSTEM for p in sorted(glob.glob(pattern))]
         listed += list(self.hide)
-        own = (self.workdir, self.runtime_home, *(path for path, _ in self.login))
+        own = (*self.own(), *(path for path, _ in self.login))
         return _unique(p for p in listed if _exists(p) and not any(_within(o, p) for o in own))
+
+    def pins(self, path: Path) -> list[Path]:
+        """The directories strictly between one of the member's writable binds and
+        ``path`` (a concealed path inside it): each is bound onto itself before ``path`` is
+        covered, so none of them can be renamed or removed from inside (EBUSY) — else the
+        member would move ``~/.local`` aside and give the daemon a state dir of its own."""
+        found: list[Path] = []
+        for bound in self.writable():
+            if bound != path and _within(path, bound):
+                found += [p for p in reversed(path.parents) if p != bound and _within(p, bound)]
+        return _unique(found)
 
 
 def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
@@ -143,18 +176,24 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
              "--tmpfs", str(policy.home)]
     argv += _binds("--ro-bind-try", policy.toolchain)
     argv += _binds("--ro-bind-try", policy.ro) + _binds("--bind-try", policy.rw)
-    own = (policy.workdir, policy.runtime_home)
+    own = policy.own()
     inside = [p for p in policy.concealed() if any(_within(p, o) for o in own)]
     for path in policy.concealed():
         if path not in inside:  # above or beside the member's own: covered before them
-            argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+            argv += _conceal(policy, path)
     argv += _own(policy, own)
     for path in inside:  # below the member's own: covered after them...
-        argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+        argv += _conceal(policy, path)
     # ...and the member's own that lie in one of those bound again (a home inside a workdir)
     argv += _own(policy, [o for o in own if any(_within(o, p) for p in inside)])
     for path, writable in policy.login:
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
+    for at in policy.placed_dirs:  # made by bubblewrap inside: never by the daemon there
+        argv += ["--perms", "0700", "--dir", str(at)]
+    for at, source in policy.placed_files:  # the daemon's file, read-only, at its place
+        argv += ["--ro-bind", str(source), str(at)]
+    for at, target in policy.placed_links:
+        argv += ["--symlink", target, str(at)]
     for path in policy.hidden():
         argv += _hide(path)
     for path in policy.concealed():  # read-only once the member's own are bound in them
@@ -172,6 +211,10 @@ def policy_json(policy: SandboxPolicy, place: Callable[[str], str]) -> dict[str,
 
     return {"workdir": place(str(policy.workdir)),
             "runtime_home": place(str(policy.runtime_home)), "home": place(str(policy.home)),
+            "private": place(str(policy.private)) if policy.private else None,
+            "placed_dirs": paths(policy.placed_dirs),
+            "placed_files": [[place(str(a)), place(str(b))] for a, b in policy.placed_files],
+            "placed_links": [[place(str(a)), place(t)] for a, t in policy.placed_links],
             "rw": paths(policy.rw), "ro": paths(policy.ro), "hide": paths(policy.hide),
             "conceal": paths(policy.conceal),
             "login": [[place(str(p)), w] for p, w in policy.login],
@@ -199,6 +242,10 @@ def host_argv(spec: Mapping[str, Any], command: Sequence[str], path_env: str,
         raise LookupError(f"bubblewrap ({spec['bwrap']}) is not installed or not on PATH")
     policy = SandboxPolicy(
         workdir=one(data["workdir"]), runtime_home=one(data["runtime_home"]), home=home,
+        private=one(data["private"]) if data.get("private") else None,
+        placed_dirs=tuple(one(p) for p in data.get("placed_dirs", ())),
+        placed_files=tuple((one(a), one(b)) for a, b in data.get("placed_files", ())),
+        placed_links=tuple((one(a), str(t)) for a, t in data.get("placed_links", ())),
         rw=many("rw"), ro=many("ro"), hide=many("hide"), conceal=many("conceal"),
         login=tuple((one(p), bool(w)) for p, w in data["login"]),
         tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]))
@@ -225,10 +272,21 @@ def _system(tmp_bytes: int) -> list[str]:
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
 
 
+def _conceal(policy: SandboxPolicy, path: Path) -> list[str]:
+    """``path`` covered by an empty private tmpfs, its parents inside a writable bind pinned
+    first (``SandboxPolicy.pins``)."""
+    return [*_binds("--bind", policy.pins(path)),
+            "--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+
+
 def _own(policy: SandboxPolicy, paths: Iterable[Path]) -> list[str]:
-    """The member's own paths bound in: read-write, but a read-only workdir read-only."""
+    """The member's own paths bound in: read-write, but a read-only workdir and the private
+    dir (the daemon's) read-only."""
+    read_only = [policy.private] if policy.private else []
+    if not policy.workdir_writable:
+        read_only.append(policy.workdir)
     return [arg for path in _unique(paths) for arg in (
-        "--ro-bind" if path == policy.workdir and not policy.workdir_writable else "--bind",
+        "--ro-bind" if path in read_only and path != policy.runtime_home else "--bind",
         str(path), str(path))]
 
 

@@ -127,7 +127,7 @@ def _local_policy(config: TeamConfig, member: MemberConfig) -> SandboxPolicy:
     home = Home.from_env()
     return member_policy(
         workdir=config.member_workdir(member),
-        runtime_home=home.member_dir(config.name, member.name), state_root=home.root,
+        private=home.member_dir(config.name, member.name), state_root=home.root,
         others=config.other_workdirs(member), paths=config.member_sandbox_paths(member),
         runtime=member.runtime, login=config.member_login(member),
         permissions=config.member_permissions(member))

@@ -66,14 +66,14 @@ def test_a_token_verifies_and_a_forged_expired_or_tampered_one_is_refused() -> N
         "tampered": (token.replace(token.split(".")[1][:4], "AAAA", 1), 1000.0),
         "garbage": ("approve apv_X", 1000.0),
     }
-    receipts = {}
+    causes = {}
     for name, (text, now) in refusals.items():
         with pytest.raises(TokenRefused) as refused:
             signer.verify(text, now)
-        receipts[name] = refused.value.receipt
-    assert receipts == {"forged": "refused: bad signature", "expired": "expired",
-                        "tampered": "refused: bad signature",
-                        "garbage": "refused: not a teamctl action"}
+        causes[name] = refused.value.why
+    assert causes == {"forged": "bad_signature", "expired": "expired",
+                        "tampered": "bad_signature",
+                        "garbage": "not_an_action"}
 
 
 async def test_a_nonce_is_used_once_even_after_the_journal_is_reopened(

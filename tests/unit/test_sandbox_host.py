@@ -227,17 +227,18 @@ def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
     keeps a Codex member read-only, its own sandbox being off inside ours); its runtime home
     stays writable; ``teamctl doctor`` lists the workdir under read-only."""
     work, state = tmp_path / "work", tmp_path / "state"
-    policy = member_policy(workdir=work, runtime_home=state / "members" / "t" / "a",
+    private = state / "members" / "t" / "a"
+    policy = member_policy(workdir=work, private=private,
                            state_root=state, others=(), paths={"rw": [], "ro": [], "hide": []},
                            runtime="codex", login="isolated", permissions="read")
     argv = bwrap_argv("bwrap", policy, ["codex"])
     assert _at(argv, "--ro-bind", str(work), str(work)) > 0
-    assert _at(argv, "--bind", str(state / "members" / "t" / "a"),
-               str(state / "members" / "t" / "a")) > 0
+    assert _at(argv, "--ro-bind", str(private), str(private)) < \
+        _at(argv, "--bind", str(private / "runtime"), str(private / "runtime"))
     view = describe(policy, "/usr/bin/true", "/usr/bin")
     assert str(work) in view["ro"] and str(work) not in view["rw"]
     edit = bwrap_argv("bwrap", member_policy(
-        workdir=work, runtime_home=state, state_root=state, others=(),
+        workdir=work, private=private, state_root=state, others=(),
         paths={"rw": [], "ro": [], "hide": []}, runtime="codex", login="isolated",
         permissions="edit"), ["codex"])
     assert _at(edit, "--bind", str(work), str(work)) > 0
