@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from orchestrator.contracts import SandboxUnavailable
+from orchestrator.contracts import SandboxUnavailable, runtime_home
 from runtimes.local_host import LocalHost
 from runtimes.sandbox_host import SandboxHost, mcp_toolchain
 from runtimes.sandbox_plan import (
@@ -163,7 +163,7 @@ def _head(path: str) -> bytes:
 def _visible(path: str, policy: SandboxPolicy, toolchain_paths: Iterable[Path]) -> bool:
     """Whether the sandbox shows ``path``: under the system, the toolchain or one of the
     member's binds, and neither concealed nor hidden."""
-    shown = [*toolchain_paths, *policy.ro, *policy.rw, policy.workdir, policy.runtime_home,
+    shown = [*toolchain_paths, *policy.ro, *policy.rw, *policy.own(),
              *(p for p, _ in policy.login)]
     inside = _system(path) or any(_under(Path(path), p) for p in shown)
     return inside and not any(_under(Path(path), p) for p in policy.concealed()) and \
@@ -186,12 +186,17 @@ def _under(path: Path, top: Path) -> bool:
 
 
 def _existing(policy: SandboxPolicy, stack: ExitStack) -> SandboxPolicy:
-    """``policy`` with an empty temporary directory for a workdir or runtime home that is not
-    made yet (a worktree, a member never started): ``--version`` needs neither."""
-    def made(path: Path) -> Path:
-        if path.is_dir():
-            return path
+    """``policy`` with empty temporary directories for a workdir, or a private dir and its
+    runtime home, not made yet (a worktree, a member never started): ``--version`` needs
+    neither, and doctor makes nothing in teamctl's home."""
+    def scratch() -> Path:
         return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tc-doctor-")))
 
-    return replace(policy, workdir=made(policy.workdir),
-                   runtime_home=made(policy.runtime_home))
+    workdir = policy.workdir if policy.workdir.is_dir() else scratch()
+    if policy.runtime_home.is_dir():
+        return replace(policy, workdir=workdir)
+    private = scratch()
+    home = runtime_home(private) if policy.private is not None else private
+    home.mkdir(exist_ok=True)
+    return replace(policy, workdir=workdir, runtime_home=home,
+                   private=private if policy.private is not None else None)

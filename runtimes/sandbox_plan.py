@@ -335,10 +335,10 @@ def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = (),
 
 
 def writable_paths(policy: SandboxPolicy) -> tuple[Path, ...]:
-    """What the member can change (its workdir even when bound read-only: a teammate or its
-    earlier self wrote it): never followed or read on its behalf by ``toolchain``."""
-    return (policy.workdir, policy.runtime_home, *policy.rw,
-            *(path for path, writable in policy.login if writable))
+    """What the member can change (``policy.writable()``, and its workdir even when bound
+    read-only: a teammate or its earlier self wrote it): never followed or read on its
+    behalf by ``toolchain``."""
+    return tuple(_unique([policy.workdir, *policy.writable()]))
 
 
 @dataclass(frozen=True)
