@@ -29,6 +29,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── TaskRefused                 a board operation refused: not ready (the blockers),
     │                               owned (the owner), outside the role, over max_tasks, not
     │                               the owner, settled (its code says which)
+    ├── CheckRefused                a board check its owner's boundary does not run (a host
+    │                               or pod elsewhere, no sandbox here, its command not there):
+    │                               the reason in the task's events, the task in progress
     ├── TeamAlreadyRunning          a launch of a running team from a different definition
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
@@ -98,6 +101,7 @@ __all__ = [
     "ApprovalSettled",
     "AttachmentOutsideMemberView",
     "BudgetReached",
+    "CheckRefused",
     "ClipboardError",
     "ConnectionLost",
     "DaemonAlreadyRunning",
@@ -304,6 +308,18 @@ class TaskRefused(TeamctlError):
         super().__init__(message, task=task_id, **details)
         self.code = code
         self.retryable = retryable
+
+
+class CheckRefused(TeamctlError):
+    """A board check (docs/board.md, "The check before done") that the owner's boundary does
+    not run: its ``reason``, and what to change. Never run elsewhere instead."""
+
+    code = "check_refused"
+
+    def __init__(self, member: str, command: str, reason: str, fix: str) -> None:
+        super().__init__(f"the check {command!r} did not run as {member}: {reason}; {fix}",
+                         member=member)
+        self.reason = reason
 
 
 class TaskInvalid(UsageError):

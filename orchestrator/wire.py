@@ -421,6 +421,9 @@ class SandboxView(_Doc):
     network: str
     host: str | None = Field(default=None, description="the SSH host it runs on: the paths "
                              "are that host's, resolved there at each start (null: here)")
+    started: str | None = Field(default=None, description="what its command's --version "
+                                "printed inside this sandbox (null: not tried, on a host, or "
+                                "it failed there: see problem and fix)")
 
 
 class SandboxSupport(_Doc):

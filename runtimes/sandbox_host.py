@@ -217,7 +217,7 @@ def member_policy(*, workdir: Path, private: Path, state_root: Path,
 
 def describe(policy: SandboxPolicy, executable: str, path_env: str) -> dict[str, list[str]]:
     """What a member will see (``teamctl doctor``): read-write, read-only, hidden."""
-    tools = toolchain(executable, path_env, extra=mcp_toolchain())
+    tools = toolchain(executable, path_env, extra=mcp_toolchain(), policy=policy)
     workdir = [str(policy.workdir)]
     return {"rw": [*workdir[:policy.workdir_writable],
                    *(str(p) for p in (policy.runtime_home, *policy.rw,
@@ -277,7 +277,8 @@ class SandboxHost:
         one-shot command teamctl runs for the member does not get it)."""
         path_env = env.get("PATH", os.defpath)
         executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path_env)
-        tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain)
+        tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain,
+                          policy=self.policy)
         network = self.network
         if mcp:
             # the member's own socket's directory at a short fixed path inside, whatever the

@@ -10,8 +10,9 @@ earlier one:
 2. the operator's home as an empty private tmpfs (so nothing in it is seen unless bound
    below);
 3. the member's toolchain, read-only: its executable's own tree (the npm package it lives in),
-   its interpreter's prefix, the directories on its ``PATH``, and the python that runs
-   teamctl's MCP server;
+   its interpreter's prefix, the directories on its ``PATH`` (with the root of a version
+   manager whose shims are there: pyenv, asdf, mise), and the python that runs teamctl's MCP
+   server — never found through a name the member can change;
 4. ``sandbox_ro`` read-only, ``sandbox_rw`` read-write;
 5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
    dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
@@ -40,7 +41,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-from dataclasses import dataclass, field
+import stat
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,10 +56,14 @@ __all__ = [
     "SYSTEM_DIRS",
     "NetworkPlan",
     "SandboxPolicy",
+    "VersionManager",
     "bwrap_argv",
     "host_argv",
+    "interpreter",
+    "manager_of",
     "policy_json",
     "toolchain",
+    "writable_paths",
 ]
 
 # read-only from the host, as they are (a merged-/usr system's /bin is a symlink, kept one)
@@ -242,9 +248,10 @@ def host_argv(spec: Mapping[str, Any], command: Sequence[str], path_env: str,
         placed_links=tuple((one(a), str(t)) for a, t in data.get("placed_links", ())),
         rw=many("rw"), ro=many("ro"), hide=many("hide"), conceal=many("conceal"),
         login=tuple((one(p), bool(w)) for p, w in data["login"]),
-        tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]),
-        toolchain=toolchain(command[0], path_env, extra=(
-            Path(python), *(Path(p) for p in [shutil.which("python3", path=path_env)] if p))))
+        tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]))
+    extra = (Path(python), *(Path(p) for p in [shutil.which("python3", path=path_env)] if p))
+    policy = replace(policy, toolchain=toolchain(command[0], path_env, extra=extra,
+                                                 policy=policy))
     network = NetworkPlan(mode=str(spec.get("mode", "on")),
                           bwrap_args=tuple(spec.get("bwrap_args", ())),
                           relay=tuple(spec.get("relay", ())))
@@ -295,18 +302,30 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
-def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> tuple[Path, ...]:
+def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = (),
+              policy: SandboxPolicy | None = None) -> tuple[Path, ...]:
     """The read-only paths a runtime needs to run: the executable's tree (the directory that
     holds its ``node_modules``, else the file and its symlinks' chain), its ``#!``
-    interpreter's prefix, and the absolute directories on ``path_env`` (outside the system
-    dirs, which are there already); ``extra`` (teamctl's own python) added as it is."""
+    interpreter's prefix, the absolute directories on ``path_env`` (outside the system dirs,
+    which are there already), and for each of those that is a version manager's shim, the
+    manager's root and its global version file (``manager_of``); ``extra`` (teamctl's own
+    python) added as it is.
+
+    ``policy``: the member's view. Nothing is followed through a name the member can change
+    (its workdir, runtime home, ``sandbox_rw``, a writable login dir: ``writable_paths``) —
+    such a path is in its view as it is, and a symlink or a ``#!`` line the member wrote never
+    picks what is bound (docs/security.md, "The daemon is never a confused deputy")."""
+    writable = writable_paths(policy) if policy is not None else ()
+    home = policy.home if policy is not None else None
     found: list[Path] = []
-    for path in (executable, _interpreter(executable, path_env)):
+    entries = [p for p in path_env.split(os.pathsep)
+               if os.path.isabs(p) and len(Path(p).parts) > 2 and os.path.isdir(p)]
+    for path in (executable, interpreter(executable, path_env, writable), *entries):
         if path:
-            found += _tree(path)
-    for entry in path_env.split(os.pathsep):
-        if os.path.isabs(entry) and len(Path(entry).parts) > 2 and os.path.isdir(entry):
-            found += _tree(entry)
+            found += _tree(path, writable)
+            manager = manager_of(path, home=home, writable=writable)
+            if manager is not None:
+                found += [manager.root, *manager.files]
     found += list(extra)
     kept = [p for p in _unique(found) if not _in_system(p) and _exists(p)]
     dirs = [p for p in kept if p.is_dir() and not p.is_symlink()]
@@ -315,9 +334,58 @@ def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> 
     return tuple(p for p in kept if not any(d != p and _within(p, d) for d in dirs))
 
 
-def _tree(path: str) -> list[Path]:
+def writable_paths(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """What the member can change (``policy.writable()``, and its workdir even when bound
+    read-only: a teammate or its earlier self wrote it): never followed or read on its
+    behalf by ``toolchain``."""
+    return tuple(_unique([policy.workdir, *policy.writable()]))
+
+
+@dataclass(frozen=True)
+class VersionManager:
+    """A version manager whose shims a member's toolchain goes through (pyenv, rbenv, asdf,
+    mise, …): ``root`` (its code, shims and installed versions) is bound read-only, with
+    ``files``, its global version choice where that lives outside the root."""
+
+    name: str
+    root: Path
+    files: tuple[Path, ...] = ()
+
+
+def manager_of(path: str, *, home: Path | None = None,
+               writable: Sequence[Path] = ()) -> VersionManager | None:
+    """The version manager ``path`` is a shim of (a file in, or the directory, ``ROOT/shims``),
+    known by its root: ``libexec/`` (pyenv, rbenv, nodenv: the global ``version`` file is in
+    the root), or ``installs/`` (asdf, and mise in its data dir: ``~/.tool-versions``; mise's
+    ``config.toml`` is never bound, it may hold ``[env]`` secrets). nvm puts a version's own
+    ``bin`` on PATH, no shim: its prefix is the interpreter's. None for anything else, and for
+    a root that is (or holds) the home or a name the member can change."""
+    shims = Path(os.path.abspath(path))
+    if shims.name != "shims":
+        shims = shims.parent
+    root = shims.parent
+    if shims.name != "shims" or len(root.parts) < 3 or _changeable(str(root), writable):
+        return None
+    if home is not None and _within(home, root):
+        return None
+    if os.path.isdir(root / "libexec"):
+        return VersionManager(root.name.lstrip("."), root)
+    if not os.path.isdir(root / "installs"):
+        return None
+    name = "mise" if root.name == "mise" else "asdf"
+    versions = home / ".tool-versions" if home is not None else None
+    files = (versions,) if versions is not None and os.path.isfile(versions) and \
+        not _changeable(str(versions), writable) else ()
+    return VersionManager(name, root, files)
+
+
+def _tree(path: str, writable: Sequence[Path] = ()) -> list[Path]:
     """``path``'s own tree: each link of its symlink chain and where it ends (the npm package
-    root above ``node_modules``, or the prefix above a ``bin`` dir, else the file itself)."""
+    root above ``node_modules``, or the prefix above a ``bin`` dir, else the file itself);
+    nothing when any step of the way is a name the member can change."""
+    real = _resolve(path, writable)
+    if real is None:
+        return []
     out: list[Path] = []
     current = os.path.abspath(path)
     for _ in range(16):  # a symlink chain is followed at most this far
@@ -325,9 +393,39 @@ def _tree(path: str) -> list[Path]:
         if not os.path.islink(current):
             break
         current = os.path.join(os.path.dirname(current), os.readlink(current))
-    real = Path(os.path.realpath(path))
-    out.append(_root(real))
+    out.append(_root(Path(real)))
     return out
+
+
+def _resolve(path: str, writable: Sequence[Path]) -> str | None:
+    """``os.path.realpath(path)`` one name at a time; None when a name on the way (a link, a
+    directory, the end) lies in ``writable``, or the links do not end."""
+    parts = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).split(os.sep)
+    resolved, hops = os.sep, 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        if _changeable(candidate, writable):
+            return None
+        if not os.path.islink(candidate):
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > 40:
+            return None
+        target = os.readlink(candidate)
+        resolved = os.sep if os.path.isabs(target) else resolved
+        parts[:0] = target.split(os.sep)
+    return resolved
+
+
+def _changeable(path: str, writable: Sequence[Path]) -> bool:
+    return any(_within(Path(os.path.normpath(path)), w) for w in writable)
 
 
 def _root(real: Path) -> Path:
@@ -339,14 +437,14 @@ def _root(real: Path) -> Path:
     return real
 
 
-def _interpreter(executable: str, path_env: str) -> str | None:
+def interpreter(executable: str, path_env: str,
+                 writable: Sequence[Path] = ()) -> str | None:
     """The program a ``#!`` script runs under (through ``/usr/bin/env NAME``: found on
-    ``path_env``), None for a binary."""
-    try:
-        with open(executable, "rb") as handle:
-            head = handle.read(256)
-    except OSError:
+    ``path_env``), None for a binary, for what is not a regular file (a FIFO never blocks the
+    daemon), and for a script the member can change (its ``#!`` never picks a bind)."""
+    if _resolve(executable, writable) is None:
         return None
+    head = _head(executable)
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
@@ -356,6 +454,20 @@ def _interpreter(executable: str, path_env: str) -> str | None:
         names = [w for w in words[1:] if not w.startswith("-")]
         return shutil.which(names[0], path=path_env) if names else None
     return words[0]
+
+
+def _head(path: str) -> bytes:
+    """The first 256 bytes of a regular file (b"" for anything else, or an error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _in_system(path: Path) -> bool:

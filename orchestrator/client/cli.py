@@ -599,6 +599,8 @@ def _doctor_text(report: dict[str, Any]) -> None:
         for key in ("rw", "ro", "hidden"):
             if row.get("sandbox"):
                 say(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
+        if (row.get("sandbox") or {}).get("started"):
+            say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         say(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
