@@ -4,7 +4,9 @@ restarts each), and a turn's round trip (``send --wait``) inside the sandbox and
 
 ``--real``: the same start for each real CLI (``make e2e`` installs them; Claude, Codex and
 OpenCode against the e2e fake APIs, ``permissions = "full"``), median of ``REAL_RUNS``
-restarts each with and without the sandbox (5: a real CLI's start is seconds, not ms)."""
+restarts each with and without the sandbox (5: a real CLI's start is seconds, not ms);
+``--only claude`` for one of them, ``--runs N`` for another count (issue 44's figure: the real
+Claude's start, median of 20, before and after the private dir's split)."""
 
 from __future__ import annotations
 
@@ -104,28 +106,34 @@ def real() -> None:
         claude, codex, chat = (stack.enter_context(api()) for api in
                                (FakeAnthropic, FakeResponses, FakeChat))
         members = []
+        runtimes = [_option("--only")] if _option("--only") else ["claude", "codex", "opencode"]
+        made = {"claude": (e2e.claude_member, claude, {}),
+                "codex": (e2e.codex_member, codex, {}),
+                "opencode": (e2e.opencode_member, chat,
+                             {"model": "fake/text-model", "vision": False})}
         for sandbox in ("none", "process"):
-            extra = {"sandbox": sandbox, "permissions": "full"}
-            members += [
-                e2e.claude_member(f"claude-{sandbox}", cache / "claude/node_modules/.bin/claude",
-                                  claude, **extra),
-                e2e.codex_member(f"codex-{sandbox}", cache / "codex/node_modules/.bin/codex",
-                                 codex, **extra),
-                e2e.opencode_member(f"opencode-{sandbox}",
-                                    cache / "opencode/node_modules/.bin/opencode", chat,
-                                    model="fake/text-model", vision=False, **extra)]
+            for runtime in runtimes:
+                make, api, own = made[runtime]
+                members.append(make(f"{runtime}-{sandbox}",
+                                    cache / f"{runtime}/node_modules/.bin/{runtime}", api,
+                                    sandbox=sandbox, permissions="full", **own))
         path = Path(env["TEAMCTL_BENCH_DIR"]) / "bench.toml"
         path.write_text(team_toml("bench", members))
         env["TEAMCTL_OPENCODE_STOP_GRACE"] = "0"
         ctl = Home(Path(env["TEAMCTL_HOME"]))
         teamctl(env, "launch", str(path))
-        _restarts(ctl, [str(m["name"]) for m in members], REAL_RUNS)
+        _restarts(ctl, [str(m["name"]) for m in members], int(_option("--runs") or REAL_RUNS))
         log = ctl.logs / "teamctl.jsonl"
-        for runtime in ("claude", "codex", "opencode"):
+        for runtime in runtimes:
             plain = median(_starts(log, f"{runtime}-none")[1:])
             boxed = median(_starts(log, f"{runtime}-process")[1:])
             figure(f"member_start_ms_real_{runtime}", plain)
             figure(f"member_start_ms_real_{runtime}_sandboxed", boxed)
+
+
+def _option(name: str) -> str | None:
+    args = sys.argv[1:]
+    return args[args.index(name) + 1] if name in args[:-1] else None
 
 
 if __name__ == "__main__":

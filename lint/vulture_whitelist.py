@@ -72,6 +72,7 @@ _._remote_members
 _._pod_members
 _._image_or_template  # KubernetesHostConfig validator (config.py)
 _._network_needs_sandbox
+_._attach_paths_unsandboxed_here
 reachable
 revoked_at  # KeptRuleDoc: what --rules --all shows (wire.py)
 revoked_why
@@ -88,3 +89,4 @@ _._one_topic  # NtfySettings validator (notify_config.py)
 init  # click command: teamctl notify init (client/notify_cli.py)
 polling  # NameWatch.polling: the tests' view of the fallback (daemon/name_watch.py)
 starts  # ForkServer.starts: the tests' count of servers started (attachments/pdf_forkserver.py)
+confine  # Host.confine: what teamctl runs for a member, as the member (board check, git, doctor)

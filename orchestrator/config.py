@@ -208,6 +208,9 @@ class TeamSection(_Strict):
     sandbox_hide: SandboxPaths = []  # added to the member's own
     network: Network = "on"
     allow_hosts: HostPatterns = []
+    # directories an unsandboxed member may attach files from, beside its workdir, worktree
+    # and runtime home (docs/attachments.md, "What a teammate may attach"); a member's key wins
+    attach_paths: SandboxPaths = []
 
 
 class BoardSection(_Strict):
@@ -292,6 +295,7 @@ class MemberConfig(_Strict):
     sandbox_hide: SandboxPaths = []
     network: Network | None = None
     allow_hosts: HostPatterns | None = None
+    attach_paths: SandboxPaths | None = None  # default: the team's
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
     budget_usd: BudgetUsd | None = None  # checked before and during each turn (docs/costs.md)
     budget_tokens: BudgetTokens | None = None  # input + output tokens
@@ -439,6 +443,25 @@ class TeamConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _attach_paths_unsandboxed_here(self) -> TeamConfig:
+        """``attach_paths`` grants an unsandboxed member of this machine more to attach; a
+        sandboxed member attaches what its sandbox shows it, and a member elsewhere nothing
+        read here — a grant for either would be ignored, so it is refused."""
+        for index, member in enumerate(self.members):
+            if not self.member_attach_paths(member):
+                continue
+            key = "attach_paths" if member.attach_paths else "attach_paths (the team's)"
+            if member.host is not None:
+                raise ValueError(f"members[{index}].{key}: a member on another host names "
+                                 "files there, which teamctl does not read; set attach_paths "
+                                 "= [] for it")
+            if self.member_sandbox(member) != "none":
+                raise ValueError(f"members[{index}].{key}: a sandboxed member attaches what "
+                                 "its sandbox shows it; bind the directory in with sandbox_ro "
+                                 "instead, and set attach_paths = [] for it")
+        return self
+
+    @model_validator(mode="after")
     def _unique_members(self) -> TeamConfig:
         seen: set[str] = set()
         for member in self.members:
@@ -489,6 +512,10 @@ class TeamConfig(_Strict):
         """The workdirs here of the team's other members (what a sandbox hides from it)."""
         return [self.member_workdir(m) for m in self.members
                 if m.name != member.name and m.host is None]
+
+    def member_attach_paths(self, member: MemberConfig) -> list[str]:
+        """The directories the operator grants an unsandboxed member to attach from."""
+        return self.team.attach_paths if member.attach_paths is None else member.attach_paths
 
     def member_network(self, member: MemberConfig) -> Network:
         return member.network or self.team.network

@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from orchestrator.acp_agents import AcpAgent, acp_agent
+from orchestrator.beneath import (
+    link_beneath,
+    open_dir,
+    read_beneath,
+    read_regular,
+    unlink_link_beneath,
+    write_beneath,
+)
 from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process
 
 __all__ = [
+    "RUNTIME_HOME",
     "AcpAgent",
     "ApprovalAnswer",
     "ApprovalRequest",
@@ -64,6 +73,7 @@ __all__ = [
     "Meter",
     "OnSent",
     "PayloadTooLarge",
+    "Placed",
     "PreparedPart",
     "ProtocolError",
     "RateLimited",
@@ -84,15 +94,22 @@ __all__ = [
     "TurnResult",
     "UsageReading",
     "acp_agent",
+    "link_beneath",
     "map_exceptions",
+    "open_dir",
     "process_stopped",
     "process_tree",
+    "read_beneath",
+    "read_regular",
     "redact",
     "resolve_executable",
+    "runtime_home",
     "runtime_info",
     "token_count",
+    "unlink_link_beneath",
     "unwrap_group",
     "usd",
+    "write_beneath",
 ]
 
 
@@ -134,12 +151,15 @@ class McpServer:
 @dataclass(frozen=True)
 class ApprovalRequest:
     """Something a member's runtime asks the operator (the ``ask`` profile): a tool it wants to
-    use, or a question it has. ``summary`` says what, in a line (the queue redacts it)."""
+    use, or a question it has. ``summary`` says what — the whole command, never a cut of it
+    (the queue redacts it). ``asked``: the runtime's own request as it came (its JSON
+    object), what the operator's decision is bound to by its sha256."""
 
     kind: Literal["permission", "question"]
     tool: str
     summary: str
     questions: tuple[str, ...] = ()
+    asked: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,37 @@ class Approver(Protocol):
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
 
     async def confirmed(self, request_id: str) -> None: ...
+
+
+RUNTIME_HOME = "runtime"
+
+
+def runtime_home(state_dir: Path) -> Path:
+    """The runtime's own home inside a member's private dir (``state_dir``): the one place the
+    member's runtime writes (its config dir, sessions, caches) and, in a sandbox, the only
+    one of teamctl's that it may write. Everything else in ``state_dir`` is the daemon's —
+    its files for the runtime (prompt, settings, the MCP config with the token), the pid
+    record, the member's socket — and never writable by the member (docs/security.md, "The
+    daemon is never a confused deputy")."""
+    return state_dir / RUNTIME_HOME
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What the runtime must find at ``at`` (relative) inside its runtime ``home``
+    (``Host.place``): the daemon's own file ``source`` (in the member's private dir), a
+    symlink to ``link`` (the operator's login file, for ``login = "operator"``), or — with
+    neither — a directory it writes in (its config dir, its temp dir)."""
+
+    home: Path
+    at: str
+    source: Path | None = None
+    link: str | None = None
+    unlink: bool = False  # no link of teamctl's at ``at`` (a real file there is kept)
+
+    @property
+    def path(self) -> Path:
+        return self.home / self.at
 
 
 @dataclass(frozen=True)
@@ -238,6 +289,14 @@ class Host(Protocol):
         when it ran and failed."""
         ...
 
+    def place(self, files: Sequence[Placed]) -> None:
+        """Before the next ``spawn``: each of ``files`` in the runtime home (a directory, the
+        daemon's file, a link). Here, made there without following a name the member made
+        (``orchestrator.beneath``); in a sandbox the daemon makes nothing there — bubblewrap
+        makes the directories and links inside, and binds the daemon's file read-only at its
+        place; over SSH and in a pod, made here and mirrored there."""
+        ...
+
     async def confine(self, argv: Sequence[str], *,
                       env: Mapping[str, str]) -> Confined | None:
         """``argv`` as the member itself would run it, for what teamctl runs on the member's
@@ -302,7 +361,7 @@ class LaunchSpec:
     model: str | None
     prompt: str | None
     workdir: Path
-    state_dir: Path
+    state_dir: Path  # the member's private dir: the daemon's; ``runtime_home`` is the runtime's
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -341,6 +400,11 @@ class LaunchSpec:
     # ``workdir`` is a path there ("~": the remote home) and the adapter spawns through it
     # (docs/scaling.md). Always given: a launch names its host.
     host: Host = field(kw_only=True)
+
+    @property
+    def runtime_home(self) -> Path:
+        """Where the runtime itself writes (``runtime_home``)."""
+        return runtime_home(self.state_dir)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── TaskRefused                 a board operation refused: not ready (the blockers),
     │                               owned (the owner), outside the role, over max_tasks, not
     │                               the owner, settled (its code says which)
+    ├── CheckRefused                a board check its owner's boundary does not run (a host
+    │                               or pod elsewhere, no sandbox here, its command not there):
+    │                               the reason in the task's events, the task in progress
     ├── TeamAlreadyRunning          a launch of a running team from a different definition
     ├── AmbiguousTeam               several teams run and --team was not given
     ├── ReplyTimeout                a --wait deadline passed
@@ -36,6 +39,7 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── MemberHeld                  a --wait on a member paused by a budget or a rate limit
     ├── ApprovalSettled             an answer to an approval that is no longer pending
     │   └── ApprovalExpired         ...because its runtime process is gone (it will ask again)
+    ├── ApprovalMismatch            a decision named a sha256 the request does not have
     ├── MemberStartFailed           the runtime did not become ready
     │   ├── ExecutableNotFound      the runtime's executable is missing
     │   ├── HostUnavailable         a member's SSH host: unreachable, key mismatch, login
@@ -59,6 +63,10 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               (attachments.artifacts)
     ├── AttachmentRefused           exit 3: the whole message, with every failure
     │                               (attachments.failures)
+    ├── AttachmentOutsideMemberView exit 3: a path a member gave send_message lies outside
+    │                               what it can read itself (its rule named: outside, private,
+    │                               not_regular, hard_link, unreadable, remote, ...); nothing
+    │                               read, nothing journaled
     ├── ClipboardError              exit 3: ``send --paste`` read no image (the code says why:
     │                               clipboard_reader_missing, clipboard_empty,
     │                               clipboard_no_image, clipboard_too_large, clipboard_read_failed)
@@ -96,7 +104,9 @@ __all__ = [
     "AmbiguousTeam",
     "ApprovalExpired",
     "ApprovalSettled",
+    "AttachmentOutsideMemberView",
     "BudgetReached",
+    "CheckRefused",
     "ClipboardError",
     "ConnectionLost",
     "DaemonAlreadyRunning",
@@ -307,6 +317,18 @@ class TaskRefused(TeamctlError):
         self.retryable = retryable
 
 
+class CheckRefused(TeamctlError):
+    """A board check (docs/board.md, "The check before done") that the owner's boundary does
+    not run: its ``reason``, and what to change. Never run elsewhere instead."""
+
+    code = "check_refused"
+
+    def __init__(self, member: str, command: str, reason: str, fix: str) -> None:
+        super().__init__(f"the check {command!r} did not run as {member}: {reason}; {fix}",
+                         member=member)
+        self.reason = reason
+
+
 class TaskInvalid(UsageError):
     code = "task_invalid"
 
@@ -404,6 +426,20 @@ class ApprovalExpired(ApprovalSettled):
                         "request in 'teamctl approvals'")
 
 
+class ApprovalMismatch(TeamctlError):
+    """A decision was bound (``--sha256``) to a request other than the one its id names:
+    nothing is applied; the operator reads the request again."""
+
+    code = "approval_mismatch"
+
+    def __init__(self, approval_id: str, given: str, actual: str) -> None:
+        super().__init__(
+            f"approval {approval_id} is the request with sha256 {actual[:12]}…, not "
+            f"{given[:12]}…; nothing was applied. Read it whole with 'teamctl approvals "
+            f"{approval_id} --full' and decide again", approval_id=approval_id, given=given,
+            actual=actual)
+
+
 class MemberStartFailed(TeamctlError):
     code = "member_start_failed"
     retryable = True
@@ -478,6 +514,27 @@ class PayloadTooLarge(TeamctlError):
             f"runtime's {limit_bytes // 1024} KiB; send fewer or smaller images",
             size_bytes=size_bytes, limit_bytes=limit_bytes,
         )
+
+
+class AttachmentOutsideMemberView(TeamctlError):
+    """A member's attachment that is not a file it can read with its own rights: the daemon
+    reads a teammate's attachments in the member's view, never with the operator's
+    (docs/security.md, "A member's attachments are read with its own rights"). ``rule`` names
+    which part of the rule refused it; ``fix`` says what the member (or the operator) can do.
+    Nothing was read and nothing journaled."""
+
+    code = "attachment_outside_member_view"
+    retryable = False
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, member: str, path: str, rule: str, why: str, fix: str) -> None:
+        super().__init__(f"{path}: {why} — a teammate's attachment is read with its own "
+                         f"rights, in its own view ({rule}); nothing was sent."
+                         + (f" {fix}" if fix else ""),
+                         member=member, path=path, rule=rule)
+        self.member = member
+        self.path = path
+        self.rule = rule
 
 
 class ClipboardError(TeamctlError):

@@ -101,11 +101,10 @@ _DRIVER_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
 
 class GitViews(Protocol):
     """What runs teamctl's git inside a boundary (runtimes/git_view.py): ``reads`` bound
-    read-only, ``writes`` read-write, ``workdir`` (read-only) where it starts; nothing else
-    of the operator's, no network."""
+    read-only, ``scratch`` (a directory of the daemon's) read-write, ``workdir`` (read-only)
+    where it starts; nothing else of the operator's, no network."""
 
-    def confine(self, *, reads: Sequence[Path], writes: Sequence[Path],
-                workdir: Path) -> Confine:
+    def confine(self, *, reads: Sequence[Path], scratch: Path, workdir: Path) -> Confine:
         ...
 
 

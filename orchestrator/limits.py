@@ -10,6 +10,10 @@ from __future__ import annotations
 
 __all__ = [
     "APPROVAL_ID_PATTERN",
+    "APPROVAL_SHA256_PATTERN",
+    "APPROVAL_SHA256_SHOWN",
+    "APPROVAL_SHOWN_CHARS",
+    "MAX_APPROVAL_TEXT_CHARS",
     "MAX_ATTACHMENTS",
     "MAX_DEPTH",
     "MAX_PAGE_ROWS",
@@ -30,6 +34,14 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 # a message id (orchestrator.ids): 26 Crockford base32 characters
 ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 APPROVAL_ID_PATTERN = r"^apv_[0-9A-HJKMNP-TV-Z]{26}$"
+# an approval's request (docs/approvals.md): what a decision may name of its sha256 (at least
+# 8 hex digits), how many digits a listing shows, how many characters of its summary a
+# listing, the live view's row and a notification show before "… N more characters", and
+# the most a request may hold to be asked at all (the operator must be able to read it whole)
+APPROVAL_SHA256_PATTERN = r"^[0-9a-f]{8,64}$"
+APPROVAL_SHA256_SHOWN = 12
+APPROVAL_SHOWN_CHARS = 200
+MAX_APPROVAL_TEXT_CHARS = 64 * 1024
 
 # one request line on the control socket (and one MCP line, and a message's text)
 REQUEST_LIMIT_BYTES = 1024 * 1024

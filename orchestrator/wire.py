@@ -421,6 +421,9 @@ class SandboxView(_Doc):
     network: str
     host: str | None = Field(default=None, description="the SSH host it runs on: the paths "
                              "are that host's, resolved there at each start (null: here)")
+    started: str | None = Field(default=None, description="what its command's --version "
+                                "printed inside this sandbox (null: not tried, on a host, or "
+                                "it failed there: see problem and fix)")
 
 
 class SandboxSupport(_Doc):
@@ -594,8 +597,13 @@ class ApprovalDoc(_Doc):
     runtime: str
     kind: Literal["permission", "question"]
     tool: str
-    summary: str = Field(description="what it wants, redacted: a command, a path, a diff size")
+    summary: str = Field(description="what it wants, redacted and whole (never cut): a "
+                         "command, a path, a diff size")
     questions: list[str] = []
+    sha256: str | None = Field(
+        default=None, description="sha256 (hex) of the exact request the runtime asked: what "
+        "a decision binds to (approve/deny/answer --sha256); null for a request journaled "
+        "before teamctl kept it")
     message_id: str | None = Field(default=None, description="the delivery it arose in")
     state: ApprovalState
     answer: dict[str, Any] | None = Field(

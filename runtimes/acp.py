@@ -422,13 +422,14 @@ class AcpAgentProcess(JsonRpcProcess):
         operator's answer, to confirm once sent)."""
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         kind = str((call or {}).get("kind") or "other")[:40]
-        title = str((call or {}).get("title") or kind)[:300]
+        title = str((call or {}).get("title") or kind)
         paths = tool_paths(call or {})
         verdict = allowed(self._spec, kind, paths)
         answer: ApprovalAnswer | None = None
         if verdict is None and self._bridge.asks:
             summary = paths[0] if paths and kind != "execute" else title  # what rules match
-            answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary))
+            answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary,
+                                                            asked=params))
         approve = bool(verdict) or (answer is not None and answer.decision == "approve")
         if not approve:
             why = answer.message if answer is not None and answer.message else \

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from orchestrator.contracts import McpServer, RuntimeNotLoggedIn, acp_agent
+from orchestrator.contracts import (
+    McpServer,
+    MemberStartFailed,
+    Placed,
+    RuntimeNotLoggedIn,
+    acp_agent,
+)
 from runtimes.base import member_environ, private_file
 
 if TYPE_CHECKING:
@@ -40,9 +46,12 @@ def build_env(spec: LaunchSpec) -> dict[str, str]:
     variable; the member's env."""
     own: dict[str, str] = {}
     if spec.login == "isolated":
-        home = spec.state_dir / "home"
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        own["HOME"] = str(home)
+        try:
+            spec.host.place([Placed(spec.runtime_home, "home")])
+        except OSError as exc:  # a link where its home goes: the member's doing
+            raise MemberStartFailed(spec.member, f"cannot make its private HOME in "
+                                    f"{spec.runtime_home}: {exc.strerror}") from None
+        own["HOME"] = str(spec.runtime_home / "home")
     preset = acp_agent(spec.agent)
     own.update(preset.env if preset is not None else ())
     if preset is not None and preset.model_env and spec.model:

@@ -35,6 +35,7 @@ from orchestrator.contracts import (
     resolve_executable,
     token_count,
     unwrap_group,
+    write_beneath,
 )
 
 if TYPE_CHECKING:
@@ -104,14 +105,10 @@ def member_environ(own: Mapping[str, str], member_env: Mapping[str, str],
 
 
 def private_file(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` with mode 0600 (replaced atomically), for settings and
-    prompts that must not go on a command line."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` with mode 0600 (replaced atomically, never through a name
+    another process made: ``runtimes.beneath``), for settings and prompts that must not go
+    on a command line."""
+    write_beneath(path.parent, path.name, text.encode("utf-8"))
     return path
 
 

@@ -50,6 +50,7 @@ from runtimes.claude_launch import (
     READ_TOOLS,
     build_argv,
     build_env,
+    home_dirs,
     private_dirs,
     session_counter,
     write_files,
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
 
 __all__ = ["EDIT_TOOLS", "READ_TOOLS", "ClaudeProcess", "ClaudeRuntime", "anthropic_tokens",
-           "build_argv", "build_env", "private_dirs", "user_line"]
+           "build_argv", "build_env", "home_dirs", "private_dirs", "user_line"]
 
 log = structlog.get_logger("teamctl.runtime.claude")
 
@@ -115,7 +116,8 @@ class ClaudeRuntime(Adapter, runtime="claude"):
             return await self._spawn(spec, fresh, tg)
 
     async def _spawn(self, spec: LaunchSpec, session_id: str, tg: TaskGroup) -> ClaudeProcess:
-        dirs = private_dirs(spec.state_dir, spec.login)
+        dirs = private_dirs(spec)
+        spec.host.place(home_dirs(spec))
         resume = await spec.host.exists(  # its transcripts are on its host
             str(dirs["config"] / "projects" / "*" / f"{session_id}.jsonl"))
         argv = build_argv(spec, session_id, resume=resume, files=write_files(spec))

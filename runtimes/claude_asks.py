@@ -28,17 +28,18 @@ def request_of(request: dict[str, Any]) -> ApprovalRequest:
     if tool == QUESTION_TOOL:
         questions = tuple(str(q.get("question") or "") for q in tool_input.get("questions") or []
                           if isinstance(q, dict))
-        return ApprovalRequest("question", tool, " | ".join(questions)[:500], questions)
+        return ApprovalRequest("question", tool, " | ".join(questions), questions, request)
     if isinstance(tool_input.get("command"), str):
-        return ApprovalRequest("permission", tool, tool_input["command"])
+        return ApprovalRequest("permission", tool, tool_input["command"], asked=request)
     path = next((tool_input[k] for k in _PATH_KEYS if isinstance(tool_input.get(k), str)), None)
     if path is not None:
         size = next((len(str(tool_input[k]).splitlines()) for k in ("content", "new_string")
                      if isinstance(tool_input.get(k), str)), None)
         return ApprovalRequest("permission", tool,
-                               path + (f" (+{size} lines)" if size is not None else ""))
-    return ApprovalRequest("permission", tool, str(request.get("description") or tool_input)
-                           [:300])
+                               path + (f" (+{size} lines)" if size is not None else ""),
+                               asked=request)
+    return ApprovalRequest("permission", tool, str(request.get("description") or tool_input),
+                           asked=request)
 
 
 def control_answer(request_id: Any, request: dict[str, Any], answer: ApprovalAnswer

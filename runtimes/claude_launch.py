@@ -8,7 +8,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
-from orchestrator.contracts import LaunchSpec, McpServer
+from orchestrator.contracts import LaunchSpec, McpServer, Placed
 from runtimes.base import member_environ, private_file
 from runtimes.logins import claude_config_dir
 
@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["EDIT_TOOLS", "PERMISSION_FLAGS", "READ_TOOLS", "build_argv", "build_env",
-           "private_dirs", "session_counter", "write_files"]
+           "home_dirs", "private_dirs", "session_counter", "write_files"]
 
 
 def write_files(spec: LaunchSpec) -> dict[str, Path]:
-    """The role prompt and the member's settings as 0600 files in its private dir: never on
-    the command line (visible to every local user in ``ps``; a long prompt fails E2BIG)."""
+    """The role prompt and the member's settings as 0600 files in its private dir (the
+    daemon's: a sandboxed member reads them, bound read-only, and cannot change them): never
+    on the command line (visible to every local user in ``ps``; a long prompt fails E2BIG)."""
     files: dict[str, Path] = {}
     if spec.prompt:
         files["prompt"] = private_file(spec.state_dir / "system-prompt.md", spec.prompt)
@@ -99,13 +100,21 @@ def build_env(spec: LaunchSpec, dirs: Mapping[str, Path]) -> dict[str, str]:
     return member_environ(own, spec.env)
 
 
-def private_dirs(state_dir: Path, login: str) -> dict[str, Path]:
-    dirs = {"config": state_dir / "config", "tmp": state_dir / "tmp", "xdg": state_dir / "xdg"}
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if login == "operator":
+_HOME_DIRS = ("config", "tmp", "xdg")
+
+
+def private_dirs(spec: LaunchSpec) -> dict[str, Path]:
+    """Claude's dirs in the member's runtime home (``home_dirs`` makes them, through its
+    host); with ``login = "operator"`` its config dir is the operator's own."""
+    dirs = {name: spec.runtime_home / name for name in _HOME_DIRS}
+    if spec.login == "operator":
         dirs["config"] = claude_config_dir()
     return dirs
+
+
+def home_dirs(spec: LaunchSpec) -> list[Placed]:
+    """What ``Host.place`` makes in the runtime home before Claude starts."""
+    return [Placed(spec.runtime_home, name) for name in _HOME_DIRS]
 
 
 def session_counter(session_id: str) -> str:

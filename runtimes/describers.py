@@ -110,7 +110,8 @@ class ClaudeDescriber:
                 "--tools", "", "--strict-mcp-config", "--permission-mode", "dontAsk"]
         if spec.model:
             argv += ["--model", spec.model]
-        env = claude.build_env(spec, claude.private_dirs(spec.state_dir, spec.login))
+        spec.host.place(claude.home_dirs(spec))
+        env = claude.build_env(spec, claude.private_dirs(spec))
         line = encode_line(claude.user_line(Turn("describe", (TextPart(instruction), image))))
         ran = await _run_once(self._spawner, spec, argv, env=env, stdin=line)
         result = next((e for e in reversed(ran.events) if e.get("type") == "result"), None)

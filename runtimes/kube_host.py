@@ -50,6 +50,7 @@ from runtimes.kube_manifests import (
     SANDBOX_VERSION,
     PodPlan,
 )
+from runtimes.local_host import place_here
 from runtimes.ssh import shipped_mcp_server
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process
 
     from orchestrator.config import KubernetesHostConfig
-    from orchestrator.contracts import Confined, ImagePart
+    from orchestrator.contracts import Confined, ImagePart, Placed
 
 __all__ = ["KubernetesHost", "classify", "kubernetes_host"]
 
@@ -68,7 +69,9 @@ _SIDE = Path(__file__).with_name("remote_side.py").read_text(encoding="utf-8")
 _MUX = Path(__file__).with_name("kube_mux.py").read_text(encoding="utf-8")
 REQUEST_TIMEOUT = 10.0  # one API call
 SIDE_TIMEOUT = 20.0  # one side call through exec
-_MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}
+# the host's own (the runtime's temp dir, the pid record), or here only (the describer's
+# dir, the member's socket dir)
+_MIRROR_SKIP = {("runtime", "tmp"), ("runtime.pid",), ("describer",), ("mcp",)}
 _MIRROR_MAX = 1 << 20
 Mode = Literal["sandbox", "pod"]
 
@@ -419,7 +422,7 @@ class KubernetesHost:
         mirror: dict[str, Any] = {"dirs": [], "files": {}, "links": {}}
         for path in sorted(self.state_dir.rglob("*")):
             relative = path.relative_to(self.state_dir)
-            if relative.parts[0] in _MIRROR_SKIP:
+            if relative.parts[:1] in _MIRROR_SKIP or relative.parts[:2] in _MIRROR_SKIP:
                 continue
             if path.is_symlink():
                 mirror["links"][str(relative)] = self.rewrite(os.readlink(path))
@@ -452,6 +455,10 @@ class KubernetesHost:
         out = await self._side("version", self.rewrite(executable), deadline=timeout)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
+
+    def place(self, files: Sequence[Placed]) -> None:
+        """Made in the member's private dir here, which is mirrored there at its start."""
+        place_here(files)
 
     async def confine(self, argv: Sequence[str], *,
                       env: Mapping[str, str]) -> Confined | None:

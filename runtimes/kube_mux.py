@@ -4,10 +4,13 @@ Kubernetes pods"). Standard library only: this file's text is also what runs in 
 **In the pod** (``python3 -c <this file> listen PATH``, a second exec stream of the member's
 relay): a Unix socket at PATH (0600, its dir 0700) — the path the member's ``teamctl mcp`` is
 told (``TEAMCTL_MCP_HOME``) — whose connections travel as frames on the exec's stdio; nothing
-listens on the pod's network. **Here** (``serve``, in the member's relay process): each
-connection opened there is a connection of this process to the member's own socket of the
-daemon (orchestrator/daemon/member_sockets.py): ``member.*`` calls with that member's current
-token only, from that member's processes (its relay is its process: orchestrator/daemon/peers.py).
+listens on the pod's network. A peer of another uid in the pod (SO_PEERCRED) is closed before
+a byte is read and is never opened as a connection (its first refusal is said on stderr).
+
+**Here** (``serve``, in the member's relay process): each connection opened there is a
+connection of this process to the member's own socket of the daemon
+(orchestrator/daemon/member_sockets.py): ``member.*`` calls with that member's current token
+only, from that member's processes (its relay is its process: orchestrator/daemon/peers.py).
 
 A frame: 4 bytes connection id, 1 byte kind (``OPEN``, ``DATA``, ``CLOSE``, ``READY``: the
 socket is bound), 4 bytes length, the payload; big-endian. ``MAX_CONNECTIONS`` at once.
@@ -158,17 +161,31 @@ def listen(path: str) -> int:
 
 def _accept(server: socket.socket, mux: Mux, send: Any) -> None:
     number = 0
+    refused: set[int] = set()
     while True:
         try:
             sock, _ = server.accept()
         except OSError:
             return
+        uid = _peer_uid(sock)
+        if uid != os.getuid():
+            sock.close()
+            if uid not in refused:  # said once each: the stream carries nothing more of it
+                refused.add(uid)
+                sys.stderr.write(f"teamctl-kube: refused a connection from uid {uid}\n")
+                sys.stderr.flush()
+            continue
         if len(mux.connections) >= MAX_CONNECTIONS:
             sock.close()
             continue
         number += 1
         send(frame(number, OPEN))
         mux.add(number, sock)
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
 
 
 # -- here, in the member's relay ------------------------------------------------------------

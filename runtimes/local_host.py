@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.contracts import Confined, McpServer, resolve_executable
+from orchestrator.contracts import (
+    Confined,
+    McpServer,
+    link_beneath,
+    open_dir,
+    resolve_executable,
+    unlink_link_beneath,
+    write_beneath,
+)
 from runtimes.base import spawn_process
 
 if TYPE_CHECKING:
@@ -26,9 +34,25 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import ImagePart, Spawner
+    from orchestrator.contracts import ImagePart, Placed, Spawner
 
-__all__ = ["LocalHost"]
+__all__ = ["LocalHost", "place_here"]
+
+
+def place_here(files: Sequence[Placed]) -> None:
+    """``Host.place`` on this machine's disk (``orchestrator.beneath``): each directory, a
+    copy of each daemon file, a link for each login file. FileExistsError where a real file
+    holds a link's name; OSError (ELOOP, ENOTDIR) where a link holds a directory's."""
+    for placed in files:
+        placed.home.mkdir(mode=0o700, exist_ok=True)  # a link there is refused below (ELOOP)
+        if placed.unlink:
+            unlink_link_beneath(placed.home, placed.at)
+        elif placed.link is not None:
+            link_beneath(placed.home, placed.at, placed.link)
+        elif placed.source is not None:
+            write_beneath(placed.home, placed.at, placed.source.read_bytes())
+        else:
+            os.close(open_dir(placed.home, placed.at))
 
 
 @dataclass(frozen=True)
@@ -85,6 +109,12 @@ class LocalHost:
             return found | {"error": f"'{executable} --version' exited {done.returncode}: "
                                      f"{' | '.join(err)}", "stderr": err}
         return found | {"version": out.splitlines()[0]}
+
+    def place(self, files: Sequence[Placed]) -> None:
+        """Each file written (or linked) into its runtime home, never through a name the
+        member made there (a member here runs as the operator's user: no boundary to keep,
+        but no reason to write through its links either)."""
+        place_here(files)
 
     async def confine(self, argv: Sequence[str], *,
                       env: Mapping[str, str]) -> Confined | None:

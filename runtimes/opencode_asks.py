@@ -58,7 +58,7 @@ class OpenCodeAsks:
                 await self._http.post(f"/question/{request_id}/reject")
             return
         answer = await self._bridge.ask(ApprovalRequest(
-            "question", "question", " | ".join(questions)[:500], questions))
+            "question", "question", " | ".join(questions), questions, props))
         self._bridge.answered(request_id, answer)
         with suppress(httpx.HTTPError):
             if answer.decision == "answer":
@@ -80,7 +80,7 @@ class OpenCodeAsks:
             summary = str(metadata.get("command") or metadata.get("filepath") or
                           " ".join(patterns) or props.get("permission"))
             answer = await self._bridge.ask(ApprovalRequest(
-                "permission", str(props.get("permission") or "?"), summary[:500]))
+                "permission", str(props.get("permission") or "?"), summary, asked=props))
             reply = "reject" if answer.decision == "deny" else (
                 "always" if answer.always else "once")
             body = {"reply": reply, **({"message": answer.message} if answer.message else {})}

@@ -15,9 +15,16 @@ import json
 import socket
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.contracts import LaunchSpec, MemberStartFailed, RuntimeNotLoggedIn
+from orchestrator.contracts import (
+    LaunchSpec,
+    MemberStartFailed,
+    Placed,
+    RuntimeNotLoggedIn,
+    read_beneath,
+    read_regular,
+)
 from runtimes.base import member_environ
-from runtimes.logins import link, opencode_config_dir, opencode_data_dir
+from runtimes.logins import opencode_config_dir, opencode_data_dir
 from runtimes.opencode_provider import PROVIDER_ENV, api_key_source, env_reference
 
 if TYPE_CHECKING:
@@ -36,13 +43,8 @@ def free_port() -> int:
 def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
     """The minimal environment; private HOME/XDG dirs, the server password, offline-friendly
     switches, the config (in the environment, never on the command line); the member's env."""
-    own: dict[str, str] = {}
-    dirs = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
-            "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state"}
-    for var, relative in dirs.items():
-        path = spec.state_dir / relative
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        own[var] = str(path)
+    own = {var: str(spec.runtime_home / relative) for var, relative in _DIRS.items()}
+    placed = [Placed(spec.runtime_home, relative) for relative in (*_DIRS.values(), _AUTH_DIR)]
     own.update(
         PWD=str(spec.workdir),
         OPENCODE_SERVER_PASSWORD=password,
@@ -50,22 +52,33 @@ def build_env(spec: LaunchSpec, password: str) -> dict[str, str]:
         OPENCODE_DISABLE_AUTOUPDATE="1",
         OPENCODE_CONFIG_CONTENT=json.dumps(build_config(spec)),
     )
-    auth = member_auth_file(spec)
-    if spec.login == "operator":
-        try:
-            link(opencode_data_dir() / "auth.json", auth)
-        except FileExistsError as exc:
-            raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
-                                    "login, or set login = \"isolated\"") from None
-        if opencode_config_dir().is_dir():  # the operator's providers, AGENTS.md, agents
-            own["OPENCODE_CONFIG_DIR"] = str(opencode_config_dir())
-    elif auth.is_symlink():
-        auth.unlink()  # an isolated member keeps nothing of the operator's
+    operator_auth = opencode_data_dir() / "auth.json"
+    if spec.login == "operator" and operator_auth.exists():
+        placed.append(Placed(spec.runtime_home, _AUTH, link=str(operator_auth)))
+    else:  # an isolated member keeps nothing of the operator's
+        placed.append(Placed(spec.runtime_home, _AUTH, unlink=True))
+    if spec.login == "operator" and opencode_config_dir().is_dir():
+        own["OPENCODE_CONFIG_DIR"] = str(opencode_config_dir())  # its providers, AGENTS.md
+    try:
+        spec.host.place(placed)
+    except FileExistsError as exc:
+        raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
+                                "login, or set login = \"isolated\"") from None
+    except OSError as exc:  # a link where a directory of its home goes: the member's doing
+        raise MemberStartFailed(spec.member, f"cannot make its private dirs in "
+                                f"{spec.runtime_home}: {exc.strerror}") from None
     return member_environ(own, spec.env)
 
 
+# the member's private HOME and XDG dirs, in its runtime home
+_DIRS = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
+         "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state"}
+_AUTH_DIR = "xdg/data/opencode"
+_AUTH = f"{_AUTH_DIR}/auth.json"
+
+
 def member_auth_file(spec: LaunchSpec) -> Path:
-    return spec.state_dir / "xdg" / "data" / "opencode" / "auth.json"
+    return spec.runtime_home / _AUTH
 
 
 def check_login(spec: LaunchSpec) -> None:
@@ -84,7 +97,7 @@ def check_login(spec: LaunchSpec) -> None:
     if provider not in PROVIDER_ENV or api_key_source(options, spec.env) is not None \
             or PROVIDER_ENV[provider] in spec.env:
         return
-    for text in (spec.env.get("OPENCODE_AUTH_CONTENT"), _read(member_auth_file(spec))):
+    for text in (spec.env.get("OPENCODE_AUTH_CONTENT"), _read_auth(spec)):
         try:
             entries = json.loads(text) if text else {}
         except ValueError:
@@ -98,12 +111,18 @@ def check_login(spec: LaunchSpec) -> None:
     raise RuntimeNotLoggedIn(spec.member, "opencode", fix)
 
 
-def _read(path: Path) -> str | None:
+def _read_auth(spec: LaunchSpec) -> str | None:
+    """The login file OpenCode will read: the operator's own for an operator login (what the
+    member's link points at), else the member's — read without following a name in its
+    home, never blocking on a FIFO."""
     try:
-        text: str = path.read_text()
+        if spec.login == "operator":
+            data = read_regular(opencode_data_dir() / "auth.json")
+        else:
+            data = read_beneath(spec.runtime_home, _AUTH)
     except OSError:
         return None
-    return text
+    return data.decode("utf-8", "replace")
 
 
 _PERMISSIONS: dict[str, dict[str, str]] = {

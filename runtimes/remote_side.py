@@ -33,6 +33,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -43,15 +44,68 @@ from typing import Any
 BASE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 
 
-def _private_write(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = path + ".tmp-" + str(os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+# Every file and directory this side makes in a member's mirror is made from directory
+# descriptors, each component opened with O_NOFOLLOW (orchestrator/beneath.py's rule, here in
+# the standard library of any python3): a sandboxed member there may write its runtime home,
+# and this side runs as the host's user outside its sandbox — it never writes through a name
+# the member made. The mirror's root (``~/.teamctl-remote/...``) is the daemon's there.
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _dir_fd(root: str, relative: str = "") -> int:
+    """``root/relative`` as a descriptor, made 0700 where missing, never through a link
+    below ``root`` (whose own parents are made by ``makedirs``)."""
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    fd = os.open(root, _DIR)
+    try:
+        for part in [p for p in relative.split("/") if p not in ("", ".")]:
+            if part == "..":
+                raise OSError(22, "not beneath its root", relative)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=fd)
+            child = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _private_write(root: str, relative: str, data: bytes) -> None:
+    """``data`` as ``root/relative`` (0600), atomically, never through a link there."""
+    directory, name = os.path.split(relative)
+    fd = _dir_fd(root, directory)
+    try:
+        tmp = f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                      dir_fd=fd)
+        with os.fdopen(out, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _link(root: str, relative: str, target: str) -> None:
+    """A symlink ``root/relative`` → ``target``, replacing a link (never a file) there."""
+    directory, name = os.path.split(relative)
+    fd = _dir_fd(root, directory)
+    try:
+        try:
+            if not stat.S_ISLNK(os.lstat(name, dir_fd=fd).st_mode):
+                return  # a real file holds the name: left as it is
+        except FileNotFoundError:
+            pass
+        tmp = f".{name}.{os.getpid()}.link"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=fd)
+        os.symlink(target, tmp, dir_fd=fd)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _say(line: str) -> None:
@@ -78,10 +132,10 @@ def put(sha256: str, size: str, into: str | None = None) -> int:
             sys.stderr.write("teamctl-remote: the image arrived damaged (size or sha256 "
                              "differs)\n")
             return 3
-        _private_write(path, data)
-    if into is not None:  # a sandboxed member's own copy (the cache is hidden from it)
-        path = os.path.join(into, sha256)
-        _private_write(path, data)
+        _private_write(root, os.path.join(sha256[:2], sha256), data)
+    if into is not None:  # a sandboxed member's own copy (the cache is hidden from it), in
+        path = os.path.join(into, sha256)  # its private dir there (read-only to it)
+        _private_write(into, sha256, data)
     _say(path)
     return 0
 
@@ -104,23 +158,30 @@ def version(executable: str) -> None:
 
 
 def _mirror(root: str, header: dict[str, Any]) -> None:
-    os.makedirs(root, mode=0o700, exist_ok=True)
+    """The member's private dir as the header carries it, made beneath ``root`` only; a
+    name a member made in its way (a link where a directory goes) fails that entry alone."""
     for relative in header.get("dirs", []):
-        os.makedirs(os.path.join(root, relative), mode=0o700, exist_ok=True)
+        _guarded(relative, lambda r=relative: os.close(_dir_fd(root, r)))
     for relative, text in header.get("files", {}).items():
-        _private_write(os.path.join(root, relative), text.encode("utf-8"))
+        _guarded(relative, lambda r=relative, t=text: _private_write(root, r,
+                                                                     t.encode("utf-8")))
     for relative, target in header.get("links", {}).items():
-        path = os.path.join(root, relative)
-        if os.path.islink(path) or os.path.exists(path):
-            os.unlink(path)
-        os.symlink(target, path)
+        _guarded(relative, lambda r=relative, t=target: _link(root, r, t))
+
+
+def _guarded(relative: str, make: Any) -> None:
+    try:
+        make()
+    except OSError as exc:
+        sys.stderr.write(f"teamctl-remote: {relative} not mirrored: {exc.strerror}\n")
 
 
 def _stop_earlier(pid_file: str) -> None:
     """An earlier run of this member (its daemon crashed, its channel hung): stop its group."""
-    try:
-        with open(pid_file) as handle:
-            pgid = int(handle.read().split()[0])
+    try:  # never through a link, never blocking on a FIFO
+        fd = os.open(pid_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd) as handle:
+            pgid = int(handle.read(64).split()[0])
     except (OSError, ValueError, IndexError):
         return
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -214,8 +275,7 @@ def run() -> int:
             return 125
     child = subprocess.Popen(command, cwd=cwd, env=env,
                              stdin=subprocess.PIPE, start_new_session=True)
-    with open(pid_file, "w") as handle:
-        handle.write(f"{child.pid}\n")
+    _private_write(root, "remote.pid", f"{child.pid}\n".encode())
     grace = float(header.get("grace", 5))
     parent = os.getppid()
     done = threading.Event()

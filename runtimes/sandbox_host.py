@@ -29,10 +29,12 @@ in at the same paths as here; an image is copied into its runtime home there.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -41,7 +43,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
-from orchestrator.contracts import Confined, SandboxUnavailable
+from orchestrator.contracts import (
+    Confined,
+    MemberStartFailed,
+    SandboxUnavailable,
+    read_beneath,
+    runtime_home,
+    unlink_link_beneath,
+    write_beneath,
+)
 from runtimes.sandbox_network import SERVE_SOCKET, on_host, proxy_socket, with_inbound
 from runtimes.sandbox_plan import (
     NETWORK_ON,
@@ -59,7 +69,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import Host, ImagePart, McpServer
+    from orchestrator.contracts import Host, ImagePart, McpServer, Placed
 
 __all__ = ["REMOTE_STATE", "InboundHost", "RemoteBase", "SandboxHost", "SandboxSupport",
            "describe", "login_paths", "member_policy", "probe", "probe_once"]
@@ -72,6 +82,7 @@ SOCKET_NAME = "teamctl.sock"  # (orchestrator.paths.Home.socket's name)
 REMOTE_STATE = (Path("~/.teamctl-remote"), Path("~/.cache/teamctl"))
 PLAN_SOURCE = Path(__file__).with_name("sandbox_plan.py").read_text(encoding="utf-8")
 EGRESS_SOCKET = "egress.sock"
+ATTACHMENTS = "attachments"  # in the member's private dir: the images its runtime reads
 
 _PROBED: dict[str, SandboxSupport] = {}
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
@@ -121,6 +132,25 @@ class _Inbound:
     directory: Path | None = None
 
 
+def trusted_socket(path: Path, member: str) -> Path:
+    """``path`` if it is a socket of the daemon's uid in a 0700 directory of the daemon's
+    (neither a link), checked right before it is bound into the member's sandbox;
+    MemberStartFailed otherwise (nothing is bound, the member does not start)."""
+    try:
+        found, directory = os.lstat(path), os.lstat(path.parent)
+    except OSError as exc:
+        raise MemberStartFailed(member, f"its socket {path} is not there ({exc.strerror}): "
+                                "restart it (teamctl restart)") from None
+    uid = os.geteuid()
+    if not (stat.S_ISSOCK(found.st_mode) and found.st_uid == uid
+            and stat.S_ISDIR(directory.st_mode) and directory.st_uid == uid
+            and directory.st_mode & 0o077 == 0):
+        raise MemberStartFailed(member, f"its socket {path} is not the daemon's (not a socket "
+                                "of this user in a private directory): nothing was bound; "
+                                "restart it (teamctl restart)")
+    return path
+
+
 def serve_dir() -> Path:
     """A fresh private directory (0700, random name) for an inbound socket, its path short
     enough for a socket's (under /tmp where ``TMPDIR`` is long); hidden from every sandbox
@@ -168,16 +198,17 @@ def login_paths(runtime: str, login: str) -> tuple[tuple[Path, bool], ...]:
                          (logins.opencode_config_dir(), False))}.get(runtime, ())
 
 
-def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
+def member_policy(*, workdir: Path, private: Path, state_root: Path,
                   others: Sequence[Path], paths: Mapping[str, Sequence[str]], runtime: str,
                   login: str, permissions: str, home: Path | None = None) -> SandboxPolicy:
     """A member's view (``SandboxPolicy``): its workdir (read-only with ``permissions =
-    "read"``: the kernel keeps it so, whatever the CLI's own sandbox can do inside ours) and
-    ``runtime_home`` read-write, teamctl's ``state_root`` and the ``others``' workdirs
-    concealed, the team file's ``paths`` (``rw``, ``ro``, ``hide``), what its ``runtime``'s
-    ``login`` needs. ``home``: the operator's here, unless given (``~``: a host's)."""
+    "read"``: the kernel keeps it so, whatever the CLI's own sandbox can do inside ours), its
+    ``private`` dir (the daemon's) read-only and the runtime home in it read-write, teamctl's
+    ``state_root`` and the ``others``' workdirs concealed, the team file's ``paths`` (``rw``,
+    ``ro``, ``hide``), what its ``runtime``'s ``login`` needs. ``home``: the operator's here,
+    unless given (``~``: a host's)."""
     return SandboxPolicy(workdir_writable=permissions != "read",
-        workdir=workdir, runtime_home=runtime_home,
+        workdir=workdir, runtime_home=runtime_home(private), private=private,
         home=home or Path(os.environ.get("HOME") or Path.home()),
         rw=tuple(map(Path, paths["rw"])), ro=tuple(map(Path, paths["ro"])),
         hide=tuple(map(Path, paths["hide"])), conceal=(state_root, *others),
@@ -186,17 +217,18 @@ def member_policy(*, workdir: Path, runtime_home: Path, state_root: Path,
 
 def describe(policy: SandboxPolicy, executable: str, path_env: str) -> dict[str, list[str]]:
     """What a member will see (``teamctl doctor``): read-write, read-only, hidden."""
-    tools = toolchain(executable, path_env, extra=mcp_toolchain())
+    tools = toolchain(executable, path_env, extra=mcp_toolchain(), policy=policy)
     workdir = [str(policy.workdir)]
     return {"rw": [*workdir[:policy.workdir_writable],
                    *(str(p) for p in (policy.runtime_home, *policy.rw,
                                       *(p for p, w in policy.login if w)))],
-            "ro": [*workdir[policy.workdir_writable:], *SYSTEM_DIRS, *map(str, tools),
+            "ro": [*workdir[policy.workdir_writable:],
+                   *([f"{policy.private} (the daemon's files for it)"] if policy.private else []),
+                   *SYSTEM_DIRS, *map(str, tools),
                    *map(str, policy.ro),
                    *(str(p) for p, w in policy.login if not w)],
             "hidden": [str(policy.home) + " (all but the above)",
-                       *(str(p) for p in policy.conceal
-                         if p not in (policy.workdir, policy.runtime_home)),
+                       *(str(p) for p in policy.conceal if p not in policy.own()),
                        *map(str, policy.hidden())]}
 
 
@@ -217,6 +249,8 @@ class SandboxHost:
     _inbound: _Inbound = field(default_factory=_Inbound, init=False, repr=False)
     # on a host: this launch's forwarded dir of the member's own socket (this machine's name)
     _mcp_there: list[Path] = field(default_factory=list, init=False, repr=False)
+    # what the runtime finds in its home (``place``), made or bound by bubblewrap at the start
+    _placed: dict[Path, Placed] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def name(self) -> str | None:
@@ -243,18 +277,42 @@ class SandboxHost:
         one-shot command teamctl runs for the member does not get it)."""
         path_env = env.get("PATH", os.defpath)
         executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path_env)
-        tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain)
+        tools = toolchain(executable or argv[0], path_env, extra=self.extra_toolchain,
+                          policy=self.policy)
         network = self.network
         if mcp:
-            # the member's own socket at a short fixed path inside, whatever the length of
-            # its path here (a Unix socket's path is at most 108 bytes, connect()'s too)
-            bind = ("--bind", str(self.mcp_home / SOCKET_NAME),
-                    f"{INSIDE_MCP_HOME}/{SOCKET_NAME}")
+            # the member's own socket's directory at a short fixed path inside, whatever the
+            # length of its path here (a Unix socket's path is at most 108 bytes, connect()'s
+            # too), read-only (a socket is connected to on a read-only mount) — its
+            # directory, so a socket bound again there is the one the member reaches;
+            # checked right before: the daemon's socket, in the daemon's 0700 directory
+            socket = trusted_socket(self.mcp_home / SOCKET_NAME, self.member)
+            bind = ("--ro-bind", str(socket.parent), INSIDE_MCP_HOME)
             network = replace(network, bwrap_args=(*bind, *network.bwrap_args))
             if self._inbound.port is not None and self._inbound.directory is not None:
                 network = with_inbound(network, self._inbound.directory, self._inbound.port)
-        return bwrap_argv(self.bwrap, replace(self.policy, toolchain=tools), argv,
-                          network=network)
+        return bwrap_argv(self.bwrap, self._with_placed(replace(self.policy, toolchain=tools)),
+                          argv, network=network)
+
+    def place(self, files: Sequence[Placed]) -> None:
+        """Nothing is written into the member's home by the daemon: at the next start
+        bubblewrap makes each directory and link inside and binds each daemon file
+        read-only at its place (a name the member changed there changes its own view only).
+        Links to nothing are dropped (``unlink``: nothing of the operator's is bound for an
+        isolated login)."""
+        for placed in files:
+            if placed.unlink:
+                self._placed.pop(placed.path, None)
+            else:
+                self._placed[placed.path] = placed
+
+    def _with_placed(self, policy: SandboxPolicy) -> SandboxPolicy:
+        placed = list(self._placed.values())
+        return replace(
+            policy,
+            placed_dirs=tuple(p.path for p in placed if p.source is None and p.link is None),
+            placed_files=tuple((p.path, p.source) for p in placed if p.source is not None),
+            placed_links=tuple((p.path, p.link) for p in placed if p.link is not None))
 
     async def confine(self, argv: Sequence[str], *,
                       env: Mapping[str, str]) -> Confined | None:
@@ -278,7 +336,17 @@ class SandboxHost:
             raise SandboxUnavailable(self.member, support.reason or "unknown")
         wrapped = self.argv(argv, env)
         wrapped[0] = support.path or wrapped[0]
+        await anyio.to_thread.run_sync(self._clear_links)
         return await self.base.spawn(wrapped, cwd=cwd, env={**env, **self.network.env})
+
+    def _clear_links(self) -> None:
+        """Bubblewrap makes each placed link afresh and refuses a name that exists: the
+        last start's link is removed first — a link only, never followed (a file the member
+        put there stays, and the start fails on it: its own doing, bwrap names it)."""
+        for placed in self._placed.values():
+            if placed.link is not None:
+                with contextlib.suppress(OSError):
+                    unlink_link_beneath(placed.home, placed.at)
 
     async def _spawn_there(self, base: RemoteBase, argv: Sequence[str], *, cwd: Path,
                            env: Mapping[str, str]) -> Process:
@@ -298,33 +366,37 @@ class SandboxHost:
             base.forward_socket(socket, str(forwarded / EGRESS_SOCKET), role="egress")
             network = on_host(network, place(str(forwarded / EGRESS_SOCKET)), "python3")
         base.sandbox_next({"bwrap": self.bwrap, "plan": PLAN_SOURCE,
-                           "policy": policy_json(self.policy, place), "mode": network.mode,
+                           "policy": policy_json(self._with_placed(self.policy), place),
+                           "mode": network.mode,
                            "bwrap_args": [*mcp, *network.bwrap_args],
                            "relay": list(network.relay)})
         return await self.base.spawn(argv, cwd=cwd, env={**env, **network.env})
 
     async def put_file(self, image: ImagePart) -> Path | None:
-        """A copy of the artifact in the member's runtime home (the artifacts are hidden),
-        made there on a host."""
+        """A copy of the artifact in the member's private dir (the artifacts are hidden;
+        the private dir is bound read-only: the member reads it, never writes or redirects
+        it), made there on a host."""
+        attachments = self._private() / ATTACHMENTS
         if isinstance(self.base, RemoteBase):
-            return await self.base.put_file(
-                image, into=str(self.policy.runtime_home / "attachments"))
+            return await self.base.put_file(image, into=str(attachments))
         source = await self.base.put_file(image)
         if source is None:
             return None
-        suffix = Path(source).suffix
-        target = self.policy.runtime_home / "attachments" / f"{image.sha256}{suffix}"
+        name = f"{image.sha256}{Path(source).suffix}"
 
         def copy() -> None:
-            target.parent.mkdir(mode=0o700, exist_ok=True)
-            if not target.exists():
-                tmp = target.with_name(f".{target.name}.tmp")
-                shutil.copyfile(source, tmp)
-                os.chmod(tmp, 0o600)
-                os.replace(tmp, target)
+            try:
+                if read_beneath(attachments, name, limit_bytes=len(image.data)) == image.data:
+                    return
+            except OSError:
+                pass
+            write_beneath(attachments.parent, f"{ATTACHMENTS}/{name}", image.data)
 
         await anyio.to_thread.run_sync(copy)
-        return target
+        return attachments / name
+
+    def _private(self) -> Path:
+        return self.policy.private or self.policy.runtime_home
 
     async def exists(self, pattern: str) -> bool:
         return await self.base.exists(pattern)

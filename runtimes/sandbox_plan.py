@@ -10,18 +10,25 @@ earlier one:
 2. the operator's home as an empty private tmpfs (so nothing in it is seen unless bound
    below);
 3. the member's toolchain, read-only: its executable's own tree (the npm package it lives in),
-   its interpreter's prefix, the directories on its ``PATH``, and the python that runs
-   teamctl's MCP server;
+   its interpreter's prefix, the directories on its ``PATH`` (with the root of a version
+   manager whose shims are there: pyenv, asdf, mise), and the python that runs teamctl's MCP
+   server — never found through a name the member can change;
 4. ``sandbox_ro`` read-only, ``sandbox_rw`` read-write;
 5. concealed: teamctl's state dir (its journal, logs, control socket, every member's private
    dir and worktree) and the other members' workdirs, each an empty tmpfs made read-only
    once the member's own paths in it are bound;
-6. the member's own: its workdir (read-only for ``permissions = "read"``) and its private
-   runtime home read-write; then, for a member in a git worktree, what git needs there
-   (``git``: the worktree, the repository's git dir read-only, its object store, the
-   worktree's admin dir and the member's own ref directories read-write — each showing
-   through the concealment of the operator's checkout and teamctl's state); and what its
-   CLI's login needs (``login = "operator"``: protocols/logins.md);
+6. the member's own: its workdir (read-only for ``permissions = "read"``), its private dir
+   (the daemon's files for it: prompt, settings, MCP config) **read-only** and, inside it,
+   its runtime home read-write — the only place of teamctl's it may write —; then, for a
+   member in a git worktree, what git needs there (``git``: the worktree, the repository's
+   git dir read-only, its object store, the worktree's admin dir and the member's own ref
+   directories read-write — each showing through the concealment of the operator's checkout
+   and teamctl's state); what its CLI's login needs (``login = "operator"``:
+   protocols/logins.md), and the daemon's files its runtime reads at a place inside its home
+   (``placed``: bound read-only, links made inside); a directory that holds a concealed path
+   and lies inside one of its writable binds is pinned (bound onto itself before the
+   concealment: a mount point cannot be renamed), so the member cannot move a parent of
+   teamctl's state aside and put its own in its place;
 7. hidden last, whatever bound them: the credential paths (``HIDDEN_IN_HOME``), the system's
    secrets (``HIDDEN_SYSTEM``) and ``sandbox_hide`` — never one that holds the member's own
    workdir or runtime home;
@@ -38,7 +45,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-from dataclasses import dataclass, field
+import stat
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +60,14 @@ __all__ = [
     "SYSTEM_DIRS",
     "NetworkPlan",
     "SandboxPolicy",
+    "VersionManager",
     "bwrap_argv",
     "host_argv",
+    "interpreter",
+    "manager_of",
     "policy_json",
     "toolchain",
+    "writable_paths",
 ]
 
 # read-only from the host, as they are (a merged-/usr system's /bin is a symlink, kept one)
@@ -107,6 +119,7 @@ class SandboxPolicy:
     workdir: Path
     runtime_home: Path
     home: Path
+    private: Path | None = None  # the member's private dir (the daemon's), read-only
     rw: tuple[Path, ...] = ()
     ro: tuple[Path, ...] = ()
     hide: tuple[Path, ...] = ()
@@ -116,11 +129,28 @@ class SandboxPolicy:
     tmp_bytes: int = _TMP_BYTES
     workdir_writable: bool = True  # False: bound read-only (``permissions = "read"``)
     git: tuple[tuple[Path, bool], ...] = ()
+    # the daemon's files at their places in the runtime home: (path inside, daemon file),
+    # bound read-only; (path inside, link target), made as links inside
+    placed_dirs: tuple[Path, ...] = ()  # made inside (0700), for the runtime to write in
+    placed_files: tuple[tuple[Path, Path], ...] = ()
+    placed_links: tuple[tuple[Path, str], ...] = ()
+
+    def own(self) -> list[Path]:
+        """The member's own paths, in the order they are bound (its home inside its
+        private dir)."""
+        return _unique([self.workdir, *([self.private] if self.private else []),
+                        self.runtime_home])
+
+    def writable(self) -> list[Path]:
+        """What the member may write: a parent of a concealed path among these is pinned."""
+        return _unique([*([self.workdir] if self.workdir_writable else []), self.runtime_home,
+                        *self.rw, *(path for path, writable in self.login if writable),
+                        *(path for path, writable in self.git if writable)])
 
     def concealed(self) -> list[Path]:
         """teamctl's state and the other members' workdirs that exist here, but never the
         member's own workdir or runtime home (a shared workdir stays shared)."""
-        own = (self.workdir, self.runtime_home)
+        own = self.own()
         return [p for p in _unique(self.conceal) if _exists(p) and p not in own]
 
     def hidden(self) -> list[Path]:
@@ -128,8 +158,19 @@ class SandboxPolicy:
         listed = [self.home / rel for rel in HIDDEN_IN_HOME]
         listed += [Path(p) for pattern in HIDDEN_SYSTEM for p in sorted(glob.glob(pattern))]
         listed += list(self.hide)
-        own = (self.workdir, self.runtime_home, *(path for path, _ in self.login))
+        own = (*self.own(), *(path for path, _ in self.login))
         return _unique(p for p in listed if _exists(p) and not any(_within(o, p) for o in own))
+
+    def pins(self, path: Path) -> list[Path]:
+        """The directories strictly between one of the member's writable binds and
+        ``path`` (a concealed path inside it): each is bound onto itself before ``path`` is
+        covered, so none of them can be renamed or removed from inside (EBUSY) — else the
+        member would move ``~/.local`` aside and give the daemon a state dir of its own."""
+        found: list[Path] = []
+        for bound in self.writable():
+            if bound != path and _within(path, bound):
+                found += [p for p in reversed(path.parents) if p != bound and _within(p, bound)]
+        return _unique(found)
 
 
 def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
@@ -142,20 +183,26 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, command: Sequence[str], *,
              "--tmpfs", str(policy.home)]
     argv += _binds("--ro-bind-try", policy.toolchain)
     argv += _binds("--ro-bind-try", policy.ro) + _binds("--bind-try", policy.rw)
-    own = (policy.workdir, policy.runtime_home)
+    own = policy.own()
     inside = [p for p in policy.concealed() if any(_within(p, o) for o in own)]
     for path in policy.concealed():
         if path not in inside:  # above or beside the member's own: covered before them
-            argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+            argv += _conceal(policy, path)
     argv += _own(policy, own)
     for path in inside:  # below the member's own: covered after them...
-        argv += ["--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+        argv += _conceal(policy, path)
     # ...and the member's own that lie in one of those bound again (a home inside a workdir)
     argv += _own(policy, [o for o in own if any(_within(o, p) for p in inside)])
     for path, writable in policy.git:  # after the concealment: they show through it
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
     for path, writable in policy.login:
         argv += _binds("--bind-try" if writable else "--ro-bind-try", (path,))
+    for at in policy.placed_dirs:  # made by bubblewrap inside: never by the daemon there
+        argv += ["--perms", "0700", "--dir", str(at)]
+    for at, source in policy.placed_files:  # the daemon's file, read-only, at its place
+        argv += ["--ro-bind", str(source), str(at)]
+    for at, target in policy.placed_links:
+        argv += ["--symlink", target, str(at)]
     for path in policy.hidden():
         argv += _hide(path)
     for path in policy.concealed():  # read-only once the member's own are bound in them
@@ -173,6 +220,10 @@ def policy_json(policy: SandboxPolicy, place: Callable[[str], str]) -> dict[str,
 
     return {"workdir": place(str(policy.workdir)),
             "runtime_home": place(str(policy.runtime_home)), "home": place(str(policy.home)),
+            "private": place(str(policy.private)) if policy.private else None,
+            "placed_dirs": paths(policy.placed_dirs),
+            "placed_files": [[place(str(a)), place(str(b))] for a, b in policy.placed_files],
+            "placed_links": [[place(str(a)), place(t)] for a, t in policy.placed_links],
             "rw": paths(policy.rw), "ro": paths(policy.ro), "hide": paths(policy.hide),
             "conceal": paths(policy.conceal),
             "login": [[place(str(p)), w] for p, w in policy.login],
@@ -200,11 +251,16 @@ def host_argv(spec: Mapping[str, Any], command: Sequence[str], path_env: str,
         raise LookupError(f"bubblewrap ({spec['bwrap']}) is not installed or not on PATH")
     policy = SandboxPolicy(
         workdir=one(data["workdir"]), runtime_home=one(data["runtime_home"]), home=home,
+        private=one(data["private"]) if data.get("private") else None,
+        placed_dirs=tuple(one(p) for p in data.get("placed_dirs", ())),
+        placed_files=tuple((one(a), one(b)) for a, b in data.get("placed_files", ())),
+        placed_links=tuple((one(a), str(t)) for a, t in data.get("placed_links", ())),
         rw=many("rw"), ro=many("ro"), hide=many("hide"), conceal=many("conceal"),
         login=tuple((one(p), bool(w)) for p, w in data["login"]),
-        tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]),
-        toolchain=toolchain(command[0], path_env, extra=(
-            Path(python), *(Path(p) for p in [shutil.which("python3", path=path_env)] if p))))
+        tmp_bytes=int(data["tmp_bytes"]), workdir_writable=bool(data["workdir_writable"]))
+    extra = (Path(python), *(Path(p) for p in [shutil.which("python3", path=path_env)] if p))
+    policy = replace(policy, toolchain=toolchain(command[0], path_env, extra=extra,
+                                                 policy=policy))
     network = NetworkPlan(mode=str(spec.get("mode", "on")),
                           bwrap_args=tuple(spec.get("bwrap_args", ())),
                           relay=tuple(spec.get("relay", ())))
@@ -225,10 +281,21 @@ def _system(tmp_bytes: int) -> list[str]:
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
 
 
+def _conceal(policy: SandboxPolicy, path: Path) -> list[str]:
+    """``path`` covered by an empty private tmpfs, its parents inside a writable bind pinned
+    first (``SandboxPolicy.pins``)."""
+    return [*_binds("--bind", policy.pins(path)),
+            "--perms", "0700", "--size", "4096", "--tmpfs", str(path)]
+
+
 def _own(policy: SandboxPolicy, paths: Iterable[Path]) -> list[str]:
-    """The member's own paths bound in: read-write, but a read-only workdir read-only."""
+    """The member's own paths bound in: read-write, but a read-only workdir and the private
+    dir (the daemon's) read-only."""
+    read_only = [policy.private] if policy.private else []
+    if not policy.workdir_writable:
+        read_only.append(policy.workdir)
     return [arg for path in _unique(paths) for arg in (
-        "--ro-bind" if path == policy.workdir and not policy.workdir_writable else "--bind",
+        "--ro-bind" if path in read_only and path != policy.runtime_home else "--bind",
         str(path), str(path))]
 
 
@@ -244,18 +311,30 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
-def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> tuple[Path, ...]:
+def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = (),
+              policy: SandboxPolicy | None = None) -> tuple[Path, ...]:
     """The read-only paths a runtime needs to run: the executable's tree (the directory that
     holds its ``node_modules``, else the file and its symlinks' chain), its ``#!``
-    interpreter's prefix, and the absolute directories on ``path_env`` (outside the system
-    dirs, which are there already); ``extra`` (teamctl's own python) added as it is."""
+    interpreter's prefix, the absolute directories on ``path_env`` (outside the system dirs,
+    which are there already), and for each of those that is a version manager's shim, the
+    manager's root and its global version file (``manager_of``); ``extra`` (teamctl's own
+    python) added as it is.
+
+    ``policy``: the member's view. Nothing is followed through a name the member can change
+    (its workdir, runtime home, ``sandbox_rw``, a writable login dir: ``writable_paths``) —
+    such a path is in its view as it is, and a symlink or a ``#!`` line the member wrote never
+    picks what is bound (docs/security.md, "The daemon is never a confused deputy")."""
+    writable = writable_paths(policy) if policy is not None else ()
+    home = policy.home if policy is not None else None
     found: list[Path] = []
-    for path in (executable, _interpreter(executable, path_env)):
+    entries = [p for p in path_env.split(os.pathsep)
+               if os.path.isabs(p) and len(Path(p).parts) > 2 and os.path.isdir(p)]
+    for path in (executable, interpreter(executable, path_env, writable), *entries):
         if path:
-            found += _tree(path)
-    for entry in path_env.split(os.pathsep):
-        if os.path.isabs(entry) and len(Path(entry).parts) > 2 and os.path.isdir(entry):
-            found += _tree(entry)
+            found += _tree(path, writable)
+            manager = manager_of(path, home=home, writable=writable)
+            if manager is not None:
+                found += [manager.root, *manager.files]
     found += list(extra)
     kept = [p for p in _unique(found) if not _in_system(p) and _exists(p)]
     dirs = [p for p in kept if p.is_dir() and not p.is_symlink()]
@@ -264,9 +343,58 @@ def toolchain(executable: str, path_env: str, *, extra: Iterable[Path] = ()) -> 
     return tuple(p for p in kept if not any(d != p and _within(p, d) for d in dirs))
 
 
-def _tree(path: str) -> list[Path]:
+def writable_paths(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """What the member can change (``policy.writable()``, and its workdir even when bound
+    read-only: a teammate or its earlier self wrote it): never followed or read on its
+    behalf by ``toolchain``."""
+    return tuple(_unique([policy.workdir, *policy.writable()]))
+
+
+@dataclass(frozen=True)
+class VersionManager:
+    """A version manager whose shims a member's toolchain goes through (pyenv, rbenv, asdf,
+    mise, …): ``root`` (its code, shims and installed versions) is bound read-only, with
+    ``files``, its global version choice where that lives outside the root."""
+
+    name: str
+    root: Path
+    files: tuple[Path, ...] = ()
+
+
+def manager_of(path: str, *, home: Path | None = None,
+               writable: Sequence[Path] = ()) -> VersionManager | None:
+    """The version manager ``path`` is a shim of (a file in, or the directory, ``ROOT/shims``),
+    known by its root: ``libexec/`` (pyenv, rbenv, nodenv: the global ``version`` file is in
+    the root), or ``installs/`` (asdf, and mise in its data dir: ``~/.tool-versions``; mise's
+    ``config.toml`` is never bound, it may hold ``[env]`` secrets). nvm puts a version's own
+    ``bin`` on PATH, no shim: its prefix is the interpreter's. None for anything else, and for
+    a root that is (or holds) the home or a name the member can change."""
+    shims = Path(os.path.abspath(path))
+    if shims.name != "shims":
+        shims = shims.parent
+    root = shims.parent
+    if shims.name != "shims" or len(root.parts) < 3 or _changeable(str(root), writable):
+        return None
+    if home is not None and _within(home, root):
+        return None
+    if os.path.isdir(root / "libexec"):
+        return VersionManager(root.name.lstrip("."), root)
+    if not os.path.isdir(root / "installs"):
+        return None
+    name = "mise" if root.name == "mise" else "asdf"
+    versions = home / ".tool-versions" if home is not None else None
+    files = (versions,) if versions is not None and os.path.isfile(versions) and \
+        not _changeable(str(versions), writable) else ()
+    return VersionManager(name, root, files)
+
+
+def _tree(path: str, writable: Sequence[Path] = ()) -> list[Path]:
     """``path``'s own tree: each link of its symlink chain and where it ends (the npm package
-    root above ``node_modules``, or the prefix above a ``bin`` dir, else the file itself)."""
+    root above ``node_modules``, or the prefix above a ``bin`` dir, else the file itself);
+    nothing when any step of the way is a name the member can change."""
+    real = _resolve(path, writable)
+    if real is None:
+        return []
     out: list[Path] = []
     current = os.path.abspath(path)
     for _ in range(16):  # a symlink chain is followed at most this far
@@ -274,9 +402,39 @@ def _tree(path: str) -> list[Path]:
         if not os.path.islink(current):
             break
         current = os.path.join(os.path.dirname(current), os.readlink(current))
-    real = Path(os.path.realpath(path))
-    out.append(_root(real))
+    out.append(_root(Path(real)))
     return out
+
+
+def _resolve(path: str, writable: Sequence[Path]) -> str | None:
+    """``os.path.realpath(path)`` one name at a time; None when a name on the way (a link, a
+    directory, the end) lies in ``writable``, or the links do not end."""
+    parts = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).split(os.sep)
+    resolved, hops = os.sep, 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        if _changeable(candidate, writable):
+            return None
+        if not os.path.islink(candidate):
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > 40:
+            return None
+        target = os.readlink(candidate)
+        resolved = os.sep if os.path.isabs(target) else resolved
+        parts[:0] = target.split(os.sep)
+    return resolved
+
+
+def _changeable(path: str, writable: Sequence[Path]) -> bool:
+    return any(_within(Path(os.path.normpath(path)), w) for w in writable)
 
 
 def _root(real: Path) -> Path:
@@ -288,14 +446,14 @@ def _root(real: Path) -> Path:
     return real
 
 
-def _interpreter(executable: str, path_env: str) -> str | None:
+def interpreter(executable: str, path_env: str,
+                 writable: Sequence[Path] = ()) -> str | None:
     """The program a ``#!`` script runs under (through ``/usr/bin/env NAME``: found on
-    ``path_env``), None for a binary."""
-    try:
-        with open(executable, "rb") as handle:
-            head = handle.read(256)
-    except OSError:
+    ``path_env``), None for a binary, for what is not a regular file (a FIFO never blocks the
+    daemon), and for a script the member can change (its ``#!`` never picks a bind)."""
+    if _resolve(executable, writable) is None:
         return None
+    head = _head(executable)
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
@@ -305,6 +463,20 @@ def _interpreter(executable: str, path_env: str) -> str | None:
         names = [w for w in words[1:] if not w.startswith("-")]
         return shutil.which(names[0], path=path_env) if names else None
     return words[0]
+
+
+def _head(path: str) -> bytes:
+    """The first 256 bytes of a regular file (b"" for anything else, or an error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _in_system(path: Path) -> bool:

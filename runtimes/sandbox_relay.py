@@ -15,7 +15,9 @@ the sandbox (``--socket``). This relay
 - sets ``NO_PROXY`` to the loopback names (the sandbox's own services and mapped ports);
 - with ``--inbound PORT:PATH``, the other way: listens on the Unix socket ``PATH`` (0600, in a
   0700 directory bound in from outside) and joins each connection from the daemon's uid to
-  ``127.0.0.1:PORT`` in the sandbox — the server a runtime runs there (``opencode serve``),
+  ``127.0.0.1:PORT`` in the sandbox (a peer of another uid, by SO_PEERCRED, is closed before a
+  byte is read, and the first refusal of each uid is said on stderr, which the daemon keeps
+  as the runtime's) — the server a runtime runs there (``opencode serve``),
   which the daemon cannot reach over TCP across the namespace; the socket is removed when the
   runtime ends (and by the daemon after a stop that kills the sandbox);
 - then starts ``argv`` (after ``--``) as its child with that environment and the same stdio,
@@ -46,6 +48,7 @@ MAX_CONNECTIONS = 256
 HEAD_LIMIT = 16 * 1024
 CONNECT_TIMEOUT = 30.0
 _slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+_refused_uids: set[int] = set()  # said once each: another uid cannot fill the stderr ring
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -113,7 +116,13 @@ def _to_server(port: int) -> Callable[[socket.socket], socket.socket | None]:
     """Inbound: ``127.0.0.1:port`` in the sandbox, for a peer of this uid only (the daemon's,
     as this user namespace maps it; any other uid is closed before a byte is read)."""
     def open_upstream(client: socket.socket) -> socket.socket | None:
-        if _peer_uid(client) != os.getuid():
+        uid = _peer_uid(client)
+        if uid != os.getuid():
+            if uid not in _refused_uids:
+                _refused_uids.add(uid)
+                sys.stderr.write(f"sandbox_relay: refused a connection from uid {uid} "
+                                 "(only the daemon's uid is served)\n")
+                sys.stderr.flush()
             return None
         upstream = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT)
         upstream.settimeout(None)

@@ -50,6 +50,7 @@ import structlog
 from orchestrator import contracts
 from orchestrator.contracts import HostUnavailable, McpServer
 from runtimes.base import BASE_ENV_NAMES
+from runtimes.local_host import place_here
 from runtimes.sandbox_probe import SandboxSupport
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import Confined, ImagePart
+    from orchestrator.contracts import Confined, ImagePart, Placed
 
 __all__ = [
     "MCP_MODULES",
@@ -80,7 +81,9 @@ PROBE_TIMEOUT = 20.0
 MASTER_CHECK_TIMEOUT = 3.0
 CONTROL_PERSIST = 120
 _MIRROR_MAX_BYTES = 1 << 20
-_MIRROR_SKIP = {"tmp", "runtime.pid", "describer"}  # the host's own, or here only
+# the host's own (the runtime's temp dir, the pid record), or here only (the describer's
+# dir, the member's socket dir)
+_MIRROR_SKIP = {("runtime", "tmp"), ("runtime.pid",), ("describer",), ("mcp",)}
 # what ``teamctl mcp`` needs on a member's host (standard library only), and how it starts
 MCP_MODULES = ("__init__.py", "errors.py", "limits.py", "rpc.py", "paths.py", "redaction.py",
                "client/__init__.py", "client/calls.py", "client/mcp_server.py",
@@ -334,6 +337,10 @@ class SshHost:
         return shipped_mcp_server(state_dir,
                          {"TEAMCTL_MEMBER_TOKEN": token, "TEAMCTL_MCP_HOME": str(forwarded)})
 
+    def place(self, files: Sequence[Placed]) -> None:
+        """Made in the member's private dir here, which is mirrored there at its start."""
+        place_here(files)
+
     async def confine(self, argv: Sequence[str], *,
                       env: Mapping[str, str]) -> Confined | None:
         """The member runs on another machine: nothing of it runs here."""
@@ -439,7 +446,7 @@ class SshHost:
         links: dict[str, str] = {}
         for path in sorted(self.state_dir.rglob("*")):
             relative = path.relative_to(self.state_dir)
-            if relative.parts[0] in _MIRROR_SKIP:
+            if relative.parts[:1] in _MIRROR_SKIP or relative.parts[:2] in _MIRROR_SKIP:
                 continue
             if path.is_symlink():
                 links[str(relative)] = self.rewrite(os.readlink(path))

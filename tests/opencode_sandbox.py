@@ -46,9 +46,9 @@ def sandbox_host(root: Path, network: str) -> Iterator[SandboxHost]:
     ``root/state/members/t/m``) with ``network`` "on" or "off"."""
     work, state = root / "work", root / "state"
     member_dir = state / "members" / "t" / "m"
-    for path in (work, member_dir / "mcp", root / "egress"):
+    for path in (work, member_dir / "mcp", member_dir / "runtime", root / "egress"):
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    policy = member_policy(workdir=work, runtime_home=member_dir, state_root=state, others=(),
+    policy = member_policy(workdir=work, private=member_dir, state_root=state, others=(),
                            paths={"rw": [], "ro": [str(REPO / "fixtures")], "hide": []},
                            runtime="opencode", login="isolated", permissions="full")
     egress = root / "egress" / "e.sock"

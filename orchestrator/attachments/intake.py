@@ -19,7 +19,7 @@ from orchestrator.limits import ORIGINAL_LIMIT_BYTES
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["ORIGINAL_LIMIT_BYTES", "Original", "read_original"]
+__all__ = ["ORIGINAL_LIMIT_BYTES", "Original", "file_kind", "read_original"]
 
 _CHUNK = 1 << 20
 
@@ -31,9 +31,11 @@ class Original:
     data: bytes
 
 
-def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Original:
-    """The file's bytes, or an AttachmentError saying what is wrong with it."""
-    name = path.name
+def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES,
+                  name: str | None = None) -> Original:
+    """The file's bytes, or an AttachmentError saying what is wrong with it. ``name``: the
+    attachment's name when ``path`` is not it (a ``/proc/self/fd/N`` a member's read holds)."""
+    name = path.name if name is None else name
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -48,7 +50,7 @@ def read_original(path: Path, *, limit_bytes: int = ORIGINAL_LIMIT_BYTES) -> Ori
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise _not_regular(name, _kind(mode))
+            raise _not_regular(name, file_kind(mode))
         special = _special_tree(path)
         if special:  # "regular" to fstat, but a view of a process or the kernel
             raise _not_regular(name, f"a special file (under {special})")
@@ -88,7 +90,8 @@ def _special_tree(path: Path) -> str | None:
                 None)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):

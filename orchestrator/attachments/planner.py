@@ -88,8 +88,11 @@ class Planner:
     def vision(self, target: Target) -> VisionEntry:
         return self._catalog.lookup(target.runtime, target.model, operator_vision=target.vision)
 
-    async def plan(self, target: Target, text: str, paths: list[Path]) -> list[PlannedAttachment]:
-        """Plan every attachment for ``target``; AttachmentRefused with every failure."""
+    async def plan(self, target: Target, text: str,
+                   paths: list[Path | Original]) -> list[PlannedAttachment]:
+        """Plan every attachment for ``target``; AttachmentRefused with every failure. An
+        attachment is a path the operator named, or an ``Original`` already read (a member's,
+        read in its own view: daemon/member_attachments.py)."""
         if not paths:
             return []
         entry = self.vision(target)
@@ -206,8 +209,8 @@ class Planner:
             self._artifacts.put(blob)
         return derived
 
-    def _read(self, path: Path) -> _Read:
-        original = read_original(path)
+    def _read(self, source: Path | Original) -> _Read:
+        original = source if isinstance(source, Original) else read_original(source)
         return _Read(original, hashlib.sha256(original.data).hexdigest(),
                      sniff(original.data[:SNIFF_BYTES]))
 

@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.visible import visible_line
+
 __all__ = ["plan_lines", "sent_line"]
 
 SHORT = 12  # a sha256's short form: its first 12 hex digits
+
+
+def _name(attachment: dict[str, Any]) -> str:
+    """The file's name on its line (a name may hold a newline or a control character)."""
+    return visible_line(str(attachment["name"]))
 
 
 def _label(attachment: dict[str, Any]) -> str:
@@ -27,7 +34,7 @@ def _document_head(attachment: dict[str, Any], page_images: int) -> str:
     if page_images:
         facts.append(f"page images {page_images}")
     said = f" ({', '.join(facts)})" if facts else ""
-    return f"{_label(attachment)} {attachment['name']} — {attachment.get('route')}{said}"
+    return f"{_label(attachment)} {_name(attachment)} — {attachment.get('route')}{said}"
 
 
 def _variant(v: dict[str, Any], *, short: bool) -> str:
@@ -41,7 +48,7 @@ def plan_lines(attachment: dict[str, Any]) -> list[str]:
     before documents), or a document's head with what it sends, then its page images."""
     variants = attachment["variants"]
     if attachment.get("kind", "image") == "image":
-        return [f"{_label(attachment)} {attachment['name']}: {v['purpose']} "
+        return [f"{_label(attachment)} {_name(attachment)}: {v['purpose']} "
                 + _variant(v, short=False) for v in variants]
     main, pages = variants[0], variants[1:]
     lines = [f"{_document_head(attachment, len(pages))}: {_variant(main, short=True)}"]
@@ -54,7 +61,7 @@ def sent_line(attachment: dict[str, Any]) -> str:
     if attachment.get("kind", "image") == "image":
         described = (f" (described by {attachment['described_by']})"
                      if attachment.get("described_by") else "")
-        return f"{_label(attachment)} {attachment['name']}: {_variant(attachment, short=True)}" \
+        return f"{_label(attachment)} {_name(attachment)}: {_variant(attachment, short=True)}" \
             + described
     pages = attachment.get("page_variants") or []
     return f"{_document_head(attachment, len(pages))}: {_variant(attachment, short=True)}"

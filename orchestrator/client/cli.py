@@ -7,7 +7,6 @@ loaded by ``launch`` (to validate the team file before anything starts).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import sys
@@ -33,10 +32,12 @@ from orchestrator.client.common import (
     emit_json,
     handles_errors,
     is_utf8,
+    say,
     teamctl_home,
 )
 from orchestrator.errors import ClipboardError, TeamctlError
 from orchestrator.limits import MAX_ATTACHMENTS, MAX_PAGE_ROWS, MAX_WAIT_SECONDS, ULID_PATTERN
+from orchestrator.visible import json_text, visible_line
 
 if TYPE_CHECKING:
     from orchestrator.paths import Home
@@ -66,11 +67,11 @@ class Seconds(click.ParamType[float]):
 def _member_table(members: list[dict[str, Any]]) -> list[str]:
     header = ("MEMBER", "RUNTIME", "MODEL", "LAUNCH", "LIVENESS", "READINESS", "PID",
               "RESTARTS", "QUEUED", "COST")
-    rows = [header] + [
-        (m["name"], m["runtime"] + (f"@{m['host']}" if m.get("host") else ""),
-         m.get("model") or "-", m["launch"], m["liveness"],
-         m["readiness"], str(m.get("pid") or "-"), str(m.get("restarts", 0)),
-         str(m.get("queued", 0)), cost_text(m.get("spend")))
+    rows = [header] + [tuple(map(visible_line, (
+        m["name"], m["runtime"] + (f"@{m['host']}" if m.get("host") else ""),
+        m.get("model") or "-", m["launch"], m["liveness"],
+        m["readiness"], str(m.get("pid") or "-"), str(m.get("restarts", 0)),
+        str(m.get("queued", 0)), cost_text(m.get("spend")))))
         for m in members
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -79,7 +80,7 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
     lines += [f"  {m['name']}: sandbox {m['sandbox']}" + (
         f" (egress: {m['egress']['allowed']} allowed, {m['egress']['denied']} denied)"
         if m.get("egress") else "") for m in members if m.get("sandbox")]
-    lines += [f"  {m['name']}: {m[key]}" for m in members
+    lines += [f"  {m['name']}: {visible_line(m[key])}" for m in members
               for key in ("hold", "error", "activity", "note") if m.get(key)]
     return lines
 
@@ -125,14 +126,14 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     else:
         if team.get("already_running"):
             how = "resumed by the daemon" if team.get("resumed") else "already running"
-            click.echo(f"team {team['name']} {how}, from this same file (nothing to do)")
-        click.echo(f"team {team['name']}")
+            say(f"team {team['name']} {how}, from this same file (nothing to do)")
+        say(f"team {team['name']}")
         for line in _member_table(team["members"]):
-            click.echo(line)
+            say(line)
     if failed:
         if not as_json:
             names = ", ".join(m["name"] for m in failed)
-            click.echo(f"teamctl: not ready: {names} (see 'teamctl logs')", err=True)
+            say(f"teamctl: not ready: {names} (see 'teamctl logs')", err=True)
         sys.exit(1)
 
 
@@ -157,20 +158,19 @@ def status(team: str | None, watch: bool, as_json: bool) -> None:
     while True:
         doc = client.call(teamctl_home(), "status", {"team": team})
         if as_json:
-            click.echo(json.dumps(doc, ensure_ascii=False) if watch else
-                       json.dumps(doc, indent=2, ensure_ascii=False))
+            click.echo(json_text(doc) if watch else json_text(doc, indent=2))
         else:
             if watch:
-                click.echo("\x1b[H\x1b[2J", nl=False)  # home, clear: one screen, redrawn
-                click.echo(time.strftime("%H:%M:%S") + "  (teamctl status --watch; Ctrl-C)")
+                click.echo("\x1b[H\x1b[2J", nl=False)  # home, clear: teamctl's own sequence
+                say(time.strftime("%H:%M:%S") + "  (teamctl status --watch; Ctrl-C)")
             if not doc["teams"]:
-                click.echo("no team is running")
+                say("no team is running")
             for entry in doc["teams"]:
                 spend = entry.get("spend")
-                click.echo(f"team {entry['name']}" + (f"  (cost {cost_text(spend)})"
+                say(f"team {entry['name']}" + (f"  (cost {cost_text(spend)})"
                                                       if spend else ""))
                 for line in _member_table(entry["members"]):
-                    click.echo(line)
+                    say(line)
         if not watch:
             return
         try:  # the daemon answers when something changed (or after 20 s): no polling loop
@@ -291,7 +291,7 @@ def _refused(failures: list[dict[str, Any]], as_json: bool, exit_code: int) -> N
         emit_json({"ok": False, "failures": failures})
     else:
         for failure in failures:
-            click.echo(f"{failure['code']}: {failure['message']}", err=True)
+            say(f"{failure['code']}: {failure['message']}", err=True)
     sys.exit(exit_code)
 
 
@@ -301,29 +301,29 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
         return
     for attachment in result["attachments"]:
         for line in plan_lines(attachment):
-            click.echo(line)
+            say(line)
         if attachment.get("described_by"):
             known = " (its description is known)" if attachment.get("description_cached") \
                 else ""
-            click.echo(f"  described by {attachment['described_by']}: the member receives the "
-                       f"description in place of the image{known}")
+            say(f"  described by {attachment['described_by']}: the member receives the "
+                f"description in place of the image{known}")
         for warning in attachment["warnings"]:
-            click.echo(f"  warning: {warning}")
+            say(f"  warning: {warning}")
 
 
 def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
     if as_json:
         emit_json(result)
     elif not wait:
-        click.echo(result["id"])
+        say(result["id"])
     elif result["state"] == "answered":
-        click.echo(result["reply"])
+        say(result["reply"])
     for note in () if as_json else result.get("notes") or ():  # "resuming: ... was paused"
-        click.echo(note, err=True)
+        say(note, err=True)
     if wait and result["state"] != "answered":
         error = result.get("error") or {}
         if not as_json:
-            click.echo(f"{error.get('code', 'failed')}: {error.get('message', '')}", err=True)
+            say(f"{error.get('code', 'failed')}: {error.get('message', '')}", err=True)
         sys.exit(1)
 
 
@@ -347,30 +347,30 @@ def history(team: str | None, member: str, limit: int, before: str | None,
         emit_json(doc)
         return
     if doc.get("before"):
-        click.echo(f"(older messages: teamctl history {member} --before {doc['before']})")
+        say(f"(older messages: teamctl history {member} --before {doc['before']})")
     for message in doc["messages"]:
         sender = message.get("sender") or "operator"
-        click.echo(f"{message['id']}  {message['state']}  attempts={message['attempts']}  "
-                   f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
-                   + _task_of(message))
-        click.echo(f"  > {message['text']}")
+        say(f"{message['id']}  {message['state']}  attempts={message['attempts']}  "
+            f"from {sender}" + (" (reply)" if message.get("kind") == "reply" else "")
+            + _task_of(message))
+        say("  > " + message["text"].replace("\n", "\n    "))
         for attachment in message.get("attachments") or ():
-            click.echo(f"  @ {sent_line(attachment)}")
+            say(f"  @ {sent_line(attachment)}")
         if message.get("reply"):
-            click.echo("  < " + message["reply"].replace("\n", "\n    "))
+            say("  < " + message["reply"].replace("\n", "\n    "))
         for note in message.get("notes") or ():
-            click.echo(f"  ~ {note}")
+            say(f"  ~ {note}")
         usage = message.get("usage")
         if usage:
             cost = "cost unknown" if usage.get("cost_usd") is None else \
                 f"${usage['cost_usd']:.4f}"
-            click.echo(f"  $ {cost}, {usage.get('input_tokens', 0)} in "
-                       f"({usage.get('cached_input_tokens', 0)} cached) / "
-                       f"{usage.get('output_tokens', 0)} out tokens"
-                       + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
+            say(f"  $ {cost}, {usage.get('input_tokens', 0)} in "
+                f"({usage.get('cached_input_tokens', 0)} cached) / "
+                f"{usage.get('output_tokens', 0)} out tokens"
+                + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
         if message.get("error"):
             error = message["error"]
-            click.echo(f"  ! {error['code']}: {error['message']}")
+            say(f"  ! {error['code']}: {error['message']}")
 
 
 def _task_of(message: dict[str, Any]) -> str:
@@ -386,7 +386,7 @@ def restart(team: str | None, member: str) -> None:
     """Restart MEMBER (also clears a fatal state)."""
     doc = client.call(teamctl_home(), "restart", {"team": team, "member": member}, timeout=120.0)
     for line in _member_table([m for m in doc["members"] if m["name"] == member]):
-        click.echo(line)
+        say(line)
 
 
 @cli.command()
@@ -399,14 +399,14 @@ def stop(team: str | None) -> None:
     with client.daemon_exit(home) if team is None else contextlib.nullcontext() as exited:
         doc = client.call(home, "stop", {"team": team}, timeout=180.0)
         for name in doc["stopped"]:
-            click.echo(f"stopped {name}")
+            say(f"stopped {name}")
         if not doc.get("daemon_stopping"):
             return
         if exited is not None and not exited(_DAEMON_EXIT_SECONDS):
             raise TeamctlError(f"the daemon answered 'stop' but has not exited after "
                                f"{_DAEMON_EXIT_SECONDS:g} s; see {home.logs / 'teamctl.jsonl'} "
                                "and run `teamctl stop` again")
-        click.echo("daemon stopped")
+        say("daemon stopped")
 
 
 @cli.command()
@@ -425,11 +425,11 @@ def thread(message_id: str, as_json: bool) -> None:
     for message in doc["messages"]:
         indent = "  " * message["depth"]
         kind = " (reply)" if message["kind"] == "reply" else ""
-        click.echo(f"{indent}{message['sender']} -> {message['to']}{kind}  {message['id']}  "
-                   f"depth {message['depth']}  {message['state']}" + _task_of(message))
-        click.echo(f"{indent}  > {message['text']}")
+        say(f"{indent}{message['sender']} -> {message['to']}{kind}  {message['id']}  "
+            f"depth {message['depth']}  {message['state']}" + _task_of(message))
+        say(f"{indent}  > " + message["text"].replace("\n", f"\n{indent}    "))
         if message.get("reply"):
-            click.echo(f"{indent}  < " + message["reply"].replace("\n", " "))
+            say(f"{indent}  < " + message["reply"].replace("\n", " "))
 
 
 @cli.command()
@@ -445,18 +445,18 @@ def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
         emit_json(doc)
         return
     if not doc["worktrees"] and not doc["pruned"]:
-        click.echo("no worktrees (worktree = true in a team file makes one per member)")
+        say("no worktrees (worktree = true in a team file makes one per member)")
     for tree in doc["worktrees"]:
         state = "missing" if tree["missing"] else (
             f"{tree['ahead']} ahead, {tree['dirty']} changed, {tree['untracked']} untracked")
-        click.echo(f"{tree['team']}/{tree['member']}  {tree['branch']} (from {tree['base']})  "
-                   f"{state}  {tree['path']}")
+        say(f"{tree['team']}/{tree['member']}  {tree['branch']} (from {tree['base']})  "
+            f"{state}  {tree['path']}")
         if tree["diffstat"]:
-            click.echo(f"  {tree['diffstat']}")
+            say(f"  {tree['diffstat']}")
     for name in doc["pruned"]:
-        click.echo(f"pruned {name}")
+        say(f"pruned {name}")
     for kept in doc["kept"]:
-        click.echo(f"kept {kept['team']}/{kept['member']}: {kept['reason']}")
+        say(f"kept {kept['team']}/{kept['member']}: {kept['reason']}")
 
 
 @cli.command()
@@ -472,7 +472,7 @@ def diff(team: str | None, member: str, stat: bool, as_json: bool) -> None:
     if as_json:
         emit_json(doc)
     else:
-        click.echo(doc["text"], nl=False)
+        say(doc["text"], nl=False)
 
 
 @cli.command()
@@ -490,9 +490,7 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
     def show(batch: list[dict[str, Any]]) -> None:
         for event in batch:
             if diagnostics.matches(event, team=team, member=member):
-                line = json.dumps(event, ensure_ascii=False) if as_json else \
-                    diagnostics.format_event(event)
-                click.echo(line)
+                say(json_text(event) if as_json else diagnostics.format_event(event))
 
     show(events)
     if follow:
@@ -587,30 +585,32 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
     if blocked:
         if not as_json:
             for row in blocked:
-                click.echo(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
-                           f"{row['fix']}", err=True)
+                say(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
+                    f"{row['fix']}", err=True)
         sys.exit(1)
 
 
 def _doctor_text(report: dict[str, Any]) -> None:
     for row in report.get("members", []):
         where = row["path"] or row["command"]
-        click.echo(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
-                   f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
-        click.echo(f"{'':<12} {where} {row.get('version') or ''}".rstrip())
+        say(f"{row['member']:<12} {row['runtime']:<9} login={row['login']:<9} "
+            f"permissions={row['permissions']:<5} {row['credential']}: {row['source']}")
+        say(f"{'':<12} {where} {row.get('version') or ''}".rstrip())
         for key in ("rw", "ro", "hidden"):
             if row.get("sandbox"):
-                click.echo(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
+                say(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
+        if (row.get("sandbox") or {}).get("started"):
+            say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
-        click.echo(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
+        say(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
     box = report["sandbox"]
-    click.echo(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
-               + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
+    say(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
+        + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
     catalog = report["vision_catalog"]
-    click.echo(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
+    say(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
     state = "running" if report["daemon_running"] else "not running"
-    click.echo(f"home: {report['home']} (daemon {state})")
+    say(f"home: {report['home']} (daemon {state})")
 
 
 def _host_report(report: dict[str, Any], as_json: bool) -> None:
@@ -620,21 +620,21 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
     elif report["reachable"] and report.get("kind") == "kubernetes":
         made = "a Sandbox (agent-sandbox)" if report["mode"] == "sandbox" else \
             "a Pod and a PVC (no agent-sandbox CRD served)"
-        click.echo(f"host {report['host']} (kubernetes, {report['destination']}, namespace "
-                   f"{report['namespace']}): API reachable in {report['seconds']:.2f}s; "
-                   f"each member gets {made}")
+        say(f"host {report['host']} (kubernetes, {report['destination']}, namespace "
+            f"{report['namespace']}): API reachable in {report['seconds']:.2f}s; "
+            f"each member gets {made}")
         for row in report["checks"]:
-            click.echo(f"  {row['check']:<40} {'ok  ' if row['ok'] else 'FAIL'} {row['detail']}")
+            say(f"  {row['check']:<40} {'ok  ' if row['ok'] else 'FAIL'} {row['detail']}")
     elif report["reachable"]:
-        click.echo(f"host {report['host']} ({report['destination']}): reachable in "
-                   f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
+        say(f"host {report['host']} ({report['destination']}): reachable in "
+            f"{report['seconds']:.2f}s, python {report['python']}, home {report['home']}")
         for row in report["runtimes"]:
             where = f"{row.get('version') or '-'}  {row['path']}" if row.get("found") else \
                 f"not found ({row['command']}: install it there, or set command)"
-            click.echo(f"  {row['runtime']:<9} {where}")
+            say(f"  {row['runtime']:<9} {where}")
     else:
         error = report["error"] or {}
-        click.echo(f"{error.get('code')}: {error.get('message')}", err=True)
+        say(f"{error.get('code')}: {error.get('message')}", err=True)
     if not report["reachable"] or failed:
         sys.exit(1)
 
@@ -652,6 +652,6 @@ def main() -> None:
     try:
         cli(prog_name="teamctl")
     except Exception as exc:  # a bug: one line, not a traceback (the daemon logs its side)
-        click.echo(f"teamctl: internal error: {type(exc).__name__}: {exc} (this is a bug in "
-                   "teamctl; please report it)", err=True)
+        say(f"teamctl: internal error: {type(exc).__name__}: {exc} (this is a bug in "
+            "teamctl; please report it)", err=True)
         sys.exit(1)

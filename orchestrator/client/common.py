@@ -1,4 +1,5 @@
-"""What every ``teamctl`` command module shares: the name check, the home, JSON output, the
+"""What every ``teamctl`` command module shares: the name check, the home, the output (``say``
+and ``emit_json``: whatever a member wrote shown visibly, orchestrator/visible.py), the
 error-to-exit-code wrapper and the cost cell.
 
 ``cli`` builds the command group from the modules that import this one, so nothing here imports
@@ -8,7 +9,6 @@ a command module (the layout test holds the client free of import cycles).
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -19,8 +19,10 @@ import click
 from orchestrator.errors import TeamctlError
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.paths import Home
+from orchestrator.visible import json_text, visible
 
-__all__ = ["check_name", "cost_text", "emit_json", "handles_errors", "is_utf8", "teamctl_home"]
+__all__ = ["check_name", "cost_text", "emit_json", "handles_errors", "is_utf8", "say",
+           "teamctl_home"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(NAME_PATTERN)
@@ -52,9 +54,18 @@ def teamctl_home() -> Home:
     return Home.from_env()
 
 
+def say(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` — a line the daemon's answer filled in — with every character that would
+    act on the terminal shown as its mark (newlines and tabs kept). Every line a command
+    prints goes through here: a member's reply, message, summary or title is data."""
+    click.echo(visible(text), err=err, nl=nl)
+
+
 def emit_json(doc: Any) -> None:
-    """One JSON document on stdout, as ``--json`` prints it."""
-    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    """One JSON document on stdout, as ``--json`` prints it: the exact text, every control,
+    bidi or format character a ``\\u`` escape (the same value to a parser, nothing a terminal
+    acts on)."""
+    click.echo(json_text(doc, indent=2))
 
 
 def _fail(exc: TeamctlError, as_json: bool) -> None:
@@ -65,7 +76,7 @@ def _fail(exc: TeamctlError, as_json: bool) -> None:
         emit_json({"ok": False, "error": {"code": exc.code, "message": message,
                                           "retryable": exc.retryable}})
     else:
-        click.echo(f"teamctl: {message}", err=True)
+        say(f"teamctl: {message}", err=True)
     sys.exit(exc.exit_code)
 
 

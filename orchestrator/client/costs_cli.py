@@ -11,6 +11,7 @@ from orchestrator.client.common import (
     cost_text,
     emit_json,
     handles_errors,
+    say,
     teamctl_home,
 )
 
@@ -31,14 +32,14 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
         emit_json(doc)
         return
     if prices:
-        click.echo(f"price table checked {doc['checked']} (USD per million tokens)")
+        say(f"price table checked {doc['checked']} (USD per million tokens)")
         for row in doc["models"]:
-            click.echo(f"  {row['model']:<22} in {row['input']:>7.3f}  cached "
-                       f"{row['cached_input']:>7.3f}  out {row['output']:>7.3f}  "
-                       f"[{row['source']}]")
+            say(f"  {row['model']:<22} in {row['input']:>7.3f}  cached "
+                f"{row['cached_input']:>7.3f}  out {row['output']:>7.3f}  "
+                f"[{row['source']}]")
         return
     if not doc["rows"]:
-        click.echo("no usage recorded yet")
+        say("no usage recorded yet")
         return
     header = ("TEAM", by.upper(), "TURNS", "INPUT", "CACHED", "OUTPUT", "COST")
     rows = [header] + [
@@ -49,8 +50,8 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
         for r in doc["rows"]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    click.echo(f"total ${doc['total_usd']:.4f}, {doc['total_tokens']} tokens")
+        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    say(f"total ${doc['total_usd']:.4f}, {doc['total_tokens']} tokens")
 
 
 @click.command()
@@ -78,9 +79,9 @@ def budget(team: str | None, member: str | None, add_usd: float | None, usd: flo
         emit_json(doc)
         return
     who = f"{doc['member']} (team {doc['team']})" if doc["member"] else f"team {doc['team']}"
-    click.echo(f"{who}: {cost_text(doc['spend'])}")
+    say(f"{who}: {cost_text(doc['spend'])}")
     if doc.get("hold"):
-        click.echo(f"  held: {doc['hold']}")
+        say(f"  held: {doc['hold']}")
 
 
 COMMANDS = (usage, budget)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orchestrator.config import MemberConfig, TeamConfig
+    from runtimes.sandbox_doctor import StartInside
+    from runtimes.sandbox_plan import SandboxPolicy
 
 __all__ = ["describe_members", "inspect_host", "inspect_kube_host", "inspect_runtimes"]
 
@@ -70,6 +72,12 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
             row |= {"problem": f"no credential for its {member.runtime} CLI", "fix": source}
         if config.member_sandbox(member) != "none":
             row["sandbox"] = _sandbox(config, member, row.get("path") or row["command"])
+            if row["version"] is not None and member.host is None:  # it runs outside
+                inside = _start_inside(config, member, row["path"], env, timeout)
+                row["sandbox"]["started"] = inside.version
+                if inside.problem is not None:
+                    row |= {key: "; ".join(filter(None, (row[key], new))) for key, new in
+                            (("problem", inside.problem), ("fix", inside.fix))}
         rows.append(row)
     return rows
 
@@ -86,8 +94,7 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
     """What a sandboxed member will see: read-write, read-only, hidden (its network mode).
     On an SSH host the paths are the host's, resolved there at each start: said as such,
     never this machine's."""
-    from orchestrator.paths import Home
-    from runtimes.sandbox_host import describe, member_policy
+    from runtimes.sandbox_host import describe
     from runtimes.sandbox_plan import HIDDEN_IN_HOME, HIDDEN_SYSTEM, SYSTEM_DIRS
 
     remote = config.member_host(member)
@@ -107,15 +114,35 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
                            "there)", *(f"~/{p}" for p in HIDDEN_IN_HOME), *HIDDEN_SYSTEM,
                            *extra["hide"]]}
 
+    view: dict[str, Any] = describe(_local_policy(config, member), executable,
+                                    os.environ.get("PATH", os.defpath))
+    return view | {"network": config.member_network(member)}
+
+
+def _local_policy(config: TeamConfig, member: MemberConfig) -> SandboxPolicy:
+    """The view a member sandboxed on this machine gets (as the daemon builds it)."""
+    from orchestrator.paths import Home
+    from runtimes.sandbox_host import member_policy
+
     home = Home.from_env()
-    policy = member_policy(
+    return member_policy(
         workdir=config.member_workdir(member),
-        runtime_home=home.member_dir(config.name, member.name), state_root=home.root,
+        private=home.member_dir(config.name, member.name), state_root=home.root,
         others=config.other_workdirs(member), paths=config.member_sandbox_paths(member),
         runtime=member.runtime, login=config.member_login(member),
         permissions=config.member_permissions(member))
-    view: dict[str, Any] = describe(policy, executable, os.environ.get("PATH", os.defpath))
-    return view | {"network": config.member_network(member)}
+
+
+def _start_inside(config: TeamConfig, member: MemberConfig, path: str, env: dict[str, str],
+                  timeout: float) -> StartInside:
+    """Its command's ``--version`` run inside its own sandbox (runtimes/sandbox_doctor.py):
+    its first line, or why it does not start there and the fix."""
+    from runtimes.base import member_environ
+    from runtimes.sandbox_doctor import start_inside
+
+    return start_inside(member.name, _local_policy(config, member), [path, "--version"],
+                        member_environ({}, env), network=config.member_network(member),
+                        bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap", timeout=timeout)
 
 
 def _executable(member: MemberConfig, versions: dict[str, tuple[str | None, str | None]],

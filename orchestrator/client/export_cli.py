@@ -14,7 +14,6 @@ the document's ``missing``. ``--redact`` leaves every attachment's bytes out. Re
 from __future__ import annotations
 
 import base64
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator import client
-from orchestrator.client.common import check_name, handles_errors, teamctl_home
+from orchestrator.client.common import check_name, handles_errors, say, teamctl_home
 from orchestrator.client.out_file import check_out, write_out
 from orchestrator.errors import UsageError
+from orchestrator.visible import json_text
 
 if TYPE_CHECKING:
     from orchestrator.attachments.artifacts import ArtifactStore
@@ -62,7 +62,7 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
     from orchestrator.attachments.artifacts import ArtifactStore  # only here: a lean CLI start
 
     counts = inline_images(doc, ArtifactStore(teamctl_home().artifacts), redact=redact)
-    text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    text = json_text(doc, indent=1) + "\n"
     if target is None:
         sys.stdout.write(text)
         return
@@ -73,7 +73,7 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
     messages = sum(len(m["messages"]) for m in doc["members"])
     gone = f", {counts.missing} missing from the store" if counts.missing else ""
     kept = "metadata only (--redact)" if redact else "inlined"
-    click.echo(f"exported {_counted(messages, 'message', counts)} ({kept}{gone}) to {out}")
+    say(f"exported {_counted(messages, 'message', counts)} ({kept}{gone}) to {out}")
 
 
 def _counted(messages: int, word: str, counts: Inlined) -> str:

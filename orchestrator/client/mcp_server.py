@@ -56,8 +56,13 @@ TOOLS: list[dict[str, Any]] = [
                          "to": {"type": "string", "description": "the teammate's name"},
                          "text": {"type": "string", "description": "the message"},
                          "attachments": {"type": "array", "items": {"type": "string"},
-                                         "description": "paths of files you can read — "
-                                                        "images, PDFs, UTF-8 text — sent with "
+                                         "description": "paths of files you can read "
+                                                        "yourself, in your workdir (or a "
+                                                        "directory your sandbox shows you or "
+                                                        "the operator granted; elsewhere, "
+                                                        "e.g. /tmp, is refused: copy the file "
+                                                        "into your workdir) — images, PDFs, "
+                                                        "UTF-8 text — sent with "
                                                         "the message; the text may name them "
                                                         "[Image #1], [Doc #2]… in this order "
                                                         "(one numbering; the word says the "

@@ -8,7 +8,7 @@ import sys
 import click
 
 from orchestrator import client
-from orchestrator.client.common import check_name, emit_json, handles_errors, teamctl_home
+from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.errors import UsageError
 
 __all__ = ["COMMANDS"]
@@ -42,11 +42,11 @@ def init(server: str, force: bool) -> None:
                          "(the buttons of earlier notifications then stop working)")
     written = generate(server)
     path = write_operator(home, written)
-    click.echo(f"wrote {path} (0600)")
-    click.echo(f"subscribe in the ntfy app to: {written.server}/{written.topic}")
-    click.echo("the response topic and the key stay in that file: share neither")
-    click.echo('then in the team file: [notify] ntfy = {} (or server = "…"); '
-               "'teamctl notify test' checks the round trip")
+    say(f"wrote {path} (0600)")
+    say(f"subscribe in the ntfy app to: {written.server}/{written.topic}")
+    say("the response topic and the key stay in that file: share neither")
+    say('then in the team file: [notify] ntfy = {} (or server = "…"); '
+        "'teamctl notify test' checks the round trip")
 
 
 @notify.command()
@@ -63,13 +63,13 @@ def test(team: str | None, timeout: float, as_json: bool) -> None:
     if as_json:
         emit_json(doc)
     else:
-        click.echo(f"team {doc['team']}: ntfy {doc.get('server') or 'not configured'}")
+        say(f"team {doc['team']}: ntfy {doc.get('server') or 'not configured'}")
         for check in doc["checks"]:
             took = f" {check['seconds'] * 1000:.0f} ms" if check.get("seconds") is not None \
                 else ""
             mark = "ok" if check["ok"] else "FAILED"
             detail = f" — {check['detail']}" if check.get("detail") else ""
-            click.echo(f"  {check['what']:<11} {mark}{took}{detail}")
+            say(f"  {check['what']:<11} {mark}{took}{detail}")
     if not all(check["ok"] for check in doc["checks"]):
         sys.exit(1)
 

@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from orchestrator import client
-from orchestrator.client.common import check_name, emit_json, handles_errors, teamctl_home
+from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.limits import MAX_PAGE_ROWS, MAX_SEQ, MAX_TASK_TEXT_BYTES
+from orchestrator.visible import visible_line
 
 __all__ = ["COMMANDS"]
 
@@ -54,8 +55,8 @@ def _when(at: float) -> str:
 def _line(task: dict[str, Any]) -> str:
     owner = task["owner"] or "-"
     line = (f"T{task['id']:<5} {task['state']:<11} {task['priority']:>4}  {owner:<12} "
-            f"{task['role'] or '-':<10} {task['title']}")
-    return line + (f"  ({task['blocked']})" if task["blocked"] else "")
+            f"{task['role'] or '-':<10} {visible_line(task['title'])}")
+    return line + (f"  ({visible_line(task['blocked'])})" if task["blocked"] else "")
 
 
 def _echo_task(doc: dict[str, Any], as_json: bool, said: str) -> None:
@@ -63,9 +64,9 @@ def _echo_task(doc: dict[str, Any], as_json: bool, said: str) -> None:
         emit_json(doc)
         return
     owner = f" ({doc['owner']})" if doc["owner"] else ""
-    click.echo(f"T{doc['id']} {said}: {doc['state']}{owner}")
+    say(f"T{doc['id']} {said}: {doc['state']}{owner}")
     if doc["blocked"]:
-        click.echo(f"  {doc['blocked']}")
+        say(f"  {doc['blocked']}")
 
 
 _TEAM = click.option("--team", default=None, callback=check_name)
@@ -105,7 +106,7 @@ def add(team: str | None, title: str, body: str | None, blocked_by: tuple[int, .
     if as_json:
         emit_json(doc)
     else:
-        click.echo(f"T{doc['id']}")
+        say(f"T{doc['id']}")
 
 
 @task.command(name="list")
@@ -129,14 +130,14 @@ def list_tasks(team: str | None, status: str | None, owner: str | None, role: st
         emit_json(doc)
         return
     if not doc["tasks"]:
-        click.echo("no tasks" + (" match" if status or owner or role else " yet"))
+        say("no tasks" + (" match" if status or owner or role else " yet"))
         return
-    click.echo(f"{'ID':<6} {'STATE':<11} {'PRI':>4}  {'OWNER':<12} {'ROLE':<10} TITLE")
+    say(f"{'ID':<6} {'STATE':<11} {'PRI':>4}  {'OWNER':<12} {'ROLE':<10} TITLE")
     for row in doc["tasks"]:
-        click.echo(_line(row))
+        say(_line(row))
     if doc["next_after"] is not None:
-        click.echo(f"showing {len(doc['tasks'])} of {doc['total']}; --after "
-                   f"T{doc['next_after']} for the next page")
+        say(f"showing {len(doc['tasks'])} of {doc['total']}; --after "
+            f"T{doc['next_after']} for the next page")
 
 
 @task.command()
@@ -151,21 +152,21 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
         emit_json(doc)
         return
     row = doc["task"]
-    click.echo(f"T{row['id']}  {row['title']}  [{row['state']}]  team {row['team']}")
-    click.echo(f"  owner {row['owner'] or '-'}, role {row['role'] or '-'}, priority "
-               f"{row['priority']}, created by {row['created_by']}")
+    say(f"T{row['id']}  {visible_line(row['title'])}  [{row['state']}]  team {row['team']}")
+    say(f"  owner {row['owner'] or '-'}, role {row['role'] or '-'}, priority "
+        f"{row['priority']}, created by {row['created_by']}")
     for label, ids in (("waits on", doc["depends_on"]), ("waited on by", doc["dependents"])):
         if ids:
-            click.echo(f"  {label}: " + ", ".join(f"T{i}" for i in ids))
+            say(f"  {label}: " + ", ".join(f"T{i}" for i in ids))
     for label in ("blocked", "check", "summary", "evidence"):
         if row[label]:
-            click.echo(f"  {label}: {row[label]}")
+            say(f"  {label}: {row[label]}")
     if row["body"]:
-        click.echo("\n" + row["body"].rstrip("\n") + "\n")
-    click.echo("lifetime:")
+        say("\n" + row["body"].rstrip("\n") + "\n")
+    say("lifetime:")
     for event in doc["events"]:
         note = f"  {event['note']}" if event["note"] else ""
-        click.echo(f"  {_when(event['at'])}  {event['actor']:<12} {event['kind']}{note}")
+        say(f"  {_when(event['at'])}  {event['actor']:<12} {event['kind']}{note}")
 
 
 @task.command()

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import click
 
 from orchestrator import client
-from orchestrator.client.common import emit_json, handles_errors, teamctl_home
+from orchestrator.client.common import emit_json, handles_errors, say, teamctl_home
 from orchestrator.paths import ensure_private_dir, write_private
 
 if TYPE_CHECKING:
@@ -44,16 +44,16 @@ def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     if as_json:
         emit_json(doc)
     else:
-        click.echo(doc["url"])
-        click.echo("(the link signs one browser in once; run 'teamctl ui' again for another)",
-                   err=True)
+        say(doc["url"])
+        say("(the link signs one browser in once; run 'teamctl ui' again for another)",
+            err=True)
     if open_browser:
         address = sign_in_page(home, doc["url"]).as_uri()
         problem = open_in_browser(address)
         if problem is not None:
-            click.echo(f"teamctl: warning: no browser opened: {problem}; open {address} in a "
-                       "browser on this machine, or the URL printed above (either signs one "
-                       "browser in, once)", err=True)
+            say(f"teamctl: warning: no browser opened: {problem}; open {address} in a "
+                "browser on this machine, or the URL printed above (either signs one "
+                "browser in, once)", err=True)
 
 
 def open_in_browser(address: str) -> str | None:

@@ -33,6 +33,7 @@ from orchestrator.errors import (
 )
 from orchestrator.limits import (
     APPROVAL_ID_PATTERN,
+    APPROVAL_SHA256_PATTERN,
     MAX_ATTACHMENTS,
     MAX_PAGE_ROWS,
     MAX_SEQ,
@@ -137,6 +138,7 @@ class EmptyParams(_Params):
 
 
 class ApprovalsParams(TeamParams):
+    id: str | None = Field(default=None, pattern=APPROVAL_ID_PATTERN)  # that one request
     all: bool = False
     after: int = Field(default=0, ge=0, le=MAX_SEQ)
     wait: float = Field(default=0.0, ge=0, le=25.0, allow_inf_nan=False)
@@ -154,15 +156,19 @@ class RevokeRuleParams(TeamParams):
     rule: str = Field(min_length=1, max_length=600)
 
 
-class ApproveParams(_Params):
+class _DecisionParams(_Params):
     id: str = Field(pattern=APPROVAL_ID_PATTERN)
+    # the request's sha256 (or its start) as the operator read it: another request's is refused
+    sha256: str | None = Field(default=None, pattern=APPROVAL_SHA256_PATTERN)
+
+
+class ApproveParams(_DecisionParams):
     always: bool = False
     preview: bool = False  # --always: what would be kept, nothing settled
     rule: str | None = Field(default=None, max_length=600)  # the rule the operator was shown
 
 
-class DenyParams(_Params):
-    id: str = Field(pattern=APPROVAL_ID_PATTERN)
+class DenyParams(_DecisionParams):
     message: str | None = Field(default=None, max_length=10_000)
 
 
@@ -196,8 +202,7 @@ class BudgetParams(TeamParams):
     clear: bool = False
 
 
-class AnswerParams(_Params):
-    id: str = Field(pattern=APPROVAL_ID_PATTERN)
+class AnswerParams(_DecisionParams):
     text: str = Field(min_length=1, max_length=100_000)
 
 
@@ -377,6 +382,8 @@ class ControlServer:
         return self._approvals
 
     async def _list_approvals(self, params: ApprovalsParams) -> BaseModel:
+        if params.id is not None:
+            return await self._queue().one(params.id)
         return await self._queue().query(params.team, everything=params.all,
                                          after=params.after, wait=params.wait,
                                          limit=params.limit, offset=params.offset)
@@ -391,13 +398,15 @@ class ControlServer:
         if params.preview:
             return await self._queue().preview(params.id)
         return await self._queue().decide(params.id, "approve", always=params.always,
-                                          rule=params.rule)
+                                          rule=params.rule, sha256=params.sha256)
 
     async def _deny(self, params: DenyParams) -> BaseModel:
-        return await self._queue().decide(params.id, "deny", message=params.message)
+        return await self._queue().decide(params.id, "deny", message=params.message,
+                                          sha256=params.sha256)
 
     async def _answer(self, params: AnswerParams) -> BaseModel:
-        return await self._queue().decide(params.id, "answer", text=params.text)
+        return await self._queue().decide(params.id, "answer", text=params.text,
+                                          sha256=params.sha256)
 
     async def _changes(self, params: ChangesParams) -> BaseModel:
         if self._web is None:

@@ -1,7 +1,10 @@
 """The approvals queue's table in the journal (``approvals``, migration 7; the rules of
 ``approve --always`` are ``kept_rules``'): each request journaled with its state ``pending →
-approved | denied | answered | expired``, its redacted summary and the answer it got.
-``ApprovalJournal`` is the typed async way in (``approvals.Approvals`` is the service)."""
+approved | denied | answered | expired``, its redacted summary (whole: never cut), the sha256
+of the exact request the runtime asked (migration 16) and the answer it got. A request's
+columns are written by the insert only: nothing here updates them, so an id names one request
+for good. ``ApprovalJournal`` is the typed async way in (``approvals.Approvals`` is the
+service)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ __all__ = ["MAX_PENDING_PER_MEMBER", "MIGRATIONS", "ApprovalJournal", "expire_pe
 
 MAX_PENDING_PER_MEMBER = 100
 _COLUMNS = ("id, team, member, runtime, kind, tool, summary, questions, message_id, state, "
-            "answer, reason, asked_at, settled_at, confirmed_at, seq")
+            "answer, reason, asked_at, settled_at, confirmed_at, seq, sha256")
 
 MIGRATIONS: Migrations = {
     # what waits on the operator (the "ask" profile's requests and questions), and the rules
@@ -59,6 +62,9 @@ MIGRATIONS: Migrations = {
         PRIMARY KEY (team, member, tool, pattern)
     );
     """,
+    # issue 44: the sha256 of the exact request the runtime asked (what a decision binds to);
+    # NULL for a request journaled before
+    16: "ALTER TABLE approvals ADD COLUMN sha256 TEXT",
 }
 
 
@@ -93,9 +99,9 @@ def _insert(journal: Journal, values: dict[str, Any]) -> ApprovalState:
                                             "message": flood_reason()})}
         db.execute(
             "INSERT INTO approvals (id, team, member, runtime, kind, tool, summary, questions, "
-            "message_id, state, answer, reason, asked_at, settled_at) VALUES (:id, :team, "
-            ":member, :runtime, :kind, :tool, :summary, :questions, :message_id, :state, "
-            ":answer, :reason, :asked_at, :settled_at)", values)
+            "message_id, state, answer, reason, asked_at, settled_at, sha256) VALUES (:id, "
+            ":team, :member, :runtime, :kind, :tool, :summary, :questions, :message_id, :state, "
+            ":answer, :reason, :asked_at, :settled_at, :sha256)", values)
         state: ApprovalState = values["state"]
         return state
 

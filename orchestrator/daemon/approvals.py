@@ -2,10 +2,19 @@
 
 One durable queue in the journal (table ``approvals``: ``approval_journal``).
 A member's runtime asks through its launch's ``MemberApprover`` (the contracts' ``Approver``):
-the request is journaled ``pending`` — its summary redacted — and the runtime waits as long as
-it takes; no timer approves or denies anything. ``teamctl approve|deny|answer`` settles it
+the request is journaled ``pending`` — its summary redacted and whole, with the sha256 of the
+exact request the runtime asked — and the runtime waits as long as it takes; no timer approves
+or denies anything. ``teamctl approve|deny|answer`` settles it
 through ``Approvals.decide``, which hands the answer to the waiting runtime and then waits
 (bounded) for the runtime to confirm it applied it.
+
+What the operator reads is what runs: the summary is never cut (a request too long to be read
+whole — over ``MAX_APPROVAL_TEXT_CHARS`` — is denied at once, with the reason), and a decision
+applies to one request only. Its id is made for one ``ask`` of one runtime request; the waiter
+the answer goes to holds that request (frozen), and its row's columns are only ever inserted;
+``decide`` checks the request it answers still has the sha256 journaled for the id, and the
+sha256 the operator read when one is given (``--sha256``; the live view sends the one it
+showed) — a mismatch applies nothing (``approval_mismatch``).
 
 A request is only ever answered by the process that asked: when that process goes (a member
 crash, a recycle, a stop) its pending requests become ``expired``, and so does everything
@@ -24,6 +33,7 @@ denied with the reason — the member's runtime goes on, and asks again on its n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -39,14 +49,16 @@ from orchestrator.daemon.approval_rules import Rule, Target, kept_rule, parse_ru
 from orchestrator.daemon.kept_rules import KeptRules
 from orchestrator.errors import (
     ApprovalExpired,
+    ApprovalMismatch,
     ApprovalSettled,
     NotFound,
     StoreError,
     UsageError,
 )
 from orchestrator.ids import new_ulid
-from orchestrator.limits import MAX_PAGE_ROWS
+from orchestrator.limits import MAX_APPROVAL_TEXT_CHARS, MAX_PAGE_ROWS
 from orchestrator.redaction import redact
+from orchestrator.visible import clipped
 from orchestrator.wire import (
     ApprovalDoc,
     ApprovalsDoc,
@@ -62,11 +74,12 @@ if TYPE_CHECKING:
     from orchestrator.daemon.journal import AsyncJournal, Journal
     from orchestrator.wire import ApprovalState
 
-__all__ = ["Approvals", "MemberApprover", "Rule", "parse_rule"]
+__all__ = ["Approvals", "MemberApprover", "Rule", "parse_rule", "request_sha256"]
 
 log = structlog.get_logger("teamctl.approvals")
 
 CONFIRM_WAIT = 10.0
+LOGGED_CHARS = 500  # of a summary in the log line, then "… N more characters"
 PAGE = MAX_PAGE_ROWS  # rows in one answer, at most
 # how long a request's row waits for the journal before it is denied (a test shortens it
 # with TEAMCTL_APPROVAL_WRITE_DEADLINE)
@@ -82,7 +95,31 @@ def _doc(row: Any) -> ApprovalDoc:
         message_id=row["message_id"], state=row["state"],
         answer=json.loads(row["answer"]) if row["answer"] else None, reason=row["reason"],
         asked_at=row["asked_at"], settled_at=row["settled_at"],
-        confirmed_at=row["confirmed_at"])
+        confirmed_at=row["confirmed_at"], sha256=row["sha256"])
+
+
+def request_sha256(request: ApprovalRequest) -> str:
+    """The sha256 (hex) of the exact request: the runtime's own, as canonical JSON (keys
+    sorted, no spaces, UTF-8) — a runtime can compute the same over what it sent — or, for
+    a runtime that gave none, of the request's fields the same way."""
+    exact = request.asked if request.asked is not None else {
+        "kind": request.kind, "tool": request.tool, "summary": request.summary,
+        "questions": list(request.questions)}
+    text = json.dumps(exact, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _too_long(values: dict[str, Any]) -> str | None:
+    """Why a request cannot be shown whole (then it is denied), or None. What is shown: the
+    tool and the summary, or a question's questions (its summary repeats them)."""
+    questions = json.loads(values["questions"] or "[]")
+    size = len(values["tool"]) + (sum(map(len, questions)) if questions
+                                  else len(values["summary"]))
+    if size <= MAX_APPROVAL_TEXT_CHARS:
+        return None
+    return (f"teamctl: this request is {size} characters long, more than the "
+            f"{MAX_APPROVAL_TEXT_CHARS} the operator is shown whole; it was denied unread. "
+            "Split it into smaller steps (a script in a file, then a short command to run it)")
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -93,6 +130,7 @@ class _Waiter:
     member: str
     request: ApprovalRequest
     target: Target
+    sha256: str
     answered: anyio.Event = field(default_factory=anyio.Event)
     confirmed: anyio.Event = field(default_factory=anyio.Event)
     answer: ApprovalAnswer | None = None
@@ -153,6 +191,14 @@ class Approvals:
         cursor = max([after, *(int(r["seq"]) for r in rows), *([head] if complete else [])])
         return ApprovalsDoc(approvals=[_doc(r) for r in rows], total=total, cursor=cursor)
 
+    async def one(self, approval_id: str) -> ApprovalsDoc:
+        """The request ``approval_id`` in any state (``approvals ID [--full]``), as a page of
+        one."""
+        row = await self._journal.get(approval_id)
+        if row is None:
+            raise NotFound("approval", approval_id, [])
+        return ApprovalsDoc(approvals=[_doc(row)], total=1, cursor=int(row["seq"]))
+
     async def rules(self, team: str | None, member: str | None, *,
                     everything: bool = False) -> KeptRulesDoc:
         """The rules ``--always`` kept (``everything``: the revoked ones too)."""
@@ -171,6 +217,20 @@ class Approvals:
         waiter = await self._pending(approval_id, "approve")
         kept = kept_rule(waiter.request, waiter.target, waiter.member)
         return RulePreviewDoc(rule=str(kept.rule), scope=kept.scope)
+
+    async def _check_bound(self, approval_id: str, waiter: _Waiter, given: str | None) -> None:
+        """The decision goes to the request the id was journaled for, and the one the operator
+        read: the waiter's request must still hash to the journaled sha256 (it cannot change:
+        this proves it), and to ``given`` when the operator named one."""
+        actual = request_sha256(waiter.request)
+        row = await self._journal.get(approval_id)
+        journaled = row["sha256"] if row is not None else None
+        if journaled != actual or waiter.sha256 != actual:
+            raise ApprovalMismatch(approval_id, journaled or "-", actual)
+        if given is not None and not actual.startswith(given.lower()):
+            log.warning("approval_mismatch", approval_id=approval_id, team=waiter.team,
+                        member=waiter.member, given=given, sha256=actual)
+            raise ApprovalMismatch(approval_id, given, actual)
 
     async def _pending(self, approval_id: str, decision: str) -> _Waiter:
         """The waiter of a request that can still take ``decision``, or the typed refusal."""
@@ -197,11 +257,13 @@ class Approvals:
 
     async def decide(self, approval_id: str, decision: str, *, always: bool = False,
                      message: str | None = None, text: str | None = None,
-                     rule: str | None = None) -> DecisionDoc:
+                     rule: str | None = None, sha256: str | None = None) -> DecisionDoc:
         """Settle a pending request. ``always``: also keep the narrowest rule for it (refused,
         nothing settled, when none can be that narrow); ``rule``: the rule the operator was
-        shown, refused if it is not the one that would be kept."""
+        shown, refused if it is not the one that would be kept; ``sha256``: the request's
+        sha256 (or its start) as the operator read it, refused if it is another's."""
         waiter = await self._pending(approval_id, decision)
+        await self._check_bound(approval_id, waiter, sha256)
         kept = kept_rule(waiter.request, waiter.target, waiter.member) \
             if always and decision == "approve" else None
         if kept is not None and rule is not None and rule != str(kept.rule):
@@ -250,14 +312,17 @@ class MemberApprover:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         queue = self._queue
         approval_id = "apv_" + new_ulid()
-        summary = redact(request.summary)[:500]
+        summary, sha256 = redact(request.summary), request_sha256(request)
         values = {"id": approval_id, "team": self.team, "member": self.member,
-                  "runtime": self.runtime, "kind": request.kind, "tool": request.tool[:100],
+                  "runtime": self.runtime, "kind": request.kind, "tool": request.tool,
                   "summary": summary,
-                  "questions": json.dumps([redact(q)[:1000] for q in request.questions])
+                  "questions": json.dumps([redact(q) for q in request.questions])
                   if request.questions else None,
                   "message_id": self._current_message(), "state": "pending", "answer": None,
-                  "reason": None, "asked_at": time.time(), "settled_at": None}
+                  "reason": None, "asked_at": time.time(), "settled_at": None,
+                  "sha256": sha256}
+        if (too_long := _too_long(values)) is not None:
+            return await self._deny_unread(values, too_long)
         target = await anyio.to_thread.run_sync(target_of, request, self._workdir)
         rule = await self._matching_rule(request, target)
         if rule is not None:
@@ -269,14 +334,15 @@ class MemberApprover:
                      member=self.member, tool=request.tool, rule=str(rule))
             queue._notify()
             return ApprovalAnswer(approval_id, "approve")
-        waiter = _Waiter(self.team, self.member, request, target)
+        waiter = _Waiter(self.team, self.member, request, target, sha256)
         queue._waiters[approval_id] = waiter
         self._mine.add(approval_id)
         try:
             if (refused := await self._journal(values)) is not None:
                 return refused
             log.info("approval_requested", approval_id=approval_id, team=self.team,
-                     member=self.member, kind=request.kind, tool=request.tool, summary=summary)
+                     member=self.member, kind=request.kind, tool=request.tool[:100],
+                     summary=clipped(summary, LOGGED_CHARS), sha256=sha256)
             queue._notify()
             await waiter.answered.wait()  # as long as it takes: no timer
             assert waiter.answer is not None
@@ -285,6 +351,19 @@ class MemberApprover:
             if not waiter.answered.is_set():  # cancelled: the process that asked is gone
                 with anyio.CancelScope(shield=True):
                     await self._expire([approval_id], "the member process that asked is gone")
+
+    async def _deny_unread(self, values: dict[str, Any], reason: str) -> ApprovalAnswer:
+        """A request too long to be read whole: journaled denied (``approvals --all`` shows
+        it, its first part and how much more), and the runtime told why."""
+        values = {**values, "state": "denied", "settled_at": time.time(),
+                  "answer": json.dumps({"decision": "deny", "by": "teamctl", "message": reason})}
+        if (unrecorded := await self._journal(values)) is not None:
+            return unrecorded
+        log.warning("approval_too_long", approval_id=values["id"], team=self.team,
+                    member=self.member, tool=values["tool"][:100],
+                    summary_chars=len(values["summary"]))
+        self._queue._notify()
+        return ApprovalAnswer(values["id"], "deny", message=reason)
 
     async def _journal(self, values: dict[str, Any]) -> ApprovalAnswer | None:
         """Journal the request (retried while the journal refuses, up to ``WRITE_DEADLINE``);
@@ -301,7 +380,7 @@ class MemberApprover:
             return ApprovalAnswer(approval_id, "deny", message=(
                 f"teamctl: this request was denied because the journal could not record it "
                 f"({exc.code}: {exc.message}); ask again once it can (free some disk space)"))
-        if state == "denied":
+        if state == "denied" and values["state"] == "pending":  # refused by the flood bound
             self._forget(approval_id)
             log.warning("approval_flood_denied", approval_id=approval_id, team=self.team,
                         member=self.member)

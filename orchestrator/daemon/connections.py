@@ -2,6 +2,9 @@
 
 Nothing a local client does can take the daemon down or lock the operator out:
 
+- a peer of another uid (SO_PEERCRED) is closed before a byte is read or written and before
+  it takes or frees a slot, whatever the socket file's mode says (``peers.PeerRefusals``:
+  ``socket_peer_refused``, logged without letting it flood the log);
 - at most ``max_connections`` are open at once; at the cap the connection that has waited
   longest for a request is closed to make room (so thousands of idle connections cannot keep
   ``teamctl status`` out), and only when every slot is serving a request is a new one refused
@@ -13,14 +16,21 @@ Nothing a local client does can take the daemon down or lock the operator out:
   backoff, never fatal;
 - a handler that raises is logged and only that connection ends;
 - the socket file is watched: deleted or replaced, it is bound again (the daemon holds the home's
-  lock, so nobody else may serve it).
+  lock, so nobody else may serve it) — but never in a loop: a socket replaced again within a
+  second of its bind is bound after a growing delay (two servers fighting over one name would
+  otherwise re-bind hundreds of times a second), and a name that cannot be bound (a directory
+  there) is retried with the same backoff, logged once per cause, never the daemon's end once
+  it has served.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,6 +42,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator import rpc
 from orchestrator.daemon.name_watch import NameWatch
+from orchestrator.daemon.peers import PeerRefusals
 from orchestrator.errors import DaemonBusy, RequestTooLarge
 
 if TYPE_CHECKING:
@@ -48,6 +59,8 @@ _DISCARD_LIMIT_BYTES = 64 * 1024 * 1024
 _DISCARD_TIMEOUT = 10.0
 _BACKLOG = 4096  # queued connections before accept (the kernel caps it at somaxconn)
 _ACCEPT_RETRY_FIRST, _ACCEPT_RETRY_MAX = 0.05, 1.0
+_REBIND_QUIET = 1.0  # a socket that lasted this long is re-bound at once
+_REBIND_FIRST, _REBIND_MAX = 0.1, 30.0
 
 
 @dataclass(eq=False)
@@ -112,8 +125,12 @@ class ControlSocket:
 
     def __init__(self, path: Path, handler: Callable[[Connection], Awaitable[None]], *,
                  max_connections: int = 256, idle_timeout: float = 30.0,
-                 watch_interval: float = 2.0) -> None:
+                 watch_interval: float = 2.0, owns_name: bool = False) -> None:
+        """``owns_name``: the socket's directory is the daemon's alone (a member's socket
+        dir), so whatever holds the name — a directory included — is removed to bind it;
+        else a directory there is left to the operator (``run`` retries)."""
         self.path = path
+        self._owns_name = owns_name
         self._handler = handler
         self.max_connections = max_connections
         self._idle_timeout = idle_timeout
@@ -123,6 +140,7 @@ class ControlSocket:
         self.evicted = 0
         self.refused = 0
         self.binds = 0
+        self.peers = PeerRefusals("socket_peer_refused", socket=str(path))
         self._bound = anyio.Event()
 
     @property
@@ -139,39 +157,79 @@ class ControlSocket:
         """Bind, serve, and bind again whenever the socket file is deleted or replaced.
         ``task_status.started()`` once the socket first accepts connections."""
         started = False
+        backoff = _Backoff(self.path)
         async with anyio.create_task_group() as connections:
             while True:
-                listener, identity = await self._bind()
+                try:
+                    listener, identity = await self._bind()
+                except OSError as exc:
+                    if not started:
+                        raise  # the first bind: the caller says why it cannot serve
+                    await backoff.failed(exc)
+                    continue
                 if not started:
                     task_status.started()
                     started = True
+                bound = time.monotonic()
                 async with listener, anyio.create_task_group() as tg:
                     tg.start_soon(self._accept_loop, listener, connections)
                     await self._until_replaced(identity)
                     tg.cancel_scope.cancel()
-                log.warning("control_socket_recreated", socket=str(self.path))
+                await backoff.replaced(time.monotonic() - bound)
 
     async def _bind(self) -> tuple[SocketListener, tuple[int, int]]:
-        self.path.unlink(missing_ok=True)  # stale, or not ours: we hold the home's lock
-        # 0600 from birth; the umask is process-wide, so its window holds no await (bound
-        # in a worker thread, every other task of the loop would make files with it)
-        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
+        """Bind the name afresh, through a descriptor of its directory (a link in its way is
+        never followed): a stale socket, or a file or link renamed over it, is removed (we
+        hold the home's lock); a directory there is removed where the name is the daemon's
+        alone (``owns_name``: its directory is made too, a link in its place removed), else
+        OSError (EISDIR: never the daemon's end, ``run`` retries)."""
+        directory = self._directory()
         try:
-            raw.bind(str(self.path))
-        except OSError:
-            raw.close()
-            raise
+            self._clear_name(directory)
+            raw = _bound_socket(directory, self.path.name)
+            try:
+                raw.listen(_BACKLOG)
+                listener = await SocketListener.from_socket(raw)
+            except BaseException:
+                raw.close()
+                raise
+            info = os.stat(self.path.name, dir_fd=directory, follow_symlinks=False)
         finally:
-            os.umask(old_umask)
-        raw.listen(_BACKLOG)
-        listener = await SocketListener.from_socket(raw)
-        os.chmod(self.path, 0o600)
-        info = os.stat(self.path)
+            os.close(directory)
         self.binds += 1
         self._bound.set()
         self._bound = anyio.Event()
         return listener, (info.st_dev, info.st_ino)
+
+    def _directory(self) -> int:
+        """A descriptor of the socket's directory: for a name the daemon owns alone, made
+        0700 without following a link there (a link or file in its place is removed)."""
+        if not self._owns_name:
+            return os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        parent = self.path.parent
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                log.warning("socket_name_cleared", socket=str(parent), held_by="not a dir")
+                os.unlink(parent)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(parent, 0o700)
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.fchmod(fd, 0o700)
+        return fd
+
+    def _clear_name(self, directory: int) -> None:
+        name = self.path.name
+        try:
+            found = os.lstat(name, dir_fd=directory)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(found.st_mode):
+            os.unlink(name, dir_fd=directory)
+        elif self._owns_name:
+            log.warning("socket_name_cleared", socket=str(self.path), held_by="directory")
+            shutil.rmtree(name, dir_fd=directory)
+        else:
+            raise OSError(errno.EISDIR, f"a directory holds the socket's name {self.path}")
 
     async def _until_replaced(self, identity: tuple[int, int]) -> None:
         """Return once the socket's file is gone or another file holds its name: told by
@@ -207,6 +265,8 @@ class ControlSocket:
     async def _serve(self, stream: SocketStream) -> None:
         connection = Connection(stream, self._idle_timeout)
         try:
+            if not self.peers.admits(connection.raw_socket):
+                return  # another uid: nothing read, nothing answered, no one evicted
             if self._make_room():
                 self._open.add(connection)
                 with connection.scope:
@@ -238,3 +298,50 @@ class ControlSocket:
         self.evicted += 1
         log.info("control_connection_evicted", open=len(self._open))
         return True
+
+
+class _Backoff:
+    """How a socket is bound again: at once after a quiet while, else after a delay that
+    doubles (``_REBIND_FIRST`` → ``_REBIND_MAX``); each cause logged once, then counted."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._delay = _REBIND_FIRST
+        self._causes: dict[str, int] = {}
+
+    async def replaced(self, lasted: float) -> None:
+        if lasted >= _REBIND_QUIET:
+            self._delay = _REBIND_FIRST
+            self._causes.clear()
+            log.warning("control_socket_recreated", socket=str(self._path))
+            return
+        await self._wait("control_socket_recreated", "replaced within a second of its bind")
+
+    async def failed(self, exc: OSError) -> None:
+        await self._wait("control_socket_rebind_failed", exc.strerror or str(exc))
+
+    async def _wait(self, event: str, cause: str) -> None:
+        seen = self._causes.get(cause, 0)
+        self._causes[cause] = seen + 1
+        if seen == 0 or self._delay >= _REBIND_MAX:
+            log.warning(event, socket=str(self._path), cause=cause, times=seen + 1,
+                        retry_in=round(self._delay, 2))
+        await anyio.sleep(self._delay)
+        self._delay = min(self._delay * 2, _REBIND_MAX)
+
+
+def _bound_socket(directory: int, name: str) -> socket.socket:
+    """A Unix socket bound at ``name`` in ``directory`` (its path through the descriptor:
+    never through a link, and never longer than the kernel's 108 bytes), 0600 from birth —
+    the umask is process-wide, so its window holds no await (bound in a worker thread, every
+    other task of the loop would make files with it)."""
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        raw.bind(f"/proc/self/fd/{directory}/{name}")
+    except OSError:
+        raw.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    return raw

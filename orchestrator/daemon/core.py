@@ -138,7 +138,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions,
                   placed=placed, git_views=git_views)
     teams.on_change = changes.bump
-    router = Router(teams, supervisor, store, vision=vision, clock=clock)
+    router = Router(teams, supervisor, store, home=home, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered
     board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
                          lease_check_interval)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
+    from orchestrator.attachments.intake import Original
     from orchestrator.attachments.loader import VariantLoader
     from orchestrator.attachments.planner import Planner
     from orchestrator.attachments.variants import PlannedAttachment
@@ -140,7 +141,7 @@ class Descriptions:
                       self._capabilities[describe.runtime], DocumentRules(prefer="text"))
 
     async def plan(self, config: TeamConfig, member: MemberConfig, text: str,
-                   paths: Sequence[Path], *, dry_run: bool) -> Described:
+                   paths: Sequence[Path | Original], *, dry_run: bool) -> Described:
         """The attachments planned for the member's describer, each with its description
         (from the cache, or one side call each; none on a dry run). A member held by its
         budget makes no side call: the message is refused, saying so."""

@@ -4,7 +4,8 @@ socket only that member's sandbox has (docs/security.md, "The network boundary")
 One proxy per member with ``network = "off" | "allowlist"``. Its socket is 0600 in a 0700
 directory and bound into the member's sandbox, where the relay (``runtimes/sandbox_relay.py``)
 turns the CLI's TCP connections to ``127.0.0.1:PORT`` into connections to it; a peer of another
-uid is refused before anything is read. Per connection:
+uid is refused before anything is read or answered, even a "busy" (``egress_peer_refused``,
+peers.PeerRefusals). Per connection:
 
 - the request head, at most ``head_bytes`` within ``head_timeout``: ``CONNECT host:port`` (a
   tunnel: TLS end to end, the proxy sees no header or body of the member's), or a plain-HTTP
@@ -34,8 +35,8 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from orchestrator.daemon.api import peer_uid
 from orchestrator.daemon.egress_policy import ip_literal, parse_target, split_host_port
+from orchestrator.daemon.peers import PeerRefusals
 from orchestrator.errors import EgressRefused
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ class EgressProxy:
         self.team, self.member, self.policy, self.path = team, member, policy, path
         self.limits = limits or EgressLimits()
         self.counts = EgressCounts()
+        self.peers = PeerRefusals("egress_peer_refused", team=team, member=member)
         self._listener: socket.socket | None = None
 
     def bind(self) -> None:
@@ -259,14 +261,14 @@ class EgressProxy:
 
     async def _connection(self, sock: socket.socket) -> None:
         with sock:
+            if not self.peers.admits(sock):
+                return  # not the daemon's uid: nothing is read or answered
             client = _Raw(sock)
             if self.counts.open >= self.limits.max_connections:
                 await self._answer(client, EgressRefused(
                     "egress_busy", 503, f"{self.limits.max_connections} connections are open "
                     "(the limit); try again", retryable=True))
                 return
-            if peer_uid(sock) != os.getuid():
-                return  # not the operator's uid: nothing is read or answered
             self.counts.open += 1
             try:
                 await self._serve_one(client)

@@ -19,8 +19,8 @@ import anyio
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.contracts import LaunchSpec
 from orchestrator.daemon.approvals import parse_rule
+from orchestrator.daemon.member_dirs import private_dirs
 from orchestrator.errors import MemberStartFailed
-from orchestrator.paths import ensure_private_dir
 from orchestrator.runtime_table import runtime_info
 
 if TYPE_CHECKING:
@@ -119,8 +119,9 @@ class LaunchFactory:
         return listed.wait
 
     def _private_dir(self, state: MemberState) -> Path:
+        """The member's private dir (the daemon's) and the runtime home in it."""
         try:
-            return ensure_private_dir(self.home.member_dir(state.team, state.name))
+            return private_dirs(self.home.member_dir(state.team, state.name))
         except OSError as exc:
             raise MemberStartFailed(state.name, f"cannot create its private directory: "
                                     f"{exc.strerror}") from exc

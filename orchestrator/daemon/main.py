@@ -10,6 +10,7 @@ SIGINT and ``teamctl stop`` stop members in reverse start order, then the daemon
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -33,6 +34,7 @@ from orchestrator.daemon.board_members import MemberBoardApi
 from orchestrator.daemon.connections import ControlSocket
 from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
+from orchestrator.daemon.member_dirs import private_dirs
 from orchestrator.daemon.member_sockets import MemberSockets
 from orchestrator.daemon.notify import NotifyService
 from orchestrator.daemon.notify_api import NotifyApi
@@ -158,12 +160,14 @@ class Daemon:
         from runtimes.sandbox_host import REMOTE_STATE, SandboxHost, member_policy
 
         member_dir = self.home.member_dir(team.name, member.name)
+        with contextlib.suppress(OSError):  # else its start fails, typed (launch.py)
+            private_dirs(member_dir)  # an older layout's leftovers cleared before any use
         mcp_home = Home(self._member_sockets.directory(team.name, member.name, member_dir))
         self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
         there = team.member_host(member) is not None
         policy = member_policy(
             workdir=Path(team.remote_workdir(member) or "~") if there
-            else team.member_workdir(member), runtime_home=member_dir,
+            else team.member_workdir(member), private=member_dir,
             state_root=REMOTE_STATE[0] if there else self.home.root,
             others=[*REMOTE_STATE[1:], *(Path(team.remote_workdir(m) or "~")
                                         for m in team.members

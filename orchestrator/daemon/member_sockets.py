@@ -7,6 +7,15 @@ dir), served by the daemon until it stops. A connection there is served by
 ``ControlServer.handle_member_connection``: ``member.*`` methods only, with that member's
 current token only, from its own processes (peers.py) — the same checks as on the control
 socket, and nothing else the operator's CLI may do.
+
+The socket's directory is the daemon's (the member's private dir is never writable by the
+member: orchestrator/daemon/member_dirs.py), made and bound through a descriptor, never
+following a link (``ControlSocket(owns_name=True)``). A socket that
+fails for one member — its name taken by something else, its directory gone — is that
+member's trouble: logged once per cause, bound again with a growing delay, never the
+daemon's end (every error of its task is caught there, ``ExceptionGroup`` included); while it
+is down the member's sandbox cannot bind it and its start fails, typed, under its restart
+policy's backoff.
 """
 
 from __future__ import annotations
@@ -16,10 +25,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
 import structlog
 
 from orchestrator.daemon.connections import ControlSocket
-from orchestrator.paths import ensure_private_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -32,6 +41,7 @@ __all__ = ["MemberSockets", "socket_dir"]
 
 log = structlog.get_logger("teamctl.member_sockets")
 
+_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 _MAX_CONNECTIONS = 16  # a member's MCP servers (one per CLI process that starts one)
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
 
@@ -65,23 +75,42 @@ class MemberSockets:
         """Serve ``path`` for ``team``'s ``member`` (once; again for a new path)."""
         if self._serving.get((team, member)) == path:
             return path
-        ensure_private_dir(path.parent)
 
         async def handle(connection: Connection) -> None:
             if self.handler is not None:
                 await self.handler(connection, team, member)
 
-        socket = ControlSocket(path, handle, max_connections=_MAX_CONNECTIONS,
-                               idle_timeout=self._idle_timeout)
-
         async def run() -> None:
-            try:
-                await socket.run()
-            except OSError as exc:  # the member's tools fail (typed, in its turn); the daemon
-                log.error("member_socket_failed", team=team, member=member,  # stays up
-                          socket=str(path), error=exc.strerror or str(exc))
+            await self._serve(team, member, path, handle)
 
         self._tg.start_soon(run, name=f"member socket {team}/{member}")
         self._serving[(team, member)] = path
         log.info("member_socket_serving", team=team, member=member, socket=str(path))
         return path
+
+    async def _serve(self, team: str, member: str, path: Path,
+                     handle: Callable[[Connection], Awaitable[None]]) -> None:
+        """Serve until cancelled; whatever ends a round is this member's, then again."""
+        delay, causes = _RETRY_FIRST, set[str]()
+        while True:
+            try:
+                socket = ControlSocket(path, handle, max_connections=_MAX_CONNECTIONS,
+                                       idle_timeout=self._idle_timeout, owns_name=True)
+                await socket.run()
+            except Exception as exc:  # a group too: the member's trouble, never the daemon's
+                cause = _cause(exc)
+                if cause not in causes:
+                    causes.add(cause)
+                    log.error("member_socket_failed", team=team, member=member,
+                              socket=str(path), error=cause, retry_in=delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+
+
+def _cause(exc: BaseException) -> str:
+    """One line for what ended the socket (the inner error of a group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -12,6 +12,7 @@ import structlog
 
 from orchestrator.attachments.documents import DocumentRules
 from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.attachments.intake import Original
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.errors import MemberHeld, MemberUnavailable, NotFound, unwrap_group
 from orchestrator.wire import (
@@ -69,11 +70,12 @@ class Messages:
         self._descriptions = descriptions
 
     async def send(self, team: str | None, member: str, text: str, *, wait: bool,
-                   timeout: float, attachments: Sequence[str] = (),
+                   timeout: float, attachments: Sequence[str | Original] = (),
                    dry_run: bool = False, origin: Origin | None = None
                    ) -> SendResult | DryRunPlan:
         """Plan the attachments (refusing the whole message on any failure), then journal it;
-        with ``dry_run``, only plan. ``origin``: a teammate's message (the router's)."""
+        with ``dry_run``, only plan. ``origin``: a teammate's message (the router's), whose
+        attachments come already read in its view (``Original``: never a path to open)."""
         config, member = self._roster.resolve_member(team, member)
         planned, made = await self._plan(config, member, text, attachments, dry_run=dry_run)
         if dry_run:
@@ -145,7 +147,7 @@ class Messages:
         return delivery is not None and delivery.state == "queued"
 
     async def _plan(self, config: TeamConfig, member: str, text: str,
-                    paths: Sequence[str], *, dry_run: bool = False
+                    paths: Sequence[str | Original], *, dry_run: bool = False
                     ) -> tuple[list[PlannedAttachment], list[Description]]:
         """The message's attachments, planned (refused whole on any failure); and the side
         calls describing them made (``describe_with``)."""
@@ -157,14 +159,15 @@ class Messages:
                         self._capabilities[spec.runtime], DocumentRules(
                             spec.documents, spec.document_pages.native,
                             spec.document_pages.rendered))
+        sources = [p if isinstance(p, Original) else Path(p) for p in paths]
         try:
             made: list[Description] = []
             if spec.describe_with is not None and self._descriptions is not None:
                 described = await self._descriptions.plan(
-                    config, spec, text, [Path(p) for p in paths], dry_run=dry_run)
+                    config, spec, text, sources, dry_run=dry_run)
                 planned, made = described.planned, described.made
             else:
-                planned = await self._planner.plan(target, text, [Path(p) for p in paths])
+                planned = await self._planner.plan(target, text, sources)
         except AttachmentRefused as exc:
             log.warning("attachments_refused", team=config.name, member=member,
                         codes=[f.code for f in exc.failures], attachments=len(paths),

@@ -8,6 +8,11 @@ renders that (``web.app``), and ``gather`` turns it into the notifier's items �
 member, a budget hold, a question, a request, a review (a backoff or another hold is shown on
 the page, never pushed). The question's text and a task's body are kept apart (``private``):
 they are sent only with ``include_text = true``.
+
+What an item says is shown visibly and never cut silently (orchestrator/visible.py): a
+request's command is its first part, ``… N more characters`` and the short sha256 of the exact
+request; the whole one is in the live view (the notification's link) and in ``teamctl approvals
+ID --full``.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from orchestrator.limits import MAX_PAGE_ROWS
+from orchestrator.limits import APPROVAL_SHA256_SHOWN, APPROVAL_SHOWN_CHARS, MAX_PAGE_ROWS
 from orchestrator.redaction import redact, redact_value
+from orchestrator.visible import clipped
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -54,8 +60,9 @@ class NeedsYou:
 
 
 def _short(text: str, limit: int = _SHORT) -> str:
-    text = " ".join(redact(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` redacted, on one line, shown visibly; past ``limit`` characters its first
+    part and ``… N more characters``."""
+    return clipped(redact(text), limit)
 
 
 def _approval(row: ApprovalDoc) -> NeedsYou:
@@ -65,8 +72,12 @@ def _approval(row: ApprovalDoc) -> NeedsYou:
                         f"{row.team}/{row.member} ({row.runtime}) waits for your answer",
                         private=_short(" | ".join(row.questions) or row.summary, 1000),
                         item=item, decisions=("answer", "deny"))
+    sha = f" (sha256 {row.sha256[:APPROVAL_SHA256_SHOWN]})" if row.sha256 else ""
+    whole = (f"\nthe whole request: 'teamctl approvals {row.id} --full' or the live view"
+             if len(row.summary) > APPROVAL_SHOWN_CHARS else "")
     return NeedsYou(item, "approval", row.team, f"{row.member} asks: {_short(row.tool, 60)}",
-                    f"{row.team}/{row.member} ({row.runtime}): {_short(row.summary)}",
+                    f"{row.team}/{row.member} ({row.runtime}): "
+                    f"{_short(row.summary, APPROVAL_SHOWN_CHARS)}{sha}{whole}",
                     item=item, decisions=("approve", "deny"))
 
 

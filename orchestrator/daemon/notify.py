@@ -11,6 +11,12 @@ daemon's memory holds only the keys already sent (bounded by what waits, ≤ ``M
 at most ``MAX_RECEIPTS`` receipts not yet delivered. After a daemon restart the keys are
 gone: what still waits is published again (its pending approvals expired with the restart,
 and the runtimes' new requests are new items; an old button answers "expired").
+
+Everything a team's notifier publishes shares one rate window (``max_per_minute``): the items,
+the digest, the receipts of actions, `teamctl notify test`'s pushes. One push at a time
+(``_publishing``), so a slot is looked at and taken with nothing in between. A receipt the
+full window holds back waits for a slot (``_send_held``); what is posted to the response topic
+can never buy a push of its own (notify_responses.py, notify_refusals.py).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from orchestrator.daemon.notify_alerts import Alerts
 from orchestrator.daemon.notify_journal import NotifyJournal
 from orchestrator.daemon.notify_messages import Channel, Composer
 from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
+from orchestrator.daemon.notify_refusals import REFUSED_LOG_INTERVAL, RefusalTally
 from orchestrator.daemon.notify_responses import Responder
 from orchestrator.daemon.notify_tokens import Signer
 from orchestrator.errors import NotifyUnreachable, StoreError, TeamctlError, UsageError
@@ -44,12 +51,14 @@ if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.changes import Changes
     from orchestrator.daemon.journal import AsyncJournal
+    from orchestrator.daemon.notify_responses import ReceiptKind
     from orchestrator.daemon.notify_tokens import Action
     from orchestrator.daemon.teams import Teams
     from orchestrator.notify_config import NotifySection
     from orchestrator.paths import Home
 
-__all__ = ["Channel", "NotifyService", "TeamNotifier", "backoff_from_env"]
+__all__ = ["Channel", "NotifyService", "TeamNotifier", "backoff_from_env",
+           "refused_interval_from_env"]
 
 log = structlog.get_logger("teamctl.notify")
 
@@ -67,7 +76,8 @@ class TeamNotifier:
     def __init__(self, team: str, section: NotifySection, channel: Channel | None,
                  *, gather_items: Callable[[], Awaitable[list[NeedsYou]]], changes: Changes,
                  responder: Responder | None, nonces: NotifyJournal | None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.team, self.section, self.channel = team, section, channel
         self._gather = gather_items
         self._changes = changes
@@ -75,11 +85,12 @@ class TeamNotifier:
         self._nonces = nonces
         self._clock = clock
         self._compose = Composer(team, section, channel, clock)
-        self._window = RateWindow(section.max_per_minute)
+        self._window = RateWindow(section.max_per_minute, clock=monotonic)
         self._alerts = Alerts(section.apprise)
         self._published: set[str] = set()
         self._receipts: deque[dict[str, Any]] = deque(maxlen=MAX_RECEIPTS)
-        self._flushing = anyio.Lock()  # one flush at a time: a receipt is published once
+        self._publishing = anyio.Lock()  # one push at a time: a slot checked is a slot taken
+        self._held = anyio.Event()  # set: a receipt waits for a slot of the window
         self._alert_out: MemoryObjectSendStream[tuple[str, str]] | None = None  # while run
         self._quiet_missed = 0
         self._tests: dict[str, anyio.Event] = {}
@@ -94,7 +105,9 @@ class TeamNotifier:
         self._alert_out = out
         async with anyio.create_task_group() as tg, out:
             tg.start_soon(self._send_alerts, into, name=f"notify alerts {self.team}")
+            tg.start_soon(self._send_held, name=f"notify receipts {self.team}")
             if self.channel is not None and self._responder is not None:
+                tg.start_soon(self._responder.refused.run, name=f"notify refused {self.team}")
                 tg.start_soon(self._follow, name=f"notify responses {self.team}")
             await self._publish_loop()
 
@@ -119,8 +132,12 @@ class TeamNotifier:
     async def publish_pass(self) -> float:
         """Publish what is new; seconds until a pass is owed again without a change (a full
         rate window). NotifyUnreachable: the rest waits for the next pass."""
-        await self._flush_receipts()
         items = [i for i in await self._gather() if i.kind in self.section.events]
+        async with self._publishing:
+            await self._flush_receipts()
+            return await self._publish_items(items)
+
+    async def _publish_items(self, items: list[NeedsYou]) -> float:
         self._published &= {i.key for i in items}
         new = [i for i in items if i.key not in self._published]
         plan = self._window.plan(new)
@@ -184,25 +201,58 @@ class TeamNotifier:
 
     # -- receipts -----------------------------------------------------------------------------
 
-    async def receipt(self, item: str, text: str) -> None:
-        """Publish an action's result (kept, bounded, while the server is down)."""
+    async def receipt(self, item: str, text: str, kind: ReceiptKind = "result") -> None:
+        """Publish what an action did, within the rate window: a ``result`` waits for a slot
+        (kept, bounded, while the window is full or the server is down), a ``replay``'s is
+        sent only if a slot is free now and no result waits, a ``test``'s now."""
         if self.channel is None:
             return
-        self._receipts.append({"topic": self.channel.topic, "title": f"teamctl: {text}",
-                               "message": f"{item or 'an action'}: {text}",
-                               "tags": ["white_check_mark" if text.startswith(
-                                   ("applied", "already")) else "x"], "priority": 2})
+        message = {"topic": self.channel.topic, "title": f"teamctl: {text}",
+                   "message": f"{item or 'an action'}: {text}",
+                   "tags": ["white_check_mark" if text.startswith(("applied", "already"))
+                            else "x"], "priority": 2}
         try:
-            await self._flush_receipts()
+            async with self._publishing:
+                if kind == "result":
+                    self._receipts.append(message)
+                    await self._flush_receipts()
+                elif kind == "test" or (not self._receipts and self._window.room() > 0):
+                    await self._push_now(message)
+                else:
+                    log.info("notify_replay_receipt_dropped", team=self.team, item=item,
+                             why="the rate window is full")
         except NotifyUnreachable as exc:
-            log.warning("notify_receipt_waits", team=self.team, error=exc.message)
+            log.warning("notify_receipt_waits" if kind == "result" else
+                        "notify_receipt_failed", team=self.team, error=exc.message)
 
     async def _flush_receipts(self) -> None:
-        async with self._flushing:
-            while self.channel is not None and self._receipts:
-                await self.channel.ntfy.publish(self._receipts[0])
-                self._receipts.popleft()
-                log.info("notify_receipt_published", team=self.team)
+        """Publish the receipts kept, while the window has room (the caller holds
+        ``_publishing``); what is left waits for ``_send_held``."""
+        while self.channel is not None and self._receipts:
+            if self._window.room() <= 0:
+                self._held.set()
+                return
+            await self._push_now(self._receipts[0])
+            self._receipts.popleft()
+            log.info("notify_receipt_published", team=self.team)
+
+    async def _push_now(self, message: dict[str, Any]) -> None:
+        assert self.channel is not None
+        await self.channel.ntfy.publish(message)
+        self._window.sent()
+
+    async def _send_held(self) -> None:
+        """Publish the receipts the full window held back, as its slots free (a server that
+        is down meanwhile: the next publish pass, with its backoff, sends them)."""
+        while True:
+            await self._held.wait()
+            await anyio.sleep(self._window.free_in())
+            self._held = anyio.Event()
+            try:
+                async with self._publishing:
+                    await self._flush_receipts()
+            except NotifyUnreachable as exc:
+                log.warning("notify_receipt_waits", team=self.team, error=exc.message)
 
     # -- teamctl notify test ------------------------------------------------------------------
 
@@ -236,9 +286,10 @@ class TeamNotifier:
         if self.channel is None:
             return NotifyCheck(what=kind, ok=True, detail="no ntfy: alerts only")
         started = time.monotonic()
-        try:
-            await self.channel.ntfy.publish({"topic": self.channel.topic,
-                                             **self._compose.message(item, quiet=False)})
+        try:  # the operator's own command: never held back, its slots taken
+            async with self._publishing:
+                await self._push_now({"topic": self.channel.topic,
+                                      **self._compose.message(item, quiet=False)})
         except NotifyUnreachable as exc:
             return NotifyCheck(what=kind, ok=False, detail=exc.message)
         return NotifyCheck(what=kind, ok=True, seconds=round(time.monotonic() - started, 4))
@@ -282,6 +333,22 @@ def backoff_from_env(environ: Mapping[str, str] = os.environ) -> Backoff:
                    request_timeout=max(most * 2, 2.0))
 
 
+def refused_interval_from_env(environ: Mapping[str, str] = os.environ) -> float:
+    """``TEAMCTL_NOTIFY_REFUSED_INTERVAL``: seconds between two ``notify_posts_refused``
+    events (60 unless set; a test makes it short)."""
+    raw = environ.get("TEAMCTL_NOTIFY_REFUSED_INTERVAL")
+    if raw is None:
+        return REFUSED_LOG_INTERVAL
+    try:
+        interval = float(raw)
+    except ValueError:
+        interval = -1.0
+    if not 0 < interval <= 3600:
+        raise UsageError(f"TEAMCTL_NOTIFY_REFUSED_INTERVAL={raw!r} is not seconds in "
+                         "(0, 3600]; fix or unset it")
+    return interval
+
+
 class NotifyService:
     """Every running team's notifier: started when a team with ``[notify]`` runs, replaced
     when its section changes, stopped with the team."""
@@ -293,6 +360,7 @@ class NotifyService:
         self._teams, self._approvals, self._board = teams, approvals, board
         self._store, self._changes = store, changes
         self._backoff = backoff or backoff_from_env(environ)
+        self._refused_interval = refused_interval_from_env(environ)
         self._environ = environ
         self._nonces = NotifyJournal(store)
         self._running: dict[str, tuple[NotifySection, TeamNotifier, anyio.CancelScope]] = {}
@@ -354,12 +422,13 @@ class NotifyService:
         if channel is not None:
             notifier_ref: list[TeamNotifier] = []
 
-            async def receipt(item: str, text: str) -> None:
-                await notifier_ref[0].receipt(item, text)
+            async def receipt(item: str, text: str, kind: ReceiptKind) -> None:
+                await notifier_ref[0].receipt(item, text, kind)
 
             responder = Responder(team, signer=channel.signer, nonces=self._nonces,
                                   approvals=self._approvals, store=self._store,
-                                  board=self._board, receipt=receipt)
+                                  board=self._board, receipt=receipt,
+                                  refused=RefusalTally(team, interval=self._refused_interval))
 
         async def items() -> list[NeedsYou]:
             return await gather(team, teams=self._teams, approvals=self._approvals,

@@ -1,6 +1,8 @@
 """What a team's notifications say (docs/notify.md): an item's ntfy message with its signed
 Approve / Deny buttons, the digest of what the rate limit held back, and the live view's link
-for the alert channels. Pure composition: ``TeamNotifier`` decides what is sent and when."""
+for the alert channels. Pure composition: ``TeamNotifier`` decides what is sent and when.
+A phone shows text as it comes, bidi controls included: every title and body is shown visibly
+(orchestrator/visible.py), as on the terminal and the page."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.daemon.needs_you import NeedsYou
 from orchestrator.redaction import redact
+from orchestrator.visible import visible, visible_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,7 +55,8 @@ class Composer:
         if "answer" in item.decisions and self.channel is not None:  # cut its base64)
             token = self.sign(item.item, "answer")
             body += f"\nTo answer, post to the response topic: {token} YOUR ANSWER"
-        message = {"title": redact(f"teamctl {self.team}: {item.title}"), "message": body,
+        message = {"title": visible_line(redact(f"teamctl {self.team}: {item.title}")),
+                   "message": visible(body),
                    "tags": [_TAGS[item.kind]],
                    "priority": 1 if quiet else (4 if item.decisions else 3),
                    "actions": self._actions(item)}

@@ -1,6 +1,7 @@
 """How much is pushed, and when (docs/notify.md): at most ``max_per_minute`` pushes in any
-60 s, the last slot of a full minute kept for one digest of everything over the limit (1,000
-items at once are ``max_per_minute - 1`` pushes and one digest, not 1,000 buzzes); and quiet
+60 s — items, digests and the receipts of actions alike —, the last slot of a full minute kept
+for one digest of everything over the limit (1,000 items at once are ``max_per_minute - 1``
+pushes and one digest, not 1,000 buzzes); and quiet
 hours, during which pushes go out silent (ntfy priority 1: no sound, no vibration, still
 answerable) and alerts wait for one digest when they end.
 """
@@ -51,7 +52,8 @@ class RateWindow:
         self._clock = clock
         self._sent: deque[float] = deque()
 
-    def _room(self) -> int:
+    def room(self) -> int:
+        """Pushes the window takes now."""
         now = self._clock()
         while self._sent and self._sent[0] <= now - WINDOW:
             self._sent.popleft()
@@ -60,7 +62,7 @@ class RateWindow:
     def plan(self, new: Sequence[_T]) -> Plan[_T]:
         """What of ``new`` goes now: all of it while it fits, else the room but one, and the
         rest in one digest; nothing when the window is full (``free_in`` says when)."""
-        room = self._room()
+        room = self.room()
         if room <= 0 or not new:
             return Plan()
         if len(new) <= room:
@@ -72,7 +74,7 @@ class RateWindow:
 
     def free_in(self) -> float:
         """Seconds until a slot frees (0: one is free)."""
-        if self._room() > 0:
+        if self.room() > 0:
             return 0.0
         return max(self._sent[0] + WINDOW - self._clock(), 0.0)
 

@@ -5,14 +5,22 @@ applied through the same calls as the CLI — ``Approvals.decide`` (``teamctl ap
 answer``) or ``Board.review`` (``teamctl task review``) — and the result is published back.
 
 Phones retry and people double-tap: the same decision again is "already decided: approved"
-(nothing applied twice); the opposite decision after one is a conflict; an expired or forged
-token is refused. None of these is an error of the daemon's.
+(nothing applied twice); the opposite decision after one is a conflict. None of these is an
+error of the daemon's.
+
+Only what a signed, fresh action did is published back, and only through the notifier's rate
+window (``receipt``). Everything else posted to the topic — not a token, a forged or expired
+one, another team's, a replay — is counted (``notify_refusals``) and never answered one by one:
+the topic's name is in every button, so anyone who saw one could otherwise make the daemon
+push to the operator's phone once for each post. A replayed valid token is told the item's
+decision once (the first replay of its nonce since the daemon started), within the window.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
@@ -34,29 +42,64 @@ if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.journal import AsyncJournal
     from orchestrator.daemon.notify_journal import NotifyJournal
+    from orchestrator.daemon.notify_refusals import RefusalTally
     from orchestrator.daemon.notify_tokens import Action, Signer
 
-__all__ = ["Responder"]
+__all__ = ["ReceiptKind", "Responder"]
 
 log = structlog.get_logger("teamctl.notify")
 
 _STATES = {"approve": "approved", "deny": "denied", "answer": "answered"}
 _TASK = {"approve": "done", "deny": "in_progress"}
 MAX_ANSWER_CHARS = 4000
+MAX_NONCES_SEEN = 4096  # nonces remembered since the start (only signed tokens have one)
+
+# what a receipt answers: an action applied (``result``: it waits for a slot of the rate
+# window), the first replay of a nonce (``replay``: sent only if a slot is free), or the
+# operator's own `teamctl notify test` (``test``: never held back, its slot taken)
+ReceiptKind = Literal["result", "replay", "test"]
+
+
+class _Nonces:
+    """The nonces seen since the daemon started, and whether a replay of each was answered:
+    a replay known here costs no journal write, and each is answered at most once. Bounded:
+    the oldest are forgotten (the journal still refuses them; one more answer each)."""
+
+    def __init__(self, limit: int = MAX_NONCES_SEEN) -> None:
+        self._limit = limit
+        self._answered: OrderedDict[str, bool] = OrderedDict()
+
+    def __contains__(self, nonce: str) -> bool:
+        return nonce in self._answered
+
+    def note(self, nonce: str) -> None:
+        """A nonce now used (applied here, or found used in the journal)."""
+        self._answered.setdefault(nonce, False)
+        while len(self._answered) > self._limit:
+            self._answered.popitem(last=False)
+
+    def first_answer(self, nonce: str) -> bool:
+        """Whether a replay of ``nonce`` is to be answered: True once."""
+        first = not self._answered.get(nonce, False)
+        self._answered[nonce] = True
+        return first
 
 
 class Responder:
-    """One team's actions. ``receipt(item, text)`` publishes the result."""
+    """One team's actions. ``receipt(item, text, kind)`` publishes a result; ``refused``
+    counts the posts that apply nothing."""
 
     def __init__(self, team: str, *, signer: Signer, nonces: NotifyJournal,
                  approvals: Approvals, store: AsyncJournal, board: Board | None,
-                 receipt: Callable[[str, str], Awaitable[None]],
-                 clock: Callable[[], float] = time.time) -> None:
+                 receipt: Callable[[str, str, ReceiptKind], Awaitable[None]],
+                 refused: RefusalTally, clock: Callable[[], float] = time.time) -> None:
         self.team = team
         self._signer, self._nonces = signer, nonces
         self._approvals, self._rows, self._board = approvals, ApprovalJournal(store), board
         self._receipt = receipt
+        self.refused = refused
         self._clock = clock
+        self._seen = _Nonces()
         self.on_test: Callable[[Action], None] | None = None  # `teamctl notify test`
 
     async def handle(self, text: str) -> None:
@@ -65,20 +108,20 @@ class Responder:
         try:
             action = self._signer.verify(token, self._clock())
         except TokenRefused as refused:
-            log.warning("notify_action_refused", team=self.team, why=refused.receipt)
-            await self._receipt("", refused.receipt)
+            self.refused.count(refused.why)
             return
         team, _, local = action.item.partition("/")
-        if team != self.team:
-            return  # another team's notifier shares this response topic
-        if not await self._nonces.use(action, self._clock()):
-            log.warning("notify_replay_refused", team=self.team, item=action.item,
-                        decision=action.decision)
-            await self._receipt(action.item, await self._current(local, action))
+        if team != self.team:  # another team's notifier shares this response topic
+            self.refused.count("other_team")
+            return
+        if not await self._use(action):
+            self.refused.count("replay")
+            if self._seen.first_answer(action.nonce):
+                await self._receipt(action.item, await self._current(local, action), "replay")
             return
         if local.startswith("test:"):
             # the receipt first: `notify test` reports "receipt published" once this returns
-            await self._receipt(action.item, "applied: test")
+            await self._receipt(action.item, "applied: test", "test")
             if self.on_test is not None:
                 self.on_test(action)
             return
@@ -87,7 +130,16 @@ class Responder:
         log.info("notify_action_applied", team=self.team, item=action.item,
                  decision=action.decision, result=result,
                  seconds=round(time.monotonic() - started, 4))
-        await self._receipt(action.item, result)
+        await self._receipt(action.item, result, "result")
+
+    async def _use(self, action: Action) -> bool:
+        """Use the action's nonce: False when it was used before (a replay). One seen since
+        the start is refused without a journal write."""
+        if action.nonce in self._seen:
+            return False
+        fresh = await self._nonces.use(action, self._clock())
+        self._seen.note(action.nonce)
+        return fresh
 
     async def _apply(self, local: str, action: Action, answer: str) -> str:
         try:

@@ -4,7 +4,8 @@ A token is ``tc1.<payload>.<mac>``: the payload (base64url) is ``item|decision|e
 and the mac is HMAC-SHA256 over it with the operator's key (``notify.toml``). Anyone who
 learns the response topic can post to it; only a token the daemon signed is applied, once,
 before its expiry. The nonces used are journaled (``notify_journal``: a table of the
-daemon's journal), so a token replayed after a daemon restart is still refused.
+daemon's journal), so a token replayed after a daemon restart is still refused. A refused
+token is counted, never answered (``notify_refusals``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from orchestrator.daemon.notify_refusals import Refusal
 
 __all__ = ["Action", "Decision", "Signer", "TokenRefused"]
 
@@ -36,11 +40,12 @@ class Action:
 
 
 class TokenRefused(Exception):
-    """A token that is applied nowhere; ``receipt`` is what the phone is told."""
+    """A post that is applied nowhere; ``why`` is its cause, counted (``notify_refusals``),
+    never answered: the poster may be anyone who saw the response topic."""
 
-    def __init__(self, receipt: str) -> None:
-        super().__init__(receipt)
-        self.receipt = receipt
+    def __init__(self, why: Refusal) -> None:
+        super().__init__(f"refused: {why.replace('_', ' ')}")
+        self.why: Refusal = why
 
 
 def _b64(data: bytes) -> str:
@@ -72,16 +77,16 @@ class Signer:
         (checked in that order: nothing of an unsigned token is believed)."""
         parts = token.split(".")
         if len(token) > MAX_TOKEN_CHARS or len(parts) != 3 or parts[0] != PREFIX:
-            raise TokenRefused("refused: not a teamctl action")
+            raise TokenRefused("not_an_action")
         try:
             payload, mac = _unb64(parts[1]), _unb64(parts[2])
         except (binascii.Error, ValueError):
-            raise TokenRefused("refused: not a teamctl action") from None
+            raise TokenRefused("not_an_action") from None
         if not hmac.compare_digest(mac, self._mac(payload)):
-            raise TokenRefused("refused: bad signature")
+            raise TokenRefused("bad_signature")
         item, decision, expiry, nonce = payload.decode().split("|")
         if decision not in _DECISIONS:
-            raise TokenRefused("refused: not a teamctl action")
+            raise TokenRefused("not_an_action")
         action = Action(item, decision, float(expiry), nonce)
         if action.expiry <= now:
             raise TokenRefused("expired")

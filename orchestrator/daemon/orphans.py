@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from orchestrator.beneath import read_beneath, write_beneath
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -52,13 +54,12 @@ def _start_time(pid: int) -> int | None:
 
 
 def record(member_dir: Path, pid: int) -> None:
-    """Remember a running member process (atomically replaced)."""
+    """Remember a running member process (atomically replaced, in the member's private dir —
+    the daemon's — never through a name someone made there)."""
     started = _start_time(pid)
     if started is None:
         return
-    tmp = member_dir / f".{_RECORD}.tmp"
-    tmp.write_text(json.dumps({"pid": pid, "start_time": started}))
-    os.replace(tmp, member_dir / _RECORD)
+    write_beneath(member_dir, _RECORD, json.dumps({"pid": pid, "start_time": started}).encode())
 
 
 def forget(member_dir: Path) -> None:
@@ -69,8 +70,8 @@ def reap_orphans(members_root: Path, *, grace: float = 5.0) -> list[int]:
     """Stop every recorded member process group that is still alive; their pids."""
     reaped = []
     for path in sorted(members_root.glob(f"*/*/{_RECORD}")):
-        try:
-            entry = json.loads(path.read_text())
+        try:  # never through a link, never blocking on a FIFO
+            entry = json.loads(read_beneath(path.parent, path.name, limit_bytes=4096))
             pid, started = int(entry["pid"]), int(entry["start_time"])
         except (OSError, ValueError, KeyError, TypeError):
             path.unlink(missing_ok=True)

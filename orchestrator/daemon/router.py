@@ -16,6 +16,12 @@ from one member to the same other; never to oneself; an unknown recipient is ans
 names that exist. Every refusal is journaled, logged and returned to the sender as a typed tool
 error — nothing is dropped silently.
 
+A member's attachments are read with its own rights, in its own view (daemon/member_view.py,
+daemon/member_attachments.py): each path is opened once, proven to be a file the member can
+read itself, and read here; the message carries the bytes, so nothing later opens the name as
+the operator. A path outside the view is ``attachment_outside_member_view``: logged once (the
+member, the path, the rule), nothing read, nothing journaled.
+
 A turn's message is sent once: ``send_message`` is idempotent per (the sender's turn in
 flight, recipient, text), so a cut turn that is continued and sends it again gets the first
 receipt, uncounted by the guards (docs/architecture.md, "Effects once").
@@ -25,15 +31,16 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, deque
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
+from orchestrator.daemon.member_attachments import read_in_view
+from orchestrator.daemon.member_view import view_of
 from orchestrator.daemon.peers import belongs_to
 from orchestrator.daemon.store import Origin
-from orchestrator.errors import TeamctlError
+from orchestrator.errors import AttachmentOutsideMemberView, TeamctlError
 from orchestrator.wire import (
     MemberCard,
     MessageStatus,
@@ -46,10 +53,12 @@ from orchestrator.wire import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from orchestrator.attachments.intake import Original
     from orchestrator.config import TeamConfig
     from orchestrator.daemon.store import AsyncStore, Delivery
     from orchestrator.daemon.supervisor import MemberState, Supervisor
     from orchestrator.daemon.teams import Teams
+    from orchestrator.paths import Home
 
 __all__ = ["MessageRefused", "Router"]
 
@@ -67,11 +76,12 @@ class MessageRefused(TeamctlError):
 
 class Router:
     def __init__(self, teams: Teams, supervisor: Supervisor, store: AsyncStore, *,
-                 vision: Callable[[str, str | None, bool | None], bool | None],
+                 home: Home, vision: Callable[[str, str | None, bool | None], bool | None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._teams = teams
         self._supervisor = supervisor
         self._store = store
+        self._home = home  # teamctl's state dir: outside every member's view
         self._vision = vision
         self._clock = clock
         self._sent: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
@@ -97,11 +107,15 @@ class Router:
                 return again
             try:
                 self._check(config, sender, to, origin)
+                originals = await self._read_attachments(config, sender, attachments)
                 result = await self._teams.send(config.name, to, text, wait=False,
-                                                timeout=1.0,
-                                                attachments=[str(Path(a)) for a in attachments],
+                                                timeout=1.0, attachments=originals,
                                                 origin=origin)
                 assert isinstance(result, SendResult)
+            except AttachmentOutsideMemberView as exc:
+                log.warning("attachment_outside_member_view", team=config.name,
+                            member=sender.name, recipient=to, path=exc.path, rule=exc.rule)
+                raise
             except TeamctlError as exc:
                 await self._refused(config.name, sender.name, to, exc, origin.chain_id)
                 raise
@@ -111,6 +125,14 @@ class Router:
         return Receipt(id=result.id, to=to, depth=origin.depth,
                        text=f"queued as {result.id} for {to}; their reply will come to you as "
                             "a new message (queued, not yet delivered)")
+
+    async def _read_attachments(self, config: TeamConfig, sender: MemberState,
+                                paths: Sequence[str]) -> list[Original]:
+        """The sender's attachments read in its own view, in a worker thread (file I/O)."""
+        if not paths:
+            return []
+        view = await view_of(sender, config, self._home)
+        return await anyio.to_thread.run_sync(read_in_view, view, list(paths))
 
     async def list_team(self, token: str) -> TeamCard:
         sender = self._sender(token)

@@ -62,7 +62,7 @@ class _Boundary:
         if self.views is None:
             raise GitFailed("(any)", f"{tree.team}/{tree.member} is sandboxed and this daemon "
                             "cannot run git inside a sandbox", code="git_sandbox_unavailable")
-        return self.views.confine(reads=(tree.place().common_dir,), writes=(scratch,),
+        return self.views.confine(reads=(tree.place().common_dir,), scratch=scratch,
                                   workdir=tree.path)
 
 
@@ -152,7 +152,7 @@ class WorktreeOps:
         return DiffDoc(team=name, member=member, base=tree.base, stat=stat, text=text)
 
     async def _trees(self, team: str | None) -> list[Worktree]:
-        """The recorded worktrees, those recorded before schema 16 completed (and saved)."""
+        """The recorded worktrees, those recorded before schema 17 completed (and saved)."""
         trees = []
         for tree in await self._store.worktrees(team):
             complete = await anyio.to_thread.run_sync(worktrees.complete, tree)

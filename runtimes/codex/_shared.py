@@ -18,10 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from orchestrator.contracts import LaunchSpec, MemberStartFailed, RuntimeNotLoggedIn
+from orchestrator.contracts import (
+    LaunchSpec,
+    MemberStartFailed,
+    Placed,
+    RuntimeNotLoggedIn,
+    read_beneath,
+    read_regular,
+)
 from runtimes.base import member_environ, private_file
 from runtimes.codex.provider import merged_config, resolve_provider
-from runtimes.logins import codex_home, link
+from runtimes.logins import codex_home
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,26 +68,44 @@ _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not wan
 
 def build_env(spec: LaunchSpec) -> dict[str, str]:
     """The minimal environment, the member's private CODEX_HOME (its config.toml, and with an
-    operator login links to the operator's auth.json and instructions), the member's env."""
+    operator login links to the operator's auth.json and instructions), the member's env.
+    The config is the daemon's file (the member's private dir), placed in CODEX_HOME by its
+    host: a copy here, bound read-only in a sandbox (``Host.place``)."""
     home = codex_member_home(spec)
-    private_file(home / "config.toml", config_toml(effective_config(spec)))
+    config = private_file(spec.state_dir / "codex-config.toml",
+                          config_toml(effective_config(spec)))
+    try:
+        spec.host.place([Placed(spec.runtime_home, _CODEX_HOME),
+                         Placed(spec.runtime_home, f"{_CODEX_HOME}/config.toml", source=config),
+                         *_operator_links(spec)])
+    except FileExistsError as exc:
+        raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
+                                "login, or set login = \"isolated\"") from None
+    except OSError as exc:  # a link where a directory of its home goes: the member's doing
+        raise MemberStartFailed(spec.member, f"cannot make its CODEX_HOME in {home}: "
+                                f"{exc.strerror}") from None
     return member_environ({"CODEX_HOME": str(home)}, spec.env)
 
 
+_CODEX_HOME = "codex-home"
+
+
 def codex_member_home(spec: LaunchSpec) -> Path:
-    home = spec.state_dir / "codex-home"
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return spec.runtime_home / _CODEX_HOME
+
+
+def _operator_links(spec: LaunchSpec) -> list[Placed]:
+    """With ``login = "operator"``, links to the operator's own login and instructions that
+    exist; an isolated member keeps nothing of the operator's (an old link is removed)."""
+    placed = []
     for name in _OPERATOR_LINKS:
+        at = f"{_CODEX_HOME}/{name}"
         target = codex_home() / name
-        if spec.login == "operator":
-            try:
-                link(target, home / name)
-            except FileExistsError as exc:
-                raise MemberStartFailed(spec.member, f"{exc}; move it away to use the "
-                                        "operator's login, or set login = \"isolated\"") from None
-        elif (home / name).is_symlink():
-            (home / name).unlink()  # an isolated member keeps nothing of the operator's
-    return home
+        if spec.login == "operator" and target.exists():
+            placed.append(Placed(spec.runtime_home, at, link=str(target)))
+        else:
+            placed.append(Placed(spec.runtime_home, at, unlink=True))
+    return placed
 
 
 def operator_config(spec: LaunchSpec) -> dict[str, Any]:
@@ -118,10 +143,25 @@ def effective_config(spec: LaunchSpec) -> dict[str, Any]:
     return config
 
 
-def _usable_auth(path: Path) -> bool:
+def _auth_file(spec: LaunchSpec, home: Path) -> tuple[Path, bytes | None]:
+    """The login file codex will read and its bytes (None: absent or unreadable): the
+    operator's own for an operator login (what the member's link points at), else the
+    member's — read without following a name in its home, never blocking on a FIFO."""
+    operator = spec.login == "operator"
+    path = codex_home() / "auth.json" if operator else home / "auth.json"
     try:
-        auth = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return path, (read_regular(path) if operator else
+                      read_beneath(spec.runtime_home, f"{_CODEX_HOME}/auth.json"))
+    except FileNotFoundError:
+        return path, None
+    except OSError:
+        return path, b""
+
+
+def _usable_auth(data: bytes) -> bool:
+    try:
+        auth = json.loads(data)
+    except ValueError:
         return False
     return isinstance(auth, dict) and bool(auth.get("OPENAI_API_KEY") or auth.get("tokens"))
 
@@ -138,12 +178,13 @@ def check_login(spec: LaunchSpec, home: Path) -> None:
         return
     if not provider.needs_openai_auth or "CODEX_API_KEY" in spec.env:
         return
-    if (home / "auth.json").exists():
-        if _usable_auth(home / "auth.json"):
+    path, data = _auth_file(spec, home)
+    if data is not None:
+        if _usable_auth(data):
             return
-        raise RuntimeNotLoggedIn(spec.member, "codex", f"{(home / 'auth.json').resolve()} is "
-                                 "unreadable or holds no login: run 'codex login' again, or "
-                                 "set CODEX_API_KEY in the member's env")
+        raise RuntimeNotLoggedIn(spec.member, "codex", f"{path} is unreadable or holds no "
+                                 "login: run 'codex login' again, or set CODEX_API_KEY in the "
+                                 "member's env")
     store = operator_config(spec).get("cli_auth_credentials_store")
     if spec.login == "operator" and store in ("keyring", "auto"):
         fix = (f"the operator's login is kept in the OS keyring (cli_auth_credentials_store = "

@@ -356,7 +356,8 @@ class CodexAppServer(JsonRpcProcess):
         kind = method.split("/")[-2] if "/" in method else method
         summary = str(params.get("command") or params.get("reason") or params.get("grantRoot")
                       or params.get("serverName") or kind)
-        answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary[:500]))
+        answer = await self._bridge.ask(ApprovalRequest("permission", kind, summary,
+                                                        asked=params))
         self._bridge.answered(str(request_id), answer)
         await self.write({"id": request_id, "result": _decision(method, answer)})
 

@@ -130,7 +130,7 @@ def test_real_acp_agent_killed_restarts_loads_its_session_and_the_history_reache
     first = teamctl.run("send", "ag", "remember the word papaya", "--wait", "--timeout", "120")
     assert first.returncode == 0, first.stderr
     [session] = {e["session_id"] for e in teamctl.log_events() if e["event"] == "runtime_ready"}
-    agent.before_kill(teamctl.home / "members" / TEAM / "ag" / "home", session)
+    agent.before_kill(teamctl.home / "members" / TEAM / "ag" / "runtime" / "home", session)
     before, after = kill_the_agent(teamctl, follow_logs, timeout=120)
     assert (after["resumed"], after["session_id"]) == (True, before["session_id"])
     done = teamctl.run("send", "ag", "what was the word?", "--wait", "--timeout", "120")

@@ -82,7 +82,8 @@ def test_a_real_codex_describes_with_an_ephemeral_exec(
                                   f"sha256={ref['sha256']}")
     [asked] = [r for r in responses.response_requests() if "input_image" in json.dumps(r)]
     assert asked["body"]["model"] == "gpt-5.4-mini"
-    codex_home = teamctl.home / "members" / "web" / "blind" / "describer" / "codex-home"
+    codex_home = (teamctl.home / "members" / "web" / "blind" / "describer" / "runtime"
+                  / "codex-home")
     assert not list(codex_home.rglob("rollout-*.jsonl")), "--ephemeral: no rollout kept"
 
 

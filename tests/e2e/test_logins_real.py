@@ -111,7 +111,7 @@ def test_real_codex_uses_the_operators_login_made_by_codex_login(
     assert done.returncode == 0, done.stderr
     request = responses.requests[-1]
     assert request["headers"]["authorization"] == fingerprint(f"Bearer {CODEX_KEY}")
-    linked = teamctl.home / "members" / "e2e" / "rev" / "codex-home" / "auth.json"
+    linked = teamctl.home / "members" / "e2e" / "rev" / "runtime" / "codex-home" / "auth.json"
     assert linked.is_symlink() and Path(os.readlink(linked)) == home / ".codex" / "auth.json"
     _no_copies_under(teamctl.home, [CODEX_KEY])
 

@@ -39,7 +39,8 @@ def _ready_inbound(teamctl: Teamctl) -> list[str]:
 def _sandbox_pids(teamctl: Teamctl) -> list[int]:
     """The processes of ``o``'s launch (bubblewrap, the relay, OpenCode and its children),
     by the private data dir in their environment."""
-    marker = f"XDG_DATA_HOME={teamctl.home / 'members' / 'e2e' / 'o' / 'xdg' / 'data'}".encode()
+    marker = (f"XDG_DATA_HOME={teamctl.home / 'members' / 'e2e' / 'o' / 'runtime' / 'xdg'}"
+              f"/data").encode()
     found = []
     for entry in Path("/proc").iterdir():
         try:

@@ -139,7 +139,7 @@ def test_a_thread_that_no_longer_exists_starts_a_new_one_and_says_so(
     assert teamctl.run("send", "rev", "hello", "--wait").returncode == 0
     thread = _row(teamctl)["session_id"]
     assert teamctl.run("stop", "web").returncode == 0
-    codex_home = teamctl.home / "members" / "web" / "rev" / "codex-home"
+    codex_home = teamctl.home / "members" / "web" / "rev" / "runtime" / "codex-home"
     [rollout] = codex_home.glob(f"sessions/*/*/*/rollout-*-{thread}.jsonl")
     rollout.unlink()
     assert teamctl.run("launch", str(team)).returncode == 0
@@ -217,7 +217,8 @@ def test_children_piling_up_recycle_the_server_and_the_leftovers_are_stopped(
     [event] = [e for e in teamctl.log_events() if e["event"] == "member_recycled"]
     assert "3 child processes (recycle_children = 2)" in event["reason"]
     assert wait_pid_exit(first_pid, 10)
-    leaked = (teamctl.home / "members" / "web" / "rev" / "codex-home" / "leaked-children")
+    leaked = (teamctl.home / "members" / "web" / "rev" / "runtime" / "codex-home"
+              / "leaked-children")
     pids = [int(line) for line in leaked.read_text().split()]
     assert len(pids) == 3
     assert all(wait_pid_exit(pid, 10) for pid in pids[:3]), \

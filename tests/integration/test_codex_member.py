@@ -80,7 +80,7 @@ def test_a_bad_image_never_reaches_codex(teamctl: Teamctl) -> None:
     bad = images.truncated_png(teamctl.workdir / "bad.png")
     done = teamctl.run("send", "--attach", str(bad), "rev", "look")
     assert done.returncode == 3 and "attachment_corrupt_image" in done.stderr
-    sessions = teamctl.home / "members" / "web" / "rev" / "codex-home" / "sessions"
+    sessions = teamctl.home / "members" / "web" / "rev" / "runtime" / "codex-home" / "sessions"
     assert not sessions.exists(), "no codex process ran"
 
 
@@ -91,7 +91,8 @@ def test_a_model_without_vision_is_refused_before_any_process(teamctl: Teamctl) 
     done = teamctl.run("send", "--attach", str(shot), "rev", "look")
     assert done.returncode == 3
     assert done.stderr.startswith("attachment_model_vision_unsupported: gpt-oss-120b")
-    assert not (teamctl.home / "members" / "web" / "rev" / "codex-home" / "sessions").exists()
+    assert not (teamctl.home / "members" / "web" / "rev" / "runtime" / "codex-home"
+                / "sessions").exists()
 
 
 def test_turn_failed_is_a_failed_delivery_with_the_api_message(teamctl: Teamctl) -> None:
@@ -129,7 +130,7 @@ def test_an_unknown_thread_starts_a_new_one_and_says_so(teamctl: Teamctl) -> Non
     teamctl.run("send", "rev", "one", "--wait")
     old = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
     teamctl.run("stop", "web")
-    sessions = teamctl.home / "members" / "web" / "rev" / "codex-home" / "sessions"
+    sessions = teamctl.home / "members" / "web" / "rev" / "runtime" / "codex-home" / "sessions"
     for rollout in sessions.rglob("*.jsonl"):
         rollout.unlink()
     teamctl.run("launch", str(team))

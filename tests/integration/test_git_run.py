@@ -207,7 +207,7 @@ def test_the_git_view_reads_the_tree_writes_only_its_scratch_and_has_no_network(
     script = (f"touch {repo.tree}/x 2>&1; touch {repo.common}/x 2>&1; touch {scratch}/y; "
               f"cat {home}/.ssh/id_ed25519 2>&1; ls {elsewhere} 2>&1; "
               "echo interfaces=$(grep -c : /proc/net/dev)")
-    confine = GitViewSandbox().confine(reads=(repo.common,), writes=(scratch,),
+    confine = GitViewSandbox().confine(reads=(repo.common,), scratch=scratch,
                                        workdir=repo.tree)
     confined = confine(["sh", "-c", script], {"PATH": os.defpath, "HOME": str(home)})
     done = execute(confined.argv, confined.env, cwd=tmp_path, timeout=60, check=True,

@@ -183,7 +183,8 @@ def test_journal_and_member_dirs_are_private(teamctl: Teamctl) -> None:
                  "members/web/lead/system-prompt.md"):
         assert (teamctl.home / name).stat().st_mode & 0o777 == 0o600, name
     for name in ("", "logs", "artifacts", "members", "members/web", "members/web/lead",
-                 "members/web/lead/config", "members/web/lead/tmp"):
+                 "members/web/lead/runtime", "members/web/lead/runtime/config",
+                 "members/web/lead/runtime/tmp"):
         assert (teamctl.home / name).stat().st_mode & 0o777 == 0o700, name
 
 

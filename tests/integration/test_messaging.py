@@ -89,12 +89,13 @@ def test_attachments_a_recipient_cannot_take_are_typed_tool_errors(teamctl: Team
                                       fake_member("blind", model="glm-5.1-text-only")])
     assert teamctl.run("launch", str(team)).returncode == 0
     shot = images.save(images.screenshot(400, 300), teamctl.workdir / "shot.png", "PNG")
-    for path, code in ((str(teamctl.workdir), "attachment_not_a_regular_file"),
-                       (str(shot), "attachment_model_vision_unknown")):
+    # a directory is no file its sender can read in its view (docs/attachments.md)
+    for path, code in ((str(teamctl.workdir), "attachment_outside_member_view: "),
+                       (str(shot), "attachment_refused: ")):
         args = json.dumps({"to": "blind", "text": "look", "attachments": [path]})
         done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
-        assert done.returncode == 0 and "mcp error: attachment_refused" in done.stdout
-        assert code in done.stdout, done.stdout
+        assert done.returncode == 0 and f"mcp error: {code}" in done.stdout, done.stdout
+    assert "attachment_model_vision_unknown" in done.stdout, done.stdout
     assert teamctl.json("history", "blind")["messages"] == []
 
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from tests.conftest import LogFollower, Teamctl
 
 TEAM = "web"
-BACKOFF = {"TEAMCTL_NOTIFY_BACKOFF": "0.05,0.2"}  # reconnects in tenths of a second
+# reconnects in tenths of a second; refused posts counted in logged fifths of a second
+SHORT_WAITS = {"TEAMCTL_NOTIFY_BACKOFF": "0.05,0.2", "TEAMCTL_NOTIFY_REFUSED_INTERVAL": "0.2"}
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def ntfy() -> Iterator[FakeNtfy]:
 
 def setup_notify(teamctl: Teamctl, ntfy: FakeNtfy, **notify: Any) -> dict[str, Any]:
     """``notify init`` against the fake server; the operator file's settings."""
-    teamctl.env.update(BACKOFF)
+    teamctl.env.update(SHORT_WAITS)
     done = teamctl.run("notify", "init", "--server", ntfy.url)
     assert done.returncode == 0, done.stderr
     path = teamctl.home / "notify.toml"
@@ -117,7 +118,6 @@ def test_a_double_tap_applies_once_and_approve_then_deny_is_a_conflict(
     tap(message, "Approve")
     receipt(ntfy, operator["topic"], "applied: approved")
     receipt(ntfy, operator["topic"], "already decided: approved")
-    follow_logs.wait_for(lambda e: e["event"] == "notify_replay_refused")
     tap(message, "Deny")
     receipt(ntfy, operator["topic"], "conflict: already approved")
     wait_answered(follow_logs, message_id)
@@ -125,8 +125,24 @@ def test_a_double_tap_applies_once_and_approve_then_deny_is_a_conflict(
     assert settled["state"] == "approved"
 
 
-def test_an_expired_or_forged_token_is_refused_and_applies_nothing(
+def refused_counts(follow_logs: LogFollower, total: int) -> dict[str, int]:
+    """The ``notify_posts_refused`` counts by cause, summed once they reach ``total``."""
+    counts: dict[str, int] = {}
+
+    def add(event: dict[str, Any]) -> bool:
+        if event["event"] == "notify_posts_refused":
+            for cause, n in event["by_cause"].items():
+                counts[cause] = counts.get(cause, 0) + n
+        return sum(counts.values()) >= total
+
+    follow_logs.wait_for(add)
+    return counts
+
+
+def test_an_expired_or_forged_token_is_refused_applies_nothing_and_is_not_answered(
         teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """Each is counted by cause in a ``notify_posts_refused`` event; none is answered with
+    a push (anyone who saw the response topic could flood the phone that way)."""
     operator = setup_notify(teamctl, ntfy)
     launch_notifying(teamctl, fake_member("lead", permissions="ask"))
     teamctl.run("send", "lead", "WRITE out.txt hello")
@@ -137,13 +153,61 @@ def test_an_expired_or_forged_token_is_refused_and_applies_nothing(
     forged = Signer(b"\x00" * 32).sign(item, "approve", 4102444800.0)
     for token in (expired, forged, "approve " + row["id"]):
         httpx.post(url, content=token.encode(), timeout=10).raise_for_status()
-    receipt(ntfy, operator["topic"], "teamctl: expired")
-    receipt(ntfy, operator["topic"], "refused: bad signature")
-    receipt(ntfy, operator["topic"], "refused: not a teamctl action")
+    assert refused_counts(follow_logs, 3) == {"expired": 1, "bad_signature": 1,
+                                              "not_an_action": 1}
+    pushed(ntfy, operator["topic"], "lead asks: Write")
+    [only] = ntfy.messages(operator["topic"])  # the request's notification, and no answer
+    assert "lead asks: Write" in only["title"]
     [waiting] = teamctl.json("approvals")["approvals"]
     assert waiting["state"] == "pending", "nothing was applied"
     assert not (teamctl.workdir / "out.txt").exists()
     assert teamctl.run("deny", row["id"]).returncode == 0
+
+
+def _flood(operator: dict[str, Any], item: str) -> list[str]:
+    """1,000 posts anyone who saw the response topic can send: junk, forged, expired and
+    another team's tokens (400, 300, 200, 100)."""
+    ours, forger = Signer(bytes.fromhex(operator["key"])), Signer(b"\x00" * 32)
+    posts = [f"approve {item} please #{i}" for i in range(400)]
+    posts += [forger.sign(item, "approve", 4102444800.0) for _ in range(300)]
+    posts += [ours.sign(item, "approve", 1000.0) for _ in range(200)]
+    posts += [ours.sign("other/apv_x", "approve", 4102444800.0) for _ in range(100)]
+    return posts
+
+
+def test_a_flood_of_refused_posts_pushes_nothing_while_a_real_approval_still_arrives(
+        teamctl: Teamctl, follow_logs: LogFollower, ntfy: FakeNtfy) -> None:
+    """Issue 44 item 10: every post to the response topic that was not a teamctl action was
+    answered with a push (200 junk posts: 200 buzzes, outside max_per_minute). Now 1,000
+    junk, forged, expired and other-team posts and 20 replays of a real Approve, with that
+    Approve tapped in the middle: the approval is applied and its receipt arrives; the
+    publish topic gets the request, the receipt and at most one "already decided" — within
+    max_per_minute; every refused post is counted by cause; the daemon answers."""
+    operator = setup_notify(teamctl, ntfy)
+    topic, url = operator["topic"], f"{ntfy.url}/{operator['response_topic']}"
+    launch_notifying(teamctl, fake_member("lead", permissions="ask"), max_per_minute=5)
+    message_id = teamctl.run("send", "lead", "WRITE out.txt hello").stdout.strip()
+    row = next_request(teamctl, follow_logs)
+    message = pushed(ntfy, topic, "lead asks: Write")
+    flood = _flood(operator, f"{TEAM}/{row['id']}")
+    with httpx.Client(timeout=10) as phone:
+        for post in flood[:500]:
+            phone.post(url, content=post.encode()).raise_for_status()
+        approve = tap(message, "Approve")
+        for post in flood[500:] + [approve] * 20:
+            phone.post(url, content=post.encode()).raise_for_status()
+    receipt(ntfy, topic, "applied: approved (the runtime confirmed it)")
+    wait_answered(follow_logs, message_id)
+    assert (teamctl.workdir / "out.txt").read_text() == "hello\n"
+    assert refused_counts(follow_logs, 1020) == {
+        "not_an_action": 400, "bad_signature": 300, "expired": 200, "other_team": 100,
+        "replay": 20}
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    titles = [m["title"] for m in ntfy.messages(topic)]  # 3 at most: inside the window of 5
+    assert titles[:2] == [message["title"],
+                          "teamctl: applied: approved (the runtime confirmed it)"]
+    assert len(titles) <= 3, f"at most one answer to the 20 replays: {titles}"
+    assert all("already decided" in t or "used already" in t for t in titles[2:]), titles
 
 
 def test_a_replayed_nonce_is_refused_after_a_daemon_restart(
@@ -163,8 +227,7 @@ def test_a_replayed_nonce_is_refused_after_a_daemon_restart(
     nth_event(follow_logs, "notify_subscribed", 2)
     httpx.post(message["actions"][0]["url"], content=body.encode(), timeout=10)
     receipt(ntfy, operator["topic"], "already decided: denied")
-    replays = [e for e in teamctl.log_events() if e["event"] == "notify_replay_refused"]
-    assert len(replays) == 1
+    assert refused_counts(follow_logs, 1) == {"replay": 1}
     assert not (teamctl.home / "notify.db").exists()
 
 

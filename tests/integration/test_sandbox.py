@@ -147,7 +147,9 @@ def test_doctor_reports_bubblewrap_and_what_each_sandboxed_member_will_see(
     a, b = report["members"]
     assert "sandbox" not in b
     assert a["sandbox"]["rw"][:2] == [str(tmp_path / "a"),
-                                      str(teamctl.home / "members" / "web" / "a")]
+                                      str(teamctl.home / "members" / "web" / "a" / "runtime")]
+    assert f"{teamctl.home / 'members' / 'web' / 'a'} (the daemon's files for it)" \
+        in a["sandbox"]["ro"]
     assert "/usr" in a["sandbox"]["ro"] and str(REPO / "fixtures") in a["sandbox"]["ro"]
     for hidden in (os.path.join(teamctl.env["HOME"], ".ssh"), str(teamctl.home),
                    str(tmp_path / "b")):

@@ -58,7 +58,7 @@ def _tries(teamctl: Teamctl, workdir: Path, *steps: str) -> list[str]:
 def _member_processes(teamctl: Teamctl) -> dict[int, str]:
     """The processes of ``o``'s launch (bubblewrap, the relay, the server), by the private
     data dir in their environment: pid → command line."""
-    marker = f"XDG_DATA_HOME={teamctl.home / 'members' / 'web' / 'o' / 'xdg' / 'data'}"
+    marker = f"XDG_DATA_HOME={teamctl.home / 'members' / 'web' / 'o' / 'runtime' / 'xdg' / 'data'}"
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -176,8 +176,8 @@ def test_with_the_remote_home_as_workdir_teamctls_state_and_teammates_there_stay
     """The default workdir on a host is the remote home (``~``), bound read-write whole: the
     credential paths in it are still hidden, and so are teamctl's state there (every other
     member's mirrored private dir, the image cache) and the workdir of a teammate on the same
-    host — each an empty read-only tmpfs — while the member's own runtime home below it is
-    its own again."""
+    host — each an empty read-only tmpfs — while the member's own private dir below it is
+    seen again, read-only (the daemon's), and the runtime home in it read-write."""
     home = box.root / "home"
     peer = _owned(box, home / "peer")
     _owned(box, peer / "secret.txt", "peer's work\n")
@@ -194,14 +194,17 @@ def test_with_the_remote_home_as_workdir_teamctls_state_and_teammates_there_stay
     [own] = list((home / ".teamctl-remote").glob("*/web/far"))
     lines = _tries(teamctl, f"write {home}/inside.txt", f"read {home}/.ssh/id_*",
                    f"read {peer}/secret.txt", f"write {peer}/secret.txt",
-                   f"list {own.parent}", f"write {own}/mine.txt", f"list {home}/.cache/teamctl")
+                   f"list {own.parent}", f"write {own}/mine.txt",
+                   f"write {own}/runtime/mine.txt", f"list {home}/.cache/teamctl")
     assert lines == [f"try write {home}/inside.txt: ok wrote",
                      f"try read {home}/.ssh/id_*: refused ENOENT",
                      f"try read {peer}/secret.txt: refused ENOENT",
                      f"try write {peer}/secret.txt: refused EROFS",
                      f"try list {own.parent}: ok 1 entries",  # its own dir, not peer's
-                     f"try write {own}/mine.txt: ok wrote",
+                     f"try write {own}/mine.txt: refused EROFS",  # the daemon's, read-only
+                     f"try write {own}/runtime/mine.txt: ok wrote",  # its runtime's home
                      f"try list {home}/.cache/teamctl: ok 0 entries"], lines
     assert (home / "inside.txt").read_text() == "x"
-    assert (own / "mine.txt").read_text() == "x"
+    assert (own / "runtime" / "mine.txt").read_text() == "x"
+    assert not (own / "mine.txt").exists()
     assert (peer / "secret.txt").read_text() == "peer's work\n"

@@ -120,3 +120,37 @@ def _close(process: subprocess.Popen[bytes]) -> None:
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None and not stream.closed:
             stream.close()
+
+
+def test_the_mirror_the_pid_file_and_an_images_copy_never_go_through_a_members_link(
+        tmp_path: Path) -> None:
+    """The remote side runs as the host's user outside a member's sandbox there: what the
+    member could plant in its mirror (a link where a mirrored directory goes, at a file's
+    temp name, at the pid file, where its images' copy goes) is never followed — the entry
+    is refused, said on stderr, and the runtime still starts; nothing outside changes."""
+    home, root, outside = tmp_path / "home", tmp_path / "home" / "mirror", tmp_path / "outside"
+    for path in (home, root, outside):
+        path.mkdir(exist_ok=True)
+    canary = outside / "authorized_keys"
+    canary.write_text("the host user's own\n")
+    (root / "a").symlink_to(outside)  # a mirrored dir's name
+    (root / "remote.pid").symlink_to(canary)  # the pid file
+    (root / "s.json").symlink_to(canary)  # a mirrored file's name
+    process = subprocess.Popen([sys.executable, str(SIDE), "run"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={"HOME": str(home), "PATH": os.environ["PATH"]})
+    header = {"root": str(root), "dirs": ["a"], "files": {"a/x.json": "{}", "s.json": "{}"},
+              "links": {}, "argv": [sys.executable, "-c", "print('up', flush=True)"],
+              "cwd": str(home), "env": {}, "grace": 0.1}
+    out, err = process.communicate(json.dumps(header).encode() + b"\n", timeout=30)
+    assert out.strip() == b"up"
+    assert b"a not mirrored" in err and b"a/x.json not mirrored" in err
+    assert canary.read_text() == "the host user's own\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["authorized_keys"]
+    assert (root / "s.json").read_text() == "{}" and not (root / "s.json").is_symlink()
+    into = root / "attachments"
+    into.symlink_to(outside)
+    data = b"\x89PNG image"
+    sha = hashlib.sha256(data).hexdigest()
+    refused = _side(home, "put", sha, str(len(data)), str(into), stdin=data)
+    assert refused.returncode != 0 and not (outside / sha).exists()

@@ -139,7 +139,7 @@ def test_hostile_worktree_diff_and_thread_requests_are_typed_errors(teamctl: Tea
     assert teamctl.run("send", "a", "still fine", "--wait").returncode == 0
 
 
-def test_a_worktree_recorded_before_schema_16_is_completed_and_moved_to_a_branch_of_its_own(
+def test_a_worktree_recorded_before_schema_17_is_completed_and_moved_to_a_branch_of_its_own(
         tmp_path: Path) -> None:
     """A record of an earlier teamctl — no common dir, no admin dir, on branch
     ``teamctl/web/a`` — is found again at the next launch: its admin dir is the one whose

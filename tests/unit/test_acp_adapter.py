@@ -132,10 +132,11 @@ def test_the_environment_has_a_private_home_and_the_presets_model_variable(
         tmp_path: Path) -> None:
     env = build_env(_spec(tmp_path, agent="qwen", model="qwen3-coder",
                           env={"OPENAI_API_KEY": "k"}))
-    assert env["HOME"] == str(tmp_path / "state" / "home")
+    assert env["HOME"] == str(tmp_path / "state" / "runtime" / "home")
     assert (env["OPENAI_MODEL"], env["OPENAI_API_KEY"]) == ("qwen3-coder", "k")
     operator = build_env(_spec(tmp_path, login="operator"))
-    assert operator.get("HOME") != str(tmp_path / "state" / "home"), "the operator's own HOME"
+    assert operator.get("HOME") != str(tmp_path / "state" / "runtime" / "home"), \
+        "the operator's own HOME"
 
 
 def test_a_preset_keeps_its_agent_in_one_process_unless_the_members_env_says_otherwise(

@@ -59,7 +59,8 @@ def _values(n: int, state: str, *, member: str = "lead") -> dict[str, Any]:
             "kind": "permission", "tool": "Bash", "summary": f"echo {n}", "questions": None,
             "message_id": None, "state": state, "reason": None, "asked_at": time.time(),
             "settled_at": None if state == "pending" else time.time(),
-            "answer": None if state == "pending" else json.dumps({"decision": "approve"})}
+            "answer": None if state == "pending" else json.dumps({"decision": "approve"}),
+            "sha256": None}
 
 
 async def test_a_full_disk_no_longer_turns_a_permission_request_into_a_fatal_member(

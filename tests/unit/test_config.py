@@ -142,3 +142,39 @@ def test_hostile_board_acp_and_document_settings_are_refused_naming_the_key(
         load_team_file(path)
     assert str(path) in info.value.message
     assert expected in info.value.message, info.value.message
+
+
+_TWO = ('[team]\nname = "w"\n{team}\n[[members]]\nname = "a"\nruntime = "claude"\n{a}\n'
+        '[[members]]\nname = "b"\nruntime = "claude"\n{b}\n')
+
+
+def test_attach_paths_are_absolute_or_home_and_a_members_own_wins(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    """``attach_paths`` (docs/attachments.md): ``~`` is the operator's home, ``..`` folded; a
+    member's key replaces the team's (``[]``: none)."""
+    monkeypatch.setenv("HOME", "/home/op")
+    config = load_team_file(_write(tmp_path, _TWO.format(
+        team='attach_paths = ["~/shots", "/srv/x/../docs"]', a="", b="attach_paths = []")))
+    a, b = config.members
+    assert config.member_attach_paths(a) == ["/home/op/shots", "/srv/docs"]
+    assert config.member_attach_paths(b) == []
+
+
+@pytest.mark.parametrize(("team", "a", "expected"), [
+    ("", 'attach_paths = ["shots"]', "members[0].attach_paths[0]"),
+    ("", 'attach_paths = ["~other/x"]', "is not absolute"),
+    ("", 'sandbox = "process"\nattach_paths = ["/srv"]',
+     "members[0].attach_paths: a sandboxed member attaches what its sandbox shows it"),
+    ('attach_paths = ["/srv"]', 'sandbox = "process"',
+     "members[0].attach_paths (the team's): a sandboxed member"),
+    ("", 'host = "dev@box"\nattach_paths = ["/srv"]',
+     "members[0].attach_paths: a member on another host"),
+])
+def test_attach_paths_that_would_grant_nothing_or_are_not_absolute_are_refused(
+        tmp_path: Path, team: str, a: str, expected: str) -> None:
+    """A grant a sandboxed member or a member elsewhere could never use is an error, not a
+    setting silently ignored; a relative path would be the daemon's cwd's."""
+    with pytest.raises(TeamFileError) as info:
+        load_team_file(_write(tmp_path, _TWO.format(team=team, a=a, b="")))
+    assert expected in info.value.message, info.value.message

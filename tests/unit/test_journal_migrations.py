@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 4 == 16
+    assert SCHEMA_VERSION == len(EARLIER) + 5 == 17
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -66,11 +66,17 @@ def test_version_15_adds_the_notifiers_tables_and_nothing_else() -> None:
         "CREATE TABLE notify_cursors (\n    topic TEXT PRIMARY KEY,\n    last_id TEXT NOT NULL\n)"]
 
 
-def test_version_16_records_where_each_worktree_was_made_and_nothing_else() -> None:
-    """Schema 16 (git is part of the boundary, issue 44): a worktree's common dir and admin
+def test_version_16_adds_the_sha256_of_an_approvals_request_and_nothing_else() -> None:
+    """Schema 16 (issue 44, what the operator reads is what runs): one nullable column on
+    ``approvals`` — a request an earlier teamctl journaled reads with no sha256."""
+    assert _statements(MIGRATIONS[15]) == ["ALTER TABLE approvals ADD COLUMN sha256 TEXT"]
+
+
+def test_version_17_records_where_each_worktree_was_made_and_nothing_else() -> None:
+    """Schema 17 (git is part of the boundary, issue 44): a worktree's common dir and admin
     dir as teamctl found them when it made the worktree — two nullable columns (an earlier
     record is completed at its next use), no earlier table changes."""
-    assert _statements(MIGRATIONS[15]) == [
+    assert _statements(MIGRATIONS[16]) == [
         "ALTER TABLE worktrees ADD COLUMN common_dir TEXT",
         "ALTER TABLE worktrees ADD COLUMN admin_dir TEXT"]
 

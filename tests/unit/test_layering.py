@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 PACKAGES = ("orchestrator", "runtimes")
 # the shared modules the CLI and the MCP server may load: they must not pull in pydantic
-STDLIB_ONLY = ("orchestrator.client.mcp_server", "orchestrator.limits", "orchestrator.rpc")
+STDLIB_ONLY = ("orchestrator.client.mcp_server", "orchestrator.limits", "orchestrator.rpc",
+               "orchestrator.visible")
 # orchestrator.paths finds the home with platformdirs (pure Python, a few modules)
 LIGHT = {"platformdirs"}
 

@@ -46,7 +46,7 @@ def test_claude_operator_login_uses_the_operators_config_dir(tmp_path: Path,
     """No private CLAUDE_CONFIG_DIR (the CLI's own lock serializes refreshes; ~/.claude.json
     with user MCP servers stays where it is); nothing copied or linked."""
     spec = _spec(tmp_path, login="operator")
-    dirs = claude.private_dirs(spec.state_dir, "operator")
+    dirs = claude.private_dirs(spec)
     env = claude.build_env(spec, dirs)
     assert "CLAUDE_CONFIG_DIR" not in env
     assert dirs["config"] == operator / ".claude"
@@ -56,8 +56,8 @@ def test_claude_operator_login_uses_the_operators_config_dir(tmp_path: Path,
 def test_claude_isolated_login_keeps_a_private_config_dir(tmp_path: Path,
                                                            operator: Path) -> None:
     spec = _spec(tmp_path, login="isolated")
-    env = claude.build_env(spec, claude.private_dirs(spec.state_dir, "isolated"))
-    assert env["CLAUDE_CONFIG_DIR"] == str(spec.state_dir / "config")
+    env = claude.build_env(spec, claude.private_dirs(spec))
+    assert env["CLAUDE_CONFIG_DIR"] == str(spec.runtime_home / "config")
 
 
 @pytest.mark.parametrize(("profile", "expected"), [
@@ -70,7 +70,7 @@ def test_claude_permission_profiles(tmp_path: Path, profile: str, expected: list
     argv = claude.build_argv(spec, "sid", resume=False, files={})
     assert argv[-len(expected):] == expected
     assert not {"Write", "Edit", "Bash"} & set(claude.READ_TOOLS.split(","))
-    env = claude.build_env(spec, claude.private_dirs(spec.state_dir, "isolated"))
+    env = claude.build_env(spec, claude.private_dirs(spec))
     assert ("IS_SANDBOX" in env) == (profile == "full" and os.geteuid() == 0)
 
 

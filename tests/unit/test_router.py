@@ -4,17 +4,22 @@ refusing with a typed error that is journaled — nothing dropped silently."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
-from orchestrator.contracts import TextPart, TurnResult
+from orchestrator.contracts import Confined, TextPart, TurnResult
 from orchestrator.daemon.router import MessageRefused
+from orchestrator.errors import AttachmentOutsideMemberView
+from runtimes.local_host import LocalHost
 from tests.fakes import FakeRuntime, ManualClock, core, team_config
 from tests.settle import all_blocked
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from orchestrator.contracts import Turn
@@ -188,3 +193,65 @@ async def test_a_token_of_an_earlier_launch_is_refused(tmp_path: Path) -> None:
         assert fresh and fresh != old
         card = await c.router.list_team(fresh)
         assert [(m.name, m.you) for m in card.members] == [("lead", True), ("rev", False)]
+
+
+async def test_a_members_attachment_outside_its_view_is_refused_logged_once_never_journaled(
+        tmp_path: Path) -> None:
+    """``send_message`` with a file outside the sender's view (the operator's, beside its
+    workdir): the typed error ``attachment_outside_member_view``, one event naming the member,
+    the path and the rule, no message and no refusal in the journal — while a file of its
+    workdir goes through, read from the view (its sha256 in the journal)."""
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev")
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    secret.write_text("the operator's secret\n")
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    async with core(tmp_path, runtime) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        with capture_logs() as logs, pytest.raises(AttachmentOutsideMemberView) as caught:
+            await c.router.send_message(token, "rev", "look", [str(secret)])
+        assert caught.value.code == "attachment_outside_member_view"
+        events = [e for e in logs if e["event"] == "attachment_outside_member_view"]
+        assert [(e["member"], e["path"], e["rule"]) for e in events] == [
+            ("lead", str(secret), "outside")]
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+            "attachment_outside_member_view"]
+        assert c.store.sync.refusals("web") == []
+        assert (await c.teams.history(None, "rev")).messages == []
+        receipt = await c.router.send_message(token, "rev", "[Doc #1]",
+                                              [str(tmp_path / "notes.txt")])
+        [planned] = c.store.sync.attachments(receipt.id, "rev")
+        assert planned.original_sha256 == hashlib.sha256(b"my notes\n").hexdigest()
+
+
+class _Elsewhere(LocalHost):
+    """A member's host on another machine, as the router sees it: nothing of it runs here
+    (``confine`` is None, as ``SshHost``'s and a pod's)."""
+
+    name = "gpu1"
+
+    async def confine(self, argv: Sequence[str], *,
+                      env: Mapping[str, str]) -> Confined | None:
+        return None
+
+
+async def test_a_member_on_another_host_attaches_nothing_read_here(tmp_path: Path) -> None:
+    """Its path names a file of its host; the daemon once opened the same path on *this*
+    machine, as the operator. Now: ``attachment_outside_member_view`` (rule ``elsewhere``,
+    naming the host), even for a path that exists here; nothing journaled."""
+    team = Team()
+    runtime, config = await _team(tmp_path, team, "lead", "rev")
+    (tmp_path / "here.txt").write_text("a file of the operator's machine\n")
+    async with core(tmp_path, runtime, hosts=lambda team, member: _Elsewhere()) as c:
+        team.c = c
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        with pytest.raises(AttachmentOutsideMemberView) as caught:
+            await c.router.send_message(token, "rev", "look", [str(tmp_path / "here.txt")])
+        assert caught.value.rule == "elsewhere" and "host gpu1" in caught.value.message
+        assert (await c.teams.history(None, "rev")).messages == []
+        await c.router.send_message(token, "rev", "the text still goes")

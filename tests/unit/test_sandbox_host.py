@@ -227,17 +227,18 @@ def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
     keeps a Codex member read-only, its own sandbox being off inside ours); its runtime home
     stays writable; ``teamctl doctor`` lists the workdir under read-only."""
     work, state = tmp_path / "work", tmp_path / "state"
-    policy = member_policy(workdir=work, runtime_home=state / "members" / "t" / "a",
+    private = state / "members" / "t" / "a"
+    policy = member_policy(workdir=work, private=private,
                            state_root=state, others=(), paths={"rw": [], "ro": [], "hide": []},
                            runtime="codex", login="isolated", permissions="read")
     argv = bwrap_argv("bwrap", policy, ["codex"])
     assert _at(argv, "--ro-bind", str(work), str(work)) > 0
-    assert _at(argv, "--bind", str(state / "members" / "t" / "a"),
-               str(state / "members" / "t" / "a")) > 0
+    assert _at(argv, "--ro-bind", str(private), str(private)) < \
+        _at(argv, "--bind", str(private / "runtime"), str(private / "runtime"))
     view = describe(policy, "/usr/bin/true", "/usr/bin")
     assert str(work) in view["ro"] and str(work) not in view["rw"]
     edit = bwrap_argv("bwrap", member_policy(
-        workdir=work, runtime_home=state, state_root=state, others=(),
+        workdir=work, private=private, state_root=state, others=(),
         paths={"rw": [], "ro": [], "hide": []}, runtime="codex", login="isolated",
         permissions="edit"), ["codex"])
     assert _at(edit, "--bind", str(work), str(work)) > 0
@@ -271,3 +272,30 @@ async def test_a_command_run_for_a_member_is_confined_like_the_member_without_it
     assert confined.env == {"PATH": "/usr/bin", "HTTPS_PROXY": "http://127.0.0.1:9"}
     local = await LocalHost().confine(["make"], env={"PATH": "/bin"})
     assert local is not None and local.argv == ("make",)
+
+
+def test_parents_of_teamctls_state_inside_a_writable_workdir_are_pinned_before_it_is_covered(
+        tmp_path: Path) -> None:
+    """A workdir of ``~`` holds teamctl's state (``~/.local/state/teamctl``): inside, the
+    member could rename ``~/.local`` aside and make its own state dir there — the daemon, by
+    path, would then use it. Each directory between the workdir and the state is bound onto
+    itself (a mount point: EBUSY to a rename) before the state is covered; the private dir
+    is bound read-only and the runtime home read-write after the cover."""
+    home = tmp_path / "operator"
+    state = home / ".local" / "state" / "teamctl"
+    private = state / "members" / "t" / "a"
+    (private / "runtime").mkdir(parents=True)
+    policy = SandboxPolicy(workdir=home, runtime_home=private / "runtime", private=private,
+                           home=home, conceal=(state,))
+    argv = bwrap_argv("bwrap", policy, ["x"])
+    cover = _at(argv, "--tmpfs", str(state))
+    for pinned in (home / ".local", home / ".local" / "state"):
+        assert _at(argv, "--bind", str(home), str(home)) < \
+            _at(argv, "--bind", str(pinned), str(pinned)) < cover
+    rest = argv[cover:]  # bound before the cover too, then again after it (a home in it)
+    assert _at(rest, "--ro-bind", str(private), str(private)) < \
+        _at(rest, "--bind", str(private / "runtime"), str(private / "runtime"))
+    assert policy.pins(state) == [home / ".local", home / ".local" / "state"]
+    beside = SandboxPolicy(workdir=tmp_path / "w", runtime_home=private / "runtime",
+                           private=private, home=home, conceal=(state,))
+    assert beside.pins(state) == [], "no writable bind holds it: nothing to pin"

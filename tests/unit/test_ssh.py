@@ -66,20 +66,24 @@ def test_every_ssh_is_batch_bounded_and_multiplexed(tmp_path: Path) -> None:
 def test_paths_and_the_private_dir_are_carried_to_the_host(tmp_path: Path) -> None:
     host = _host(tmp_path)
     state = tmp_path / "state"
-    (state / "codex-home").mkdir(parents=True)
-    (state / "codex-home" / "config.toml").write_text(f'sqlite_home = "{state}/db"\n')
-    (state / "codex-home" / "auth.json").symlink_to(Path.home() / ".codex" / "auth.json")
-    (state / "tmp").mkdir()
-    (state / "tmp" / "junk").write_text("x")
+    home = state / "runtime"
+    (home / "codex-home").mkdir(parents=True)
+    (home / "codex-home" / "config.toml").write_text(f'sqlite_home = "{state}/db"\n')
+    (home / "codex-home" / "auth.json").symlink_to(Path.home() / ".codex" / "auth.json")
+    (home / "tmp").mkdir()
+    (home / "tmp" / "junk").write_text("x")
+    (state / "mcp").mkdir()
     (state / "big.bin").write_bytes(b"\0" * (ssh._MIRROR_MAX_BYTES + 1))
     root = "/home/dev/.teamctl-remote/h0/web/lead"
     assert host.rewrite(str(state / "config")) == f"{root}/config"
     assert host.rewrite("~") == "/home/dev" and host.rewrite("~/src") == "/home/dev/src"
     assert host.rewrite(f"--settings={state}/s.json") == f"--settings={root}/s.json"
     mirrored = host._mirror()
-    assert mirrored["files"] == {"codex-home/config.toml": f'sqlite_home = "{root}/db"\n'}
-    assert mirrored["links"] == {"codex-home/auth.json": "/home/dev/.codex/auth.json"}
-    assert mirrored["dirs"] == ["codex-home"], "tmp is the host's own, big files stay here"
+    assert mirrored["files"] == {
+        "runtime/codex-home/config.toml": f'sqlite_home = "{root}/db"\n'}
+    assert mirrored["links"] == {"runtime/codex-home/auth.json": "/home/dev/.codex/auth.json"}
+    assert mirrored["dirs"] == ["runtime", "runtime/codex-home"], \
+        "the runtime's tmp is the host's own, the socket dir here only, big files stay here"
 
 
 def _fake_ssh(tmp_path: Path, body: str) -> str:

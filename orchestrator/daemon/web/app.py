@@ -16,6 +16,7 @@ is one JSON shape: ``security.error_answer``.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from orchestrator.daemon.web.security import (
     error_answer,
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
-from orchestrator.limits import MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
+from orchestrator.limits import APPROVAL_SHA256_PATTERN, MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
 from orchestrator.redaction import redact_value
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ _Doc = TypeVar("_Doc", bound=BaseModel)
 STATIC = Path(__file__).parent / "static"
 _STATIC_TYPES = {"app.js": "text/javascript", "app.css": "text/css"}
 HEARTBEAT = 15.0
+_SHA256 = re.compile(APPROVAL_SHA256_PATTERN)
 
 
 @dataclass
@@ -289,8 +291,13 @@ def build_app(view: View) -> Starlette:
             raise Refusal(404, f"no action {verb!r}: approve, deny or answer", code="not_found")
         if verb == "answer" and not text:
             raise Refusal(400, "an answer needs text: write it in the field", code="usage_error")
+        sha256 = request.query_params.get("sha256") or None  # the request the page showed
+        if sha256 is not None and not _SHA256.fullmatch(sha256):
+            raise Refusal(400, "sha256 is 8 to 64 hex digits: the request's, as the page shows "
+                               "it", code="usage_error")
         doc = await view.approvals.decide(approval_id, verb, message=message, text=text,
-                                          always=request.query_params.get("always") == "1")
+                                          always=request.query_params.get("always") == "1",
+                                          sha256=sha256)
         return JSONResponse(doc.model_dump())
 
     async def send(request: Request) -> Response:

@@ -1,5 +1,10 @@
 """The live view's HTML, server-rendered: the page shell and one fragment per panel. Every value
-is escaped here; nothing is a template language's job (no dependency, no build step).
+is escaped here; nothing is a template language's job (no dependency, no build step). Every
+value is also shown visibly (orchestrator/visible.py): a control, bidi or zero-width character
+a member wrote is a mark on the page (``<U+202E>``, ``␛``), so nothing can reorder or hide the
+text around it — an approval's command least of all. An approval's row shows the first part of
+its command with ``… N more characters``, the whole one in its detail, and the short sha256 of
+the exact request, which its buttons send back (a decision applies to that request or to none).
 
 Every row a fragment lists carries a stable ``data-key`` (an approval's id, a member's
 team/name, a message's id): the page patches its panels by these keys (static/app.js), so a
@@ -8,12 +13,13 @@ with it."""
 
 from __future__ import annotations
 
-import re
 import time
 from html import escape
 from typing import TYPE_CHECKING
 
 from orchestrator.costs.text import cost_text
+from orchestrator.limits import APPROVAL_SHA256_SHOWN, APPROVAL_SHOWN_CHARS
+from orchestrator.visible import clipped, visible
 
 if TYPE_CHECKING:
     from orchestrator.wire import (
@@ -33,19 +39,9 @@ _ALARM = {"fatal", "backoff"}
 
 
 def _e(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
-
-
-# control characters (a tab and a newline aside) and the bidirectional overrides: shown as
-# their code, so a title cannot reorder or hide the text around it on the page
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _t(value: object) -> str:
-    """Text a member wrote (a task's title, body, notes): escaped, its invisible characters
-    made visible."""
-    return _e(_INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", "" if value is None
-                             else str(value)))
+    """A value on the page: its control, bidi and format characters shown as marks, then
+    HTML-escaped."""
+    return escape(visible("" if value is None else str(value)), quote=True)
 
 
 # what the composer's file picker offers: images, PDFs and text files (the daemon sniffs each
@@ -97,24 +93,7 @@ def signed_in() -> str:
 
 def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
               failed: list[tuple[str, MessageDoc]]) -> str:
-    rows = []
-    for row in approvals:
-        what = (f"{_e(row.tool)}: {_e(row.summary)}" if row.kind == "permission" else
-                "question: " + _e(" | ".join(row.questions) or row.summary))
-        controls = (
-            f'<form class="answer" data-action="/approvals/{_e(row.id)}/answer">'
-            '<input name="text" required placeholder="your answer"><button>Answer</button>'
-            '</form>' if row.kind == "question" else
-            f'<button data-post="/approvals/{_e(row.id)}/approve">Approve</button>'
-            f'<button data-post="/approvals/{_e(row.id)}/approve?always=1">Always</button>'
-            f'<form class="deny" data-action="/approvals/{_e(row.id)}/deny">'
-            '<input name="message" placeholder="why (the model sees it)">'
-            '<button>Deny</button></form>')
-        rows.append(f'<li class="approval" id="{_e(row.id)}" data-key="{_e(row.id)}" '
-                    f'data-member="{_e(row.member)}">'
-                    f'<b>{_e(row.member)}</b> ({_e(row.runtime)}) asks — {what} '
-                    f'<time>{_e(time.strftime("%H:%M:%S", time.localtime(row.asked_at)))}'
-                    f'</time> {controls}</li>')
+    rows = [_approval(row) for row in approvals]
     rows += [f'<li class="alarm" data-key="alarm:{_e(member.name)}" '
              f'data-member="{_e(member.name)}"><b>{_e(member.name)}'
              f'</b> is <span class="launch">{_e(member.launch)}</span>'
@@ -134,6 +113,36 @@ def needs_you(approvals: list[ApprovalDoc], alarms: list[MemberStatus],
                     '</li>')
     body = "".join(rows) or '<li class="calm" data-key="calm">nothing waits on you</li>'
     return f"<h2>Needs you</h2><ul>{body}</ul>"
+
+
+def _approval(row: ApprovalDoc) -> str:
+    """A request that waits: what it asks (its first part, ``… N more characters``), its
+    whole text in a detail when that is more, its short sha256, and the buttons — each
+    bound to the request shown by its sha256."""
+    text = row.summary if row.kind == "permission" else " | ".join(row.questions) or row.summary
+    what = (f"{_e(clipped(row.tool, 60))}: " if row.kind == "permission" else "question: ") \
+        + _e(clipped(text, APPROVAL_SHOWN_CHARS))
+    whole = (f'<details class="whole"><summary>the whole request ({len(text):,} characters)'
+             f'</summary><pre>{_e(text)}</pre></details>'
+             if len(text) > APPROVAL_SHOWN_CHARS or "\n" in text else "")
+    sha = (f' <code class="sha256" title="{_e(row.sha256)}">sha256 '
+           f"{_e(row.sha256[:APPROVAL_SHA256_SHOWN])}</code>" if row.sha256 else "")
+    bound = f"sha256={_e(row.sha256)}" if row.sha256 else ""
+    base = f"/approvals/{_e(row.id)}"
+    controls = (
+        f'<form class="answer" data-action="{base}/answer?{bound}">'
+        '<input name="text" required placeholder="your answer"><button>Answer</button>'
+        '</form>' if row.kind == "question" else
+        f'<button data-post="{base}/approve?{bound}">Approve</button>'
+        f'<button data-post="{base}/approve?always=1&amp;{bound}">Always</button>'
+        f'<form class="deny" data-action="{base}/deny?{bound}">'
+        '<input name="message" placeholder="why (the model sees it)">'
+        '<button>Deny</button></form>')
+    return (f'<li class="approval" id="{_e(row.id)}" data-key="{_e(row.id)}" '
+            f'data-member="{_e(row.member)}">'
+            f'<b>{_e(row.member)}</b> ({_e(row.runtime)}) asks — {what}{sha} '
+            f'<time>{_e(time.strftime("%H:%M:%S", time.localtime(row.asked_at)))}'
+            f'</time> {controls}{whole}</li>')
 
 
 def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
@@ -218,8 +227,8 @@ def _attachment(a: AttachmentRef) -> str:
     """An image as its thumbnail; a document as its first page's thumbnail when its pages
     were rendered, else a box (nothing rendered in the browser): name, pages, route."""
     if a.kind == "image":
-        return (f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_t(a.name)}"'
-                f' width="{min(a.width, 240)}"><figcaption>{_t(a.name)} {a.width}×{a.height} '
+        return (f'<figure><img class="thumb" src="/artifacts/{_e(a.sha256)}" alt="{_e(a.name)}"'
+                f' width="{min(a.width, 240)}"><figcaption>{_e(a.name)} {a.width}×{a.height} '
                 f"{_e(a.mime)}, {_e(a.cli_transform or 'as sent')} (passed the vision gate)"
                 "</figcaption></figure>")
     label = f"[Doc #{a.number}]"
@@ -234,11 +243,11 @@ def _attachment(a: AttachmentRef) -> str:
     if a.page_variants:
         first = a.page_variants[0]
         face = (f'<img class="thumb" src="/artifacts/{_e(first.sha256)}" '
-                f'alt="{_t(a.name)}, page 1" width="{min(first.width, 160)}">')
+                f'alt="{_e(a.name)}, page 1" width="{min(first.width, 160)}">')
     else:
         face = f'<span class="doc-icon">{"PDF" if a.pages is not None else "TXT"}</span>'
     return (f'<figure class="document" data-route="{_e(a.route)}">{face}<figcaption>'
-            f"{_e(label)} {_t(a.name)} — {_e(what)}, {_e(route)}</figcaption></figure>")
+            f"{_e(label)} {_e(a.name)} — {_e(what)}, {_e(route)}</figcaption></figure>")
 
 
 def between(messages: list[MessageDoc]) -> str:
@@ -246,7 +255,7 @@ def between(messages: list[MessageDoc]) -> str:
     items = [f'<li data-key="m-{_e(m.id)}" data-chain="{_e(m.chain_id)}"><b>{_e(m.sender)}'
              f'</b> → <b>{_e(m.to)}</b>'
              f'{" (reply)" if m.kind == "reply" else ""} depth {m.depth} '
-             f'<span class="state">{_e(m.state)}</span>: {_e(m.text[:300])}</li>'
+             f'<span class="state">{_e(m.state)}</span>: {_e(clipped(m.text, 300))}</li>'
              for m in messages]
     body = "".join(items) or "<li>no messages between teammates yet</li>"
     return f"<h2>Between teammates</h2><ol>{body}</ol>"
@@ -284,10 +293,10 @@ def board(pages: list[tuple[str, dict[str, TaskListDoc]]]) -> str:
 
 def _task_row(task: TaskDoc) -> str:
     owner = f' <span class="owner">{_e(task.owner)}</span>' if task.owner else ""
-    blocked = f' <span class="blocked">{_t(task.blocked)}</span>' if task.blocked else ""
+    blocked = f' <span class="blocked">{_e(task.blocked)}</span>' if task.blocked else ""
     return (f'<li class="task" data-key="task:{task.id}" data-state="{_e(task.state)}">'
             f'<a href="#task" data-task-link="{task.id}">T{task.id}</a> '
-            f'<span class="title">{_t(task.title)}</span>{owner}{blocked}</li>')
+            f'<span class="title">{_e(task.title)}</span>{owner}{blocked}</li>')
 
 
 def task_page(shown: TaskShowDoc | None, messages: list[MessageDoc],
@@ -300,15 +309,15 @@ def task_page(shown: TaskShowDoc | None, messages: list[MessageDoc],
     events = "".join(
         f'<li data-key="ev:{index}"><time>{_e(time.strftime("%H:%M:%S", time.localtime(e.at)))}'
         f"</time> <b>{_e(e.actor)}</b> {_e(e.kind)}"
-        + (f'<pre class="note">{_t(e.note)}</pre>' if e.note else "") + "</li>"
+        + (f'<pre class="note">{_e(e.note)}</pre>' if e.note else "") + "</li>"
         for index, e in enumerate(shown.events))
     said = "".join(f'<li data-key="m-{_e(m.id)}"><b>{_e(m.sender)}</b> → {_e(m.to)} '
-                   f'<span class="state">{_e(m.state)}</span>: {_t(m.text[:300])}</li>'
+                   f'<span class="state">{_e(m.state)}</span>: {_e(clipped(m.text, 300))}</li>'
                    for m in messages) or "<li>no messages about it yet</li>"
     worktree = (f'<p class="diff">its diff: <code>{_e(diff)}</code></p>' if diff else "")
-    return (f'<h2>T{task.id} <span class="title">{_t(task.title)}</span></h2>'
+    return (f'<h2>T{task.id} <span class="title">{_e(task.title)}</span></h2>'
             f'<div data-key="task-{task.id}"><p><span class="state">{_e(task.state)}</span>'
             f"{' — ' + _e(task.owner) if task.owner else ''}"
-            f"{' — ' + _t(task.blocked) if task.blocked else ''}</p>"
-            f'<pre class="body">{_t(task.body)}</pre>{worktree}'
+            f"{' — ' + _e(task.blocked) if task.blocked else ''}</p>"
+            f'<pre class="body">{_e(task.body)}</pre>{worktree}'
             f"<h3>Lifetime</h3><ol>{events}</ol><h3>Messages</h3><ol>{said}</ol></div>")

@@ -74,7 +74,7 @@ def ensure_ref_dirs(tree: Worktree) -> None:
 
 
 def complete(tree: Worktree) -> Worktree:
-    """``tree`` with its common dir and admin dir (a record older than schema 16 found them
+    """``tree`` with its common dir and admin dir (a record older than schema 17 found them
     in its repository, whose checkout is the operator's); as it is otherwise."""
     if tree.common_dir is not None and tree.admin_dir is not None:
         return tree
@@ -133,7 +133,7 @@ def _admin_of(member: str, path: Path, checkout: GitPlace) -> Path:
 
 
 def _completed(known: Worktree, checkout: GitPlace) -> Worktree:
-    """A record older than schema 16 given its common dir and admin dir: the admin dir under
+    """A record older than schema 17 given its common dir and admin dir: the admin dir under
     the repository's ``worktrees/`` whose ``gitdir`` names this worktree."""
     if known.common_dir is not None and known.admin_dir is not None:
         return known

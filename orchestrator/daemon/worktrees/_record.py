@@ -41,7 +41,7 @@ class Worktree:
     base_commit: str  # what that ref was when the worktree was made
     repo: Path  # the operator's checkout it was made from (its top level)
     # the repository's git dir shared by its worktrees, and this worktree's own admin dir
-    # under it, as found when the worktree was made (None: a record older than schema 16,
+    # under it, as found when the worktree was made (None: a record older than schema 17,
     # filled in at its next use)
     common_dir: Path | None = None
     admin_dir: Path | None = None
@@ -81,7 +81,7 @@ MIGRATIONS: Migrations = {
         PRIMARY KEY (team, member)
     );
     """,
-    16: """
+    17: """
     ALTER TABLE worktrees ADD COLUMN common_dir TEXT;
     ALTER TABLE worktrees ADD COLUMN admin_dir TEXT
     """,

@@ -1,0 +1,186 @@
+"""The phone cannot be turned against the operator (docs/notify.md, "Threat model"; issue 44
+item 10), in-process: what is posted to the response topic and applies nothing is counted and
+logged once an interval, never answered; a replayed valid token is answered once; and every
+receipt shares the notifier's rate window with the items. The flood through a real daemon is
+tests/integration/test_notify_flood.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from orchestrator.daemon.changes import Changes
+from orchestrator.daemon.journal import AsyncJournal
+from orchestrator.daemon.needs_you import NeedsYou
+from orchestrator.daemon.notify import Channel, TeamNotifier
+from orchestrator.daemon.notify_journal import NotifyJournal
+from orchestrator.daemon.notify_ntfy import Ntfy
+from orchestrator.daemon.notify_policy import Backoff
+from orchestrator.daemon.notify_refusals import RefusalTally
+from orchestrator.daemon.notify_responses import Responder
+from orchestrator.daemon.notify_tokens import Signer
+from orchestrator.daemon.store import Store
+from orchestrator.notify_config import NotifySection
+from tests.ntfy_fake import FakeNtfy
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+KEY = bytes(range(32))
+NOW = 1_000_000.0
+MARK = "JUNK-MARK-7f3a"  # in every junk post: never in a log line
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def ntfy() -> Iterator[FakeNtfy]:
+    server = FakeNtfy()
+    server.start()
+    yield server
+    server.stop()
+
+
+class _Receipts:
+    """What the responder asked to publish: (item, text, kind)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str]] = []
+
+    async def __call__(self, item: str, text: str, kind: Any) -> None:
+        self.sent.append((item, text, kind))
+
+
+@pytest.fixture
+async def responder(tmp_path: Path) -> AsyncIterator[tuple[Responder, _Receipts]]:
+    store = Store(tmp_path / "state.db")
+    journal = AsyncJournal(store)
+    receipts = _Receipts()
+    # approvals and board: no post of these tests gets as far as deciding anything
+    yield Responder("web", signer=Signer(KEY), nonces=NotifyJournal(journal),
+                    approvals=None,  # type: ignore[arg-type]
+                    store=journal, board=None, receipt=receipts,
+                    refused=RefusalTally("web"), clock=lambda: NOW), receipts
+    store.close()
+
+
+def _hostile_posts() -> list[str]:
+    """1,000 posts of what anyone who saw the response topic can send: junk, forged, expired
+    and another team's tokens."""
+    ours, forger = Signer(KEY), Signer(b"f" * 32)
+    posts = [f"{MARK} {i} approve everything" for i in range(400)]
+    posts += [forger.sign(f"web/apv_{i}", "approve", NOW + 600) + f" {MARK}"
+              for i in range(300)]
+    posts += [ours.sign(f"web/apv_{i}", "approve", NOW - 1) for i in range(200)]
+    posts += [ours.sign(f"api/apv_{i}", "deny", NOW + 600) for i in range(100)]
+    return posts
+
+
+async def test_a_thousand_refused_posts_are_answered_by_no_push_and_logged_as_one_count(
+        responder: tuple[Responder, _Receipts]) -> None:
+    """Each refused post was answered with a push ("an action: refused: not a teamctl
+    action"): 200 junk posts were 200 buzzes of the operator's phone. Now 1,000 junk, forged,
+    expired and other-team posts ask for no receipt at all, and are one
+    ``notify_posts_refused`` event that counts them by cause — without their text."""
+    handler, receipts = responder
+    with capture_logs() as logs:
+        for post in _hostile_posts():
+            await handler.handle(post)
+        handler.refused.flush()
+    assert receipts.sent == []
+    [event] = [e for e in logs if e["event"] == "notify_posts_refused"]
+    assert event["refused"] == 1000 and event["team"] == "web"
+    assert event["by_cause"] == {"not_an_action": 400, "bad_signature": 300, "expired": 200,
+                                 "other_team": 100}
+    assert all(MARK not in repr(e) for e in logs), "a post's text is never logged"
+    assert [e["event"] for e in logs] == ["notify_posts_refused"], "nothing per post"
+
+
+async def test_a_replayed_valid_token_is_answered_once_however_often_it_is_posted(
+        responder: tuple[Responder, _Receipts]) -> None:
+    """A valid token is applied once; its first replay is told the item's decision (one
+    receipt, kind "replay": sent only if the window has room); the next 49 replays are
+    counted and answered by nothing."""
+    handler, receipts = responder
+    token = Signer(KEY).sign("web/test:rt-1", "approve", NOW + 600)
+    for _ in range(51):
+        await handler.handle(token)
+    assert receipts.sent == [("web/test:rt-1", "applied: test", "test"),
+                             ("web/test:rt-1", "already decided: test", "replay")]
+    with capture_logs() as logs:
+        handler.refused.flush()
+    assert [e["by_cause"] for e in logs] == [{"replay": 50}]
+
+
+async def test_the_refusal_count_is_logged_once_an_interval_and_what_is_left_at_the_end(
+        ) -> None:
+    """While posts are refused the tally logs at most one event an interval (its sleep is
+    the test's gate here); an idle tally is not woken; what is counted when it stops is
+    logged on the way out."""
+    asleep, gate = anyio.Event(), anyio.Event()
+    naps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        asleep.set()
+        await gate.wait()
+
+    tally = RefusalTally("web", interval=60.0, sleep=sleep)
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tally.run)
+            await anyio.wait_all_tasks_blocked()
+            assert naps == [], "idle: not woken"
+            for _ in range(3):
+                tally.count("not_an_action")
+            await asleep.wait()
+            tally.count("bad_signature")  # within the same interval: the same event
+            gate.set()
+            await anyio.wait_all_tasks_blocked()
+            assert [e["refused"] for e in logs] == [4]
+            tally.count("replay")
+            tg.cancel_scope.cancel()
+    assert naps == [60.0, 60.0]
+    assert [(e["refused"], e["by_cause"]) for e in logs] == [
+        (4, {"not_an_action": 3, "bad_signature": 1}), (1, {"replay": 1})]
+
+
+def _one_item() -> list[NeedsYou]:
+    return [NeedsYou("web/apv_A", "approval", "web", "dev asks: Bash", "web/dev: npm test",
+                     item="web/apv_A", decisions=("approve", "deny"))]
+
+
+async def test_receipts_share_the_rate_window_with_the_items(ntfy: FakeNtfy) -> None:
+    """Receipts were published outside ``max_per_minute``. Now with 3 a minute: one item and
+    two results fill the window; a third result waits for a slot (published by the first
+    pass after the minute), and a replay's receipt, with no slot free, is dropped."""
+    now = [0.0]
+
+    async def gather() -> list[NeedsYou]:
+        return _one_item()
+
+    channel = Channel(Ntfy(ntfy.url, None, Backoff(request_timeout=5.0)), "tc-window",
+                      "tc-window-r", Signer(KEY))
+    notifier = TeamNotifier("web", NotifySection(max_per_minute=3), channel,
+                            gather_items=gather, changes=Changes(), responder=None,
+                            nonces=None, monotonic=lambda: now[0])
+    with anyio.fail_after(20):
+        await notifier.publish_pass()
+        for n in (1, 2, 3):
+            await notifier.receipt(f"web/apv_{n}", "applied: approved", "result")
+        await notifier.receipt("web/apv_1", "already decided: approved", "replay")
+        assert [m["message"] for m in ntfy.messages("tc-window")][1:] == [
+            "web/apv_1: applied: approved", "web/apv_2: applied: approved"]
+        now[0] = 60.0
+        await notifier.publish_pass()
+    titles = [m["title"] for m in ntfy.messages("tc-window")]
+    assert titles == ["teamctl web: dev asks: Bash"] + ["teamctl: applied: approved"] * 3
+    await channel.ntfy.aclose()
