@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from orchestrator.daemon.worktrees._files import copy_beneath, open_beneath, read_beneath
+from orchestrator.daemon.worktrees._files import copy_beneath, head_beneath, open_beneath
 from orchestrator.daemon.worktrees._include import Refusal, copy_included
 
 if TYPE_CHECKING:
@@ -28,13 +28,13 @@ def _tree(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize(("make", "code"), [
-    ("dir-link", errno.ELOOP), ("file-link", errno.ELOOP), ("fifo", errno.EINVAL),
+    ("dir-link", errno.ENOTDIR), ("file-link", errno.ELOOP), ("fifo", errno.EINVAL),
     ("hard-link", errno.EMLINK), ("directory", errno.EINVAL)])
 def test_a_name_a_member_replaced_is_refused_never_followed(
         tmp_path: Path, make: str, code: int) -> None:
-    """A directory on the way that is a symlink, the file itself a symlink, a FIFO (opened
-    without blocking), a hard link to a file elsewhere, a directory: each refused with its
-    errno; nothing of the secret is read."""
+    """A directory on the way that is a symlink (``O_DIRECTORY | O_NOFOLLOW``: ENOTDIR), the
+    file itself a symlink, a FIFO (opened without blocking), a hard link to a file elsewhere,
+    a directory: each refused with its errno; nothing of the secret is read."""
     root, secret = _tree(tmp_path)
     parts = {"dir-link": ["lnk", "id_ed25519"], "file-link": ["key"], "fifo": ["pipe"],
              "hard-link": ["linked"], "directory": ["sub"]}[make]
@@ -56,8 +56,8 @@ def test_a_plain_file_is_read_and_copied_within_its_bound(tmp_path: Path) -> Non
     bound the copy is ``EFBIG`` and leaves nothing; a missing one is None/False; ``..`` is
     no path to walk."""
     root, _ = _tree(tmp_path)
-    assert read_beneath(root / "sub", "plain.txt", limit_bytes=3) == b"pla"
-    assert read_beneath(root / "sub", "missing", limit_bytes=3) is None
+    assert head_beneath(root / "sub", "plain.txt", limit_bytes=3) == b"pla"
+    assert head_beneath(root / "sub", "missing", limit_bytes=3) is None
     target = tmp_path / "copy"
     assert copy_beneath(root, ["sub", "plain.txt"], target, limit_bytes=100)
     assert target.read_text() == "plain\n" and target.stat().st_mode & 0o777 == 0o600

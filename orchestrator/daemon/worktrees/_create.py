@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon.worktrees._files import read_beneath
+from orchestrator.daemon.worktrees._files import head_beneath
 from orchestrator.daemon.worktrees._include import Refusal, copy_included
 from orchestrator.daemon.worktrees._record import Worktree, branch_name, legacy_branch_name
 from orchestrator.errors import WorktreeError
@@ -145,7 +145,7 @@ def _completed(known: Worktree, checkout: GitPlace) -> Worktree:
         names = []
     for name in [known.path.name, *names]:
         try:
-            gitdir = read_beneath(common / "worktrees" / name, "gitdir",
+            gitdir = head_beneath(common / "worktrees" / name, "gitdir",
                                   limit_bytes=_GITDIR_BYTES)
         except OSError:
             continue

@@ -1,26 +1,28 @@
-"""Opening a file in a directory a member can write, without being its deputy: the daemon
+"""Reading a file in a directory a member can write, without being its deputy: the daemon
 starts from a directory it recorded (a worktree, its admin dir, the operator's checkout) and
-walks down one directory descriptor at a time, never following a symlink (``O_NOFOLLOW`` at
-every step: a link anywhere on the way is ``ELOOP``), and reads only a regular file with a
-single link (a hard link to someone else's file is ``EMLINK``), never more than its bound
-(``EFBIG``). A FIFO is opened without blocking and refused like any other non-file. Foreign
-errors stay ``OSError``s with their errno; callers say what a refusal means for them."""
+walks down one directory descriptor at a time, never following a symlink
+(``orchestrator.beneath.open_dir``: a link on the way is ``ENOTDIR``, the file itself a link
+``ELOOP``), and reads only a regular file with a single link (a hard link to someone else's
+file is ``EMLINK``), never more than its bound (``EFBIG``). A FIFO is opened without blocking
+and refused like any other non-file. What ``beneath`` does not: a file's first bytes, a copy
+streamed within a bound, two trees' files compared. Foreign errors stay ``OSError``s with
+their errno; callers say what a refusal means for them."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
-from contextlib import ExitStack
 from typing import TYPE_CHECKING
+
+from orchestrator.beneath import open_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["copy_beneath", "open_beneath", "open_directory", "read_beneath", "same_beneath"]
+__all__ = ["copy_beneath", "head_beneath", "open_beneath", "same_beneath"]
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 16
 
@@ -30,14 +32,11 @@ def open_beneath(root: Path, parts: Sequence[str]) -> int:
     the caller closes it. FileNotFoundError where it is not there."""
     if not parts or any(p in ("", ".", "..") or "/" in p for p in parts):
         raise OSError(errno.EINVAL, "not a plain relative path", "/".join(parts))
-    with ExitStack() as stack:
-        directory = os.open(root, _DIR)
-        stack.callback(os.close, directory)
-        for part in parts[:-1]:
-            inner = open_directory(part, directory)
-            stack.callback(os.close, inner)
-            directory = inner
+    directory = open_dir(root, "/".join(parts[:-1]), create=False)
+    try:
         fd = os.open(parts[-1], _FILE, dir_fd=directory)
+    finally:
+        os.close(directory)
     try:
         _check_regular(fd, parts[-1])
     except OSError:
@@ -46,7 +45,7 @@ def open_beneath(root: Path, parts: Sequence[str]) -> int:
     return fd
 
 
-def read_beneath(root: Path, name: str, *, limit_bytes: int) -> bytes | None:
+def head_beneath(root: Path, name: str, *, limit_bytes: int) -> bytes | None:
     """The first ``limit_bytes`` of ``root/name`` (a regular file, one link), None if it is
     not there."""
     try:
@@ -93,17 +92,6 @@ def same_beneath(first: Path, second: Path, parts: Sequence[str]) -> bool:
                     return True
     except OSError:
         return False
-
-
-def open_directory(name: str, parent: int) -> int:
-    """``name`` in ``parent`` as a directory; a symlink there is ``ELOOP`` (``O_DIRECTORY``
-    says ``ENOTDIR`` for one first)."""
-    try:
-        return os.open(name, _DIR, dir_fd=parent)
-    except NotADirectoryError:
-        if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
-            raise OSError(errno.ELOOP, "a symlink", name) from None
-        raise
 
 
 def _check_regular(fd: int, name: str) -> None:

@@ -15,7 +15,6 @@ one is left as it is. Never anything under ``node_modules`` or ``.git``. A refus
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -23,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon.worktrees._files import open_beneath, open_directory, read_beneath
+from orchestrator.beneath import open_dir
+from orchestrator.daemon.worktrees._files import head_beneath, open_beneath
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -36,7 +36,8 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 _MAX_CANDIDATES = 20 * MAX_FILES  # glob matches looked at, copied or not
 _LIST_BYTES = 64 * 1024  # of .worktreeinclude itself
 _NEVER_COPIED = ("node_modules", ".git")
-_REASONS = {errno.ELOOP: "a symlink (never followed)", errno.ENOTDIR: "not a directory",
+_LINK = "a symlink (never followed)"
+_REASONS = {errno.ELOOP: _LINK, errno.ENOTDIR: "not a directory",
             errno.EINVAL: "not a regular file", errno.EMLINK: "a file with other links",
             errno.EFBIG: f"larger than {MAX_FILE_BYTES} bytes"}
 
@@ -53,7 +54,7 @@ def copy_included(repo: Path, worktree: Path) -> list[Refusal]:
     """The files ``repo/.worktreeinclude`` names, copied from ``repo`` into ``worktree``;
     what was refused (each symlink on the way once)."""
     try:
-        listed = read_beneath(repo, ".worktreeinclude", limit_bytes=_LIST_BYTES)
+        listed = head_beneath(repo, ".worktreeinclude", limit_bytes=_LIST_BYTES)
     except OSError as exc:
         return [Refusal(".worktreeinclude", _reason(exc))]
     refusals: dict[Refusal, None] = {}
@@ -100,7 +101,8 @@ def _copy(repo: Path, worktree: Path, parts: Sequence[str]) -> Refusal | None:
     except OSError as exc:
         if exc.errno == errno.EINVAL and _is_directory(repo, parts):
             return Refusal("/".join(parts), "")
-        return Refusal(_refused_at(repo, parts), _reason(exc))
+        link = _link_on_the_way(repo, parts)
+        return Refusal(link, _LINK) if link else Refusal("/".join(parts), _reason(exc))
     with os.fdopen(fd, "rb") as source:
         found = os.fstat(source.fileno())
         if found.st_size > MAX_FILE_BYTES:
@@ -110,7 +112,8 @@ def _copy(repo: Path, worktree: Path, parts: Sequence[str]) -> Refusal | None:
         except FileExistsError:
             return Refusal("/".join(parts), "")
         except OSError as exc:
-            return Refusal("/".join(parts), f"not written in the worktree: {_reason(exc)}")
+            why = _LINK if _link_on_the_way(worktree, parts) else _reason(exc)
+            return Refusal("/".join(parts), f"not written in the worktree: {why}")
     return None
 
 
@@ -118,14 +121,8 @@ def _write_new(worktree: Path, parts: Sequence[str], data: bytes, source: os.sta
                ) -> None:
     """``data`` as a new file at ``worktree/parts...``: directories made as needed, none of
     them (nor the file) through a symlink; the source's mode and times kept."""
-    directory = os.open(worktree, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    directory = open_dir(worktree, "/".join(parts[:-1]))  # made 0700 where missing
     try:
-        for part in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=directory)
-            inner = open_directory(part, directory)
-            os.close(directory)
-            directory = inner
         fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                      | os.O_CLOEXEC, stat.S_IMODE(source.st_mode) & 0o777, dir_fd=directory)
     finally:
@@ -136,13 +133,13 @@ def _write_new(worktree: Path, parts: Sequence[str], data: bytes, source: os.sta
         os.utime(target.fileno(), ns=(source.st_atime_ns, source.st_mtime_ns))
 
 
-def _refused_at(repo: Path, parts: Sequence[str]) -> str:
-    """The first component on the way to ``parts`` that is a symlink (what to name once for
-    ``lnk/*``), else the whole path."""
+def _link_on_the_way(root: Path, parts: Sequence[str]) -> str | None:
+    """The first component of ``parts`` under ``root`` that is a symlink (what to name, once,
+    for ``lnk/*``), if any."""
     for end in range(1, len(parts) + 1):
-        if repo.joinpath(*parts[:end]).is_symlink():
+        if root.joinpath(*parts[:end]).is_symlink():
             return "/".join(parts[:end])
-    return "/".join(parts)
+    return None
 
 
 def _is_directory(repo: Path, parts: Sequence[str]) -> bool:

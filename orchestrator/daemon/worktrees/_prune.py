@@ -3,7 +3,7 @@ not running, it is not locked, it holds no changed, untracked or ignored work an
 submodule, and its commits are in its base or pushed — and every other one is kept, with why.
 
 Nothing here trusts a file the member could write: the lock's reason is read from the admin
-dir teamctl recorded, without following a symlink and bounded (``_files.read_beneath``); the
+dir teamctl recorded, without following a symlink and bounded (``_files.head_beneath``); the
 removal is teamctl's own (the worktree, then its recorded admin dir, each removed without
 following a link), not ``git worktree remove``, which runs ``git status`` with the
 ``GIT_DIR`` the worktree's ``.git`` file names and deletes whatever path its ``gitdir`` file
@@ -16,7 +16,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from orchestrator.daemon.worktrees._changes import Changes, changes
-from orchestrator.daemon.worktrees._files import read_beneath
+from orchestrator.daemon.worktrees._files import head_beneath
 
 if TYPE_CHECKING:
     from orchestrator.daemon.worktrees._record import Worktree
@@ -59,7 +59,7 @@ def lock_reason(tree: Worktree) -> str | None:
     escaped — never what a link in its place points at."""
     admin = tree.place().git_dir
     try:
-        data = read_beneath(admin, "locked", limit_bytes=4 * _REASON_CHARS)
+        data = head_beneath(admin, "locked", limit_bytes=4 * _REASON_CHARS)
     except OSError as exc:
         if exc.errno == errno.ENOENT:  # its admin dir is gone: not locked
             return None
