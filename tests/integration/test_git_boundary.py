@@ -240,7 +240,8 @@ def test_prune_shows_a_lock_reason_only_from_a_regular_file_and_escaped(
         teamctl: Teamctl) -> None:
     """Attack 13: ``a`` links its admin dir's ``locked`` to the operator's key; ``--prune``
     keeps the worktree as locked and reads nothing through the link. ``c``'s lock is a
-    regular file holding terminal escapes: shown escaped. A clean worktree is still pruned."""
+    regular file holding terminal escapes: each shown as its mark (orchestrator/visible.py).
+    A clean worktree is still pruned."""
     repo = _repo(teamctl)
     secret = _secret(teamctl)
     team = _team(teamctl, _sandboxed("a"), _sandboxed("c"), fake_member("d"))
@@ -252,7 +253,7 @@ def test_prune_shows_a_lock_reason_only_from_a_regular_file_and_escaped(
     done = teamctl.run("worktrees", "--prune")
     assert done.returncode == 0, done.stderr
     assert "kept web/a: locked (its reason is not a regular file: not read)" in done.stdout
-    assert "kept web/c: locked (why\\x1b]0;owned\\x07)" in done.stdout
+    assert "kept web/c: locked (why\u241b]0;owned\u2407)" in done.stdout
     assert "pruned web/d" in done.stdout
     assert "sekrit" not in done.stdout + done.stderr and "\x1b" not in done.stdout
     assert (admin / "a" / "locked").is_symlink() and secret.read_text() == SECRET

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.daemon.worktrees._changes import Changes, changes
 from orchestrator.daemon.worktrees._files import head_beneath
+from orchestrator.visible import clipped, visible_line
 
 if TYPE_CHECKING:
     from orchestrator.daemon.worktrees._record import Worktree
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["lock_reason", "prune_one"]
 
 _REASON_CHARS = 200
+_LOCK_BYTES = 64 * 1024  # of a lock's reason read (what is past 200 characters is counted)
 _GITLINK = "160000"
 
 
@@ -55,18 +57,19 @@ def prune_one(tree: Worktree, git: Git, repository: Git) -> str | None:
 
 def lock_reason(tree: Worktree) -> str | None:
     """None if the worktree is not locked (``git worktree lock``), else the lock's reason as
-    the operator may see it: the first 200 characters of a regular file, control characters
-    escaped — never what a link in its place points at."""
+    the operator may see it: a regular file's first 200 characters (the rest counted), every
+    character that would act on a terminal shown as its mark (orchestrator/visible.py) —
+    never what a link in its place points at."""
     admin = tree.place().git_dir
     try:
-        data = head_beneath(admin, "locked", limit_bytes=4 * _REASON_CHARS)
+        data = head_beneath(admin, "locked", limit_bytes=_LOCK_BYTES)
     except OSError as exc:
         if exc.errno == errno.ENOENT:  # its admin dir is gone: not locked
             return None
         return "its reason is not a regular file: not read"
     if data is None:
         return None
-    return _shown(data.decode(errors="replace").strip())[:_REASON_CHARS]
+    return clipped(data.decode(errors="replace").strip(), _REASON_CHARS)
 
 
 def _has_submodules(git: Git, tree: Worktree) -> bool:
@@ -88,7 +91,7 @@ def _remove(tree: Worktree) -> str | None:
         except FileNotFoundError:
             continue
         except OSError as exc:
-            return f"it could not be removed ({exc.strerror}: {_shown(str(path))})"
+            return f"it could not be removed ({exc.strerror}: {visible_line(str(path))})"
     return None
 
 
@@ -99,14 +102,9 @@ def _held_reason(held: Changes) -> str:
                         ("ignored file", held.ignored),
                         ("untracked repositor", held.repositories)):
         if names:
-            shown = ", ".join(_shown(n) for n in names[:5]) + (
+            shown = ", ".join(visible_line(n) for n in names[:5]) + (
                 f", and {len(names) - 5} more" if len(names) > 5 else "")
             ending = ("y" if len(names) == 1 else "ies") if kind.endswith("repositor") else (
                 "" if len(names) == 1 else "s")
             parts.append(f"{len(names)} {kind}{ending} ({shown})")
     return "; ".join(parts)
-
-
-def _shown(text: str) -> str:
-    """``text`` with control characters escaped (a file name may hold a newline)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
