@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from orchestrator.contracts import read_regular
 from runtimes.sandbox_plan import NetworkPlan
 
 if TYPE_CHECKING:
@@ -145,15 +146,16 @@ def _opencode_hosts(config: Mapping[str, Any]) -> list[str]:
 
 def git_remote_host(workdir: Path) -> str | None:
     """The host of the workdir's ``origin`` (https or ssh URL, or ``user@host:path``), from
-    ``.git/config`` (a worktree's ``.git`` file is followed to its common dir)."""
+    ``.git/config`` (a worktree's ``.git`` file is followed to its common dir) — each read
+    bounded and never blocking (a FIFO there is no config: None)."""
     git = workdir / ".git"
     try:
         if git.is_file():
-            text = git.read_text(encoding="utf-8").strip()
+            text = read_regular(git, limit_bytes=4096).decode("utf-8").strip()
             common = Path(text.removeprefix("gitdir:").strip())
             git = (common.parent.parent if common.parent.name == "worktrees" else common)
         parser = configparser.ConfigParser(strict=False, interpolation=None)
-        parser.read(git / "config", encoding="utf-8")
+        parser.read_string(read_regular(git / "config").decode("utf-8"))
         url = parser.get('remote "origin"', "url", fallback=None)
     except (OSError, configparser.Error, UnicodeDecodeError):
         return None
@@ -166,8 +168,11 @@ def git_remote_host(workdir: Path) -> str | None:
     return found.lower() if found else None
 
 
-def default_hosts(workdir: Path) -> list[str]:
+def default_hosts(workdir: Path, *, from_git: bool = True) -> list[str]:
     """``allowlist``'s hosts when ``allow_hosts`` is not given: the git remote's host (over
-    HTTPS: an ssh remote needs ``network = "on"``) and the package registries."""
-    remote = git_remote_host(workdir)
+    HTTPS: an ssh remote needs ``network = "on"``) and the package registries. ``from_git``
+    False: the repository's config is the member's to write (a sandboxed member without a
+    worktree works in the checkout itself), so its ``origin`` would be a host the member
+    chose for its own allowlist — not taken (docs/security.md)."""
+    remote = git_remote_host(workdir) if from_git else None
     return [*([remote] if remote else []), *REGISTRIES]

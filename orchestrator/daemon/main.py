@@ -214,7 +214,10 @@ class Daemon:
         entries = provider_hosts(member.runtime, env, member.config)
         if mode == "allowlist":
             entries += (team.member_allow_hosts(member)
-                        or default_hosts(Path(team.member_workdir(member))))
+                        or default_hosts(Path(team.member_workdir(member)),
+                                         # the checkout's config is read-only to a worktree
+                                         # member only: the member's own choice otherwise
+                                         from_git=team.member_worktree(member)))
         socket = self._egress.ensure(team.name, member.name, entries)
         return (network_plan(mode, socket, entries),
                 functools.partial(self._egress.close, team.name, member.name))

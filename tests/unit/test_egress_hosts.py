@@ -4,6 +4,7 @@ host and the package registries — and the plan that cuts its network (docs/sec
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from runtimes.sandbox_network import (
@@ -48,3 +49,19 @@ def test_the_plan_cuts_the_network_and_maps_loopback_entries() -> None:
     assert plan.relay[:3] == ("py", "-I", "-c") and plan.relay[-1] == "--"
     assert list(plan.relay[3 + 1:-1]) == ["--socket", INSIDE_SOCKET, "--map", "8123"]
     assert not plan.env  # the relay sets the proxy variables itself, with the port it bound
+
+
+def test_a_member_that_can_write_the_repositorys_config_never_chooses_its_own_git_host(
+        tmp_path: Path) -> None:
+    """Found while closing issue 44: ``network = "allowlist"`` without ``allow_hosts`` took
+    the ``origin`` of a ``.git/config`` that a sandboxed member without a worktree writes
+    (the checkout itself is its workdir) — it could allowlist any host for itself at its next
+    start. Such a config is not read (``from_git=False``: the registries only); and a FIFO
+    planted as the config is no config, never a blocked daemon."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text('[remote "origin"]\n\turl = https://evil.example/x\n')
+    assert default_hosts(tmp_path, from_git=False) == list(REGISTRIES)
+    assert default_hosts(tmp_path) == ["evil.example", *REGISTRIES]  # a worktree's: read-only
+    (tmp_path / ".git" / "config").unlink()
+    os.mkfifo(tmp_path / ".git" / "config")
+    assert git_remote_host(tmp_path) is None
