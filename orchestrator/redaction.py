@@ -9,26 +9,74 @@ ids, JWTs, PEM private keys and the password in ``scheme://user:password@host`` 
 every literal value registered with ``add_secrets`` (the values of members' credential
 variables), whatever its shape. In a mapping, the value of a key named like a credential is
 replaced whole. It is deliberately greedy: a false positive costs a few characters of a
-diagnostic, a false negative leaks a key.
+diagnostic, a false negative leaks a key. It redacts values, though, never teamctl's own words:
+where a credential's name is followed by a placeholder (``ANTHROPIC_API_KEY=...``), a home path,
+or a Secret's name (``secret = "claude-key"``), or is itself a file's name in a path
+(``~/.aws/credentials: Permission denied``), the text stays as written — the fix teamctl
+prints must read as what to type (issue 45).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["REDACTED", "add_secrets", "redact", "redact_value", "secret_name"]
 
 REDACTED = "[REDACTED]"
 
+# Where a credential's name is followed by something that is not its value, the words stay:
+# teamctl's own fix text (``ANTHROPIC_API_KEY=...``, ``secret = "claude-key"``, which names a
+# Kubernetes Secret) and paths (``~/.aws/credentials: Permission denied``).
+_NAME_ENDS = "|".join(f"(?<={word})" for word in (
+    "_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"))
+_ASSIGNMENT = re.compile(
+    rf"(?i)\b([A-Z0-9_]*+(?:{_NAME_ENDS}))(\"?\s*[:=]\s*\"?)[^\s\"',}}]+")
+# what teamctl tells the operator to write in place of a secret: ..., …, <your token>, $NAME
+_PLACEHOLDER = re.compile(r"(?:\.{3}|…)[.…]*|<[^<>\n]{1,40}>|\$\{?[A-Z_][A-Z0-9_]*\}?")
+_HOME_PATH = re.compile(r"~/[\w.@%+/-]*")
+_VALUE_CHAR = re.compile(r"[^\s\"',}]")  # what the value of an assignment is made of
+# a [hosts.NAME] table's ``secret`` names a Secret object (an RFC 1123 label: config.py)
+_SECRET_OBJECT = re.compile(r'[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"')
+
+
+def _assigned(match: re.Match[str]) -> str:
+    """``NAME=value`` with the value redacted, or the text as it is where what follows the
+    name is no value: a placeholder, a path, a Secret's name, or a name inside a path."""
+    text, name_at, value_at = match.string, match.start(1), match.end(2)
+    if _in_path(text, name_at) or _not_a_value(text, value_at) or (
+            match.group(1) == "secret" and match.group(2) == ' = "'
+            and _SECRET_OBJECT.match(text, value_at)):
+        return match.group(0)
+    return match.group(1) + match.group(2) + REDACTED
+
+
+def _in_path(text: str, at: int) -> bool:
+    """The name at ``at`` is a file's name (``~/.aws/credentials``, ``~/.git-credentials``)."""
+    before = text[at - 1] if at else " "
+    if before in "/.":
+        return True
+    if before != "-":  # X-Auth-Token is a header's name; .git-credentials a file's
+        return False
+    start = max(text.rfind(c, 0, at) for c in " \t\n\"'(=,[") + 1
+    return "/" in text[start:at]
+
+
+def _not_a_value(text: str, at: int) -> bool:
+    """What follows ``NAME=`` at ``at`` is a placeholder or a home path, whole: no secret."""
+    found = _PLACEHOLDER.match(text, at) or _HOME_PATH.match(text, at)
+    if found is None:
+        return False
+    end = found.end()
+    return end == len(text) or not _VALUE_CHAR.match(text, end)
+
 # (pattern, replacement, guards). A pattern runs only if the lowercased text holds one of its
 # guards (None: always) — most strings hold no secret, and the scan is then a few substring
 # tests. Order matters: the most specific patterns run first so their label survives.
-_NAME_ENDS = "|".join(f"(?<={word})" for word in (
-    "_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"))
-_PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...] | None], ...] = (
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str],
+                      tuple[str, ...] | None], ...] = (
     (re.compile(r"data:[\w.+-]+/[\w.+-]+(?:;[\w=.+-]+)*,[A-Za-z0-9+/=%_-]*"), "data:[REDACTED]",
      ("data:",)),
     (re.compile(r"(?i)\b(authorization|proxy-authorization)(\"?\s*[:=]\s*\"?)"
@@ -39,9 +87,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...] | None], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
                 re.DOTALL), "[PRIVATE KEY REDACTED]", ("private key",)),
     # a name ending like a credential (matched possessively: no quadratic backtracking on long
-    # runs of name characters), then = or :, then the value
-    (re.compile(rf"(?i)\b([A-Z0-9_]*+(?:{_NAME_ENDS}))(\"?\s*[:=]\s*\"?)[^\s\"',}}]+"),
-     r"\1\2" + REDACTED, ("key", "token", "secret", "passw", "credential")),
+    # runs of name characters), then = or :, then the value — unless it is no value (_assigned)
+    (_ASSIGNMENT, _assigned, ("key", "token", "secret", "passw", "credential")),
     (re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:" + REDACTED + "@",
      ("://",)),
     (re.compile(r"(?i)\b(x-api-key)(\"?\s*[:=]\s*\"?)[^\s\"',}]+"), r"\1\2" + REDACTED,

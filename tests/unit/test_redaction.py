@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import string
 
 from hypothesis import given
@@ -12,6 +13,8 @@ from orchestrator.diagnostics import redact_event
 from orchestrator.redaction import add_secrets, redact, redact_value
 
 _TOKEN = st.text(string.ascii_letters + string.digits + "_-", min_size=16, max_size=64)
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]*")
 _NOISE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
 
 
@@ -105,3 +108,51 @@ def test_a_secret_added_after_a_short_text_was_redacted_is_still_redacted_in_it(
     add_secrets(["qz7-late-literal-9f"])
     assert "qz7-late-literal-9f" not in redact(text)
     assert "qz7-late-literal-9f" not in redact_value({"note": text})
+
+
+# -- values, never teamctl's own words (issue 45) -----------------------------------------------
+
+def test_a_secret_that_names_a_kubernetes_secret_is_shown_as_written() -> None:
+    """``secret = "claude-key"`` in a [hosts.NAME] table names a Secret object (an RFC 1123
+    label, never a value: config.py); teamctl's fix text that quotes it stays readable."""
+    fix = 'name a Secret with its API key (secret = "claude-key" in [hosts.k8s])'
+    assert redact(fix) == fix
+
+
+def test_the_placeholders_of_teamctls_fix_text_are_not_values() -> None:
+    """What teamctl tells the operator to type — ``...``, ``…``, ``<KEY>``, ``$VAR`` — holds no
+    secret: shown as written, not ``[REDACTED]``."""
+    for fix in ("kubectl -n agents create secret generic claude-key "
+                "--from-literal=ANTHROPIC_API_KEY=...",
+                "name a Secret with its API key (secret = ... in [hosts.k8s])",
+                "set ANTHROPIC_API_KEY=… in the member's env",
+                "export OPENAI_API_KEY=$OPENAI_API_KEY, or OPENAI_API_KEY=${KEY}",
+                "set GITHUB_TOKEN=<your token> in env"):
+        assert redact(fix) == fix, fix
+
+
+def test_a_path_is_never_taken_for_a_credential_name_or_value() -> None:
+    """``~/.aws/credentials`` is a path: neither it nor the word after it is a secret
+    (``cannot read ~/.aws/credentials: Permission denied`` stayed unreadable)."""
+    for line in ("cannot read ~/.aws/credentials: Permission denied",
+                 "/home/op/.git-credentials: No such file or directory",
+                 "hidden: ~/.aws/credentials, ~/.config/git/credentials",
+                 "GOOGLE_APPLICATION_CREDENTIALS=~/.config/gcloud/key.json"):
+        assert redact(line) == line, line
+
+
+@given(token=_TOKEN, shape=st.sampled_from([
+    'secret = "{t}"', "secret: {t}", "secret={t}", "client_secret = \"{t}\"",
+    "X-Auth-Token: {t}", "https://api.example.com/v1?access_token={t}",
+    "AWS_SECRET_ACCESS_KEY=/{t}/{t}", "API_KEY=...{t}", "PASSWORD=${t}",
+]))
+def test_values_next_to_the_exceptions_are_still_redacted(token: str, shape: str) -> None:
+    """The exceptions are narrow: a Secret's name only as ``secret = "label"`` (a label: no
+    capitals, no underscore: a token that happens to be one is shown), a placeholder only whole
+    (``$NAME`` in capitals), a path only from ``~/`` or a name inside one."""
+    text = shape.format(t=token)
+    if shape == 'secret = "{t}"' and _LABEL.fullmatch(token):
+        return  # an RFC 1123 label: the name of a Secret object, by the rule above
+    if shape == "PASSWORD=${t}" and _VARIABLE.fullmatch(token):
+        return  # $NAME: a shell variable's name, what teamctl's fix text tells you to write
+    assert token not in redact(f"before {text} after")
