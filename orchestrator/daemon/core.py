@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,7 @@ from orchestrator.runtime_table import runtime_info
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from orchestrator.config import TeamConfig
     from orchestrator.contracts import Capabilities, Host, ImageDescriber
     from orchestrator.daemon.launch import HostFactory, VisionLookup
     from orchestrator.daemon.lifecycle import Sleep
@@ -102,7 +103,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                      sleep: Sleep = anyio.sleep,
                      lease_check_interval: float = LEASE_CHECK_INTERVAL,
                      placed: PlacedWorktrees | None = None,
-                     git_views: GitViews | None = None) -> Core:
+                     git_views: GitViews | None = None,
+                     launch_checks: Sequence[Callable[[TeamConfig], None]] = ()) -> Core:
     """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
     adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
     (where describers run) — the runtimes' classes, so the core imports none;
@@ -110,7 +112,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     ``lease_check_interval``: how often a lapsed task is looked for (a test's is short);
     ``placed``: where each launch's worktrees are told to the composition root (a sandboxed
     member's view of git), ``git_views``: the boundary teamctl's git on a sandboxed member's
-    tree runs in (None: refused)."""
+    tree runs in (None: refused); ``launch_checks``: what must hold before a team starts (the
+    composition root's: a ``[notify]`` that can start)."""
     changes = Changes()
     approvals = Approvals(store)
     approvals.on_change = changes.bump
@@ -136,7 +139,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                                 ledger=ledger, host=local_host)
     teams = Teams(store, supervisor, mailbox, planner, capabilities,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions,
-                  placed=placed, git_views=git_views)
+                  placed=placed, git_views=git_views, launch_checks=launch_checks)
     teams.on_change = changes.bump
     router = Router(teams, supervisor, store, home=home, vision=vision, clock=clock)
     mailbox.on_answered = router.on_answered

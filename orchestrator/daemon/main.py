@@ -36,7 +36,7 @@ from orchestrator.daemon.core import build_core
 from orchestrator.daemon.live_view import LazyLiveView
 from orchestrator.daemon.member_dirs import private_dirs
 from orchestrator.daemon.member_sockets import MemberSockets
-from orchestrator.daemon.notify import NotifyService
+from orchestrator.daemon.notify import NotifyService, check_can_start
 from orchestrator.daemon.notify_api import NotifyApi
 from orchestrator.daemon.store import AsyncStore, Store
 from orchestrator.daemon.web.settings import WebSettings
@@ -292,7 +292,8 @@ class Daemon:
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local, placed=self._placed,
                                     git_views=GitViewSandbox(
-                                        os.environ.get("TEAMCTL_BWRAP") or "bwrap"))
+                                        os.environ.get("TEAMCTL_BWRAP") or "bwrap"),
+                                    launch_checks=[self._notify_can_start])
             teams, approvals = core.teams, core.approvals
             teams.egress_of = self._egress_status
             uploads = ensure_private_dir(self.home.root / "uploads")
@@ -367,6 +368,11 @@ class Daemon:
             async for signum in signals:
                 log.info("daemon_signal", signal=signal.Signals(signum).name)
                 self.request_shutdown()
+
+    def _notify_can_start(self, config: TeamConfig) -> None:
+        """A launch whose ``[notify]`` could not start is refused (docs/notify.md)."""
+        if config.notify is not None:
+            check_can_start(self.home, config.notify)
 
     def _announce_ready(self, notify_fd: int | None) -> None:
         log.info("daemon_ready", pid=os.getpid(), socket=str(self.home.socket))

@@ -55,10 +55,11 @@ if TYPE_CHECKING:
     from orchestrator.daemon.notify_tokens import Action
     from orchestrator.daemon.teams import Teams
     from orchestrator.notify_config import NotifySection
+    from orchestrator.notify_operator import OperatorNotify
     from orchestrator.paths import Home
 
 __all__ = ["Channel", "NotifyService", "TeamNotifier", "backoff_from_env",
-           "refused_interval_from_env"]
+           "check_can_start", "refused_interval_from_env"]
 
 log = structlog.get_logger("teamctl.notify")
 
@@ -443,21 +444,8 @@ class NotifyService:
 
     def _channel(self, section: NotifySection) -> Channel:
         assert section.ntfy is not None
-        operator = read_operator(self._home)
-        if operator is None:
-            raise UsageError(f"[notify] ntfy needs the topics and key of "
-                             f"{self._home.root / 'notify.toml'}: run 'teamctl notify init', "
-                             "then launch the team again")
         settings = section.ntfy
-        topic = settings.topic or operator.topic
-        if settings.topic_file is not None:
-            topic = _read_topic(settings.topic_file)
-        token = None
-        if settings.token_env is not None:
-            token = self._environ.get(settings.token_env)
-            if not token:
-                raise UsageError(f"[notify] ntfy.token_env names {settings.token_env}, which "
-                                 "the daemon's environment does not set")
+        operator, topic, token = _ntfy_settings(self._home, section, self._environ)
         from orchestrator.daemon.notify_ntfy import Ntfy  # httpx: only a daemon that pushes
 
         ntfy = Ntfy(settings.server or operator.server, token, self._backoff)
@@ -472,6 +460,40 @@ class NotifyService:
                              "file (docs/notify.md) and run 'teamctl notify init'; see "
                              "'teamctl logs' for notify_unconfigured")
         return await running[1].self_test(timeout)
+
+
+def check_can_start(home: Home, section: NotifySection,
+                    environ: Mapping[str, str] = os.environ) -> None:
+    """Refuse a launch whose ``[notify]`` could not start (UsageError, exit 2, naming the
+    fix): no ``notify.toml`` (``teamctl notify init``), an unreadable ``topic_file``, a
+    ``token_env`` the daemon's environment does not set. Checked before anything of the team
+    starts — it was a log line while the team ran with nobody told (issue 45). A team the
+    daemon resumes is not refused: its notifier is tried again at each change."""
+    if section.ntfy is not None:
+        _ntfy_settings(home, section, environ)
+
+
+def _ntfy_settings(home: Home, section: NotifySection, environ: Mapping[str, str]
+                   ) -> tuple[OperatorNotify, str, str | None]:
+    """The operator's file, the topic and the access token a team's ntfy channel uses."""
+    assert section.ntfy is not None
+    operator = read_operator(home)
+    if operator is None:
+        raise UsageError(f"[notify] ntfy needs the topics and key of "
+                         f"{home.root / 'notify.toml'}: run 'teamctl notify init', then "
+                         "launch the team again")
+    settings = section.ntfy
+    topic = settings.topic or operator.topic
+    if settings.topic_file is not None:
+        topic = _read_topic(settings.topic_file)
+    token = None
+    if settings.token_env is not None:
+        token = environ.get(settings.token_env)
+        if not token:
+            raise UsageError(f"[notify] ntfy.token_env names {settings.token_env}, which "
+                             "the daemon's environment does not set: export it where the "
+                             "daemon starts ('teamctl stop', then launch again)")
+    return operator, topic, token
 
 
 def _read_topic(path: str) -> str:

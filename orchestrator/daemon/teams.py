@@ -23,7 +23,7 @@ from orchestrator.redaction import add_secrets, secret_name
 from orchestrator.wire import StatusDoc, TeamStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
     from pathlib import Path
 
     from orchestrator.attachments.planner import Planner
@@ -50,8 +50,10 @@ class Teams:
                  worktree_root: Path, ledger: Ledger | None = None,
                  descriptions: Descriptions | None = None,
                  placed: PlacedWorktrees | None = None,
-                 git_views: GitViews | None = None) -> None:
+                 git_views: GitViews | None = None,
+                 launch_checks: Sequence[Callable[[TeamConfig], None]] = ()) -> None:
         self._descriptions = descriptions
+        self._launch_checks = tuple(launch_checks)  # each raises where the team cannot run
         self._ledger = ledger
         self._store = store
         self._supervisor = supervisor
@@ -103,6 +105,8 @@ class Teams:
             status = await self._team_status(config.name)
             return status.model_copy(update={"already_running": True,
                                              "resumed": config.name in self._roster.resumed})
+        for check in self._launch_checks:  # a [notify] that cannot start: refused first
+            check(config)
         if self._descriptions is not None:  # a describer that cannot see: refused first
             self._descriptions.check(config, file)
         if self._ledger is not None:  # an unenforceable budget is refused before anything
