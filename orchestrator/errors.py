@@ -33,7 +33,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               or pod elsewhere, no sandbox here, its command not there):
     │                               the reason in the task's events, the task in progress
     ├── TeamAlreadyRunning          a launch of a running team from a different definition
-    ├── AmbiguousTeam               several teams run and --team was not given
+    ├── AmbiguousTeam               several teams run and --team was not given (nor is the
+    │                               member named in only one of them)
     ├── ReplyTimeout                a --wait deadline passed
     ├── MemberUnavailable           a --wait on a member that is fatal or stopped
     ├── MemberHeld                  a --wait on a member paused by a budget or a rate limit
@@ -234,8 +235,10 @@ class RequestTooLarge(UsageError):
 class ConnectionLost(DaemonUnavailable):
     code = "daemon_connection_lost"
 
-    def __init__(self, socket_path: str, method: str, reason: str) -> None:
-        hint = ("; it may have been journaled: check 'teamctl history MEMBER'"
+    def __init__(self, socket_path: str, method: str, reason: str, *,
+                 member: str | None = None) -> None:
+        who = member or "MEMBER"
+        hint = (f"; it may have been journaled: check 'teamctl history {who}'"
                 if method == "send" else "")
         TeamctlError.__init__(
             self, f"the daemon at {socket_path} went away before answering '{method}' "
@@ -338,8 +341,9 @@ class TaskCycle(UsageError):
 
     def __init__(self, cycle: list[int]) -> None:
         named = " → ".join(f"T{t}" for t in cycle)
+        edge = f"T{cycle[1]} --remove T{cycle[2]}" if len(cycle) > 2 else "ID --remove ID2"
         super().__init__(f"refused: that dependency would close a cycle {named}; remove one "
-                         "of its edges first ('teamctl task deps ID --remove ID2')", cycle=cycle)
+                         f"of its edges first (e.g. 'teamctl task deps {edge}')", cycle=cycle)
 
 
 class TeamAlreadyRunning(TeamctlError):
@@ -359,20 +363,22 @@ class AmbiguousTeam(TeamctlError):
     code = "team_ambiguous"
     exit_code = EXIT_USAGE
 
-    def __init__(self, teams: list[str]) -> None:
-        super().__init__(
-            f"several teams run ({', '.join(teams)}); name one with --team", teams=teams
-        )
+    def __init__(self, teams: list[str], *, member: str | None = None) -> None:
+        said = f"several teams run ({', '.join(teams)})" if member is None else \
+            f"member {member!r} is in several running teams ({', '.join(teams)})"
+        super().__init__(f"{said}; name one with --team {teams[0]}", teams=teams)
 
 
 class ReplyTimeout(TeamctlError):
     code = "reply_timeout"
     retryable = True
 
-    def __init__(self, message_id: str, state: str, timeout: float) -> None:
+    def __init__(self, message_id: str, state: str, timeout: float, *, team: str,
+                 member: str) -> None:
         super().__init__(
-            f"no reply to {message_id} within {timeout:g}s (delivery is {state}); "
-            f"it stays journaled: follow it with 'teamctl history' or 'teamctl logs -f'",
+            f"no reply to {message_id} within {timeout:g}s (delivery is {state}); it stays "
+            f"journaled: follow it with 'teamctl history --team {team} {member}' or "
+            "'teamctl logs -f'",
             message_id=message_id,
             state=state,
         )

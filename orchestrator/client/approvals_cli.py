@@ -5,6 +5,7 @@ Registered on the ``teamctl`` group by ``orchestrator.client.cli``."""
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import time
 from typing import Any
@@ -198,8 +199,10 @@ def _decided(doc: dict[str, Any], as_json: bool) -> None:
     sha = f"  sha256 {row['sha256'][:APPROVAL_SHA256_SHOWN]}" if row.get("sha256") else ""
     say(f"  {_what(row)}{sha}")
     if doc.get("rule"):
+        take_back = shlex.join(["teamctl", "approvals", "--team", row["team"], "--member",
+                                row["member"], "--revoke", doc["rule"]])
         say(f"rule kept for {row['team']}/{row['member']}: {doc['rule']} "
-            f"({doc['scope']}; 'teamctl approvals --revoke' to take it back)")
+            f"({doc['scope']}; '{take_back}' to take it back)")
 
 
 _SHA256 = click.option(

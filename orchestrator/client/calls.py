@@ -55,16 +55,17 @@ def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             sock.sendall(data)
         try:
-            response = _read_line(sock, path, method, timeout)
+            response = _read_line(sock, path, method, timeout, params.get("member"))
         except (ConnectionResetError, BrokenPipeError) as exc:
-            raise ConnectionLost(path, method, exc.strerror or type(exc).__name__) from None
+            raise ConnectionLost(path, method, exc.strerror or type(exc).__name__,
+                                 member=params.get("member")) from None
     finally:
         sock.close()
     return _unwrap(response)
 
 
-def _read_line(sock: socket.socket, path: str, method: str, timeout: float
-               ) -> dict[str, Any]:
+def _read_line(sock: socket.socket, path: str, method: str, timeout: float,
+               member: str | None) -> dict[str, Any]:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -73,7 +74,7 @@ def _read_line(sock: socket.socket, path: str, method: str, timeout: float
         except TimeoutError:
             raise TeamctlError(f"the daemon did not answer within {timeout:g}s") from None
         if not chunk:
-            raise ConnectionLost(path, method, "the connection was closed")
+            raise ConnectionLost(path, method, "the connection was closed", member=member)
         chunks.append(chunk)
         size += len(chunk)
         if chunk.endswith(b"\n"):

@@ -27,11 +27,13 @@ from orchestrator.client import (
 )
 from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
+    TEAM_OPTION,
     check_name,
     cost_text,
     emit_json,
     handles_errors,
     is_utf8,
+    one_team,
     say,
     teamctl_home,
 )
@@ -148,12 +150,15 @@ def _stop_idle_daemon(home: Home) -> None:
 
 @cli.command()
 @click.argument("team", required=False, callback=check_name)
+@TEAM_OPTION
 @click.option("--watch", is_flag=True,
               help="Redraw on every change (members, deliveries, approvals) until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
-def status(team: str | None, watch: bool, as_json: bool) -> None:
-    """Show each member's launch, liveness and readiness, and its queue."""
+def status(team: str | None, team_option: str | None, watch: bool, as_json: bool) -> None:
+    """Show each member's launch, liveness and readiness, and its queue (TEAM's only, or
+    --team's)."""
+    team = one_team(team, team_option)
     version = 0
     while True:
         doc = client.call(teamctl_home(), "status", {"team": team})
@@ -391,10 +396,12 @@ def restart(team: str | None, member: str) -> None:
 
 @cli.command()
 @click.argument("team", required=False, callback=check_name)
+@TEAM_OPTION
 @handles_errors
-def stop(team: str | None) -> None:
-    """Stop TEAM's members; without TEAM, every team and then the daemon (returns once the
-    daemon has exited, so a `launch` right after starts a new one)."""
+def stop(team: str | None, team_option: str | None) -> None:
+    """Stop TEAM's (or --team's) members; without TEAM, every team and then the daemon
+    (returns once the daemon has exited, so a `launch` right after starts a new one)."""
+    team = one_team(team, team_option)
     home = teamctl_home()
     with client.daemon_exit(home) if team is None else contextlib.nullcontext() as exited:
         doc = client.call(home, "stop", {"team": team}, timeout=180.0)

@@ -21,8 +21,8 @@ from orchestrator.limits import NAME_PATTERN
 from orchestrator.paths import Home
 from orchestrator.visible import json_text, visible
 
-__all__ = ["check_name", "cost_text", "emit_json", "handles_errors", "is_utf8", "say",
-           "teamctl_home"]
+__all__ = ["TEAM_OPTION", "check_name", "cost_text", "emit_json", "handles_errors", "is_utf8",
+           "one_team", "say", "teamctl_home"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(NAME_PATTERN)
@@ -38,6 +38,17 @@ def check_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
             f"{shown!r} is not a name: use letters, digits, '_' and '-' (at most 64, starting "
             "with a letter or digit)", ctx=ctx, param=param)
     return value
+
+
+TEAM_OPTION = click.option("--team", "team_option", default=None, metavar="TEAM",
+                           callback=check_name, help="The same as TEAM.")
+
+
+def one_team(team: str | None, team_option: str | None) -> str | None:
+    """TEAM given as the argument or as ``--team`` (both: the same name)."""
+    if team is not None and team_option is not None and team != team_option:
+        raise click.UsageError(f"TEAM {team!r} and --team {team_option!r} differ; give one")
+    return team if team is not None else team_option
 
 
 def is_utf8(text: str) -> bool:

@@ -60,9 +60,10 @@ class Accounts:
                      **change: float | int | bool | None) -> BudgetDoc:
         """Change (or, with no change, show) a member's budget — ``member`` None: the team's.
         Raising it releases a member held by it; its queue goes on."""
-        config = self._roster.resolve(team)
-        if member is not None:
-            config, member = self._roster.resolve_member(config.name, member)
+        if member is None:
+            config = self._roster.resolve(team)
+        else:
+            config, member = self._roster.resolve_member(team, member)
         ledger = self._accounts()
         if any(value not in (None, False) for value in change.values()):
             await ledger.set_budget(config.name, member, **change)  # type: ignore[arg-type]

@@ -251,7 +251,7 @@ class Gates:
         if task.owner is not None:
             state = self._supervisor.member(task.team, task.owner)
             where = (f"\nIts changes: {task.owner}'s workdir {state.workdir} (teamctl diff "
-                     f"{task.owner} shows a worktree's diff).")
+                     f"--team {task.team} {task.owner} shows a worktree's diff).")
         await self._tell(task.team, reviewer, task.id,
                          f"teamctl: please review task T{task.id} by {task.owner}: "
                          f"{task.title}\n\nSummary: {task.summary or '(none)'}"

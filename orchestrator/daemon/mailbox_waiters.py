@@ -87,7 +87,7 @@ class Waiters:
         try:
             with anyio.move_on_after(timeout):
                 while True:
-                    self._raise_trouble(message_id)
+                    self._raise_trouble(message_id, member)
                     if not just_sent:
                         delivery = await self._store.delivery(message_id, member)
                         if delivery is None or delivery.terminal:
@@ -108,20 +108,21 @@ class Waiters:
                        settled: Delivery | None) -> Delivery:
         """The delivery as it ended (``settled``: as the wait last read it — terminal, not
         read again), or ReplyTimeout."""
-        self._raise_trouble(message_id)
+        self._raise_trouble(message_id, member)
         delivery = settled or await self._store.delivery(message_id, member)
         assert delivery is not None
         if not delivery.terminal:
-            raise ReplyTimeout(message_id, delivery.state, timeout)
+            raise ReplyTimeout(message_id, delivery.state, timeout, team=delivery.team,
+                               member=delivery.member)
         return delivery
 
-    def _raise_trouble(self, message_id: str) -> None:
+    def _raise_trouble(self, message_id: str, member: str) -> None:
         trouble = self._trouble.get(message_id)
         if trouble is not None:
             raise StoreError(
                 f"the journal could not record the delivery of {message_id} ({trouble.message});"
                 " the delivery goes on and its outcome is written once the journal is writable "
-                "again: follow it with 'teamctl history'")
+                f"again: follow it with 'teamctl history {member}'")
 
     def unrecorded(self, delivery: Delivery, exc: StoreError) -> None:
         """The journal refused a write for ``delivery``: its waiters are told at once."""

@@ -186,7 +186,7 @@ class Messages:
                       before: str | None = None) -> HistoryDoc:
         """One page of a member's messages: the newest ``limit`` before ``before``, oldest
         first; ``before`` in the answer names the page before this one (None: no more)."""
-        name = await self._roster.resolve_any(team)
+        name = await self._roster.resolve_any(team, member)
         rows, more = await self._store.history(name, member, limit=limit, before=before)
         running = self._roster.teams.get(name)
         if not rows and running is not None and running.member(member) is None:
@@ -199,7 +199,7 @@ class Messages:
     async def export(self, team: str | None, member: str | None) -> ExportDoc:
         """Whole conversations (one member's, or with ``member`` None every member's) with
         each attachment's metadata; the CLI inlines the bytes from the artifact store."""
-        name = await self._roster.resolve_any(team)
+        name = await self._roster.resolve_any(team, member)
         members = await self._members_of(name)
         if member is not None:
             if member not in members:

@@ -1,5 +1,6 @@
 """The teams this daemon runs, by name: where ``--team`` is resolved (it may be omitted when
-one team runs) for every operation of the control API."""
+one team runs, or when the member named is in one running team only) for every operation of
+the control API."""
 
 from __future__ import annotations
 
@@ -35,13 +36,31 @@ class Roster:
         return self.teams[team]
 
     def resolve_member(self, team: str | None, member: str) -> tuple[TeamConfig, str]:
+        """The running team of ``member``: ``team``, the only running team, or — several
+        running, ``team`` not given — the one team that has a member of that name."""
+        if team is None and len(self.teams) > 1:
+            team = self._team_of(member)
         config = self.resolve(team)
         if config.member(member) is None:
             raise NotFound("member", member, [m.name for m in config.members])
         return config, member
 
-    async def resolve_any(self, team: str | None) -> str:
-        """For history: a running team, else any team the journal knows."""
+    def _team_of(self, member: str) -> str:
+        """The one running team with a member named ``member`` (else NotFound, naming every
+        running member, or AmbiguousTeam, naming the teams that have one)."""
+        having = [name for name, config in self.teams.items() if config.member(member)]
+        if len(having) == 1:
+            return having[0]
+        if having:
+            raise AmbiguousTeam(having, member=member)
+        raise NotFound("member", member, sorted({m.name for config in self.teams.values()
+                                                 for m in config.members}))
+
+    async def resolve_any(self, team: str | None, member: str | None = None) -> str:
+        """For history: a running team (with ``member``, found as ``resolve_member`` does),
+        else any team the journal knows."""
+        if team is None and member is not None and len(self.teams) > 1:
+            team = self._team_of(member)
         if team is None or team in self.teams:
             return self.resolve(team).name
         known = [t.name for t in await self._store.teams()]

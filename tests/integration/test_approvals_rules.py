@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,10 @@ def test_always_no_longer_keeps_a_bare_tool_rule_that_approves_outside_the_workt
     assert "web/lead  Write(docs/**)  kept: will approve Write under docs/" in listed.stdout
     unknown = teamctl.run("approvals", "--revoke", "Write(src/**)")
     assert unknown.returncode == 1 and "no kept rule named" in unknown.stderr
-    assert teamctl.run("approvals", "--revoke", "Write(docs/**)").returncode == 0
+    [take_back] = [line.split("; '", 1)[1].split("' to take it back")[0] for line in rest
+                   if "to take it back" in line]  # the command it printed, run as printed
+    assert shlex.split(take_back)[0] == "teamctl"
+    assert teamctl.run(*shlex.split(take_back)[1:]).returncode == 0
     assert teamctl.json("approvals", "--rules")["rules"] == []
     third = teamctl.run("send", "lead", "WRITE docs/three.md 3").stdout.strip()
     asked_again = _new_request(teamctl, follow_logs, seen)

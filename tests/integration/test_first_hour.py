@@ -4,6 +4,8 @@ teamctl prints run as printed, ``doctor``'s lists, shell completion asked of the
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import TYPE_CHECKING
 
 from tests.conftest import fake_member
@@ -26,3 +28,71 @@ def test_a_launch_whose_notify_cannot_start_is_refused_naming_notify_init(
     assert teamctl.run("notify", "init", "--server", "http://127.0.0.1:9").returncode == 0
     launched = teamctl.run("launch", str(path))
     assert launched.returncode == 0, launched.stderr
+
+
+def test_a_member_unique_among_running_teams_needs_no_team(teamctl: Teamctl) -> None:
+    """With two teams running, ``send lead`` was refused (``team_ambiguous``, exit 2) though
+    only one team has a lead: the team is the one that has the member. A name both teams
+    have is refused naming them and the option to add; ``status --team T`` shows T."""
+    web = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    api = teamctl.write_team("api", [fake_member("worker"), fake_member("rev")])
+    assert teamctl.run("launch", str(web)).returncode == 0
+    assert teamctl.run("launch", str(api)).returncode == 0
+
+    sent = teamctl.run("send", "lead", "hello", "--wait")
+    assert sent.returncode == 0 and "received: hello" in sent.stdout, sent.stderr
+    assert teamctl.json("history", "lead")["team"] == "web"
+    assert teamctl.json("history", "worker")["team"] == "api"
+
+    both = teamctl.run("send", "rev", "which one?")
+    assert both.returncode == 2
+    assert "member 'rev' is in several running teams (web, api); name one with --team web" \
+        in both.stderr
+    assert teamctl.run("send", "--team", "api", "rev", "this one").returncode == 0
+    nobody = teamctl.run("send", "nobody", "x")
+    assert nobody.returncode == 1 and "lead, rev, worker" in nobody.stderr
+
+    assert [t["name"] for t in teamctl.json("status", "--team", "api")["teams"]] == ["api"]
+    shown = teamctl.run("status", "--team", "web")
+    assert shown.returncode == 0 and shown.stdout.startswith("team web ")
+    assert "team api" not in shown.stdout
+    assert teamctl.run("status", "web", "--team", "api").returncode == 2
+
+
+def _hints(text: str) -> list[list[str]]:
+    return [shlex.split(hint)[1:] for hint in re.findall(r"'(teamctl [^']*)'", text)]
+
+
+def test_the_hints_a_real_daemon_prints_run_as_printed(teamctl: Teamctl) -> None:
+    """The fixes teamctl prints after a reply timeout, a dependency cycle and a launch of a
+    changed team file are commands: each runs as printed and does what it says."""
+    path = teamctl.write_team("web", [fake_member("lead")])
+    assert teamctl.run("launch", str(path)).returncode == 0
+    gate = teamctl.workdir / "gate"
+    late = teamctl.run("send", "lead", f"GATE {gate}", "--wait", "--timeout", "0.5")
+    assert late.returncode == 1 and "reply_timeout" not in late.stdout
+    [history, follow] = _hints(late.stderr)
+    assert (history, follow) == (["history", "--team", "web", "lead"], ["logs", "-f"])
+    shown = teamctl.run(*history)
+    assert shown.returncode == 0 and f"GATE {gate}" in shown.stdout
+    gate.touch()
+
+    for title, blocked_by in (("one", ()), ("two", ("T1",)), ("three", ("T2",))):
+        added = teamctl.run("task", "add", title, *(a for b in blocked_by
+                                                    for a in ("--blocked-by", b)))
+        assert added.returncode == 0, added.stderr
+    cycle = teamctl.run("task", "deps", "T1", "--add", "T3")
+    assert cycle.returncode == 2
+    [fix] = _hints(cycle.stderr)
+    assert fix == ["task", "deps", "T3", "--remove", "T2"]
+    assert teamctl.run(*fix).returncode == 0
+    assert teamctl.run("task", "deps", "T1", "--add", "T3").returncode == 0, "the cycle is gone"
+
+    path.write_text(path.read_text().replace('"claude-sonnet-4-5"', '"claude-opus-4-1"'))
+    changed = teamctl.run("launch", str(path))
+    assert changed.returncode == 1
+    hints = _hints(changed.stderr)
+    assert hints == [["stop", "web"], ["status", "web"]]
+    assert teamctl.run(*hints[1]).returncode == 0
+    assert teamctl.run(*hints[0]).returncode == 0
+    assert teamctl.run("launch", str(path)).returncode == 0, "stopped, then launched again"

@@ -42,7 +42,7 @@ def test_a_send_cut_after_its_request_was_written_says_check_history(tmp_path: P
     with pytest.raises(ConnectionLost) as caught:
         client.call(home, "send", {"member": "lead", "text": "hi"}, timeout=10)
     thread.join(10)
-    assert "it may have been journaled: check 'teamctl history MEMBER'" in caught.value.message
+    assert "it may have been journaled: check 'teamctl history lead'" in caught.value.message
     assert caught.value.exit_code == 4
 
 

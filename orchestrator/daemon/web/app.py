@@ -379,7 +379,7 @@ async def _form(request: Request, limit: int, *, max_files: int, max_fields: int
     except MultiPartException as exc:
         if "maximum size" in exc.message:
             raise Refusal(413, f"a message's text is at most {MAX_TEXT_BYTES // 2**20} MiB, "
-                               "as with 'teamctl send'; put long text in a file the member "
+                               "as teamctl send takes it; put long text in a file the member "
                                "can read and send its path instead",
                           code="request_too_large") from None
         raise Refusal(400, f"a malformed form: {exc.message}", code="usage_error") from None

@@ -1,0 +1,101 @@
+"""Every command teamctl prints as a hint runs as printed (issue 45): each ``'teamctl …'`` in
+a message of orchestrator/ or runtimes/ — an error's fix, a note, a page's text — is parsed by
+the CLI itself, its placeholders filled the way the message fills them. A hint that names an
+option the command does not have, or leaves out an argument it needs (``'teamctl history'``
+without the member; ``'teamctl approvals --revoke'`` without the rule), fails here.
+tests/integration/test_first_hour.py runs the hints a real daemon prints."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from typing import TYPE_CHECKING
+
+import click
+import pytest
+
+from orchestrator.client.cli import cli
+from tests.conftest import REPO
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_HINT = re.compile(r"'(teamctl [^']*)'")
+_FIELD = re.compile(r"\{([^{}]+)\}")
+# what each placeholder of a hint stands for, as the message fills it in
+_VALUES = {
+    "approval_id": "apv_" + "0" * 26, "row.id": "apv_" + "0" * 26,
+    "member": "lead", "member.name": "lead", "who": "lead", "owner": "lead",
+    "team": "web", "edge": "T3 --remove T2",
+    # metavars: what the reader writes in their place
+    "TEAMFILE": "team.toml", "MEMBER": "lead", "TEXT": "yes", "USD": "5", "ID": "T1",
+    "ID2": "T2", "RULE": "Write(docs/**)",
+}
+
+
+def _strings(path: Path) -> list[str]:
+    """Every string of a module but its docstrings, an f-string with ``{expression}``."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef |
+                                ast.AsyncFunctionDef) and ast.get_docstring(node) is not None}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            found.append("".join(
+                part.value if isinstance(part, ast.Constant) else
+                "{" + ast.unparse(part.value) + "}"  # type: ignore[attr-defined]
+                for part in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            found.append(node.value)
+    return found
+
+
+def printed_hints() -> dict[str, str]:
+    """Each hint, by where it is (the first place it is written)."""
+    hints: dict[str, str] = {}
+    for path in sorted([*(REPO / "orchestrator").rglob("*.py"), *(REPO / "runtimes").rglob(
+            "*.py")]):
+        for text in _strings(path):
+            for hint in _HINT.findall(text):
+                hints.setdefault(hint, str(path.relative_to(REPO)))
+    return hints
+
+
+def _filled(hint: str) -> list[str]:
+    words = shlex.split(_FIELD.sub(lambda m: _VALUES[m.group(1)], hint))
+    return [_VALUES.get(word, word) for word in words]
+
+
+def _parse(args: list[str]) -> None:
+    """What ``teamctl ARGS`` does before it runs: click parses every level, the options'
+    callbacks check each value; a hint that does not fit raises click.UsageError."""
+    command: click.Command = cli
+    ctx = cli.make_context("teamctl", list(args))
+    while isinstance(command, click.Group):
+        name, sub, rest = command.resolve_command(ctx, ctx._protected_args + ctx.args)
+        assert sub is not None and name is not None
+        command, ctx = sub, sub.make_context(name, rest, parent=ctx)
+
+
+def test_the_hints_are_found() -> None:
+    """The collector sees the hints it must (the list is not empty by accident)."""
+    hints = printed_hints()
+    assert {"teamctl notify init", "teamctl task list", "teamctl logs -f"} <= set(hints)
+    assert len(hints) >= 25
+
+
+@pytest.mark.parametrize("hint", sorted(printed_hints()))
+def test_every_hint_teamctl_prints_runs_as_printed(hint: str) -> None:
+    try:
+        args = _filled(hint)
+    except KeyError as exc:
+        raise AssertionError(f"{hint!r} ({printed_hints()[hint]}): say in _VALUES what "
+                             f"{exc} stands for") from None
+    try:
+        _parse(args[1:])
+    except click.UsageError as exc:
+        raise AssertionError(f"{hint!r} ({printed_hints()[hint]}) does not run as printed: "
+                             f"{exc.format_message()}") from None
