@@ -401,9 +401,14 @@ class LogEvent(BaseModel):
 
 
 class RuntimeRow(_Doc):
+    """A runtime's executable here: with a team file, one row for each its members on this
+    machine run; without, one for each runtime and ACP agent teamctl knows."""
+
     runtime: str
+    acp_agent: str | None = Field(default=None, description="the ACP agent's preset")
+    command: str | None = Field(default=None, description="the executable looked for")
     env_var: str
-    path: str | None
+    path: str | None = Field(description="where it was found (null: not found)")
     version: str | None
 
 
@@ -433,6 +438,8 @@ class SandboxSupport(_Doc):
     path: str | None
     version: str | None
     reason: str | None
+    fix: str | None = Field(default=None, description="what to do where it cannot be had "
+                            "(apt-get install bubblewrap where it is missing)")
 
 
 class MemberLogin(_Doc):

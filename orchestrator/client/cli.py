@@ -578,12 +578,15 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
         _host_report(inspect_host(host, load_team_file(teamfile) if teamfile else None),
                      as_json)
         return
-    report = inspect_runtimes()
-    report["sandbox"] = inspect_sandbox()
+    config = None
     if teamfile is not None:
         from orchestrator.config import load_team_file
 
-        report["members"] = describe_members(load_team_file(teamfile))
+        config = load_team_file(teamfile)
+    report = inspect_runtimes(config)
+    report["sandbox"] = inspect_sandbox()
+    if config is not None:
+        report["members"] = describe_members(config)
     blocked = [row for row in report.get("members", []) if row.get("problem")]
     if as_json:
         emit_json(report)
@@ -609,11 +612,14 @@ def _doctor_text(report: dict[str, Any]) -> None:
         if (row.get("sandbox") or {}).get("started"):
             say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
     for row in report["runtimes"]:
-        where = row["path"] or f"not found (install it, or set {row['env_var']})"
-        say(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")
+        name = f"{row['runtime']} {row['acp_agent']}" if row["acp_agent"] else row["runtime"]
+        fix = f'command = "/path/to/{row["command"]}" for the member' if row["acp_agent"] \
+            else row["env_var"]
+        where = row["path"] or f"{row['command']} not found (install it, or set {fix})"
+        say(f"{name:<12} {row.get('version') or '-':<24} {where}")
     box = report["sandbox"]
     say(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
-        + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}"))
+        + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}; {box['fix']}"))
     catalog = report["vision_catalog"]
     say(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
     state = "running" if report["daemon_running"] else "not running"

@@ -12,33 +12,40 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES
+from orchestrator.acp_agents import ACP_AGENTS
+from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES, runtime_info
 from runtimes import logins
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orchestrator.config import MemberConfig, TeamConfig
+    from orchestrator.runtime_table import RuntimeInfo
     from runtimes.sandbox_doctor import StartInside
     from runtimes.sandbox_plan import SandboxPolicy
 
 __all__ = ["describe_members", "inspect_host", "inspect_kube_host", "inspect_runtimes"]
 
 
-def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
+def inspect_runtimes(config: TeamConfig | None = None, *,
+                     timeout: float = 10.0) -> dict[str, Any]:
+    """The runtimes' executables here, found or not, and their versions: with a team file
+    only those its members on this machine run (each once), without one every runtime and
+    ACP agent teamctl knows (each once) — a Claude-only team was shown three CLIs "not
+    found", and ``acp`` an executable it does not have."""
     rows = []
-    for runtime in RUNTIMES:
-        name, env_var = runtime.name, runtime.env_var
-        path = shutil.which(os.environ.get(env_var) or runtime.default_executable)
+    for runtime, agent, command in _wanted(config):
+        path = shutil.which(command) if command else None
         version = None
         if path:
             try:
                 done = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                      timeout=timeout, check=False)
+                                      timeout=timeout, check=False, stdin=subprocess.DEVNULL)
                 version = (done.stdout or done.stderr).strip().splitlines()[0:1]
             except (OSError, subprocess.TimeoutExpired) as exc:
                 version = [f"error: {exc}"]
-        rows.append({"runtime": name, "env_var": env_var, "path": path,
+        rows.append({"runtime": runtime.name, "acp_agent": agent, "command": command,
+                     "env_var": runtime.env_var, "path": path,
                      "version": version[0] if version else None})
     from orchestrator import client
     from orchestrator.attachments.catalog import load_catalog
@@ -49,6 +56,23 @@ def inspect_runtimes(*, timeout: float = 10.0) -> dict[str, Any]:
     return {"runtimes": rows,
             "vision_catalog": {"checked": catalog.checked, "entries": catalog.entries()},
             "home": str(home.root), "daemon_running": client.ping(home)}
+
+
+def _wanted(config: TeamConfig | None) -> list[tuple[RuntimeInfo, str | None, str]]:
+    """(runtime, ACP agent, the executable looked for) for each row, in table order."""
+    if config is None:
+        return [(r, None, os.environ.get(r.env_var) or r.default_executable)
+                for r in RUNTIMES if not r.agent_presets] + [
+            (ACP, name, preset.argv[0]) for name, preset in ACP_AGENTS.items()]
+    rows: dict[tuple[str, str | None, str], tuple[RuntimeInfo, str | None, str]] = {}
+    for member in config.members:
+        if member.host is None:  # one on another host is looked up there (doctor --host)
+            runtime = runtime_info(member.runtime)
+            command = member.command_line()[0] or os.environ.get(runtime.env_var) or \
+                runtime.default_executable
+            rows.setdefault((runtime.name, member.acp_agent, command),
+                            (runtime, member.acp_agent, command))
+    return sorted(rows.values(), key=lambda row: RUNTIMES.index(row[0]))
 
 
 def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -84,10 +108,16 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
 
 def inspect_sandbox() -> dict[str, Any]:
     """Whether ``sandbox = "process"`` can be had here: bubblewrap's path and version, and
-    whether it made its namespaces (a real run), or why not."""
+    whether it made its namespaces (a real run), or why not and the fix (the install command
+    where it is missing)."""
     from runtimes.sandbox_host import probe
 
-    return probe(os.environ.get("TEAMCTL_BWRAP") or "bwrap").as_dict()
+    found = probe(os.environ.get("TEAMCTL_BWRAP") or "bwrap").as_dict()
+    if not found["ok"]:
+        found["fix"] = "apt-get install bubblewrap (or set TEAMCTL_BWRAP to its path)" \
+            if found["path"] is None else "run where user namespaces are allowed, or set " \
+            "sandbox = \"none\" for the members (docs/security.md, \"Sandbox\")"
+    return found
 
 
 def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from tests.conftest import fake_member
+from tests.conftest import FAKE_CLAUDE, fake_member
 
 if TYPE_CHECKING:
     from tests.conftest import Teamctl
@@ -96,3 +96,26 @@ def test_the_hints_a_real_daemon_prints_run_as_printed(teamctl: Teamctl) -> None
     assert teamctl.run(*hints[1]).returncode == 0
     assert teamctl.run(*hints[0]).returncode == 0
     assert teamctl.run("launch", str(path)).returncode == 0, "stopped, then launched again"
+
+
+def test_doctor_lists_the_runtimes_the_team_file_uses_and_names_the_bubblewrap_install(
+        teamctl: Teamctl) -> None:
+    """A Claude-only team file was shown every runtime, three of them "not found", and
+    ``acp`` as an executable of its own: with a file doctor lists what its members run here
+    (each once), without one each runtime and ACP agent teamctl knows, found or not. Where
+    bubblewrap is missing it names ``apt-get install bubblewrap``."""
+    path = teamctl.write_team("web", [fake_member("lead"), fake_member("rev"),
+                                      fake_member("far", host="dev@gpu1")])
+    report = teamctl.json("doctor", str(path))
+    assert [(r["runtime"], r["command"]) for r in report["runtimes"]] == [
+        ("claude", str(FAKE_CLAUDE))]
+    assert report["runtimes"][0]["path"] == str(FAKE_CLAUDE)
+    alone = teamctl.json("doctor", extra_env={"TEAMCTL_BWRAP": "/nonexistent/bwrap"})
+    assert [(r["runtime"], r["acp_agent"]) for r in alone["runtimes"]] == [
+        ("claude", None), ("codex", None), ("opencode", None), ("acp", "qwen"),
+        ("acp", "gemini")]
+    assert alone["sandbox"]["ok"] is False
+    assert alone["sandbox"]["fix"].startswith("apt-get install bubblewrap")
+    said = teamctl.run("doctor", extra_env={"TEAMCTL_BWRAP": "/nonexistent/bwrap"})
+    assert "apt-get install bubblewrap" in said.stdout
+    assert "acp qwen" in said.stdout and "\nacp  " not in said.stdout, "no bare acp row"
