@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DOCUMENTS",
+    "OPERATOR",
+    "TEAMCTL",
     "ApprovalDoc",
     "ApprovalState",
     "ApprovalsDoc",
@@ -276,6 +278,10 @@ class DeliveryError(_Doc):
     retryable: bool
 
 
+OPERATOR = "operator"  # who sent a message: the operator,
+TEAMCTL = "teamctl"  # teamctl itself (the board's hand-overs, gate results, review asks)
+
+
 class MessageDoc(_Doc):
     """One message to one member, with its delivery state."""
 
@@ -286,8 +292,11 @@ class MessageDoc(_Doc):
     attempts: int
     attachments: list[AttachmentRef] = []
     error: DeliveryError | None
-    notes: list[str] = Field(default=[], description="what the runtime refused in the turn")
-    sender: str = Field(default="operator", description="'operator' or the teammate who sent it")
+    notes: list[str] = Field(default=[], description="what the runtime refused in the turn; "
+                             "'teamctl: …' notes say what teamctl did (a cut turn continued)")
+    sender: str = Field(default=OPERATOR, description="'operator', 'teamctl' (what teamctl "
+                        "itself sent: a task handed over, a gate's result, a review asked) or "
+                        "the teammate who sent it")
     to: str | None = Field(default=None, description="the member it is for")
     kind: Literal["message", "reply"] = "message"
     chain_id: str | None = None

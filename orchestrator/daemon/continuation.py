@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.store import Delivery
     from orchestrator.ports import RuntimeProcess
 
-__all__ = ["continuation", "continues"]
+__all__ = ["continuation", "continued_note", "continues"]
 
 # why the last attempt was cut, as the model reads it (by the error code it left)
 _WHY = {
@@ -46,13 +46,25 @@ def continues(delivery: Delivery, process: RuntimeProcess,
         cut_on is process or process.resumed)
 
 
+def continued_note(delivery: Delivery) -> str:
+    """What the message's history says of an answer given to a continuation: teamctl, not
+    the operator, wrote the prompt the member answered (issue 45)."""
+    return (f"teamctl: continued the cut turn ({_why(delivery)}) on the same session: the "
+            "member was told what it did had taken effect, and given the message again as a "
+            "reminder")
+
+
+def _why(delivery: Delivery) -> str:
+    code = delivery.error_code or ""
+    return _WHY.get(code, f"it was cut: {code or 'unknown'}")
+
+
 def continuation(delivery: Delivery) -> Turn:
     """The turn that tells the member its previous turn on this message was interrupted."""
-    code = delivery.error_code or ""
-    why = _WHY.get(code, f"it was cut: {code or 'unknown'}")
     text = (f"[teamctl] your previous turn on message {delivery.message_id} was interrupted "
-            f"({why}) before you answered; what you already did has taken effect — check "
-            "before repeating any step (a file written, a command run, a teammate messaged), "
-            "then finish and answer it. The message, as a reminder (not a new request):\n\n"
+            f"({_why(delivery)}) before you answered; what you already did has taken effect — "
+            "check before repeating any step (a file written, a command run, a teammate "
+            "messaged), then finish and answer it. The message, as a reminder (not a new "
+            "request):\n\n"
             f"{delivery.text}")
     return Turn(delivery.message_id, (TextPart(text),), continues=True)

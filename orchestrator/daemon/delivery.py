@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.variants import PlannedAttachment, PlannedVariant
-from orchestrator.wire import DeliveryError, DeliveryState, MessageDoc
+from orchestrator.wire import OPERATOR, TEAMCTL, DeliveryError, DeliveryState, MessageDoc
 
 if TYPE_CHECKING:
     import sqlite3
@@ -38,8 +38,10 @@ MessageKind = Literal["message", "reply"]
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a message comes from: the operator (sender None, depth 0) or a teammate — a
-    message it sent, or the reply routed back to it — and the chain it belongs to."""
+    """Where a message comes from: the operator (sender None, depth 0), teamctl itself (sender
+    None and a task: the board's words — a task handed over, a gate's result, a review asked)
+    or a teammate — a message it sent, or the reply routed back to it — and the chain it
+    belongs to."""
 
     sender: str | None = None
     kind: MessageKind = "message"
@@ -52,6 +54,14 @@ class Origin:
     # the board's task it belongs to: the one its sender held in progress, or the task a
     # board message (an offer, a gate's output) is about (docs/board.md)
     task_id: int | None = None
+
+    @property
+    def shown_sender(self) -> str:
+        """Who it is from, as every output names it: the teammate, ``teamctl`` or
+        ``operator`` (what teamctl sent was shown as the operator's: issue 45)."""
+        if self.sender is not None:
+            return self.sender
+        return TEAMCTL if self.task_id is not None else OPERATOR
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ class Delivery:
             id=self.message_id, text=self.text, state=self.state,
             reply=self.reply, attempts=self.attempts, error=error, notes=list(self.notes),
             attachments=[a.to_ref() for a in attachments or []],
-            sender=self.origin.sender or "operator", to=self.member, kind=self.origin.kind,
+            sender=self.origin.shown_sender, to=self.member, kind=self.origin.kind,
             chain_id=self.origin.chain_id, depth=self.origin.depth,
             reply_to=self.origin.reply_to, usage=self.usage, task_id=self.origin.task_id,
             created_at=_iso(self.created_at), updated_at=_iso(self.updated_at))

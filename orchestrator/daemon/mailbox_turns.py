@@ -21,7 +21,7 @@ from orchestrator.attachments.documents import delivered_text
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.markers import place
 from orchestrator.contracts import DocumentPart, DocumentText, PreparedPart, TextPart, Turn
-from orchestrator.daemon.continuation import continuation, continues
+from orchestrator.daemon.continuation import continuation, continued_note, continues
 from orchestrator.daemon.describe import described_text
 from orchestrator.errors import (
     BudgetReached,
@@ -102,6 +102,8 @@ class TurnDelivery:
             await self._records.stopped(delivery, process)
             raise
         else:
+            if turn.continues:  # teamctl's words were answered, not the operator's
+                result = replace(result, notes=(*result.notes, continued_note(delivery)))
             await self._records.answered(delivery, result)
             await self._hooks.answered(delivery, result.reply)
 

@@ -230,6 +230,21 @@ async def test_the_page_shows_the_whole_hostile_request_and_its_buttons_bind_to_
         assert [a.request_id for a in outcome] == [row.id]
 
 
+async def test_what_teamctl_sends_is_shown_from_teamctl_never_between_teammates(
+        tmp_path: Path) -> None:
+    """A board message (a task handed over: no sender, a task) was shown from the operator;
+    it reads ``teamctl`` in the conversation and is no teammate's message."""
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+        await page.core.teams.send(None, "lead", "teamctl: you now own task T3", wait=True,
+                                   timeout=10, origin=Origin(task_id=3))
+        fragment = await page.client.get("/fragments/conversation")
+        assert "<b>teamctl</b> → lead" in fragment.text
+        assert "<b>operator</b>" not in fragment.text
+        teammates = await page.client.get("/fragments/between")
+        assert "no messages between teammates" in teammates.text
+
+
 async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) -> None:
     async with _page(tmp_path) as page:
         await page.sign_in()

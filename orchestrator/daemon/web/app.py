@@ -52,6 +52,7 @@ from orchestrator.daemon.web.security import (
 from orchestrator.errors import NotFound, TeamctlError, UsageError
 from orchestrator.limits import APPROVAL_SHA256_PATTERN, MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
 from orchestrator.redaction import redact_value
+from orchestrator.wire import OPERATOR, TEAMCTL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -219,7 +220,7 @@ def build_app(view: View) -> Starlette:
     async def between(request: Request) -> Response:
         found = {m.id: m for team, member in await _members(view)
                  for m in await _history(view, team, member.name, 30)
-                 if m.sender != "operator"}
+                 if m.sender not in (OPERATOR, TEAMCTL)}
         return HTMLResponse(render.between([found[k] for k in sorted(found)][-50:]))
 
     async def board(request: Request) -> Response:
