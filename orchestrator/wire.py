@@ -13,9 +13,17 @@ both sides to these models.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
 
 __all__ = [
     "DOCUMENTS",
@@ -73,6 +81,8 @@ __all__ = [
     "TaskDoc",
     "TaskEventDoc",
     "TaskListDoc",
+    "TaskRef",
+    "TaskRefIn",
     "TaskShowDoc",
     "TaskState",
     "TaskStatus",
@@ -100,6 +110,34 @@ DeliveryState = Literal["queued", "prepared", "sent", "answered", "failed", "blo
 
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_TASK_REF = re.compile(r"[Tt]?([0-9]{1,19})")
+
+
+def _task_number(value: Any) -> Any:
+    """``"T3"`` (as every output writes it) or ``3`` → 3; anything else is left to fail."""
+    if isinstance(value, str) and (found := _TASK_REF.fullmatch(value)):
+        return int(found.group(1))
+    return value
+
+
+def _task_ref_in(value: Any) -> Any:
+    """A request's task id: ``3`` or ``"T3"`` (what an output printed), never ``"3"``."""
+    if isinstance(value, str) and re.fullmatch(r"T[0-9]{1,19}", value):
+        return int(value[1:])
+    return value
+
+
+# a task id in a request (strict: the int, or T3 as read from an output)
+TaskRefIn = Annotated[int, BeforeValidator(_task_ref_in)]
+# A board task's id: an int in the daemon, ``"T3"`` in every JSON document as on every screen
+# and in the members' tools — one form wherever a task is named (it was 3 in --json, T3
+# elsewhere: issue 45). Read back from either.
+TaskRef = Annotated[int, BeforeValidator(_task_number),
+                    PlainSerializer(lambda number: f"T{number}", return_type=str,
+                                    when_used="json"),
+                    WithJsonSchema({"type": "string", "pattern": "^T[0-9]+$"})]
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -302,7 +340,8 @@ class MessageDoc(_Doc):
     chain_id: str | None = None
     depth: int = Field(default=0, description="teammate hops from the operator's message")
     reply_to: str | None = None
-    task_id: int | None = Field(default=None, description="the board's task it belongs to")
+    task_id: TaskRef | None = Field(default=None, description="the board's task it belongs "
+                                    "to (T3)")
     created_at: str | None = Field(default=None, description="when it was journaled (UTC)")
     updated_at: str | None = Field(default=None, description="its delivery's last change (UTC)")
     usage: dict[str, Any] | None = Field(
@@ -347,7 +386,7 @@ class SendResult(_Doc):
     chain_id: str | None = None
     depth: int = 0
     reply_to: str | None = None
-    task_id: int | None = None
+    task_id: TaskRef | None = None
     created_at: str | None = None
     updated_at: str | None = None
     usage: dict[str, Any] | None = None
@@ -809,22 +848,26 @@ TaskStatus = Literal["pending", "in_progress", "review", "done", "failed", "canc
 TaskState = Literal["ready", "blocked", "in_progress", "review", "done", "failed", "cancelled"]
 
 
+_JOURNALED: dict[TaskState, TaskStatus] = {
+    "ready": "pending", "blocked": "pending", "in_progress": "in_progress", "review": "review",
+    "done": "done", "failed": "failed", "cancelled": "cancelled"}
+
+
 class TaskDoc(_Doc):
     """One board task (``teamctl task add|assign|release|cancel|deps --json``)."""
 
-    id: int = Field(description="shown as T<id>")
+    id: TaskRef = Field(description="T3, as every output names it")
     team: str
     title: str
     body: str
     role: str | None = Field(description="only a member of this role may claim it")
     priority: int = Field(description="higher first")
-    status: TaskStatus = Field(description="as journaled")
-    state: TaskState = Field(description="as shown: a pending task is ready or blocked")
+    state: TaskState = Field(description="the one state: a pending task is ready or blocked")
     owner: str | None = Field(description="who holds it (a pending one: assigned, waiting)")
     epoch: int | None = Field(description="which launch of the owner holds it")
     lease_until: float | None = Field(description="its owner's process ended: released to "
                                       "pending at this time unless the owner comes back")
-    blocked_by: list[int] = Field(description="the dependencies not done yet")
+    blocked_by: list[TaskRef] = Field(description="the dependencies not done yet")
     blocked: str | None = Field(description="what blocks it, in words (a failed or "
                                 "cancelled dependency said so)")
     check: str | None = Field(description="the gate command to pass before done")
@@ -834,6 +877,12 @@ class TaskDoc(_Doc):
     created_at: float
     updated_at: float
 
+    @property
+    def status(self) -> TaskStatus:
+        """As journaled: ``ready`` and ``blocked`` are both ``pending`` (the daemon's own
+        transitions read it; no output carries it beside ``state``)."""
+        return _JOURNALED[self.state]
+
 
 class TaskListDoc(_Doc):
     """``teamctl task list --json``: one page, oldest first."""
@@ -841,7 +890,8 @@ class TaskListDoc(_Doc):
     team: str
     tasks: list[TaskDoc]
     total: int = Field(description="tasks matching the filter, every page")
-    next_after: int | None = Field(description="--after for the next page (null: the last)")
+    next_after: TaskRef | None = Field(description="--after for the next page (null: the "
+                                       "last)")
 
 
 class TaskEventDoc(_Doc):
@@ -856,8 +906,8 @@ class TaskShowDoc(_Doc):
     """``teamctl task show ID --json``: the task, its edges and its lifetime."""
 
     task: TaskDoc
-    depends_on: list[int]
-    dependents: list[int]
+    depends_on: list[TaskRef]
+    dependents: list[TaskRef]
     events: list[TaskEventDoc]
 
 

@@ -380,7 +380,7 @@ def history(team: str | None, member: str, limit: int, before: str | None,
 
 def _task_of(message: dict[str, Any]) -> str:
     """``  task T3``: the board's task a message belongs to (none: nothing)."""
-    return "" if message.get("task_id") is None else f"  task T{message['task_id']}"
+    return "" if message.get("task_id") is None else f"  task {message['task_id']}"
 
 
 @cli.command()

@@ -2,10 +2,10 @@
 
 ``teamctl mcp`` lists these beside the messaging tools and calls ``member.task_*`` on the
 daemon with the member's token (``mcp_server``). A task is named ``T3`` or ``3`` (a model that
-sends the integer 3 is understood). Results are bounded: a task as its id, title, status,
-owner and what blocks it; ``task_get`` adds the body (its first ``_BODY_CHARS`` characters),
-the summary and the last ``_EVENTS`` events of its lifetime. Standard library only (the MCP
-server starts once per member).
+sends the integer 3 is understood) and shown ``T3``, as in every output. Results are bounded:
+a task as its id, title, state, owner and what blocks it; ``task_get`` adds the body (its first
+``_BODY_CHARS`` characters), the summary and the last ``_EVENTS`` events of its lifetime.
+Standard library only (the MCP server starts once per member).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _tool(name: str, description: str, required: list[str],
 
 _NAME = {"type": "string", "maxLength": 64}
 TASK_TOOLS: list[dict[str, Any]] = [
-    _tool("task_list", "The team's board, one page (50 tasks, id order): id, title, status "
+    _tool("task_list", "The team's board, one page (50 tasks, id order): id, title, state "
           "(ready, blocked, in_progress, review, done, failed, cancelled), owner, what blocks "
-          "it. filter: all (default), mine, or a status; after: the next page's start.", [],
+          "it. filter: all (default), mine, or a state; after: the next page's start.", [],
           {"filter": {"type": "string", "enum": _FILTERS, "description": "which tasks"},
            "after": _id("list the tasks after this one")}),
     _tool("task_get", "One task: its body, summary, dependencies and its lifetime.", ["id"],
@@ -102,7 +102,7 @@ def task_text(name: str, result: dict[str, Any]) -> str:
         doc: dict[str, Any] = {"tasks": [_brief(t) for t in result["tasks"]],
                                "total": result["total"]}
         if result.get("next_after") is not None:
-            doc["next_after"] = f"T{result['next_after']}"
+            doc["next_after"] = result["next_after"]
         return json.dumps(doc, ensure_ascii=False)
     if name == "task_get":
         return json.dumps(_details(result), ensure_ascii=False)
@@ -110,8 +110,8 @@ def task_text(name: str, result: dict[str, Any]) -> str:
 
 
 def _brief(task: dict[str, Any]) -> dict[str, Any]:
-    doc = {"id": f"T{task['id']}", "title": task["title"], "status": task["state"],
-           "owner": task.get("owner"), "blocked_by": [f"T{b}" for b in task["blocked_by"]]}
+    doc = {"id": task["id"], "title": task["title"], "state": task["state"],
+           "owner": task.get("owner"), "blocked_by": task["blocked_by"]}
     for key in ("blocked", "role"):
         if task.get(key):
             doc[key] = task[key]
@@ -128,7 +128,7 @@ def _details(shown: dict[str, Any]) -> dict[str, Any]:
     doc.update(body=_cut(task.get("body"), _BODY_CHARS),
                summary=_cut(task.get("summary"), _BODY_CHARS),
                evidence=_cut(task.get("evidence"), _BODY_CHARS),
-               dependents=[f"T{t}" for t in shown["dependents"]])
+               dependents=shown["dependents"])
     events = shown["events"]
     doc["events"] = [{"at": datetime.fromtimestamp(e["at"], UTC).isoformat(timespec="seconds"),
                       "by": e["actor"], "kind": e["kind"],

@@ -1,5 +1,6 @@
-"""``teamctl task add | list | show | assign | release | cancel | deps | review``: the team's board
-(docs/board.md). A task is named ``T3`` or ``3``. Registered by ``orchestrator.client.cli``."""
+"""``teamctl task add | list | show | assign | release | cancel | deps | review | done``: the
+team's board (docs/board.md). A task is named ``T3`` or ``3``, and shown ``T3`` in every output
+(``--json`` too). Registered by ``orchestrator.client.cli``."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def _when(at: float) -> str:
 
 def _line(task: dict[str, Any]) -> str:
     owner = task["owner"] or "-"
-    line = (f"T{task['id']:<5} {task['state']:<11} {task['priority']:>4}  {owner:<12} "
+    line = (f"{task['id']:<6} {task['state']:<11} {task['priority']:>4}  {owner:<12} "
             f"{task['role'] or '-':<10} {visible_line(task['title'])}")
     return line + (f"  ({visible_line(task['blocked'])})" if task["blocked"] else "")
 
@@ -64,7 +65,7 @@ def _echo_task(doc: dict[str, Any], as_json: bool, said: str) -> None:
         emit_json(doc)
         return
     owner = f" ({doc['owner']})" if doc["owner"] else ""
-    say(f"T{doc['id']} {said}: {doc['state']}{owner}")
+    say(f"{doc['id']} {said}: {doc['state']}{owner}")
     if doc["blocked"]:
         say(f"  {doc['blocked']}")
 
@@ -106,13 +107,13 @@ def add(team: str | None, title: str, body: str | None, blocked_by: tuple[int, .
     if as_json:
         emit_json(doc)
     else:
-        say(f"T{doc['id']}")
+        say(doc["id"])
 
 
 @task.command(name="list")
 @_TEAM
-@click.option("--status", type=click.Choice(_STATES), default=None,
-              help="Only these (ready and blocked are pending tasks).")
+@click.option("--state", "--status", "status", type=click.Choice(_STATES), default=None,
+              help="Only these (pending: ready and blocked).")
 @click.option("--owner", default=None, callback=check_name)
 @click.option("--role", default=None, callback=check_name)
 @click.option("--after", default=None, callback=_task_id, metavar="ID",
@@ -137,7 +138,7 @@ def list_tasks(team: str | None, status: str | None, owner: str | None, role: st
         say(_line(row))
     if doc["next_after"] is not None:
         say(f"showing {len(doc['tasks'])} of {doc['total']}; --after "
-            f"T{doc['next_after']} for the next page")
+            f"{doc['next_after']} for the next page")
 
 
 @task.command()
@@ -152,12 +153,12 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
         emit_json(doc)
         return
     row = doc["task"]
-    say(f"T{row['id']}  {visible_line(row['title'])}  [{row['state']}]  team {row['team']}")
+    say(f"{row['id']}  {visible_line(row['title'])}  [{row['state']}]  team {row['team']}")
     say(f"  owner {row['owner'] or '-'}, role {row['role'] or '-'}, priority "
         f"{row['priority']}, created by {row['created_by']}")
     for label, ids in (("waits on", doc["depends_on"]), ("waited on by", doc["dependents"])):
         if ids:
-            say(f"  {label}: " + ", ".join(f"T{i}" for i in ids))
+            say(f"  {label}: " + ", ".join(ids))
     for label in ("blocked", "check", "summary", "evidence"):
         if row[label]:
             say(f"  {label}: {row[label]}")
@@ -243,6 +244,29 @@ def review(task_id: int, verdict: str | None, note: str, team: str | None,
                                 "note": (note or "approved by the operator") if approve
                                 else verdict})
     _echo_task(doc, as_json, "approved" if approve else "rejected")
+
+
+@task.command()
+@_ID
+@click.option("--summary", default="done by the operator", show_default=True,
+              help="What was done, kept with the task (its owner reads it).")
+@_TEAM
+@_JSON
+@handles_errors
+def done(task_id: int, summary: str, team: str | None, as_json: bool) -> None:
+    """Finish task ID as its owner would: through the same gate — the check (run as the
+    owner), then the team's review — so it may go to review, or stay in progress with the
+    check's output (exit 1). Its owner is told."""
+    doc = _call("task_done", {"team": team, "id": task_id, "summary": summary})
+    if as_json:
+        emit_json(doc)
+    elif doc["state"] == "in_progress":
+        say(f"{doc['id']} is not done: its check failed; see 'teamctl task show {doc['id']}'",
+            err=True)
+    else:
+        _echo_task(doc, False, "completed")
+    if doc["state"] == "in_progress":
+        sys.exit(1)
 
 
 COMMANDS = (task,)

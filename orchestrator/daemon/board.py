@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from orchestrator.daemon import board_claims, board_journal, board_review, board_writes
@@ -186,6 +186,8 @@ class Board:
         task = await self._journal.run(board_writes.completable, task_id, team, by)
         verdict = await self.gate(task.model_copy(update={"summary": summary,
                                                           "evidence": evidence}))
+        if by.name != task.owner and verdict.status == "done":  # the owner is told it is
+            verdict = replace(verdict, by=by.name)  # done: it may still be working on it
         done = await self._finish(task_id, team, by, verdict.status, verdict.note,
                                   summary=summary, evidence=evidence)
         if self.on_gated is not None:

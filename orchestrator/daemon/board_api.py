@@ -1,8 +1,8 @@
 """The operator's board methods on the control API (``teamctl task ...``): ``task_add``,
 ``task_list``, ``task_show``, ``task_assign``, ``task_release``, ``task_cancel``,
-``task_deps``, ``task_review``. Each request's params are a strict pydantic model with
-bounded sizes (the board checks the text again, whoever calls it); the operator acts with
-``board.OPERATOR``.
+``task_deps``, ``task_review``, ``task_done``. Each request's params are a strict pydantic
+model with bounded sizes (the board checks the text again, whoever calls it; a task's id is
+3 or "T3", as an output printed it); the operator acts with ``board.OPERATOR``.
 ``api.ControlServer`` serves them beside its own methods."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from orchestrator.limits import (
     MAX_TASK_TEXT_BYTES,
     NAME_PATTERN,
 )
+from orchestrator.wire import TaskRefIn  # noqa: TC001 (pydantic reads it)
 
 if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
@@ -48,7 +49,7 @@ class TaskAddParams(_Params):
     body: str = Field(default="", max_length=MAX_TASK_TEXT_BYTES)
     role: str | None = _NAME
     priority: int = Field(default=0, ge=-1000, le=1000)
-    blocked_by: list[int] = _IDS
+    blocked_by: list[TaskRefIn] = _IDS
     assign: str | None = _NAME
     check: str | None = Field(default=None, max_length=2000)
 
@@ -58,12 +59,12 @@ class TaskListParams(_Params):
                     "cancelled"] | None = None
     owner: str | None = _NAME
     role: str | None = _NAME
-    after: int = Field(default=0, ge=0, le=MAX_SEQ)
+    after: TaskRefIn = Field(default=0, ge=0, le=MAX_SEQ)
     limit: int = Field(default=100, ge=1, le=MAX_PAGE_ROWS)
 
 
 class TaskIdParams(_Params):
-    id: int = _ID
+    id: TaskRefIn = _ID
 
 
 class TaskAssignParams(TaskIdParams):
@@ -79,9 +80,13 @@ class TaskReviewParams(TaskIdParams):
     note: str = Field(min_length=1, max_length=MAX_TASK_TEXT_BYTES)
 
 
+class TaskDoneParams(TaskIdParams):
+    summary: str = Field(min_length=1, max_length=MAX_TASK_TEXT_BYTES)
+
+
 class TaskDepsParams(TaskIdParams):
-    add: list[int] = _IDS
-    remove: list[int] = _IDS
+    add: list[TaskRefIn] = _IDS
+    remove: list[TaskRefIn] = _IDS
 
 
 def assignee_of(teams: Teams, supervisor: Supervisor, team: str, member: str) -> Assignee:
@@ -110,6 +115,7 @@ class BoardApi:
             "task_cancel": (TaskReasonParams, self._cancel),
             "task_deps": (TaskDepsParams, self._deps),
             "task_review": (TaskReviewParams, self._review),
+            "task_done": (TaskDoneParams, self._done),
         }
 
     def _assignee(self, team: str, member: str) -> Assignee:
@@ -148,6 +154,12 @@ class BoardApi:
     async def _review(self, params: TaskReviewParams) -> TaskDoc:
         return await self._board.review(params.id, by=OPERATOR, approve=params.approve,
                                         note=params.note, team=params.team)
+
+    async def _done(self, params: TaskDoneParams) -> TaskDoc:
+        """The operator finishes a task as its owner would: through the same gate (the
+        check as the owner, then the review); its owner is told."""
+        return await self._board.complete(params.id, by=OPERATOR, summary=params.summary,
+                                          team=params.team)
 
     async def _deps(self, params: TaskDepsParams) -> TaskDoc:
         return await self._board.deps(params.id, by=OPERATOR, add=params.add,

@@ -115,7 +115,7 @@ def task_doc(row: sqlite3.Row, blocked_by: list[tuple[int, str]]) -> TaskDoc:
     state, blocked = shown(row["status"], blocked_by)
     return TaskDoc(
         id=row["id"], team=row["team"], title=row["title"], body=row["body"],
-        role=row["role"], priority=row["priority"], status=row["status"], state=state,
+        role=row["role"], priority=row["priority"], state=state,
         owner=row["owner"], epoch=row["owner_epoch"], lease_until=row["lease_until"],
         blocked_by=[b for b, _ in blocked_by], blocked=blocked, check=row["check_command"],
         created_by=row["created_by"], summary=row["summary"], evidence=row["evidence"],

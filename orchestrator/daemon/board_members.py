@@ -21,6 +21,7 @@ from orchestrator.daemon.board import Actor
 from orchestrator.daemon.board_api import assignee_of
 from orchestrator.errors import TaskRefused, TeamctlError
 from orchestrator.limits import MAX_SEQ, MAX_TASK_DEPS, MAX_TASK_TEXT_BYTES, NAME_PATTERN
+from orchestrator.wire import TaskRefIn  # noqa: TC001 (pydantic reads it)
 
 if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
@@ -47,23 +48,23 @@ class _Params(BaseModel):
 class ListParams(_Params):
     filter: Literal["all", "mine", "ready", "blocked", "pending", "in_progress", "review",
                     "done", "failed", "cancelled"] = "all"
-    after: int = Field(default=0, ge=0, le=MAX_SEQ)
+    after: TaskRefIn = Field(default=0, ge=0, le=MAX_SEQ)
 
 
 class IdParams(_Params):
-    id: int = _ID
+    id: TaskRefIn = _ID
 
 
 class CreateParams(_Params):
     title: str = Field(min_length=1, max_length=1000)
     body: str = Field(default="", max_length=MAX_TASK_TEXT_BYTES)
-    blocked_by: list[int] = Field(default_factory=list, max_length=MAX_TASK_DEPS)
+    blocked_by: list[TaskRefIn] = Field(default_factory=list, max_length=MAX_TASK_DEPS)
     role: str | None = Field(default=None, pattern=NAME_PATTERN)
     assignee: str | None = Field(default=None, pattern=NAME_PATTERN)
 
 
 class ClaimParams(_Params):
-    id: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+    id: TaskRefIn | None = Field(default=None, ge=1, le=MAX_SEQ)
 
 
 class NoteParams(IdParams):

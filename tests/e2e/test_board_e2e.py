@@ -56,15 +56,15 @@ def test_a_claude_lead_plans_and_codex_and_opencode_members_claim_and_complete(
     team.write_text(team.read_text() + '\n[board]\ncheck = "true"\n')
     assert teamctl.run("launch", str(team)).returncode == 0
     for title in ("parse the config", "write the docs"):
-        assert '"status": "ready"' in _tool(teamctl, "lead", "task_create", title=title)
+        assert '"state": "ready"' in _tool(teamctl, "lead", "task_create", title=title)
     third = _tool(teamctl, "lead", "task_create", title="release", blocked_by=["T1", "T2"])
-    assert '"id": "T3"' in third and '"status": "blocked"' in third
+    assert '"id": "T3"' in third and '"state": "blocked"' in third
     assert _tool(teamctl, "cdx", "task_claim", id="T1").count('"owner": "cdx"') == 1
     assert '"owner": "oc"' in _tool(teamctl, "oc", "task_claim", id="T2")
-    assert '"status": "done"' in _tool(teamctl, "cdx", "task_complete", id="T1",
+    assert '"state": "done"' in _tool(teamctl, "cdx", "task_complete", id="T1",
                                        summary="parsed", evidence="make test")
     assert _state(teamctl, "T3") == "blocked", "T3 still waits on T2"
-    assert '"status": "done"' in _tool(teamctl, "oc", "task_complete", id="T2",
+    assert '"state": "done"' in _tool(teamctl, "oc", "task_complete", id="T2",
                                        summary="written")
     assert _state(teamctl, "T3") == "ready"
     shown = teamctl.json("task", "show", "T1")
@@ -82,9 +82,9 @@ def test_a_claude_lead_plans_and_codex_and_opencode_members_claim_and_complete(
     codex_outputs = [_plain(i["output"]) for r in responses.response_requests()
                      for i in r["body"]["input"] if i.get("type") == "function_call_output"]
     assert any('"owner": "cdx"' in o for o in codex_outputs), codex_outputs
-    assert any('"status": "done"' in o for o in codex_outputs)
+    assert any('"state": "done"' in o for o in codex_outputs)
     oc_tools = [_plain(m["content"]) for r in chat.chat_requests() for m in r["body"]["messages"]
                 if m.get("role") == "tool"]
     assert any('"owner": "oc"' in m for m in oc_tools), oc_tools
-    assert any('"status": "done"' in m for m in oc_tools)
+    assert any('"state": "done"' in m for m in oc_tools)
     print(f"board e2e (launch, 7 tool turns, checks): {time.monotonic() - started:.1f} s")

@@ -14,10 +14,10 @@ from tests.faults.test_daemon_faults import _start_daemon
 MEMBERS = ["m0", "m1", "m2", "m3"]
 
 
-def _handed(teamctl: Teamctl) -> dict[str, list[int]]:
-    """The tasks each member was told it owns (its history)."""
-    return {m: [int(n) for msg in teamctl.json("history", m)["messages"]
-                for n in re.findall(r"you now own task T(\d+)", msg["text"])] for m in MEMBERS}
+def _handed(teamctl: Teamctl) -> dict[str, list[str]]:
+    """The tasks each member was told it owns (its history), as every output names them."""
+    return {m: [n for msg in teamctl.json("history", m)["messages"]
+                for n in re.findall(r"you now own task (T\d+)", msg["text"])] for m in MEMBERS}
 
 
 def test_daemon_killed_mid_claim_leaves_no_task_with_two_owners_and_none_lost(
@@ -42,13 +42,13 @@ def test_daemon_killed_mid_claim_leaves_no_task_with_two_owners_and_none_lost(
             "task_offered", "tasks_adopted"), timeout=60)
     listed = teamctl.json("task", "list")
     assert listed["total"] == 12, "no task lost"
-    held = [t for t in listed["tasks"] if t["status"] == "in_progress"]
+    held = [t for t in listed["tasks"] if t["state"] == "in_progress"]
     owners = Counter(t["owner"] for t in held)
     assert set(owners) == set(MEMBERS) and set(owners.values()) == {1}, owners
     handed = _handed(teamctl)
     for task in held:
-        assert task["id"] in handed[task["owner"]], f"{task['owner']} holds T{task['id']} untold"
+        assert task["id"] in handed[task["owner"]], f"{task['owner']} holds {task['id']} untold"
     told = [n for ids in handed.values() for n in ids]
     assert len(told) == len(set(told)), f"a task handed to two members: {handed}"
-    assert all(t["status"] == "pending" and t["owner"] is None
-               for t in listed["tasks"] if t["status"] != "in_progress")
+    assert all(t["state"] in ("ready", "blocked") and t["owner"] is None
+               for t in listed["tasks"] if t["state"] != "in_progress")

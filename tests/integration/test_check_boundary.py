@@ -74,7 +74,7 @@ def _gate_note(teamctl: Teamctl, task_id: int) -> tuple[str, str]:
     shown = teamctl.json("task", "show", str(task_id))
     notes = [e["note"] or "" for e in shown["events"] if e["kind"] == "gate"]
     assert notes, shown["events"]
-    return shown["task"]["status"], notes[-1]
+    return shown["task"]["state"], notes[-1]
 
 
 def _escape_recipe(teamctl: Teamctl, canary: str, outside: Path) -> list[str]:

@@ -4,14 +4,16 @@ teamctl prints run as printed, ``doctor``'s lists, shell completion asked of the
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import sys
 from typing import TYPE_CHECKING
 
 from tests.conftest import FAKE_CLAUDE, fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.conftest import LogFollower, Teamctl
 
 
 def test_a_launch_whose_notify_cannot_start_is_refused_naming_notify_init(
@@ -119,3 +121,43 @@ def test_doctor_lists_the_runtimes_the_team_file_uses_and_names_the_bubblewrap_i
     said = teamctl.run("doctor", extra_env={"TEAMCTL_BWRAP": "/nonexistent/bwrap"})
     assert "apt-get install bubblewrap" in said.stdout
     assert "acp qwen" in said.stdout and "\nacp  " not in said.stdout, "no bare acp row"
+
+
+def test_a_task_is_t3_in_every_output_with_one_state_and_the_operator_finishes_it_through_the_gate(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """A task was ``3`` in ``--json``, ``T3`` on screen and in the members' tools, with both
+    ``status`` and ``state``: it is ``T3`` everywhere, with one state. ``teamctl task done``
+    finishes it as its owner would — the check runs first (a failing one keeps it in
+    progress, exit 1) — and the owner is told, by teamctl."""
+    check = f"{sys.executable} -c \"import os, sys; sys.exit(0 if os.path.exists('ok') else 3)\""
+    path = teamctl.write_team("web", [fake_member("dev", claims=True)])
+    path.write_text(path.read_text().replace("\n[[members]]", f"\n[board]\ncheck = "
+                                             f"{json.dumps(check)}\n\n[[members]]", 1))
+    assert teamctl.run("launch", str(path)).returncode == 0
+    added = teamctl.json("task", "add", "wire the form")
+    assert (added["id"], added["state"], "status" in added) == ("T1", "ready", False)
+    follow_logs.wait_for(lambda e: e["event"] == "task_offered")
+    listed = teamctl.json("task", "list", "--state", "in_progress")
+    assert [t["id"] for t in listed["tasks"]] == ["T1"]
+    assert teamctl.run("task", "add", "docs", "--blocked-by", "T1").stdout == "T2\n"
+    assert teamctl.json("task", "show", "T2")["task"]["blocked_by"] == ["T1"]
+    assert teamctl.json("task", "show", "T1")["dependents"] == ["T2"]
+    [handed] = [m for m in teamctl.json("history", "dev")["messages"]
+                if "you now own task T1" in m["text"]]
+    assert (handed["task_id"], handed["sender"]) == ("T1", "teamctl")
+    assert "from teamctl  task T1" in teamctl.run("history", "dev").stdout
+
+    refused = teamctl.run("task", "done", "T1", "--summary", "wired")
+    assert refused.returncode == 1
+    assert "T1 is not done: its check failed" in refused.stderr
+    assert teamctl.json("task", "show", "T1")["task"]["state"] == "in_progress"
+    (teamctl.workdir / "ok").touch()
+    finished = teamctl.run("task", "done", "T1", "--summary", "wired")
+    assert (finished.returncode, finished.stdout) == (0, "T1 completed: done (dev)\n")
+    shown = teamctl.json("task", "show", "T1")
+    assert (shown["task"]["state"], shown["task"]["summary"]) == ("done", "wired")
+    assert [e["actor"] for e in shown["events"] if e["kind"] == "completed"] == ["operator"]
+    assert teamctl.json("task", "show", "T2")["task"]["blocked_by"] == [], "T2 unblocked"
+    told = [m for m in teamctl.json("history", "dev")["messages"]
+            if "task T1 (wire the form) is done" in m["text"]]
+    assert [m["sender"] for m in told] == ["teamctl"], "its owner is told, by teamctl"

@@ -311,7 +311,7 @@ def to_review(teamctl: Teamctl, title: str) -> int:
     args = json.dumps({"id": f"T{task}", "summary": "done, tests pass"})
     done = teamctl.run("send", "dev", f"MCP task_complete {args}", "--wait")
     assert done.returncode == 0 and "mcp: " in done.stdout, done.stdout + done.stderr
-    assert teamctl.json("task", "show", f"T{task}")["task"]["status"] == "review"
+    assert teamctl.json("task", "show", f"T{task}")["task"]["state"] == "review"
     return task
 
 
@@ -355,7 +355,7 @@ def test_a_fatal_member_a_budget_hold_and_a_review_are_each_published_once(
     assert [a["label"] for a in review["actions"]] == ["Approve", "Deny", "Open"]
     tap(review, "Approve")
     receipt(ntfy, topic, "applied: approved (done)")
-    assert teamctl.json("task", "show", f"T{first}")["task"]["status"] == "done"
+    assert teamctl.json("task", "show", f"T{first}")["task"]["state"] == "done"
     second = to_review(teamctl, "wire the form")  # a later pass: nothing earlier again
     pushed(ntfy, topic, f"T{second} waits for your review")
     assert [count(ntfy, topic, n) for n in ("lead stopped", "rev is paused",

@@ -118,7 +118,7 @@ async def test_members_create_claim_and_complete_and_the_dependent_task_becomes_
     assert listed["tasks"] == [], "T3 still waits on T2"
     done = await api.ok("member.task_complete", "ops", id=t2["id"], summary="written",
                         evidence="make docs")
-    assert done["status"] == "done"
+    assert done["state"] == "done"
     ready = await api.ok("member.task_list", "ops", filter="ready")
     assert [t["id"] for t in ready["tasks"]] == [t3["id"]]
     mine = await api.ok("member.task_list", "ops", filter="mine")
@@ -147,7 +147,7 @@ async def test_hostile_task_tool_calls_are_typed_refusals_and_change_nothing(api
     await api.ok("member.task_claim", "dev", id=mine["id"])
     before = await api.ok("member.task_get", "dev", id=mine["id"])
     bad: list[tuple[str, dict[str, Any]]] = [
-        ("member.task_get", {"id": str(mine["id"])}),  # "3" is not an id: strict
+        ("member.task_get", {"id": mine["id"][1:]}),  # "3" is not an id: strict (T3 is)
         ("member.task_get", {"id": 0}),
         ("member.task_get", {"id": -1}),
         ("member.task_get", {"id": 2**63}),
@@ -169,7 +169,7 @@ async def test_hostile_task_tool_calls_are_typed_refusals_and_change_nothing(api
         ("member.task_review", {"id": mine["id"], "approve": "yes", "note": "n"}),
         ("member.task_list", {"filter": "everything"}),
         ("member.task_list", {"after": -5}),
-        ("member.task_claim", {"id": "T1"}),
+        ("member.task_claim", {"id": "1"}),  # 1 or "T1" (as printed), never a digit string
     ]
     for method, params in bad:
         await api.refused(method, "dev", "usage_error", **params)
@@ -221,9 +221,9 @@ async def test_task_list_on_ten_thousand_tasks_answers_pages_of_fifty(api: _Api)
     elapsed = time.perf_counter() - started
     print(f"task_list first page on 10,000 tasks: {elapsed * 1000:.1f} ms")
     assert page["total"] == 10_000 and len(page["tasks"]) == MEMBER_PAGE_ROWS
-    assert page["tasks"][0]["id"] == first.id
+    assert page["tasks"][0]["id"] == f"T{first.id}"  # as every output names a task
     nxt = await api.ok("member.task_list", "dev", after=page["next_after"])
-    assert nxt["tasks"][0]["id"] == page["next_after"] + 1
+    assert nxt["tasks"][0]["id"] == f"T{int(page['next_after'][1:]) + 1}"
     blocked = await api.ok("member.task_list", "dev", filter="blocked")
     assert blocked["total"] == 0
 
@@ -252,10 +252,10 @@ async def test_a_message_sent_while_holding_a_task_belongs_to_it(api: _Api) -> N
     history = {m.text: m for member in ("ops", "qa")
                for m in (await c.teams.history("web", member)).messages}
     assert history["about to start"].task_id is None
-    assert history["working on it"].task_id == task["id"]
-    assert history["offer: T1"].task_id == task["id"]
+    assert f"T{history['working on it'].task_id}" == task["id"]
+    assert f"T{history['offer: T1'].task_id}" == task["id"]
     thread = await c.teams.thread(during.id)
-    assert thread.messages[0].id == during.id and thread.messages[0].task_id == task["id"]
+    assert thread.messages[0].id == during.id and f"T{thread.messages[0].task_id}" == task["id"]
     assert before.id != during.id
 
 
@@ -280,10 +280,10 @@ async def test_the_lead_assigns_and_the_reviewer_settles_through_their_tools(
     noted = await call("member.task_update", "boss", id=task["id"], note="the lead may")
     assert "error" not in noted, noted
     done = await call("member.task_complete", "dev", id=task["id"], summary="shipped")
-    assert done["status"] == "review", done
+    assert done["state"] == "review", done
     refused = await call("member.task_review", "dev", id=task["id"], approve=True,
                          note="looks fine to me")
     assert refused["error"]["code"] == "task_forbidden", refused
     approved = await call("member.task_review", "rev", id=task["id"], approve=True,
                           note="checked")
-    assert approved["status"] == "done", approved
+    assert approved["state"] == "done", approved

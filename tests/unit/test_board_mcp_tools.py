@@ -24,8 +24,9 @@ TOKEN = "t" * 32
 
 
 def _task(task_id: int, **fields: Any) -> dict[str, Any]:
-    return {"id": task_id, "team": "web", "title": f"task {task_id}", "body": "", "role": None,
-            "priority": 0, "status": "pending", "state": "ready", "owner": None, "epoch": None,
+    """A task as the daemon's JSON names it (T3: one form in every output)."""
+    return {"id": f"T{task_id}", "team": "web", "title": f"task {task_id}", "body": "",
+            "role": None, "priority": 0, "state": "ready", "owner": None, "epoch": None,
             "lease_until": None, "blocked_by": [], "blocked": None, "check": None,
             "created_by": "lead", "summary": None, "evidence": None, "created_at": 0.0,
             "updated_at": 0.0, **fields}
@@ -106,24 +107,24 @@ def test_each_task_tool_calls_its_member_method_with_the_token_and_ids_as_number
 def test_results_are_small_json_and_a_long_body_is_cut(daemon: _Daemon) -> None:
     events = [{"at": 0.0, "actor": "lead", "kind": "updated", "note": "n" * 1000}] * 30
     daemon.answers["member.task_get"] = {"result": {
-        "task": _task(3, body="b" * 100_000, blocked_by=[1], state="blocked",
+        "task": _task(3, body="b" * 100_000, blocked_by=["T1"], state="blocked",
                       blocked="blocked by T1 (pending)"),
-        "depends_on": [1], "dependents": [4], "events": events}}
+        "depends_on": ["T1"], "dependents": ["T4"], "events": events}}
     text, _ = _call("task_get", {"id": "T3"})
     shown = json.loads(text)
     assert len(text) < 20_000  # body, summary, evidence: 4000 each; 20 notes of 300
-    assert (shown["id"], shown["status"], shown["blocked_by"], shown["dependents"]) == (
+    assert (shown["id"], shown["state"], shown["blocked_by"], shown["dependents"]) == (
         "T3", "blocked", ["T1"], ["T4"])
     assert shown["body"].endswith("… (cut)") and len(shown["body"]) < 4100
     assert len(shown["events"]) == 20 and shown["earlier_events"] == 10
     daemon.answers["member.task_list"] = {"result": {
         "team": "web", "tasks": [_task(n, body="x" * 60_000) for n in range(1, 51)],
-        "total": 10_000, "next_after": 50}}
+        "total": 10_000, "next_after": "T50"}}
     listed = json.loads(_call("task_list", {})[0])
     assert (listed["total"], listed["next_after"], len(listed["tasks"])) == (10_000, "T50", 50)
     assert "body" not in listed["tasks"][0], "a list never carries bodies"
     claimed = json.loads(_call("task_claim", {})[0])
-    assert claimed == {"id": "T1", "title": "task 1", "status": "ready", "owner": None,
+    assert claimed == {"id": "T1", "title": "task 1", "state": "ready", "owner": None,
                        "blocked_by": []}
 
 
