@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from orchestrator import client
+from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.limits import (
     APPROVAL_ID_PATTERN,
@@ -90,9 +91,10 @@ def _indented(text: str) -> list[str]:
 
 
 @click.command()
-@click.argument("approval_id", metavar="[ID]", required=False, callback=_approval_id)
-@click.option("--team", default=None, callback=check_name)
-@click.option("--member", default=None, callback=check_name,
+@click.argument("approval_id", metavar="[ID]", required=False, callback=_approval_id,
+                shell_complete=completion.approval_ids)
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
+@click.option("--member", default=None, callback=check_name, shell_complete=completion.members,
               help="With --rules or --revoke: this member's rules only.")
 @click.option("--all", "everything", is_flag=True,
               help="Also the settled ones (with --rules: the revoked ones).")
@@ -212,7 +214,8 @@ _SHA256 = click.option(
 
 
 @click.command()
-@click.argument("approval_id", metavar="ID", callback=_approval_id)
+@click.argument("approval_id", metavar="ID", callback=_approval_id,
+                shell_complete=completion.approval_ids)
 @click.option("--always", is_flag=True,
               help="Also for the rest of the session, and keep a rule for later launches: "
               "the exact command, or the tool under that path's directory in the worktree "
@@ -234,7 +237,8 @@ def approve(approval_id: str, always: bool, sha256: str | None, as_json: bool) -
 
 
 @click.command()
-@click.argument("approval_id", metavar="ID", callback=_approval_id)
+@click.argument("approval_id", metavar="ID", callback=_approval_id,
+                shell_complete=completion.approval_ids)
 @click.option("--message", default=None, help="Why, or what to do instead (the model sees it).")
 @_SHA256
 @click.option("--json", "as_json", is_flag=True)
@@ -246,7 +250,8 @@ def deny(approval_id: str, message: str | None, sha256: str | None, as_json: boo
 
 
 @click.command()
-@click.argument("approval_id", metavar="ID", callback=_approval_id)
+@click.argument("approval_id", metavar="ID", callback=_approval_id,
+                shell_complete=completion.approval_ids)
 @click.argument("text")
 @_SHA256
 @click.option("--json", "as_json", is_flag=True)

@@ -43,7 +43,7 @@ def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30
         raise RequestTooLarge(rpc.REQUEST_LIMIT_BYTES, len(data))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(_CONNECT_TIMEOUT)
+        sock.settimeout(min(_CONNECT_TIMEOUT, timeout))
         try:
             sock.connect(path)
         except FileNotFoundError:

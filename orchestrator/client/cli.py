@@ -25,6 +25,7 @@ from orchestrator.client import (
     task_cli,
     ui_cli,
 )
+from orchestrator.client import completion as completers
 from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
     TEAM_OPTION,
@@ -149,7 +150,7 @@ def _stop_idle_daemon(home: Home) -> None:
 
 
 @cli.command()
-@click.argument("team", required=False, callback=check_name)
+@click.argument("team", required=False, callback=check_name, shell_complete=completers.teams)
 @TEAM_OPTION
 @click.option("--watch", is_flag=True,
               help="Redraw on every change (members, deliveries, approvals) until Ctrl-C.")
@@ -214,8 +215,8 @@ def _paste_position(args: list[str]) -> int | None:
 
 
 @cli.command(cls=_SendCommand)
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completers.teams)
+@click.argument("member", callback=check_name, shell_complete=completers.members)
 @click.argument("text", required=False)
 @click.option("--attach", "attach", multiple=True, metavar="PATH",
               type=click.Path(path_type=Path),
@@ -333,8 +334,8 @@ def _print_sent(result: dict[str, Any], *, wait: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completers.teams)
+@click.argument("member", callback=check_name, shell_complete=completers.members)
 @click.option("--limit", type=click.IntRange(1, MAX_PAGE_ROWS), default=50, show_default=True,
               help="How many messages (the newest).")
 @click.option("--before", metavar="ID", default=None,
@@ -384,8 +385,8 @@ def _task_of(message: dict[str, Any]) -> str:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completers.teams)
+@click.argument("member", callback=check_name, shell_complete=completers.members)
 @handles_errors
 def restart(team: str | None, member: str) -> None:
     """Restart MEMBER (also clears a fatal state)."""
@@ -395,7 +396,7 @@ def restart(team: str | None, member: str) -> None:
 
 
 @cli.command()
-@click.argument("team", required=False, callback=check_name)
+@click.argument("team", required=False, callback=check_name, shell_complete=completers.teams)
 @TEAM_OPTION
 @handles_errors
 def stop(team: str | None, team_option: str | None) -> None:
@@ -440,7 +441,7 @@ def thread(message_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completers.teams)
 @click.option("--prune", is_flag=True,
               help="Remove worktrees that lose nothing: clean, merged or pushed, not running.")
 @click.option("--json", "as_json", is_flag=True)
@@ -467,8 +468,8 @@ def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completers.teams)
+@click.argument("member", callback=check_name, shell_complete=completers.members)
 @click.option("--stat", is_flag=True, help="Only the summary of changed files.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors

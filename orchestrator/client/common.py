@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from orchestrator.client import completion
 from orchestrator.errors import TeamctlError
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.paths import Home
@@ -41,7 +42,8 @@ def check_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 TEAM_OPTION = click.option("--team", "team_option", default=None, metavar="TEAM",
-                           callback=check_name, help="The same as TEAM.")
+                           callback=check_name, shell_complete=completion.teams,
+                           help="The same as TEAM.")
 
 
 def one_team(team: str | None, team_option: str | None) -> str | None:

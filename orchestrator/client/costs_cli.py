@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from orchestrator import client
+from orchestrator.client import completion
 from orchestrator.client.common import (
     check_name,
     cost_text,
@@ -19,7 +20,7 @@ __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.option("--team", default=None, callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
 @click.option("--by", type=click.Choice(["member", "model", "day"]), default="member",
               show_default=True, help="How to group the turns.")
 @click.option("--prices", is_flag=True, help="Show the price table instead (model → USD).")
@@ -55,8 +56,8 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", required=False, callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
+@click.argument("member", required=False, callback=check_name, shell_complete=completion.members)
 @click.option("--add", "add_usd", type=click.FloatRange(min=0, max=1_000_000), default=None,
               metavar="USD", help="Raise the budget by USD (from what is spent, if none).")
 @click.option("--set", "usd", type=click.FloatRange(min=0, max=1_000_000), default=None,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator import client
+from orchestrator.client import completion
 from orchestrator.client.common import check_name, handles_errors, say, teamctl_home
 from orchestrator.client.out_file import check_out, write_out
 from orchestrator.errors import UsageError
@@ -37,8 +38,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @click.command()
-@click.option("--team", default=None, callback=check_name)
-@click.argument("member", required=False, callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
+@click.argument("member", required=False, callback=check_name, shell_complete=completion.members)
 @click.option("--all", "every", is_flag=True, help="Every member of the team.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the document to FILE (0600, a new file; - is standard output) "

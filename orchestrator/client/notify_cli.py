@@ -8,6 +8,7 @@ import sys
 import click
 
 from orchestrator import client
+from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.errors import UsageError
 
@@ -50,7 +51,7 @@ def init(server: str, force: bool) -> None:
 
 
 @notify.command()
-@click.option("--team", default=None, callback=check_name)
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
 @click.option("--timeout", type=click.FloatRange(1, 120), default=30.0, show_default=True,
               help="Seconds to wait for the round trip through the ntfy server.")
 @click.option("--json", "as_json", is_flag=True)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from orchestrator import client
+from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.limits import MAX_PAGE_ROWS, MAX_SEQ, MAX_TASK_TEXT_BYTES
 from orchestrator.visible import visible_line
@@ -70,9 +71,9 @@ def _echo_task(doc: dict[str, Any], as_json: bool, said: str) -> None:
         say(f"  {doc['blocked']}")
 
 
-_TEAM = click.option("--team", default=None, callback=check_name)
+_TEAM = click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
 _JSON = click.option("--json", "as_json", is_flag=True)
-_ID = click.argument("task_id", metavar="ID", callback=_task_id)
+_ID = click.argument("task_id", metavar="ID", callback=_task_id, shell_complete=completion.task_ids)
 _REASON = click.option("--reason", default=None, help="Why, kept in the task's lifetime.")
 
 
@@ -86,12 +87,14 @@ def task() -> None:
 @click.argument("title")
 @click.option("--body", default=None, metavar="TEXT|-", help="The details ('-': stdin).")
 @click.option("--blocked-by", "blocked_by", multiple=True, callback=_task_id, metavar="ID",
+              shell_complete=completion.task_ids,
               help="A task this one waits on (repeat for several).")
 @click.option("--role", default=None, callback=check_name,
               help="Only a member of this role may claim it.")
 @click.option("--priority", type=click.IntRange(-1000, 1000), default=0, show_default=True,
               help="Higher is claimed first.")
-@click.option("--assign", default=None, callback=check_name, metavar="MEMBER",
+@click.option("--assign", default=None, callback=check_name,
+              shell_complete=completion.members, metavar="MEMBER",
               help="Hand it to MEMBER (now if ready, else once it is).")
 @click.option("--check", default=None, metavar="CMD",
               help="The command that must pass before done (overrides the team's check).")
@@ -114,9 +117,10 @@ def add(team: str | None, title: str, body: str | None, blocked_by: tuple[int, .
 @_TEAM
 @click.option("--state", "--status", "status", type=click.Choice(_STATES), default=None,
               help="Only these (pending: ready and blocked).")
-@click.option("--owner", default=None, callback=check_name)
+@click.option("--owner", default=None, callback=check_name, shell_complete=completion.members)
 @click.option("--role", default=None, callback=check_name)
 @click.option("--after", default=None, callback=_task_id, metavar="ID",
+              shell_complete=completion.task_ids,
               help="The page after this task (as the last page said).")
 @click.option("--limit", type=click.IntRange(1, MAX_PAGE_ROWS), default=100, show_default=True)
 @_JSON
@@ -172,7 +176,7 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
 
 @task.command()
 @_ID
-@click.argument("member", callback=check_name)
+@click.argument("member", callback=check_name, shell_complete=completion.members)
 @_TEAM
 @_JSON
 @handles_errors
@@ -209,8 +213,10 @@ def cancel(task_id: int, reason: str | None, team: str | None, as_json: bool) ->
 @task.command()
 @_ID
 @click.option("--add", multiple=True, callback=_task_id, metavar="ID2",
+              shell_complete=completion.task_ids,
               help="Make ID wait on ID2 (a cycle is refused and named).")
 @click.option("--remove", multiple=True, callback=_task_id, metavar="ID2",
+              shell_complete=completion.task_ids,
               help="ID no longer waits on ID2.")
 @_TEAM
 @_JSON

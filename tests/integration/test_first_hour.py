@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import socket
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from tests.asking import next_request
 from tests.conftest import FAKE_CLAUDE, fake_member
 
 if TYPE_CHECKING:
@@ -161,3 +164,51 @@ def test_a_task_is_t3_in_every_output_with_one_state_and_the_operator_finishes_i
     told = [m for m in teamctl.json("history", "dev")["messages"]
             if "task T1 (wire the form) is done" in m["text"]]
     assert [m["sender"] for m in told] == ["teamctl"], "its owner is told, by teamctl"
+
+
+def _complete(teamctl: Teamctl, line: str, shell: str = "bash") -> subprocess.CompletedProcess[str]:
+    """What a shell's completion function runs on Tab after ``line`` (click's protocol:
+    ``_TEAMCTL_COMPLETE``, the words, the index of the one being completed), in a new
+    interpreter as the shell starts it."""
+    words = line.split()
+    index = len(words) if line.endswith(" ") else len(words) - 1
+    env = {**teamctl.env, "_TEAMCTL_COMPLETE": f"{shell}_complete", "COMP_WORDS": line,
+           "COMP_CWORD": str(index)}
+    return subprocess.run([sys.executable, "-m", "orchestrator"], env=env, text=True,
+                          capture_output=True, timeout=30, check=False)
+
+
+def _offered(teamctl: Teamctl, line: str) -> set[str]:
+    done = _complete(teamctl, line)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return {row.split(",", 1)[1] for row in done.stdout.splitlines()}
+
+
+def test_tab_completes_members_task_ids_and_approval_ids_from_the_daemon(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """A Tab after ``send``, ``task show``, ``approve`` offers what the running daemon knows
+    (zsh sees a description, each shown visibly); with the daemon down, or a socket that
+    never answers, it offers nothing and prints nothing."""
+    web = teamctl.write_team("web", [fake_member("lead"), fake_member("asker",
+                                                                     permissions="ask")])
+    assert teamctl.run("launch", str(web)).returncode == 0
+    assert teamctl.run("task", "add", "wire the form").returncode == 0
+    teamctl.run("send", "asker", "WRITE asked.txt from a test")
+    asked = next_request(teamctl, follow_logs)
+
+    assert _offered(teamctl, "teamctl send ") == {"lead", "asker"}
+    assert _offered(teamctl, "teamctl send --team web a") == {"asker"}
+    assert _offered(teamctl, "teamctl status ") == {"web"}
+    assert _offered(teamctl, "teamctl task show ") == {"T1"}
+    assert _offered(teamctl, "teamctl task show 1") == {"1"}
+    assert _offered(teamctl, "teamctl approve ") == {asked["id"]}
+    zsh = _complete(teamctl, "teamctl task assign T1 ", shell="zsh").stdout.splitlines()
+    assert zsh[1:3] == ["lead", "web: claude, ready"], zsh
+
+    teamctl.shutdown()
+    assert _complete(teamctl, "teamctl send ").stdout.strip() == "", "no daemon: nothing"
+    with socket.socket(socket.AF_UNIX) as silent:  # takes the connection, never answers
+        silent.bind(str(teamctl.home / "teamctl.sock"))
+        silent.listen()
+        quiet = _complete(teamctl, "teamctl send ")
+        assert (quiet.returncode, quiet.stdout.strip(), quiet.stderr) == (0, "", "")
