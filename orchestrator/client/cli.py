@@ -109,13 +109,18 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     home = teamctl_home()
     started = client.ensure_daemon(home)
     wait_for = timeout or max(m.start_timeout for m in config.members) + 5.0
+    from orchestrator.client.progress import LaunchProgress, Progress
+
+    watch = LaunchProgress(home, config.name)
     try:
-        team = client.call(
-            home, "launch",
-            {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
-             "wait": not no_wait, "timeout": timeout},
-            timeout=wait_for + _CALL_MARGIN,
-        )
+        with Progress.on_terminal(quiet=as_json or no_wait).run(watch.follow) as progress:
+            team = client.call(
+                home, "launch",
+                {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
+                 "wait": not no_wait, "timeout": timeout},
+                timeout=wait_for + _CALL_MARGIN,
+            )
+            watch.show(progress, team["members"])  # what the follower has not seen yet
     except TeamctlError:
         if started:
             _stop_idle_daemon(home)
@@ -262,9 +267,13 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
             paths.insert(len(paths) if at is None else at, str(pasted))
         params = {"team": team, "member": member, "text": text, "wait": wait and not dry_run,
                   "timeout": timeout, "dry_run": dry_run, "attachments": paths}
+        from orchestrator.client.progress import Progress, reply_progress
+
         try:
-            result = client.call(teamctl_home(), "send", params,
-                                 timeout=(timeout if wait else 0) + _CALL_MARGIN + 60 * count)
+            with Progress.on_terminal(quiet=as_json or not params["wait"]).run(
+                    reply_progress(teamctl_home(), team, member)):
+                result = client.call(teamctl_home(), "send", params, timeout=(
+                    timeout if wait else 0) + _CALL_MARGIN + 60 * count)
         except TeamctlError as exc:
             if exc.code != "attachment_refused":
                 raise

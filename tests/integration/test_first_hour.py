@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tests.asking import next_request
 from tests.conftest import FAKE_CLAUDE, fake_member
+from tests.terminal import Terminal
 
 if TYPE_CHECKING:
     from tests.conftest import LogFollower, Teamctl
@@ -212,3 +213,40 @@ def test_tab_completes_members_task_ids_and_approval_ids_from_the_daemon(
         silent.listen()
         quiet = _complete(teamctl, "teamctl send ")
         assert (quiet.returncode, quiet.stdout.strip(), quiet.stderr) == (0, "", "")
+
+
+def test_launch_and_send_wait_show_progress_on_a_terminal_and_nothing_when_piped(
+        teamctl: Teamctl) -> None:
+    """``launch`` and ``send --wait`` sat silent on a terminal for as long as they took: now
+    the terminal reads who is starting and who is ready, then since when the reply is waited
+    for (a line redrawn, wiped before the reply prints). Piped, and with ``--json`` on a
+    terminal, they print exactly what they printed before."""
+    web = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    shown = Terminal(teamctl, "launch", str(web))
+    code, screen = shown.finish()
+    assert code == 0, screen
+    for name in ("lead", "rev"):
+        assert f"teamctl: {name} is starting\r\n" in screen
+        assert re.search(rf"teamctl: {name} is ready \([0-9.]+ s\)\r\n", screen), screen
+    assert screen.index("is ready") < screen.index("MEMBER  RUNTIME")
+
+    api = teamctl.write_team("api", [fake_member("worker")])
+    piped = teamctl.run("launch", str(api))
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    assert "is starting" not in piped.stdout
+    as_json = Terminal(teamctl, "status", "--json")
+    json.loads(as_json.finish()[1])  # a terminal: still nothing but the document
+
+    gate = teamctl.workdir / "gate"
+    waiting = Terminal(teamctl, "send", "lead", f"GATE {gate}", "--wait")
+    waiting.until("teamctl: waiting for lead's reply since ")
+    waiting.until("lead busy")
+    gate.touch()
+    code, screen = waiting.finish()
+    assert code == 0, screen
+    wiped = screen.rindex("\r\x1b[K")
+    assert screen.index(f"received: GATE {gate}") > wiped, "the reply prints on a clean line"
+    quiet = teamctl.run("send", "lead", "again", "--wait")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert quiet.stdout.startswith("fake-claude"), quiet.stdout
+    json.loads(Terminal(teamctl, "send", "lead", "json", "--wait", "--json").finish()[1])
