@@ -3,10 +3,12 @@ Selenium) against a running team of fake members: the page lists the members, a 
 from the composer with an image is answered and its thumbnail appears, a refused attachment
 shows its code, an approval clicked in the page is applied, and a member killed by the test
 turns to `backoff` on the page without a reload; what the operator types survives the journal's
-changes. A screenshot goes to docs/images/."""
+changes. At a phone's width (390 CSS pixels, Chromium's mobile emulation) the page never
+scrolls sideways and the composer still sends. Screenshots go to docs/images/."""
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 from pathlib import Path
@@ -33,10 +35,10 @@ pytestmark = pytest.mark.e2e
 CHROMIUM = Path(os.environ.get("TEAMCTL_E2E_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("TEAMCTL_E2E_CHROMEDRIVER", "/usr/bin/chromedriver"))
 DEADLINE = 30
+PHONE_WIDTH = 390
 
 
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
+def _chromium(phone: bool = False) -> WebDriver:
     assert CHROMIUM.exists() and CHROMEDRIVER.exists(), \
         "Debian's chromium and chromium-driver are needed: apt-get install chromium " \
         "chromium-driver (.ci/run does)"
@@ -45,7 +47,27 @@ def browser() -> Iterator[WebDriver]:
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                      "--window-size=1400,1100"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    if phone:  # a phone's viewport: 390 CSS pixels wide, touch, a phone's user agent
+        options.add_experimental_option("mobileEmulation", {
+            "deviceMetrics": {"width": PHONE_WIDTH, "height": 844, "pixelRatio": 2.0,
+                              "touch": True},
+            "userAgent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) "
+                         "AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    driver = _chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def phone() -> Iterator[WebDriver]:
+    driver = _chromium(phone=True)
     try:
         yield driver
     finally:
@@ -91,9 +113,9 @@ def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None
 
     teamctl.run("send", "asker", "WRITE approved.txt from the page")
     _until(browser, "the approval card", lambda d: d.find_elements(
-        By.CSS_SELECTOR, "#needs-you li.approval button[data-post$='/approve']"))
+        By.CSS_SELECTOR, "#needs-you li.approval button[data-post*='/approve?sha256=']"))
     browser.find_element(By.CSS_SELECTOR,
-                         "#needs-you li.approval button[data-post$='/approve']").click()
+                         "#needs-you li.approval button[data-post*='/approve?sha256=']").click()
     _until(browser, "the approval applied", lambda d: (
         teamctl.workdir / "approved.txt").exists() and "nothing waits on you" in
         _text(d, "#needs-you"))
@@ -170,3 +192,54 @@ def test_a_half_typed_deny_reason_survives_journal_changes(teamctl: Teamctl,
     _until(browser, "the model told the whole reason", lambda d: d.find_elements(
         By.CSS_SELECTOR, f"#conversation li#m-{asked}[data-state='answered']"))
     assert "denied: the tests are red" in _text(browser, f"#conversation li#m-{asked}")
+
+
+_SIDEWAYS = """const page = document.scrollingElement;
+const wide = [...document.querySelectorAll('body *')].filter(
+  e => e.getBoundingClientRect().right > innerWidth + 0.5).map(
+  e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + '.' + e.className);
+return {scroll: page.scrollWidth, inner: innerWidth, wide: wide.slice(0, 8)};"""
+
+
+def test_the_live_view_at_a_phones_width_never_scrolls_sideways(teamctl: Teamctl,
+                                                                 phone: WebDriver) -> None:
+    """At 390 CSS pixels (an iPhone's width) with a full page — a long approval, the team
+    table, the board, a conversation with a screenshot, the log — the page is no wider than
+    the screen (``scrollWidth <= innerWidth``: it scrolled sideways on every panel), and a
+    message typed on the phone is sent and answered."""
+    team = teamctl.write_team("web", [
+        fake_member("lead"), fake_member("asker", permissions="ask"),
+        fake_member("designer-with-a-long-name", model="claude-sonnet-4-5-20250929")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    for title in ("wire the login form to /api/session and show errors under each field",
+                  "write the docs"):
+        assert teamctl.run("task", "add", title).returncode == 0
+    shot = images.save(images.screenshot(1280, 720), teamctl.workdir / "wide.png", "PNG")
+    assert teamctl.run("send", "--attach", str(shot), "lead", "look at this",
+                       "--wait").returncode == 0
+    long_path = "docs/" + "a-very-long-directory-name/" * 6 + "notes.md"
+    teamctl.run("send", "asker", f"WRITE {long_path} from the phone")
+    phone.get(teamctl.run("ui").stdout.strip())
+    _until(phone, "the approval and the thumbnail", lambda d: d.find_elements(
+        By.CSS_SELECTOR, "#needs-you li.approval button[data-post*='/approve?sha256=']"))
+    phone.find_element(By.CSS_SELECTOR, "#members a[data-member-link='lead']").click()
+    _until(phone, "lead's conversation", lambda d: d.execute_script(
+        "const img = document.querySelector('#conversation img.thumb');"
+        "return !!img && img.complete && img.naturalWidth > 0;"))
+
+    measured = phone.execute_script(_SIDEWAYS)
+    assert measured["inner"] == PHONE_WIDTH, measured
+    assert measured["scroll"] <= measured["inner"], measured
+    phone.execute_script("window.scrollTo(0, 0)")
+    target = REPO / "docs" / "images" / "live-view-phone.png"
+    assert phone.save_screenshot(str(target))
+    if os.environ.get("TEAMCTL_E2E_FULL_PAGE"):  # the whole page, to look at it by hand
+        shot = phone.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True})
+        Path(os.environ["TEAMCTL_E2E_FULL_PAGE"]).write_bytes(base64.b64decode(shot["data"]))
+
+    Select(phone.find_element(By.ID, "send-member")).select_by_value("web/lead")
+    phone.find_element(By.ID, "send-text").send_keys("sent from the phone")
+    phone.find_element(By.ID, "send-button").click()
+    _until(phone, "the phone's message answered", lambda d: "received: sent from the phone"
+           in _text(d, "#conversation"))
+    assert phone.execute_script(_SIDEWAYS)["scroll"] <= PHONE_WIDTH

@@ -230,6 +230,22 @@ async def test_the_page_shows_the_whole_hostile_request_and_its_buttons_bind_to_
         assert [a.request_id for a in outcome] == [row.id]
 
 
+async def test_the_page_declares_a_phones_viewport_and_labels_each_members_value(
+        tmp_path: Path) -> None:
+    """Without a viewport a phone drew the page 980 px wide, shrunk; on a phone the team
+    table is a card per member whose values need their labels (static/app.css; measured in
+    Chromium by tests/e2e/test_ui_browser.py)."""
+    async with _page(tmp_path) as page:
+        await page.sign_in()
+        shell = await page.client.get("/")
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' \
+            in shell.text
+        members = await page.client.get("/fragments/members")
+        assert '<td class="readiness" data-label="readiness">ready</td>' in members.text
+        css = await page.client.get("/static/app.css")
+        assert "@media (max-width: 700px)" in css.text
+
+
 async def test_what_teamctl_sends_is_shown_from_teamctl_never_between_teammates(
         tmp_path: Path) -> None:
     """A board message (a task handed over: no sender, a task) was shown from the operator;
@@ -282,9 +298,10 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
         cost_usd=0.0, cost_unknown=3, tokens=5000, budget_tokens=100000)})
     remote = held.model_copy(update={"name": "far", "host": "gpu<1>", "hold": None})
     table = render.members([("web", held), ("web", unknown), ("web", remote)], {}, {})
-    assert "<td>claude @gpu&lt;1&gt;</td>" in table, "a remote member shows its host, escaped"
-    assert '<td class="cost">$1.2000 / $1.00</td>' in table
-    assert '<td class="cost">$0.0000 + ? (5000/100000 tokens)</td>' in table
+    assert '<td data-label="runtime">claude @gpu&lt;1&gt;</td>' in table, \
+        "a remote member shows its host, escaped"
+    assert '<td class="cost" data-label="cost">$1.2000 / $1.00</td>' in table
+    assert '<td class="cost" data-label="cost">$0.0000 + ? (5000/100000 tokens)</td>' in table
     needs = render.needs_you([], [held], [])
     assert 'class="held"' in needs and "spent $1.2000 of $1.00" in needs
     boxed = held.model_copy(update={"name": "box", "hold": None,

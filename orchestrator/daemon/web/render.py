@@ -54,6 +54,7 @@ def page(csrf: str, member_names: list[str]) -> str:
     options = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in member_names)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="csrf-token" content="{_e(csrf)}">
 <title>teamctl</title><link rel="stylesheet" href="/static/app.css">
 <script src="/static/app.js" defer></script></head>
@@ -156,15 +157,19 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
         branch = branches.get((team, m.name), "")
         cells.append(
             f'<tr class="{cls}" data-key="member:{_e(team)}/{_e(m.name)}" '
-            f'data-member="{_e(m.name)}"><td>{_e(team)}/{_e(m.name)}</td>'
-            f"<td>{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}"
+            f'data-member="{_e(m.name)}"><td class="who">{_e(team)}/{_e(m.name)}</td>'
+            f"<td data-label=\"runtime\">{_e(m.runtime)}{_e(' @' + m.host if m.host else '')}"
             f"{_e(_sandbox(m))}</td>"
-            f"<td>{_e(m.model)}</td>"
-            f'<td class="launch">{_e(m.launch)}</td><td>{_e(m.liveness)}</td>'
-            f'<td class="readiness">{_e(m.readiness)}</td><td class="delivery">{turn}</td>'
-            f'<td>{_e(m.activity or "")}</td>'
-            f"<td>{m.queued}</td><td>{m.restarts}</td>"
-            f'<td class="cost">{_e(_cost(m))}</td><td>{_e(branch)}</td>'
+            f'<td data-label="model">{_e(m.model)}</td>'
+            f'<td class="launch" data-label="launch">{_e(m.launch)}</td>'
+            f'<td data-label="liveness">{_e(m.liveness)}</td>'
+            f'<td class="readiness" data-label="readiness">{_e(m.readiness)}</td>'
+            f'<td class="delivery" data-label="turn">{turn}</td>'
+            f'<td data-label="activity">{_e(m.activity or "")}</td>'
+            f'<td data-label="queued">{m.queued}</td>'
+            f'<td data-label="restarts">{m.restarts}</td>'
+            f'<td class="cost" data-label="cost">{_e(_cost(m))}</td>'
+            f'<td data-label="worktree">{_e(branch)}</td>'
             f'<td><a href="#conversation" data-member-link="{_e(m.name)}">conversation</a>'
             "</td></tr>")
     head = ("<tr><th>member</th><th>runtime</th><th>model</th><th>launch</th>"
