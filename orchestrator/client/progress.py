@@ -72,7 +72,7 @@ class Progress:
         """Start ``follow`` in a thread of its own (none when nothing is shown)."""
         if self._out is not None:
             threading.Thread(target=follow, args=(self, self._stopped), daemon=True,
-                             name="teamctl progress").start()
+                             name="progress follower").start()
         return self
 
     def stop(self) -> None:

@@ -264,11 +264,11 @@ def done(task_id: int, summary: str, team: str | None, as_json: bool) -> None:
     owner), then the team's review — so it may go to review, or stay in progress with the
     check's output (exit 1). Its owner is told."""
     doc = _call("task_done", {"team": team, "id": task_id, "summary": summary})
+    ref = doc["id"]  # T3
     if as_json:
         emit_json(doc)
     elif doc["state"] == "in_progress":
-        say(f"{doc['id']} is not done: its check failed; see 'teamctl task show {doc['id']}'",
-            err=True)
+        say(f"{ref} is not done: its check failed; see 'teamctl task show {ref}'", err=True)
     else:
         _echo_task(doc, False, "completed")
     if doc["state"] == "in_progress":

@@ -21,13 +21,16 @@ from tests.conftest import REPO
 if TYPE_CHECKING:
     from pathlib import Path
 
-_HINT = re.compile(r"'(teamctl [^']*)'")
+# a hint quoted in a message, shown as code on the page, or a string that is one command
+_HINT = re.compile(r"'(teamctl [^']*)'|<code>(teamctl [^<]*)</code>")
+_COMMAND = re.compile(r"teamctl [a-z-]+(?: --?[a-z-]+| \{[^{}]+\}| [A-Z0-9]+)*")
 _FIELD = re.compile(r"\{([^{}]+)\}")
 # what each placeholder of a hint stands for, as the message fills it in
 _VALUES = {
     "approval_id": "apv_" + "0" * 26, "row.id": "apv_" + "0" * 26,
     "member": "lead", "member.name": "lead", "who": "lead", "owner": "lead",
-    "team": "web", "edge": "T3 --remove T2",
+    "_e(member.name)": "lead", "task.owner": "lead", "team": "web", "task.team": "web",
+    "edge": "T3 --remove T2", "ref": "T1",
     # metavars: what the reader writes in their place
     "TEAMFILE": "team.toml", "MEMBER": "lead", "TEXT": "yes", "USD": "5", "ID": "T1",
     "ID2": "T2", "RULE": "Write(docs/**)",
@@ -59,7 +62,8 @@ def printed_hints() -> dict[str, str]:
     for path in sorted([*(REPO / "orchestrator").rglob("*.py"), *(REPO / "runtimes").rglob(
             "*.py")]):
         for text in _strings(path):
-            for hint in _HINT.findall(text):
+            found = [quoted or code for quoted, code in _HINT.findall(text)]
+            for hint in found + ([text] if _COMMAND.fullmatch(text) else []):
                 hints.setdefault(hint, str(path.relative_to(REPO)))
     return hints
 
@@ -83,7 +87,9 @@ def _parse(args: list[str]) -> None:
 def test_the_hints_are_found() -> None:
     """The collector sees the hints it must (the list is not empty by accident)."""
     hints = printed_hints()
-    assert {"teamctl notify init", "teamctl task list", "teamctl logs -f"} <= set(hints)
+    assert {"teamctl notify init", "teamctl task list", "teamctl logs -f",
+            "teamctl diff --team {team} {owner}",
+            "teamctl budget {_e(member.name)} --add USD"} <= set(hints)
     assert len(hints) >= 25
 
 
