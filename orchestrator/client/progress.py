@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["LaunchProgress", "Progress", "reply_progress"]
 
 TICK = 1.0  # seconds between two redraws of a waiting line (the change feed's long poll)
+_LEAST_INTERVAL = 0.25  # seconds between two reads of the status, however busy the team
 _RETRY_DELAY = 0.5  # the daemon did not answer the follower: try again after this
 _CALL_TIMEOUT = 5.0
 
@@ -92,10 +93,15 @@ class Progress:
 
 
 def _changes(home: Home, stopped: threading.Event) -> Iterator[int]:
-    """Each version of the daemon's change feed, at most ``TICK`` apart, until stopped."""
+    """Each version of the daemon's change feed, at most ``TICK`` apart and at least
+    ``_LEAST_INTERVAL`` (a busy team changes many times a second: the status is read at most
+    a few times), until stopped."""
     version = 0
     while not stopped.is_set():
+        read_at = time.monotonic()
         yield version
+        if stopped.wait(max(0.0, read_at + _LEAST_INTERVAL - time.monotonic())):
+            return
         try:
             version = client.call(home, "changes", {"after": version, "wait": TICK},
                                   timeout=TICK + _CALL_TIMEOUT)["version"]

@@ -221,14 +221,18 @@ def test_launch_and_send_wait_show_progress_on_a_terminal_and_nothing_when_piped
     the terminal reads who is starting and who is ready, then since when the reply is waited
     for (a line redrawn, wiped before the reply prints). Piped, and with ``--json`` on a
     terminal, they print exactly what they printed before."""
-    web = teamctl.write_team("web", [fake_member("lead"), fake_member("rev")])
+    started = teamctl.workdir / "rev-may-start"  # rev's start is held until it exists
+    web = teamctl.write_team("web", [fake_member("lead"), fake_member(
+        "rev", env={"FAKE_CLAUDE_START_GATE": str(started)})])
     shown = Terminal(teamctl, "launch", str(web))
+    shown.until("teamctl: rev is starting\r\n")
+    started.touch()
     code, screen = shown.finish()
     assert code == 0, screen
     for name in ("lead", "rev"):
-        assert f"teamctl: {name} is starting\r\n" in screen
         assert re.search(rf"teamctl: {name} is ready \([0-9.]+ s\)\r\n", screen), screen
-    assert screen.index("is ready") < screen.index("MEMBER  RUNTIME")
+    assert screen.index("rev is starting") < screen.index("rev is ready") < screen.index(
+        "MEMBER  RUNTIME")
 
     api = teamctl.write_team("api", [fake_member("worker")])
     piped = teamctl.run("launch", str(api))
