@@ -268,6 +268,9 @@ class AttachmentRef(_Doc):
     pages: int | None = Field(default=None, description="a PDF's page count")
     page_variants: list[VariantDoc] = Field(
         default=[], description="the rendered pages sent as images (route pages), in order")
+    name_warning: str | None = Field(
+        default=None, description="its name claims another kind than its bytes, which decide "
+        "what is sent: 'notes.png holds text: sent as text' (null: they agree)")
 
 
 class DeliveryError(_Doc):
