@@ -64,6 +64,7 @@ capture_signals
 total_usd
 total_tokens
 cost_unknown
+lower_bound  # Spend, UsageRow: read by the CLI and the live view as JSON
 description_cached
 exported_at
 redacted

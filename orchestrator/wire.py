@@ -158,6 +158,10 @@ class Spend(_Doc):
     tokens: int = Field(description="input + output tokens")
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    lower_bound: str | None = Field(
+        default=None, description="why cost_usd and tokens leave some of the API calls out "
+        "(an ACP agent that does not report its side requests): they are a lower bound; "
+        "null: every call is counted")
 
 
 class EgressStatus(_Doc):
@@ -706,6 +710,9 @@ class UsageRow(_Doc):
     reasoning_output_tokens: int
     cost_usd: float = Field(description="the known part (see cost_unknown)")
     cost_unknown: int = Field(description="turns whose cost is unknown")
+    lower_bound: str | None = Field(
+        default=None, description="why these turns' figures leave API calls out (a lower "
+        "bound); null: every call is counted")
 
 
 class UsageDoc(_Doc):

@@ -37,12 +37,15 @@ log = structlog.get_logger("teamctl.ledger")
 @dataclass(frozen=True)
 class Charge:
     """What one turn attempt used: tokens and cost (None: unknown — no price, or a runtime
-    that did not say); ``estimated``: the turn never reported its own end figure."""
+    that did not say); ``estimated``: the turn never reported its own end figure;
+    ``unreported``: why its figures leave some of the member's API calls out (a lower bound,
+    ``costs.coverage``)."""
 
     tokens: TokenUsage = field(default_factory=TokenUsage)
     cost_usd: float | None = 0.0
     estimated: bool = False
     model: str | None = None
+    unreported: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -63,6 +66,7 @@ class Totals:
     tokens: TokenUsage = field(default_factory=TokenUsage)
     cost_usd: float = 0.0
     unknown: int = 0  # charges whose cost is unknown
+    unreported: str | None = None  # why some charges leave API calls out: a lower bound
 
     def add(self, charge: Charge) -> None:
         self.tokens = self.tokens + charge.tokens
@@ -70,6 +74,7 @@ class Totals:
             self.unknown += 1
         else:
             self.cost_usd += charge.cost_usd
+        self.unreported = self.unreported or charge.unreported
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Attempt:
     member: str
     message_id: str
     model: str | None
+    unreported: str | None = None  # the member's: why its figures are a lower bound
     own: Charge | None = None
     own_estimate: bool = True
     started: dict[str, CounterValue] = field(default_factory=dict)
@@ -158,7 +164,7 @@ class Attempt:
                 cost += delta_cost
         if not self.final_seen:
             estimated = True
-        return Charge(tokens, cost if known else None, estimated, self.model)
+        return Charge(tokens, cost if known else None, estimated, self.model, self.unreported)
 
     def _increase(self, counter: str, latest: CounterValue, prices: PriceTable
                   ) -> tuple[TokenUsage, float | None]:
