@@ -20,6 +20,13 @@ OpenCode report each turn's calls in their own totals.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from orchestrator.runtime_table import runtime_info
+
+if TYPE_CHECKING:
+    from orchestrator.runtime_table import RuntimeName
+
 __all__ = ["unreported"]
 
 QWEN = ("Qwen Code reports only its turns' own model calls: its side requests (memory "
@@ -32,10 +39,11 @@ UNKNOWN_AGENT = ("an ACP agent reports the usage it chooses, and whether this on
                  "requests are in it was never captured (a preset's was)")
 
 
-def unreported(runtime: str, acp_agent: str | None, model: str | None) -> str | None:
+def unreported(runtime: RuntimeName, acp_agent: str | None, model: str | None) -> str | None:
     """Why a member's usage leaves some of its API calls out, or None when every call it
-    makes is in what it reports (as far as captured)."""
-    if runtime != "acp":
+    makes is in what it reports (as far as captured). Only a runtime that runs an agent the
+    team file names (``agent_presets``: ACP) reports what that agent chooses."""
+    if not runtime_info(runtime).agent_presets:
         return None
     if acp_agent == "qwen":
         return QWEN
