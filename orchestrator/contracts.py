@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from orchestrator.acp_agents import AcpAgent, acp_agent
+from orchestrator.acp_agents import AcpAgent, acp_agent, acp_agent_reporting
 from orchestrator.beneath import (
     link_beneath,
     open_dir,
@@ -94,6 +94,7 @@ __all__ = [
     "TurnResult",
     "UsageReading",
     "acp_agent",
+    "acp_agent_reporting",
     "link_beneath",
     "map_exceptions",
     "open_dir",
