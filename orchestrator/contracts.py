@@ -23,6 +23,7 @@ from orchestrator.beneath import (
 from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
+    CodexSandboxUnusable,
     ExecutableNotFound,
     HostUnavailable,
     LineTooLong,
@@ -57,6 +58,7 @@ __all__ = [
     "Approver",
     "BudgetReached",
     "Capabilities",
+    "CodexSandboxUnusable",
     "Confined",
     "Description",
     "DocumentPart",
