@@ -442,6 +442,17 @@ class SandboxSupport(_Doc):
     reason: str | None
 
 
+class CodexSandboxView(_Doc):
+    """A Codex member's own sandbox on this machine (runtimes/codex/helper.py)."""
+
+    sandbox: str = Field(description="its codex sandbox: read-only, workspace-write, "
+                         "danger-full-access (none)")
+    bwrap: str | None = Field(description="the bubblewrap on its PATH codex will run (null: "
+                              "codex's own bundled one)")
+    tmpdir: str = Field(description="its temp dir: its own, unless its env names one")
+    helper: str = Field(description="whether codex can run its sandbox helper there")
+
+
 class MemberLogin(_Doc):
     member: str
     runtime: str
@@ -458,6 +469,8 @@ class MemberLogin(_Doc):
     fix: str | None = None
     sandbox: SandboxView | None = Field(default=None, description="a sandboxed member: what "
                                         "it will see")
+    codex_sandbox: CodexSandboxView | None = Field(default=None, description="a Codex member "
+                                                   "on this machine: its own sandbox")
 
 
 class DoctorReport(_Doc):

@@ -604,6 +604,10 @@ def _doctor_text(report: dict[str, Any]) -> None:
                 say(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
         if (row.get("sandbox") or {}).get("started"):
             say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
+        if row.get("codex_sandbox"):
+            box = row["codex_sandbox"]
+            say(f"{'':<12} codex sandbox {box['sandbox']}: {box['helper']} (TMPDIR "
+                f"{box['tmpdir']})")
     for row in report["runtimes"]:
         where = row["path"] or f"not found (install it, or set {row['env_var']})"
         say(f"{row['runtime']:<9} {row.get('version') or '-':<24} {where}")

@@ -91,9 +91,9 @@ def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None
 
     teamctl.run("send", "asker", "WRITE approved.txt from the page")
     _until(browser, "the approval card", lambda d: d.find_elements(
-        By.CSS_SELECTOR, "#needs-you li.approval button[data-post$='/approve']"))
+        By.CSS_SELECTOR, "#needs-you li.approval button[data-post*='/approve?sha256=']"))
     browser.find_element(By.CSS_SELECTOR,
-                         "#needs-you li.approval button[data-post$='/approve']").click()
+                         "#needs-you li.approval button[data-post*='/approve?sha256=']").click()
     _until(browser, "the approval applied", lambda d: (
         teamctl.workdir / "approved.txt").exists() and "nothing waits on you" in
         _text(d, "#needs-you"))
