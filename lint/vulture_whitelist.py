@@ -64,6 +64,7 @@ capture_signals
 total_usd
 total_tokens
 cost_unknown
+lower_bound  # Spend, UsageRow: read by the CLI and the live view as JSON
 description_cached
 exported_at
 redacted
@@ -90,3 +91,5 @@ init  # click command: teamctl notify init (client/notify_cli.py)
 polling  # NameWatch.polling: the tests' view of the fallback (daemon/name_watch.py)
 starts  # ForkServer.starts: the tests' count of servers started (attachments/pdf_forkserver.py)
 confine  # Host.confine: what teamctl runs for a member, as the member (board check, git, doctor)
+codex_sandbox  # MemberLogin.codex_sandbox: a doctor --json field, set from a dict (wire.py)
+tmpdir  # CodexSandboxView.tmpdir: a doctor --json field (wire.py)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from orchestrator.acp_agents import AcpAgent, acp_agent
+from orchestrator.acp_agents import AcpAgent, acp_agent, acp_agent_reporting
 from orchestrator.beneath import (
     link_beneath,
     open_dir,
@@ -23,6 +23,7 @@ from orchestrator.beneath import (
 from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
+    CodexSandboxUnusable,
     ExecutableNotFound,
     HostUnavailable,
     LineTooLong,
@@ -57,6 +58,7 @@ __all__ = [
     "Approver",
     "BudgetReached",
     "Capabilities",
+    "CodexSandboxUnusable",
     "Confined",
     "Description",
     "DocumentPart",
@@ -94,6 +96,7 @@ __all__ = [
     "TurnResult",
     "UsageReading",
     "acp_agent",
+    "acp_agent_reporting",
     "link_beneath",
     "map_exceptions",
     "open_dir",

@@ -47,6 +47,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   │                           refused, no CLI there, a connection that hangs (its code)
     │   ├── SandboxUnavailable      sandbox = "process" where bubblewrap is missing or cannot
     │   │                           make its namespaces (the install command in the message)
+    │   ├── CodexSandboxUnusable    codex's own sandbox would run none of the member's commands
+    │   │                           (its helper links refused under the TMPDIR its env names)
     │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
     ├── SessionLost                 the runtime no longer knows the member's session (Claude
     │                               --resume, Codex "no rollout"): replaced once, never looped
@@ -109,6 +111,7 @@ __all__ = [
     "BudgetReached",
     "CheckRefused",
     "ClipboardError",
+    "CodexSandboxUnusable",
     "ConnectionLost",
     "DaemonAlreadyRunning",
     "DaemonBusy",
@@ -494,6 +497,20 @@ class SandboxUnavailable(MemberStartFailed):
                          "bubblewrap (apt-get install bubblewrap), run where user namespaces "
                          "are allowed, or set sandbox = \"none\" for this member")
         self.reason = reason
+
+
+class CodexSandboxUnusable(MemberStartFailed):
+    """A Codex member that codex sandboxes with a system bubblewrap would run no command:
+    codex makes its helper's links only outside its temp dir, and the member's own env names
+    a TMPDIR that holds its CODEX_HOME. Refused at launch rather than answered turn by turn
+    with ``bwrap: execvp codex-linux-sandbox`` (docs/runtimes.md, Codex)."""
+
+    code = "codex_sandbox_unusable"
+    retryable = False
+
+    def __init__(self, member: str, reason: str, fix: str) -> None:
+        super().__init__(member, f"codex's own sandbox would run none of its commands: "
+                         f"{reason}; {fix}")
 
 
 class SessionLost(TeamctlError):

@@ -198,6 +198,10 @@ class Spend(_Doc):
     tokens: int = Field(description="input + output tokens")
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    lower_bound: str | None = Field(
+        default=None, description="why cost_usd and tokens leave some of the API calls out "
+        "(an ACP agent that does not report its side requests): they are a lower bound; "
+        "null: every call is counted")
 
 
 class EgressStatus(_Doc):
@@ -308,6 +312,9 @@ class AttachmentRef(_Doc):
     pages: int | None = Field(default=None, description="a PDF's page count")
     page_variants: list[VariantDoc] = Field(
         default=[], description="the rendered pages sent as images (route pages), in order")
+    name_warning: str | None = Field(
+        default=None, description="its name claims another kind than its bytes, which decide "
+        "what is sent: 'notes.png holds text: sent as text' (null: they agree)")
 
 
 class DeliveryError(_Doc):
@@ -490,6 +497,17 @@ class SandboxSupport(_Doc):
                             "(apt-get install bubblewrap where it is missing)")
 
 
+class CodexSandboxView(_Doc):
+    """A Codex member's own sandbox on this machine (runtimes/codex/helper.py)."""
+
+    sandbox: str = Field(description="its codex sandbox: read-only, workspace-write, "
+                         "danger-full-access (none)")
+    bwrap: str | None = Field(description="the bubblewrap on its PATH codex will run (null: "
+                              "codex's own bundled one)")
+    tmpdir: str = Field(description="its temp dir: its own, unless its env names one")
+    helper: str = Field(description="whether codex can run its sandbox helper there")
+
+
 class MemberLogin(_Doc):
     member: str
     runtime: str
@@ -506,6 +524,8 @@ class MemberLogin(_Doc):
     fix: str | None = None
     sandbox: SandboxView | None = Field(default=None, description="a sandboxed member: what "
                                         "it will see")
+    codex_sandbox: CodexSandboxView | None = Field(default=None, description="a Codex member "
+                                                   "on this machine: its own sandbox")
 
 
 class DoctorReport(_Doc):
@@ -758,6 +778,9 @@ class UsageRow(_Doc):
     reasoning_output_tokens: int
     cost_usd: float = Field(description="the known part (see cost_unknown)")
     cost_unknown: int = Field(description="turns whose cost is unknown")
+    lower_bound: str | None = Field(
+        default=None, description="why these turns' figures leave API calls out (a lower "
+        "bound); null: every call is counted")
 
 
 class UsageDoc(_Doc):

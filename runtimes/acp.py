@@ -11,7 +11,8 @@ when the agent advertises it among its models, else the preset's variable; its m
 "default" mode (every tool asks) for every profile but ``full`` ("yolo"), when offered.
 
 A turn is ``session/prompt`` with text and image blocks (the planned variant's bytes, base64)
-and documents as embedded resources (only to an agent with ``embeddedContext``), answered at the
+and documents as embedded resources (only to an agent with ``embeddedContext``; what survives
+together, agent by agent: ``acp_prompt``), answered at the
 turn's end with ``stopReason``: end_turn (and max_tokens, max_turn_requests,
 noted) → the reply accumulated from ``agent_message_chunk``; refusal → a failed turn; cancelled
 → stuck (or over budget). Every line is activity; a silent turn gets ``session/cancel`` before
@@ -25,11 +26,9 @@ answers.
 
 from __future__ import annotations
 
-import base64
 import re
 from contextlib import AbstractAsyncContextManager, suppress
-from typing import TYPE_CHECKING, Any, assert_never
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -38,20 +37,19 @@ from orchestrator.contracts import (
     ApprovalRequest,
     BudgetReached,
     Capabilities,
-    DocumentPart,
-    ImagePart,
     LaunchSpec,
     ProtocolError,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
     SessionLost,
-    TextPart,
     TokenUsage,
     Turn,
     TurnFailed,
     TurnResult,
     UsageReading,
+    acp_agent,
+    acp_agent_reporting,
     token_count,
     usd,
 )
@@ -65,8 +63,8 @@ from runtimes.acp_launch import (
     tool_paths,
     tools_listed,
 )
+from runtimes.acp_prompt import PromptRules, prompt_blocks
 from runtimes.base import OnSent, owned_process
-from runtimes.documents import refused, safe_name, utf8_text
 from runtimes.kit import (
     Adapter,
     OperatorBridge,
@@ -84,7 +82,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime", "resource_block"]
+__all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AcpRuntime"]
 
 log = structlog.get_logger("teamctl.runtime.acp")
 
@@ -131,7 +129,20 @@ class AcpRuntime(Adapter, runtime="acp"):
         log.info("runtime_ready", team=spec.team, member=spec.member, pid=raw.pid,
                  agent=agent.agent_name, session_id=agent.session_id, resumed=agent.resumed,
                  image=agent.image_input)
+        _note_unused_preset(spec, agent.agent_name)
         return agent
+
+
+def _note_unused_preset(spec: LaunchSpec, agent_name: str) -> None:
+    """A member started by its ``command`` alone that is an agent teamctl has a preset for
+    gets the preset's turn rules (its agentInfo names it), but not what is written for it at
+    launch: the log says which preset to name."""
+    preset = acp_agent_reporting(agent_name)
+    if spec.agent is None and preset is not None:
+        log.warning("acp_preset_unused", team=spec.team, member=spec.member, agent=agent_name,
+                    preset=preset.name, reason=f"started by its command alone: set acp_agent = "
+                    f"\"{preset.name}\" for what teamctl writes for it at launch (its model's "
+                    "modalities, its login check, its model variable)")
 
 
 class _Turn:
@@ -302,31 +313,12 @@ class AcpAgentProcess(JsonRpcProcess):
         return self._outcome(state)
 
     def _prompt(self, turn: Turn) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
-        for part in turn.parts:
-            if isinstance(part, TextPart):
-                # Qwen Code joins the text blocks and the resources' @<uri> mentions with
-                # nothing between them: a text after another block starts its own paragraph
-                after = any(b["type"] in ("text", "resource") for b in blocks)
-                blocks.append({"type": "text", "text": f"\n\n{part.text}" if after
-                               else part.text})
-            elif isinstance(part, ImagePart):
-                if not self.image_input:
-                    raise TurnFailed(self._spec.member, f"the agent ({self.agent_name or 'ACP'})"
-                                     " does not take images (its promptCapabilities has no "
-                                     "image): send text, or use describe_with", api_status=None,
-                                     retryable=False)
-                blocks.append({"type": "image", "mimeType": part.mime,
-                               "data": base64.b64encode(part.data).decode("ascii")})
-            elif isinstance(part, DocumentPart):
-                if not self.embedded_context:
-                    agent = self.agent_name or "ACP"
-                    raise refused(self._spec.member, part, f"the agent ({agent}) does not take "
-                                  "documents (its promptCapabilities has no embeddedContext)")
-                blocks.append(resource_block(part, self._spec.member))
-            else:
-                assert_never(part)
-        return blocks
+        """The turn's blocks, by what the agent takes and what its preset knows of it (the
+        preset of a member started by its ``command`` alone: the one its agentInfo names)."""
+        preset = acp_agent(self._spec.agent) or acp_agent_reporting(self.agent_name)
+        return prompt_blocks(turn.parts, PromptRules(
+            self._spec.member, self.agent_name or "ACP", self.image_input, self.embedded_context,
+            images_beside_resources=preset is None or preset.images_beside_resources))
 
     async def _await_end(self, state: _Turn) -> None:
         def alive() -> None:
@@ -490,20 +482,6 @@ class AcpAgentProcess(JsonRpcProcess):
                                    baseline=TokenUsage(), turn_tokens=True)
         if meter.reading(state.message_id, reading) and state.stop is not None:
             state.stop.request()
-
-
-def resource_block(part: DocumentPart, member: str) -> dict[str, Any]:
-    """An ACP embedded resource (``EmbeddedResource``: ``TextResourceContents`` with the text,
-    ``BlobResourceContents`` with base64 bytes). Its ``uri`` only names it — the content is
-    embedded — so it is a ``teamctl:`` URI, never a ``file:`` one an agent would try to open
-    (the document is in teamctl's store, not in the member's workdir)."""
-    uri = f"teamctl://doc/{part.sha256[:12]}/{quote(safe_name(part), safe='')}"
-    resource: dict[str, Any] = {"uri": uri, "mimeType": part.mime}
-    if part.mime == "text/plain":
-        resource["text"] = utf8_text(member, part)
-    else:
-        resource["blob"] = base64.b64encode(part.data).decode("ascii")
-    return {"type": "resource", "resource": resource}
 
 
 def _tokens(usage: dict[str, Any]) -> TokenUsage:

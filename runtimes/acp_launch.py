@@ -1,7 +1,7 @@
 """An ACP agent's launch (docs/runtimes.md § ACP), as plain functions of the ``LaunchSpec``: its
-environment (a private HOME for an isolated login; the preset's model variable), the login
-preflight of a preset, teamctl's MCP server as an ACP stdio server, and the permission profiles
-as answers to ``session/request_permission``."""
+environment (a private HOME for an isolated login; the preset's model variable; the settings
+defaults teamctl writes for it), the login preflight of a preset, teamctl's MCP server as an ACP
+stdio server, and the permission profiles as answers to ``session/request_permission``."""
 
 from __future__ import annotations
 
@@ -23,12 +23,10 @@ from orchestrator.contracts import (
 from runtimes.base import member_environ, private_file
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from orchestrator.contracts import LaunchSpec
 
-__all__ = ["MCP_LIST_DEADLINE", "allowed", "build_env", "check_login", "choose_option",
-           "login_fix", "mcp_servers", "tool_paths", "tools_listed", "visible_tools_file"]
+__all__ = ["MCP_LIST_DEADLINE", "agent_defaults", "allowed", "build_env", "check_login",
+           "choose_option", "login_fix", "mcp_servers", "tool_paths", "tools_listed"]
 
 log = structlog.get_logger("teamctl.runtime.acp")
 
@@ -56,18 +54,41 @@ def build_env(spec: LaunchSpec) -> dict[str, str]:
     own.update(preset.env if preset is not None else ())
     if preset is not None and preset.model_env and spec.model:
         own[preset.model_env] = spec.model
-    if preset is not None and preset.visible_tools_env and spec.mcp is not None:
-        own[preset.visible_tools_env] = str(visible_tools_file(spec))
+    defaults = agent_defaults(spec)
+    if preset is not None and preset.defaults_env and defaults:
+        own[preset.defaults_env] = str(private_file(spec.state_dir / "agent-defaults.json",
+                                                    json.dumps(defaults, indent=2)))
     return member_environ(own, spec.env)
 
 
-def visible_tools_file(spec: LaunchSpec) -> Path:
-    """The agent's settings defaults (0600, the member's private dir, mirrored to a remote
-    host like every file there) naming teamctl's MCP tools visible from the first turn, as
-    the agent names them (``mcp__teamctl__<tool>``)."""
-    names = [f"mcp__teamctl__{tool}" for tool in McpServer.TOOLS]
-    return private_file(spec.state_dir / "agent-defaults.json",
-                        json.dumps({"tools": {"visible": names}}, indent=2))
+def agent_defaults(spec: LaunchSpec) -> dict[str, Any]:
+    """What teamctl writes in the preset's settings defaults (0600, the member's private dir,
+    mirrored to a remote host like every file there; no token in it): teamctl's MCP tools
+    visible from the first turn, as the agent names them (``mcp__teamctl__<tool>``); and for
+    an agent that gates media by its model's name, the modalities teamctl plans for — images
+    as the vision catalog (or ``vision``) says, PDFs when they go natively — so its gate
+    agrees with teamctl's. Empty: nothing to say (no file)."""
+    preset = acp_agent(spec.agent)
+    if preset is None or not preset.defaults_env:
+        return {}
+    defaults: dict[str, Any] = {}
+    if spec.mcp is not None:
+        defaults["tools"] = {"visible": [f"mcp__teamctl__{t}" for t in McpServer.TOOLS]}
+    modalities = _modalities(spec) if preset.gates_media_by_model else {}
+    if modalities:
+        defaults["model"] = {"generationConfig": {"modalities": modalities}}
+    return defaults
+
+
+def _modalities(spec: LaunchSpec) -> dict[str, bool]:
+    """The member's input modalities as teamctl plans them; only where teamctl has a say: an
+    unknown model's images are refused by the planner, and the agent's own table stays."""
+    if spec.image_input is None and not spec.pdf_input:
+        return {}
+    said = {"pdf": spec.pdf_input}
+    if spec.image_input is not None:
+        said["image"] = spec.image_input
+    return said
 
 
 def login_fix(spec: LaunchSpec) -> str:

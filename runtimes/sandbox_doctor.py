@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import subprocess
 import tempfile
 from contextlib import ExitStack
@@ -34,6 +33,7 @@ from runtimes.sandbox_plan import (
     SYSTEM_DIRS,
     NetworkPlan,
     SandboxPolicy,
+    file_head,
     interpreter,
     manager_of,
     toolchain,
@@ -140,24 +140,10 @@ def _paths(output: str, script: str) -> list[str]:
     """The absolute paths named in ``output``, then in ``script``'s text (a shim: what it
     execs), in order, each once."""
     text = output
-    head = _head(script)
+    head = file_head(script, _SHIM_BYTES)
     if head.startswith(b"#!"):
         text += "\n" + head.decode(errors="replace")
     return list(dict.fromkeys(_PATH.findall(text)))
-
-
-def _head(path: str) -> bytes:
-    """The start of a regular file (b"" for a FIFO, a device, an error): never blocks."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, _SHIM_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _visible(path: str, policy: SandboxPolicy, toolchain_paths: Iterable[Path]) -> bool:

@@ -62,6 +62,7 @@ __all__ = [
     "SandboxPolicy",
     "VersionManager",
     "bwrap_argv",
+    "file_head",
     "host_argv",
     "interpreter",
     "manager_of",
@@ -453,7 +454,7 @@ def interpreter(executable: str, path_env: str,
     daemon), and for a script the member can change (its ``#!`` never picks a bind)."""
     if _resolve(executable, writable) is None:
         return None
-    head = _head(executable)
+    head = file_head(executable)
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
@@ -465,14 +466,15 @@ def interpreter(executable: str, path_env: str,
     return words[0]
 
 
-def _head(path: str) -> bytes:
-    """The first 256 bytes of a regular file (b"" for anything else, or an error)."""
+def file_head(path: str, limit_bytes: int = 256) -> bytes:
+    """The first ``limit_bytes`` of a regular file (b"" for a FIFO, a device, an error):
+    never blocks."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
         return b""
     try:
-        return os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        return os.read(fd, limit_bytes) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     except OSError:
         return b""
     finally:

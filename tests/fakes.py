@@ -279,7 +279,8 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
                store: Store | None = None, clock: ManualClock | None = None,
                **options: Any) -> AsyncIterator[Core]:
     """The mailbox, supervisor and teams over a real journal and a fake runtime; everything
-    is stopped when the block ends. ``options``: more of build_core's keywords."""
+    is stopped when the block ends. ``options``: more of build_core's keywords (``runtimes``:
+    the fakes by runtime name, else ``runtime`` is the claude one)."""
     home = Home(tmp_path / "home")
     home.prepare()
     runtime = runtime or FakeRuntime()
@@ -288,7 +289,8 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
     try:
         async with anyio.create_task_group() as tg:
             hosts = options.pop("hosts", lambda team, member: LocalHost())
-            built = await build_core(home, db, tg, runtimes={"claude": runtime},
+            runtimes = options.pop("runtimes", {"claude": runtime})  # by runtime name
+            built = await build_core(home, db, tg, runtimes=runtimes,
                                      hosts=hosts,
                                      local_host=LocalHost(),
                                      vision=lambda rt, model, override: override,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from orchestrator import wire
 from orchestrator.attachments.cli_rules import cli_transform
 from orchestrator.attachments.markers import label as marker_label
+from orchestrator.attachments.names import name_warning
 from orchestrator.attachments.normalize import Limits, decode, make_variant
 
 if TYPE_CHECKING:
@@ -75,6 +76,12 @@ class PlannedAttachment:
     def label(self) -> str:
         return marker_label(self.kind, self.number)
 
+    @property
+    def name_warning(self) -> str | None:
+        """``notes.png holds text: sent as text`` when its name claims another kind than its
+        bytes (``names``): what the dry-run and the receipt say."""
+        return name_warning(self.name, self.kind, self.original_mime)
+
     def with_description(self, describer: str, text: str | None) -> PlannedAttachment:
         return replace(self, described_by=describer, description=text)
 
@@ -85,7 +92,8 @@ class PlannedAttachment:
                 sha256=self.original_sha256, mime=self.original_mime,
                 bytes=self.original_bytes),
             variants=[self.variant.to_wire(), *(v.to_wire() for v in self.page_variants)],
-            warnings=list(self.warnings), kind=self.kind, route=self.route, pages=self.pages,
+            warnings=[w for w in (self.name_warning,) if w] + list(self.warnings),
+            kind=self.kind, route=self.route, pages=self.pages,
             described_by=self.described_by,
             description_cached=None if self.described_by is None
             else self.description is not None)
@@ -100,7 +108,8 @@ class PlannedAttachment:
                                   description=self.description,
                                   cli_transform=v.cli_transform, kind=self.kind,
                                   route=self.route, pages=self.pages,
-                                  page_variants=[p.to_wire() for p in self.page_variants])
+                                  page_variants=[p.to_wire() for p in self.page_variants],
+                                  name_warning=self.name_warning)
 
 
 def derive(data: bytes, fmt: Format, name: str, purpose: str,

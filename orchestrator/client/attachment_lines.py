@@ -1,7 +1,8 @@
 """How the CLI prints an attachment: the dry-run plan (``send --dry-run``) and a journaled
 message's attachments (``history``). A document reads ``[Doc #N] name — route (pages N, page
 images K)`` with what was (or would be) sent and its sha256's short form; an image its
-``[Image #N]`` line. Metadata only: never the bytes, never base64 (docs/documents.md).
+``[Image #N]`` line; either ends with the warning of a name that claims another kind than the
+bytes (docs/attachments.md). Metadata only: never the bytes, never base64 (docs/documents.md).
 """
 
 from __future__ import annotations
@@ -57,11 +58,15 @@ def plan_lines(attachment: dict[str, Any]) -> list[str]:
 
 
 def sent_line(attachment: dict[str, Any]) -> str:
-    """A journaled attachment (an ``AttachmentRef``) on one line."""
+    """A journaled attachment (an ``AttachmentRef``) on one line, with the warning its name
+    earned (``notes.png holds text: sent as text``)."""
+    warning = attachment.get("name_warning")
+    said = f"; warning: {visible_line(str(warning))}" if warning else ""
     if attachment.get("kind", "image") == "image":
         described = (f" (described by {attachment['described_by']})"
                      if attachment.get("described_by") else "")
         return f"{_label(attachment)} {_name(attachment)}: {_variant(attachment, short=True)}" \
-            + described
+            + described + said
     pages = attachment.get("page_variants") or []
-    return f"{_document_head(attachment, len(pages))}: {_variant(attachment, short=True)}"
+    return f"{_document_head(attachment, len(pages))}: {_variant(attachment, short=True)}" \
+        + said

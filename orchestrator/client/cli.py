@@ -30,6 +30,7 @@ from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
     TEAM_OPTION,
     check_name,
+    cost_note,
     cost_text,
     emit_json,
     handles_errors,
@@ -85,6 +86,7 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
         if m.get("egress") else "") for m in members if m.get("sandbox")]
     lines += [f"  {m['name']}: {visible_line(m[key])}" for m in members
               for key in ("hold", "error", "activity", "note") if m.get(key)]
+    lines += [f"  {m['name']}: {note}" for m in members if (note := cost_note(m.get("spend")))]
     return lines
 
 
@@ -382,7 +384,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
             say(f"  $ {cost}, {usage.get('input_tokens', 0)} in "
                 f"({usage.get('cached_input_tokens', 0)} cached) / "
                 f"{usage.get('output_tokens', 0)} out tokens"
-                + (" (estimated: the turn was cut)" if usage.get("estimated") else ""))
+                + (" (estimated: the turn was cut)" if usage.get("estimated") else "")
+                + (" (a lower bound: see teamctl status)" if usage.get("lower_bound") else ""))
         if message.get("error"):
             error = message["error"]
             say(f"  ! {error['code']}: {error['message']}")
@@ -621,6 +624,10 @@ def _doctor_text(report: dict[str, Any]) -> None:
                 say(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
         if (row.get("sandbox") or {}).get("started"):
             say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
+        if row.get("codex_sandbox"):
+            box = row["codex_sandbox"]
+            say(f"{'':<12} codex sandbox {box['sandbox']}: {box['helper']} (TMPDIR "
+                f"{box['tmpdir']})")
     for row in report["runtimes"]:
         name = f"{row['runtime']} {row['acp_agent']}" if row["acp_agent"] else row["runtime"]
         fix = f'command = "/path/to/{row["command"]}" for the member' if row["acp_agent"] \

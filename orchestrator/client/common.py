@@ -22,8 +22,8 @@ from orchestrator.limits import NAME_PATTERN
 from orchestrator.paths import Home
 from orchestrator.visible import json_text, visible
 
-__all__ = ["TEAM_OPTION", "check_name", "cost_text", "emit_json", "handles_errors", "is_utf8",
-           "one_team", "say", "teamctl_home"]
+__all__ = ["TEAM_OPTION", "check_name", "cost_note", "cost_text", "emit_json", "handles_errors",
+           "is_utf8", "one_team", "say", "teamctl_home"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(NAME_PATTERN)
@@ -111,3 +111,10 @@ def cost_text(spend: dict[str, Any] | None) -> str:
     from orchestrator.costs.text import cost_text as text
 
     return text(spend) if spend else "-"
+
+
+def cost_note(spend: dict[str, Any] | None) -> str | None:
+    """Why a spend is a lower bound, on a line of its own (None: it is not one)."""
+    from orchestrator.costs.text import lower_bound_note
+
+    return lower_bound_note(spend)

@@ -9,6 +9,7 @@ from orchestrator import client
 from orchestrator.client import completion
 from orchestrator.client.common import (
     check_name,
+    cost_note,
     cost_text,
     emit_json,
     handles_errors,
@@ -46,13 +47,17 @@ def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
     rows = [header] + [
         (r["team"], r["group"], str(r["turns"]), str(r["input_tokens"]),
          str(r["cached_input_tokens"]), str(r["output_tokens"]),
-         f"${r['cost_usd']:.4f}" + (f" + {r['cost_unknown']} unknown" if r["cost_unknown"]
-                                    else ""))
+         ("\u2265 " if r.get("lower_bound") else "") + f"${r['cost_usd']:.4f}"
+         + (f" + {r['cost_unknown']} unknown" if r["cost_unknown"] else ""))
         for r in doc["rows"]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
         say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    say(f"total ${doc['total_usd']:.4f}, {doc['total_tokens']} tokens")
+    partial = {r["lower_bound"]: r["group"] for r in doc["rows"] if r.get("lower_bound")}
+    say(("\u2265 " if partial else "")
+        + f"total ${doc['total_usd']:.4f}, {doc['total_tokens']} tokens")
+    for why, group in partial.items():  # each reason once, with a group it holds for
+        say(f"  {group}: {cost_note({'lower_bound': why})}")
 
 
 @click.command()
@@ -81,6 +86,8 @@ def budget(team: str | None, member: str | None, add_usd: float | None, usd: flo
         return
     who = f"{doc['member']} (team {doc['team']})" if doc["member"] else f"team {doc['team']}"
     say(f"{who}: {cost_text(doc['spend'])}")
+    if note := cost_note(doc["spend"]):
+        say(f"  {note}")
     if doc.get("hold"):
         say(f"  held: {doc['hold']}")
 

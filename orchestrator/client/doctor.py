@@ -94,6 +94,8 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
         row |= _executable(member, versions, timeout)
         if row.get("problem") is None and kind == "none":
             row |= {"problem": f"no credential for its {member.runtime} CLI", "fix": source}
+        if member.runtime == CODEX.name and member.host is None:  # elsewhere: its host's
+            row |= _codex_sandbox(config, member, env, row)
         if config.member_sandbox(member) != "none":
             row["sandbox"] = _sandbox(config, member, row.get("path") or row["command"])
             if row["version"] is not None and member.host is None:  # it runs outside
@@ -212,6 +214,30 @@ def _version(path: str, timeout: float) -> tuple[str | None, str | None]:
     if done.returncode != 0:
         return None, f"exit {done.returncode}" + (f": {lines[-1][:200]}" if lines else "")
     return (lines[0][:200] if lines else None), None
+
+
+def _codex_sandbox(config: TeamConfig, member: MemberConfig, env: dict[str, str],
+                   row: dict[str, Any]) -> dict[str, Any]:
+    """Codex's own sandbox for a member on this machine (runtimes/codex/helper.py): its mode,
+    the bubblewrap it will use, its temp dir; a member whose every command would fail (its
+    helper's links refused) is a problem with its fix, as the launch refuses it."""
+    from orchestrator.contracts import runtime_home
+    from orchestrator.paths import Home
+    from runtimes.base import member_environ
+    from runtimes.codex._shared import codex_home_in, profile_sandbox
+    from runtimes.codex.helper import describe_helper, helper_env, helper_problem
+
+    home = runtime_home(Home.from_env().member_dir(config.name, member.name))
+    codex_home = codex_home_in(home)
+    full_env = member_environ({"CODEX_HOME": str(codex_home), **helper_env(home)}, env)
+    mode = profile_sandbox(config.member_permissions(member),
+                           in_teamctl_sandbox=config.member_sandbox(member) != "none")
+    found: dict[str, Any] = {"codex_sandbox": describe_helper(codex_home, full_env, mode)}
+    problem = helper_problem(codex_home, full_env, mode)
+    if problem is not None:
+        found |= {key: "; ".join(filter(None, (row.get(key), new)))
+                  for key, new in (("problem", problem[0]), ("fix", problem[1]))}
+    return found
 
 
 def _credential(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:

@@ -28,7 +28,7 @@ class Accounts:
         spent, budget = self._ledger.spent(key), self._ledger.budget(team, member)
         return Spend(cost_usd=round(spent.cost_usd, 6), cost_unknown=spent.unknown,
                      tokens=spent.tokens.total, budget_usd=budget.usd,
-                     budget_tokens=budget.tokens)
+                     budget_tokens=budget.tokens, lower_bound=spent.unreported)
 
     def hold(self, team: str, member: str) -> str | None:
         """Why the member's queue is held (a budget, a rate limit), or None."""
@@ -45,7 +45,8 @@ class Accounts:
         rows = [UsageRow(team=r["team"], group=str(r["key"] or "(unknown)"), turns=r["turns"],
                          input_tokens=r["i"] or 0, cached_input_tokens=r["c"] or 0,
                          output_tokens=r["o"] or 0, reasoning_output_tokens=r["r"] or 0,
-                         cost_usd=round(r["usd"] or 0.0, 6), cost_unknown=r["unknown"] or 0)
+                         cost_usd=round(r["usd"] or 0.0, 6), cost_unknown=r["unknown"] or 0,
+                         lower_bound=r["unreported"])
                 for r in await self._accounts().usage(name, by)]
         return UsageDoc(by=by, rows=rows, total_usd=round(sum(r.cost_usd for r in rows), 6),
                         total_tokens=sum(r.input_tokens + r.output_tokens for r in rows))

@@ -8,6 +8,7 @@ profile), its meter and, for a runtime whose CLI takes one, its budget backstop.
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -95,7 +96,7 @@ class LaunchFactory:
             team=state.team, member=state.name, executable=executable, model=config.model,
             prompt=config.prompt, workdir=Path(state.workdir),
             state_dir=state_dir, args=args, env={**inherited, **config.env},
-            config=dict(config.config),
+            config=copy.deepcopy(dict(config.config)),  # an adapter may add to its tables
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             interrupt_grace=config.interrupt_grace,

@@ -9,7 +9,9 @@ the ledger charges the *increase* of each counter since it last settled it, and 
 baselines in the journal, so a total is never charged twice across turns, restarts, resumes
 and re-deliveries. A total that goes backwards is logged and not charged. Codex reports no
 cost: its tokens are priced from the vendored table; a model the table does not list has an
-unknown cost (never zero).
+unknown cost (never zero). A member whose runtime makes calls it does not report (an ACP
+agent's side requests: ``costs.coverage``) is charged what it reports, each charge marked with
+why its figures are a lower bound.
 
 Budgets (``budget_usd``/``budget_tokens``, per member and per team) are checked before each
 turn (``gate``) and on every reading during one (``Meter.reading`` answers "stop"). A member
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from orchestrator.costs.coverage import unreported
 from orchestrator.costs.prices import PriceTable, load_prices
 from orchestrator.daemon.ledger_budgets import Budgets
 from orchestrator.daemon.ledger_charge import Charge, Totals
@@ -88,10 +91,13 @@ class Ledger:
     # -- budgets ------------------------------------------------------------------------------
 
     async def configure(self, team: TeamConfig) -> None:
-        """The team's budgets (``Budgets.configure``: an unenforceable one is refused)."""
+        """The team's budgets (``Budgets.configure``: an unenforceable one is refused), and
+        whose figures will leave API calls out (``costs.coverage``: a lower bound)."""
         await self._budgets.configure(team)
         for member in team.members:
             self._runtimes[(team.name, member.name)] = member.runtime
+            self._spending.set_unreported(team.name, member.name, unreported(
+                member.runtime, member.acp_agent, member.model))
 
     async def set_budget(self, team: str, member: str | None, *, usd: float | None = None,
                          add_usd: float | None = None, tokens: int | None = None,

@@ -1,7 +1,8 @@
-"""The ledger's tables in the journal (migration 8): ``usage`` (one row per settled turn
-attempt), ``usage_counters`` (the running total each runtime counter was last charged up to)
-and ``budgets`` (the operator's and the team file's). ``LedgerJournal`` is the typed async way
-in; ``ledger.Ledger`` keeps the totals in memory and decides."""
+"""The ledger's tables in the journal (migrations 8 and 18): ``usage`` (one row per settled
+turn attempt, and why its figures are a lower bound where they are), ``usage_counters`` (the
+running total each runtime counter was last charged up to) and ``budgets`` (the operator's and
+the team file's). ``LedgerJournal`` is the typed async way in; ``ledger.Ledger`` keeps the
+totals in memory and decides."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ MIGRATIONS: Migrations = {
         PRIMARY KEY (team, member)
     );
     """,
+    # why a turn's figures leave some of the member's API calls out (an ACP agent's side
+    # requests it does not report: costs/coverage.py); NULL: every call is in them
+    18: "ALTER TABLE usage ADD COLUMN unreported TEXT",
 }
 
 
@@ -95,7 +99,7 @@ class Budget:
 # the sums every query of the usage table takes (``unknown``: rows whose cost is unknown)
 _SUMS = ("SUM(input_tokens) AS i, SUM(cached_input_tokens) AS c, SUM(output_tokens) AS o, "
          "SUM(reasoning_output_tokens) AS r, SUM(COALESCE(cost_usd, 0)) AS usd, "
-         "SUM(cost_usd IS NULL) AS unknown")
+         "SUM(cost_usd IS NULL) AS unknown, MAX(unreported) AS unreported")
 
 
 def _totals(journal: Journal) -> list[dict[str, Any]]:
@@ -124,10 +128,10 @@ def _record(journal: Journal, team: str, member: str, runtime: str, message_id: 
             db.execute(
                 "INSERT INTO usage (team, member, message_id, runtime, model, input_tokens, "
                 "cached_input_tokens, output_tokens, reasoning_output_tokens, cost_usd, "
-                "estimated, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "estimated, at, unreported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (team, member, message_id, runtime, charge.model, t.input_tokens,
                  t.cached_input_tokens, t.output_tokens, t.reasoning_output_tokens,
-                 charge.cost_usd, int(charge.estimated), now))
+                 charge.cost_usd, int(charge.estimated), now, charge.unreported))
             row = db.execute(
                 f"SELECT {_SUMS}, MAX(estimated) AS est FROM usage "
                 "WHERE message_id=? AND member=?",
@@ -138,6 +142,8 @@ def _record(journal: Journal, team: str, member: str, runtime: str, message_id: 
                 "cost_usd": None if row["unknown"] else round(row["usd"] or 0.0, 6)}
             if row["est"]:
                 doc["estimated"] = True
+            if row["unreported"]:
+                doc["lower_bound"] = row["unreported"]
             db.execute("UPDATE deliveries SET usage=? WHERE message_id=? AND member=?",
                        (json.dumps(doc, sort_keys=True), message_id, member))
         for name, value in counters.items():

@@ -34,6 +34,8 @@ class Spending:
         self._spent: defaultdict[Key, Totals] = defaultdict(Totals)
         self._inflight: dict[Key, Attempt] = {}
         self._counters: dict[Key, dict[str, CounterValue]] = {}
+        # why a member's figures leave some of its API calls out (its launch's runtime)
+        self._unreported: dict[Key, str] = {}
 
     async def load(self) -> None:
         """The totals charged so far, from the journal (once, at daemon start)."""
@@ -48,6 +50,15 @@ class Spending:
                 totals.tokens = totals.tokens + tokens
                 totals.cost_usd += cost or 0.0
                 totals.unknown += int(row["unknown"] or 0) + (cost is None)
+                totals.unreported = totals.unreported or row["unreported"]
+
+    def set_unreported(self, team: str, member: str, why: str | None) -> None:
+        """What the member's runtime leaves out of its figures from now on (None: nothing,
+        as far as captured): its charges, and its spend, are then a lower bound."""
+        if why is None:
+            self._unreported.pop((team, member), None)
+        else:
+            self._unreported[(team, member)] = why
 
     async def load_counters(self, team: str, member: str) -> None:
         """The member's counters as last charged, from the journal (once per member, so a
@@ -62,7 +73,8 @@ class Spending:
         reading = checked_reading(reading)
         attempt = self._inflight.get((team, member))
         if attempt is None or attempt.message_id != message_id:
-            attempt = self._inflight[(team, member)] = Attempt(team, member, message_id, model)
+            attempt = self._inflight[(team, member)] = Attempt(
+                team, member, message_id, model, self._unreported.get((team, member)))
         return attempt.read(reading, self._counters.get((team, member), {}), self._prices)
 
     def take(self, team: str, member: str, message_id: str) -> Attempt | None:
@@ -99,17 +111,25 @@ class Spending:
         self._spent[(team, TEAM)].add(charge)
 
     def spent(self, key: Key) -> Totals:
-        """Charged so far, plus the turn in flight (of the member, or of every member)."""
+        """Charged so far, plus the turn in flight (of the member, or of every member); a
+        lower bound (``unreported``) when a charge was, or the member's runtime leaves calls
+        out — before its first turn too, so the operator knows before the money is spent."""
         totals = self._spent.get(key) or Totals()
         team, member = key
         inflight = [a for (t, m), a in self._inflight.items()
                     if t == team and (m == member or member == TEAM)]
-        if not inflight:
-            return totals
-        out = Totals(totals.tokens, totals.cost_usd, totals.unknown)
+        out = Totals(totals.tokens, totals.cost_usd, totals.unknown,
+                     totals.unreported or self._why(key))
         for attempt in inflight:
             out.add(attempt.charge(self._prices))
         return out
+
+    def _why(self, key: Key) -> str | None:
+        """Why the member's (or, ``TEAM``, any member's) runtime leaves calls out."""
+        team, member = key
+        if member != TEAM:
+            return self._unreported.get(key)
+        return next((why for (t, _), why in self._unreported.items() if t == team), None)
 
     def counter(self, team: str, member: str, counter: str) -> CounterValue | None:
         return self._counters.get((team, member), {}).get(counter)

@@ -82,6 +82,7 @@ class Messages:
             return DryRunPlan(team=config.name, member=member,
                               attachments=[p.to_wire() for p in planned])
         notes = self._resuming(config.name, member)  # before its queue is poked
+        notes += [f"warning: {p.name_warning}" for p in planned if p.name_warning]
         message_id = await self._mailbox.send(config.name, member, text, planned, origin)
         if made and self._descriptions is not None:  # described images: their side calls
             spec = config.member(member)

@@ -1,15 +1,19 @@
 """The operations the control API exposes, over the supervisor, the mailbox and the journal.
 
 This is where a team is launched (journaled, then its members started), resumed, restarted,
-stopped (mailboxes first, then members in reverse start order) and shown. The other audiences
-have their own modules, which ``Teams`` also answers for (the API and the live view call it):
-messages (``messages``), costs and budgets (``accounts``), worktrees (``worktree_ops``); the
-running teams by name are the ``roster``.
+stopped (mailboxes first, then members in reverse start order) and shown. A file launched
+again is compared with what the operator wrote — the team file as it was validated, kept
+apart before any member starts — never with the running objects the runtimes were handed (a
+Codex member's ``config`` tables gain the ``features.multi_agent`` teamctl derives).
+
+The other audiences have their own modules, which ``Teams`` also answers for (the API and the
+live view call it): messages (``messages``), costs and budgets (``accounts``), worktrees
+(``worktree_ops``); the running teams by name are the ``roster``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -42,6 +46,8 @@ __all__ = ["Teams"]
 log = structlog.get_logger("teamctl.teams")
 
 _SETTLE_MARGIN = 5.0
+# a section of the validated file by the name the operator wrote it under
+_SECTIONS = {"kubernetes_hosts": "hosts"}
 
 
 class Teams:
@@ -59,6 +65,9 @@ class Teams:
         self._supervisor = supervisor
         self._mailbox = mailbox
         self._roster = roster = Roster(store)
+        # each running team's file as the operator wrote it (validated, JSON): what a file
+        # launched again is compared with, never handed to a runtime
+        self._written: dict[str, dict[str, Any]] = {}
         self._worktree_ops = WorktreeOps(roster, store, root=worktree_root, placed=placed,
                                          views=git_views)
         self._accounts = Accounts(roster, ledger)
@@ -95,9 +104,9 @@ class Teams:
         """Journal the team and start its members. A team that already runs from the same
         definition (e.g. resumed by a restarted daemon) is reported, not refused; one that
         runs from a different definition is refused with the differences."""
-        running = self._roster.teams.get(config.name)
-        if running is not None:
-            differences = _differences(running, config)
+        written = config.model_dump(mode="json")  # before anything is handed the config
+        if config.name in self._roster.teams:
+            differences = _differences(self._written[config.name], written)
             if differences:
                 raise TeamAlreadyRunning(config.name, differences)
             if wait:
@@ -112,9 +121,9 @@ class Teams:
         if self._ledger is not None:  # an unenforceable budget is refused before anything
             await self._ledger.configure(config)
         workdirs = await self._worktree_ops.prepare(config)  # before anything is journaled
-        await self._store.save_team(config.name, file, config.model_dump(mode="json"),
+        await self._store.save_team(config.name, file, written,
                                     [(m.name, m.runtime) for m in config.members])
-        self._start(config, workdirs)
+        self._start(config, written, workdirs)
         log.info("team_launched", team=config.name, members=len(config.members), file=file)
         if wait:
             await self._settle(config, timeout)
@@ -124,9 +133,13 @@ class Teams:
         limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
         await self._supervisor.wait_settled(config.name, limit)
 
-    def _start(self, config: TeamConfig, workdirs: Mapping[str, Path]) -> None:
+    def _start(self, config: TeamConfig, written: dict[str, Any],
+               workdirs: Mapping[str, Path]) -> None:
+        """Run the team; ``written``: its file as the operator wrote it (a relaunch's
+        comparison)."""
         for member in config.members:  # never shown anywhere, whatever their shape
             add_secrets(value for key, value in member.env.items() if secret_name(key))
+        self._written[config.name] = written
         self._roster.teams[config.name] = config
         if self.on_change is not None:
             self.on_change()
@@ -139,6 +152,7 @@ class Teams:
         names = []
         for record in await self._store.teams(desired="running"):
             config = TeamConfig.model_validate(record.config)
+            written = config.model_dump(mode="json")  # as a launch of the same file has it
             try:
                 if self._ledger is not None:
                     await self._ledger.configure(config)
@@ -147,7 +161,7 @@ class Teams:
                 log.error("team_resume_failed", team=config.name, code=exc.code,
                           error=exc.message)
                 continue
-            self._start(config, workdirs)
+            self._start(config, written, workdirs)
             self._roster.resumed.add(config.name)
             names.append(config.name)
             log.info("team_resumed", team=config.name)
@@ -173,6 +187,7 @@ class Teams:
         await self._mailbox.close_team(name)
         await self._supervisor.stop_team(name)
         self._roster.teams.pop(name, None)
+        self._written.pop(name, None)
         self._roster.resumed.discard(name)
         if self.on_change is not None:  # after the members' own: the team is gone now
             self.on_change()
@@ -208,26 +223,32 @@ class Teams:
         return await self._team_status(config.name)
 
 
-def _differences(running: TeamConfig, wanted: TeamConfig) -> list[str]:
-    """What differs between the running team and a file launched again (member names and
-    keys only: values may be secrets)."""
+def _differences(running: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """What differs between the file the running team was launched from and a file launched
+    again, both as the operator wrote them (validated, JSON): member names, keys and sections
+    only — values may be secrets."""
     if running == wanted:
         return []
-    old = {m.name: m for m in running.members}
-    new = {m.name: m for m in wanted.members}
+    old = {m["name"]: m for m in running["members"]}
+    new = {m["name"]: m for m in wanted["members"]}
     found = []
     if added := [n for n in new if n not in old]:
         found.append("members added: " + ", ".join(added))
     if removed := [n for n in old if n not in new]:
         found.append("members removed: " + ", ".join(removed))
-    for name in (n for n in new if n in old):
-        a, b = old[name].model_dump(), new[name].model_dump()
-        if keys := [k for k in b if a.get(k) != b[k]]:
-            found.append(f"{name}: {', '.join(keys)} changed")
-    if running.team != wanted.team:
-        keys = [k for k, v in wanted.team.model_dump().items()
-                if running.team.model_dump().get(k) != v]
+    found += [f"{name}: {', '.join(keys)} changed" for name in new if name in old
+              if (keys := _changed_keys(old[name], new[name]))]
+    if keys := _changed_keys(running["team"], wanted["team"]):
         found.append(f"[team] {', '.join(keys)} changed")
-    if [m.name for m in running.members] != [m.name for m in wanted.members] and not found:
+    sections = {_SECTIONS.get(k, k) for k in _changed_keys(running, wanted)}
+    found += [f"[{section}] changed" for section in sorted(sections - {"team", "members"})]
+    if [m["name"] for m in running["members"]] != [m["name"] for m in wanted["members"]] \
+            and not found:
         found.append("the members' order changed")
     return found
+
+
+def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The keys whose values differ between two tables of a team file (in the file's order)."""
+    keys = [*new, *(k for k in old if k not in new)]
+    return [k for k in keys if old.get(k) != new.get(k)]

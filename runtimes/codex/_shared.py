@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from orchestrator.contracts import (
+    CodexSandboxUnusable,
     LaunchSpec,
     MemberStartFailed,
     Placed,
@@ -27,6 +28,7 @@ from orchestrator.contracts import (
     read_regular,
 )
 from runtimes.base import member_environ, private_file
+from runtimes.codex.helper import helper_dirs, helper_env, helper_problem
 from runtimes.codex.provider import merged_config, resolve_provider
 from runtimes.logins import codex_home
 
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["APPROVAL_POLICY", "SANDBOX", "api_status", "build_env",
-           "check_login", "codex_member_home", "config_args", "config_toml", "effective_config",
-           "sandbox_mode", "sandbox_refusal"]
+           "check_login", "codex_home_in", "codex_member_home", "config_args", "config_toml",
+           "effective_config", "profile_sandbox", "sandbox_mode", "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -52,46 +54,67 @@ APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
 
 
 def sandbox_mode(spec: LaunchSpec) -> str:
+    """The member's codex sandbox (``profile_sandbox``), inside teamctl's sandbox or not."""
+    from runtimes.sandbox_host import SandboxHost
+
+    return profile_sandbox(spec.permissions, in_teamctl_sandbox=isinstance(spec.host,
+                                                                             SandboxHost))
+
+
+def profile_sandbox(permissions: str, *, in_teamctl_sandbox: bool) -> str:
     """The profile's sandbox, but ``danger-full-access`` for ``read`` and ``edit`` inside
     teamctl's sandbox: codex's own bubblewrap cannot map its uids inside our user namespace
     (every command would fail), and ours is the boundary — the workdir the only writable
     project path, read-only for ``read`` (docs/permissions.md). (``ask`` there: refused by
     the team file.)"""
-    from runtimes.sandbox_host import SandboxHost
-
-    if isinstance(spec.host, SandboxHost) and spec.permissions in ("read", "edit"):
+    if in_teamctl_sandbox and permissions in ("read", "edit"):
         return "danger-full-access"
-    return SANDBOX[spec.permissions]
+    return SANDBOX[permissions]
+
+
 _OPERATOR_LINKS = ("auth.json", "AGENTS.md", "prompts", "skills", "rules")
 _NEVER_PASSED = ("forced_login_method",)  # it deletes the login it does not want (logins §2.1)
 
 
 def build_env(spec: LaunchSpec) -> dict[str, str]:
     """The minimal environment, the member's private CODEX_HOME (its config.toml, and with an
-    operator login links to the operator's auth.json and instructions), the member's env.
-    The config is the daemon's file (the member's private dir), placed in CODEX_HOME by its
-    host: a copy here, bound read-only in a sandbox (``Host.place``)."""
+    operator login links to the operator's auth.json and instructions) and temp dir (so codex
+    makes its sandbox helper's links: ``helper``), the member's env. The config is the
+    daemon's file (the member's private dir), placed in CODEX_HOME by its host: a copy here,
+    bound read-only in a sandbox (``Host.place``). CodexSandboxUnusable where codex's own
+    sandbox would run none of its commands."""
     home = codex_member_home(spec)
     config = private_file(spec.state_dir / "codex-config.toml",
                           config_toml(effective_config(spec)))
     try:
         spec.host.place([Placed(spec.runtime_home, _CODEX_HOME),
                          Placed(spec.runtime_home, f"{_CODEX_HOME}/config.toml", source=config),
-                         *_operator_links(spec)])
+                         *_operator_links(spec), *helper_dirs(spec.runtime_home)])
     except FileExistsError as exc:
         raise MemberStartFailed(spec.member, f"{exc}; move it away to use the operator's "
                                 "login, or set login = \"isolated\"") from None
     except OSError as exc:  # a link where a directory of its home goes: the member's doing
         raise MemberStartFailed(spec.member, f"cannot make its CODEX_HOME in {home}: "
                                 f"{exc.strerror}") from None
-    return member_environ({"CODEX_HOME": str(home)}, spec.env)
+    env = member_environ({"CODEX_HOME": str(home), **helper_env(spec.runtime_home)}, spec.env)
+    # this machine's PATH and TMPDIR are the member's; a host elsewhere is not looked at here
+    problem = helper_problem(home, env, sandbox_mode(spec)) \
+        if spec.host.checks_local_login else None
+    if problem is not None:
+        raise CodexSandboxUnusable(spec.member, *problem)
+    return env
 
 
 _CODEX_HOME = "codex-home"
 
 
 def codex_member_home(spec: LaunchSpec) -> Path:
-    return spec.runtime_home / _CODEX_HOME
+    return codex_home_in(spec.runtime_home)
+
+
+def codex_home_in(runtime_home: Path) -> Path:
+    """A member's CODEX_HOME in its runtime home."""
+    return runtime_home / _CODEX_HOME
 
 
 def _operator_links(spec: LaunchSpec) -> list[Placed]:

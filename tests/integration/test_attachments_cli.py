@@ -6,7 +6,7 @@ import hashlib
 import re
 
 from tests import images
-from tests.conftest import LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
+from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
 
 
 def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> None:
@@ -50,6 +50,31 @@ def test_one_bad_attachment_refuses_the_whole_message(teamctl: Teamctl) -> None:
     assert not [e for e in teamctl.log_events() if e["event"] == "message_queued"]
     refused = [e for e in teamctl.log_events() if e["event"] == "attachments_refused"]
     assert refused[0]["codes"] == ["attachment_unsupported_mime"]
+
+
+def test_a_text_file_named_png_was_sent_as_text_without_a_word(teamctl: Teamctl) -> None:
+    """README and the demo said a text file named .png is refused (exit 3); it was sent as
+    ``[Doc #1] notes.png — text`` with no warning. It is sent as what its bytes are, and the
+    dry-run, the send's receipt and history say so: ``notes.png holds text: sent as text``."""
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member("rev")])))
+    notes = REPO / "fixtures" / "images" / "notes.png"
+    warning = "warning: notes.png holds text: sent as text"
+    plan = teamctl.run("send", "--dry-run", "--attach", str(notes), "rev", "read [Doc #1]")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines()[0].startswith("[Doc #1] notes.png — native:")
+    assert f"  {warning}" in plan.stdout.splitlines()
+    sent = teamctl.run("send", "--attach", str(notes), "rev", "read [Doc #1]", "--wait")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stderr.splitlines() == [warning], "the receipt says it"
+    sha256 = hashlib.sha256(notes.read_bytes()).hexdigest()
+    assert f"document: mime=text/plain bytes=28 sha256={sha256}" in sent.stdout, \
+        "the text itself reached the runtime"
+    [message] = teamctl.json("history", "rev")["messages"]
+    assert message["attachments"][0]["name_warning"] == "notes.png holds text: sent as text"
+    assert message["attachments"][0]["kind"] == "text"
+    shown = teamctl.run("history", "rev").stdout
+    assert "[Doc #1] notes.png — native: text/plain 28 bytes sha256=" in shown
+    assert shown.count(warning) == 1
 
 
 def test_refusal_json_document(teamctl: Teamctl) -> None:

@@ -193,3 +193,35 @@ def test_hostile_usage_and_budget_calls_are_refused_and_nothing_is_lost(
     assert done.returncode == 0, done.stderr
     states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
     assert states[queued] == "answered", "the queued message was not lost"
+
+
+def test_a_qwen_members_side_requests_reached_no_figure_and_nothing_said_so(
+        teamctl: Teamctl) -> None:
+    """Qwen Code reports its turns' own calls, never its side requests (memory extraction,
+    suggestions: 9 of 14 API calls in a captured five-turn run), so its figures are a lower
+    bound: status, usage, budget and history say so and why, the text and --json alike; its
+    Claude teammate's figures stay whole."""
+    from orchestrator.costs.coverage import QWEN
+    from tests.integration.test_acp_member import acp_member
+
+    team = teamctl.write_team("web", [
+        acp_member("qw", acp_agent="qwen", model="qwen3-coder-plus",
+                   env={"OPENAI_API_KEY": "sk-fake"}), fake_member("lead")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    for member in ("qw", "lead"):
+        assert teamctl.run("send", member, "hello", "--wait").returncode == 0
+    rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+    assert (rows["qw"]["spend"]["lower_bound"], rows["lead"]["spend"]["lower_bound"]) == (
+        QWEN, None)
+    note = f"cost \u2265 (a lower bound): {QWEN}"
+    status = teamctl.run("status").stdout
+    assert f"  qw: {note}" in status.splitlines() and "lead: cost" not in status
+    assert "team web  (cost \u2265 $" in status
+    usage = teamctl.json("usage")
+    assert {r["group"]: r["lower_bound"] for r in usage["rows"]} == {"qw": QWEN, "lead": None}
+    shown = teamctl.run("usage").stdout.splitlines()
+    assert shown[-2].startswith("\u2265 total $") and shown[-1] == f"  qw: {note}"
+    assert teamctl.run("budget", "qw").stdout.splitlines()[1] == f"  {note}"
+    [message] = teamctl.json("history", "qw")["messages"]
+    assert message["usage"]["lower_bound"] == QWEN
+    assert "(a lower bound: see teamctl status)" in teamctl.run("history", "qw").stdout

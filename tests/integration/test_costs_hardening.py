@@ -62,6 +62,25 @@ def test_a_nan_infinite_huge_or_negative_usage_figure_does_not_poison_the_ledger
     assert raised["spend"]["budget_usd"] == pytest.approx(1.08) and raised["hold"] is None
 
 
+def test_a_nan_total_then_a_good_one_charged_the_tokens_price_and_the_budget_leaked(
+        teamctl: Teamctl) -> None:
+    """A runtime whose first total_cost_usd is NaN and its next a good $2.50 is charged the
+    $2.50 (it was charged $0.000045, its tokens priced from the table), so a team budget of
+    $1 holds the team: the next message waits, held."""
+    team = teamctl.write_team("web", [fake_member("rev")], budget_usd=1.0)
+    assert teamctl.run("launch", str(team)).returncode == 0
+    for figures in ("NaN 10", "2.5 10"):
+        done = teamctl.run("send", "rev", f"FIGURES {figures}", "--wait")
+        assert done.returncode == 0, (figures, done.stderr)
+    first, second = (m["usage"] for m in teamctl.json("history", "rev")["messages"])
+    assert first["cost_usd"] is None, "the NaN turn's cost is unknown, never priced"
+    assert second["cost_usd"] == pytest.approx(2.5), "the good total: the whole increase"
+    spend = teamctl.json("status")["teams"][0]["spend"]
+    assert (spend["cost_usd"], spend["cost_unknown"]) == (pytest.approx(2.5), 1)
+    held = teamctl.run("send", "rev", "three", "--wait")
+    assert held.returncode == 1 and "budget reached" in held.stderr, held.stderr
+
+
 def test_the_raw_budget_call_coerced_strings_and_booleans_to_dollars(teamctl: Teamctl) -> None:
     """The socket's ``budget`` params are strict: "5", true, NaN, Infinity and negatives are
     refused with a typed usage error and change nothing; a plain number is taken."""

@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 5 == 17
+    assert SCHEMA_VERSION == len(EARLIER) + 6 == 18
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -79,6 +79,12 @@ def test_version_17_records_where_each_worktree_was_made_and_nothing_else() -> N
     assert _statements(MIGRATIONS[16]) == [
         "ALTER TABLE worktrees ADD COLUMN common_dir TEXT",
         "ALTER TABLE worktrees ADD COLUMN admin_dir TEXT"]
+
+
+def test_version_18_says_why_a_turns_usage_is_a_lower_bound_and_nothing_else() -> None:
+    """Schema 18 (every dollar counted, issue 45): one nullable column on ``usage`` — why a
+    turn's figures leave some of the member's API calls out; an earlier row reads as whole."""
+    assert _statements(MIGRATIONS[17]) == ["ALTER TABLE usage ADD COLUMN unreported TEXT"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

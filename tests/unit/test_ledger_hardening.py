@@ -110,6 +110,28 @@ async def test_a_nan_or_infinite_running_total_made_the_spend_nan_and_no_budget_
         tg.cancel_scope.cancel()
 
 
+async def test_a_nan_first_total_then_a_good_one_was_priced_from_the_table_for_good(
+        store: FullDisk) -> None:
+    """A session whose first total is NaN, then a good $2.50: the $2.50 is charged and a team
+    budget of $1 holds the team. (The counter started as one "without a cost", so the $2.50
+    and every later total were priced from the table instead: $0.000045.) The NaN turn's own
+    cost is unknown — never priced, never $0."""
+    async with anyio.create_task_group() as tg:
+        ledger = await _ledger(store, tg, budget_usd=1.0)
+        ledger.observe("web", "a", "m1", _session(math.nan), SONNET)
+        first = await ledger.settle("web", "a", "m1")
+        assert first is not None and first.cost_usd is None
+        assert ledger.gate("web", "a") is None
+        ledger.observe("web", "a", "m2", _session(2.50), SONNET)
+        second = await ledger.settle("web", "a", "m2")
+        assert second is not None and second.cost_usd == pytest.approx(2.50)
+        assert ledger.spent_usd(("web", "")) == pytest.approx(2.50)
+        assert ledger.spent(("web", "a")).unknown == 1
+        hold = ledger.gate("web", "b")
+        assert hold is not None and "team 'web' spent $2.5000 of $1.00" in hold.reason
+        tg.cancel_scope.cancel()
+
+
 async def test_a_charge_made_while_the_disk_is_full_was_never_written(
         store: FullDisk, monkeypatch: pytest.MonkeyPatch) -> None:
     """A charge the journal refuses (a full disk) is written again, in order, once the

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.attachments.failures import AttachmentRefused
+from orchestrator.config import TeamConfig
 from orchestrator.daemon import team_records
 from orchestrator.daemon.store import Store
 from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
@@ -68,6 +69,20 @@ async def test_launching_a_running_team_again_reports_or_refuses(tmp_path: Path)
             await c.teams.launch(changed, "a.toml", wait=True, timeout=10)
         assert caught.value.details["differences"] == ["members added: rev",
                                                        "lead: model changed"]
+
+
+async def test_a_relaunch_names_a_changed_section_never_takes_it_for_the_same_file(
+        tmp_path: Path) -> None:
+    """Only the members and ``[team]`` were compared: a file whose ``[board]`` changed was
+    "already running" with the old board. Every section counts, named as the file names it."""
+    async with core(tmp_path) as c:
+        config = team_config(tmp_path, {"name": "lead"})
+        await c.teams.launch(config, "a.toml", wait=True, timeout=10)
+        changed = TeamConfig.model_validate({**config.model_dump(mode="json"),
+                                             "board": {"check": "make test"}})
+        with pytest.raises(TeamAlreadyRunning) as caught:
+            await c.teams.launch(changed, "a.toml", wait=True, timeout=10)
+        assert caught.value.details["differences"] == ["[board] changed"]
 
 
 async def test_a_restarted_daemon_resumes_its_teams_and_redelivers(tmp_path: Path) -> None:

@@ -313,6 +313,29 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
     assert "2 queued" in needs and "teamctl budget rev --add USD" in needs
 
 
+def test_the_team_marks_a_cost_that_leaves_calls_out_as_a_lower_bound_and_says_why() -> None:
+    """A Qwen Code member's side requests reach no figure (docs/costs.md): its cost cell reads
+    ``≥``, and a note under the table says why — on a phone too, where a tooltip is never
+    seen. A member whose every call is counted gets neither."""
+    from html import escape
+
+    from orchestrator.costs.coverage import QWEN
+    from orchestrator.daemon.web import render
+    from orchestrator.wire import MemberStatus, Spend
+
+    qwen = MemberStatus(
+        name="qw", runtime="acp", model="qwen3-coder-plus", pid=7, launch="running",
+        liveness="alive", readiness="ready", restarts=0, session_id=None, last_exit=None,
+        spend=Spend(cost_usd=0.5, tokens=1400, lower_bound=QWEN))
+    whole = qwen.model_copy(update={"name": "lead", "runtime": "claude", "spend": Spend(
+        cost_usd=0.5, tokens=1400)})
+    table = render.members([("web", qwen), ("web", whole)], {}, {})
+    assert '<td class="cost">\u2265 $0.5000</td>' in table
+    assert '<td class="cost">$0.5000</td>' in table
+    assert table.count('<p class="note">') == 1
+    assert f'<p class="note">web/qw: cost \u2265 (a lower bound): {escape(QWEN)}</p>' in table
+
+
 SECRET = "sk-ant-api03-" + "Zq7" * 12  # a key shape the redactor knows (test_redaction.py)
 
 

@@ -17,7 +17,7 @@ import time
 from html import escape
 from typing import TYPE_CHECKING
 
-from orchestrator.costs.text import cost_text
+from orchestrator.costs.text import cost_text, lower_bound_note
 from orchestrator.limits import APPROVAL_SHA256_SHOWN, APPROVAL_SHOWN_CHARS
 from orchestrator.visible import clipped, visible
 
@@ -176,7 +176,10 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
             "<th>liveness</th><th>readiness</th><th>turn</th><th>activity</th>"
             "<th>queued</th><th>restarts</th><th>cost</th><th>worktree</th><th></th></tr>")
     body = "".join(cells) or '<tr><td colspan="13">no team runs</td></tr>'
-    return f"<h2>Team</h2><table>{head}{body}</table>"
+    notes = "".join(f'<p class="note">{_e(team)}/{_e(m.name)}: {_e(note)}</p>'
+                    for team, m in rows if m.spend is not None
+                    and (note := lower_bound_note(m.spend.model_dump())))
+    return f"<h2>Team</h2><table>{head}{body}</table>{notes}"
 
 
 def _sandbox(m: MemberStatus) -> str:
