@@ -330,8 +330,8 @@ def test_the_team_marks_a_cost_that_leaves_calls_out_as_a_lower_bound_and_says_w
     whole = qwen.model_copy(update={"name": "lead", "runtime": "claude", "spend": Spend(
         cost_usd=0.5, tokens=1400)})
     table = render.members([("web", qwen), ("web", whole)], {}, {})
-    assert '<td class="cost">\u2265 $0.5000</td>' in table
-    assert '<td class="cost">$0.5000</td>' in table
+    assert '<td class="cost" data-label="cost">\u2265 $0.5000</td>' in table
+    assert '<td class="cost" data-label="cost">$0.5000</td>' in table
     assert table.count('<p class="note">') == 1
     assert f'<p class="note">web/qw: cost \u2265 (a lower bound): {escape(QWEN)}</p>' in table
 
