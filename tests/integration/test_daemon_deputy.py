@@ -84,16 +84,12 @@ def _outside(tmp_path: Path) -> tuple[Path, Path]:
 
 def _kill_and_wait(teamctl: Teamctl, follow_logs: LogFollower, member: str) -> None:
     """SIGKILL the member's process (as a runtime that killed itself) and wait for its next
-    start to be ready."""
-    before = _row(teamctl, member)
-    os.kill(int(before["pid"]), signal.SIGKILL)
-    assert wait_pid_exit(int(before["pid"]), 20)
-    readies = sum(1 for e in follow_logs.seen
-                  if e.get("event") == "member_ready" and e.get("member") == member)
-    follow_logs.wait_for(lambda e: e.get("event") == "member_ready" and e.get("member") ==
-                         member and sum(1 for x in follow_logs.seen
-                                        if x.get("event") == "member_ready"
-                                        and x.get("member") == member) > readies, timeout=60)
+    start to be ready (a ``member_ready`` of another pid)."""
+    pid = int(_row(teamctl, member)["pid"])
+    os.kill(pid, signal.SIGKILL)
+    assert wait_pid_exit(pid, 20)
+    follow_logs.wait_for(lambda e: e.get("event") == "member_ready" and
+                         e.get("member") == member and e.get("pid") != pid, timeout=60)
 
 
 def _plants(private: Path, outside: Path, canary: Path) -> tuple[list[str], list[str]]:
