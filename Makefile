@@ -15,14 +15,17 @@ QWEN_BIN := $(E2E_DIR)/qwen/node_modules/.bin/qwen
 GEMINI_VERSION := 0.61.0
 GEMINI_BIN := $(E2E_DIR)/gemini/node_modules/.bin/gemini
 
-.PHONY: help demo test unit pyc e2e e2e-clis lint coverage bench soak venv install system-deps clean
+.PHONY: help demo test unit pyc e2e e2e-needs e2e-clis lint coverage bench bench-needs soak venv \
+	install system-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z0-9]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 venv: $(STAMP)
 
+# Debian's python3 has no venv module until python3-venv: installed here as root, named if not.
 $(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || .ci/system-deps venv
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -31,13 +34,13 @@ $(STAMP): pyproject.toml
 # teamctl on PATH: the venv's own entry point, linked into ~/.local/bin (no system pip needed).
 BIN_DIR ?= $(HOME)/.local/bin
 install: $(STAMP)  ## put `teamctl` on PATH: links .venv/bin/teamctl into ~/.local/bin (BIN_DIR=...)
-	mkdir -p $(BIN_DIR)
-	ln -sf $(abspath $(VENV))/bin/teamctl $(BIN_DIR)/teamctl
+	mkdir -p "$(BIN_DIR)"
+	ln -sf "$(CURDIR)/$(VENV)/bin/teamctl" "$(BIN_DIR)/teamctl"
 	@echo "teamctl -> $(BIN_DIR)/teamctl"
 	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; \
 		*) echo "add it to PATH: export PATH=\"$(BIN_DIR):\$$PATH\"";; esac
 
-system-deps:  ## the Debian packages the e2e tests and benchmarks use (installed as root)
+system-deps:  ## the Debian packages the tests, e2e tests and benchmarks use (installed as root)
 	.ci/system-deps
 
 demo: $(STAMP)  ## a 3-member team of simulated teammates, launched, messaged, answered (offline)
@@ -70,17 +73,24 @@ UNIT_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 unit: $(STAMP) pyc  ## the in-process unit tests only (seconds)
 	$(PYTEST) tests/unit -q -n $(UNIT_JOBS) --dist worksteal
 
-E2E_ENV = TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
-	TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) TEAMCTL_E2E_QWEN=$(abspath $(QWEN_BIN)) \
-	TEAMCTL_E2E_GEMINI=$(abspath $(GEMINI_BIN))
+# quoted, each $(CURDIR)-based: a checkout's path may hold a space (abspath would split it)
+E2E_ENV = TEAMCTL_E2E_CLAUDE="$(CURDIR)/$(CLAUDE_BIN)" TEAMCTL_E2E_CODEX="$(CURDIR)/$(CODEX_BIN)" \
+	TEAMCTL_E2E_OPENCODE="$(CURDIR)/$(OPENCODE_BIN)" TEAMCTL_E2E_QWEN="$(CURDIR)/$(QWEN_BIN)" \
+	TEAMCTL_E2E_GEMINI="$(CURDIR)/$(GEMINI_BIN)"
 
 # Three tests at a time: they mostly wait on the real CLIs (a serial run used 3 min of CPU in
 # 13.7 min). The real Qwen Code's runs with the others again since a Qwen member is ready only
 # once it listed teamctl's MCP tools (docs/runtimes.md).
 E2E_JOBS ?= 3
 E2E_CLIS := $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN) $(GEMINI_BIN)
-e2e: $(STAMP) pyc $(E2E_CLIS)  ## the real CLIs (pinned npm) against fake APIs
+e2e: e2e-needs $(STAMP) pyc $(E2E_CLIS)  ## the real CLIs (pinned npm), sshd, Chromium, Xvfb
 	$(E2E_ENV) $(PYTEST) -m e2e tests/e2e -q -n $(E2E_JOBS) --dist load --durations=10
+
+# What the e2e tests need beyond `make test`, said first and installed as root (else named).
+e2e-needs:
+	@echo "make e2e needs node and npm (the pinned CLIs), openssh-server, bubblewrap, Chromium," \
+		"Xvfb and xclip: .ci/system-deps e2e installs them as root"
+	.ci/system-deps e2e
 
 e2e-clis: $(E2E_CLIS)  ## install the pinned CLIs the e2e tests run (npm, into .cache/e2e)
 
@@ -104,7 +114,7 @@ $(OPENCODE_BIN):
 		HOME=$$PWD/home XDG_CONFIG_HOME=$$PWD/xdg/config XDG_DATA_HOME=$$PWD/xdg/data \
 		XDG_CACHE_HOME=$$PWD/xdg/cache XDG_STATE_HOME=$$PWD/xdg/state \
 		npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
-	HOME=$(abspath $(E2E_DIR)/opencode/home) $(OPENCODE_BIN) --version
+	HOME="$(CURDIR)/$(E2E_DIR)/opencode/home" $(OPENCODE_BIN) --version
 
 # Qwen Code, an ACP agent (docs/runtimes.md § ACP); --version writes nothing into HOME.
 $(QWEN_BIN):
@@ -118,7 +128,7 @@ $(GEMINI_BIN):
 	mkdir -p $(E2E_DIR)/gemini
 	cd $(E2E_DIR)/gemini && (test -f package.json || npm init -y >/dev/null) && \
 		npm install --no-audit --no-fund --loglevel=error @google/gemini-cli@$(GEMINI_VERSION)
-	HOME=$(abspath $(E2E_DIR)/gemini/home) $(GEMINI_BIN) --version
+	HOME="$(CURDIR)/$(E2E_DIR)/gemini/home" $(GEMINI_BIN) --version
 
 lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench
@@ -127,11 +137,15 @@ lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
 
 coverage: $(STAMP)  ## line coverage of the core from the unit tests alone
 	$(PY) -m pytest tests/unit -q --cov=orchestrator.daemon.mailbox \
-		--cov=orchestrator.daemon.supervisor --cov=orchestrator.daemon.teams --cov-report=term-missing
+		--cov=orchestrator.daemon.members --cov=orchestrator.daemon.teams --cov-report=term-missing
 
-bench: $(STAMP) pyc system-deps $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)  ## every benchmark, with its figures (installs what they use)
-	TEAMCTL_E2E_CLAUDE=$(abspath $(CLAUDE_BIN)) TEAMCTL_E2E_CODEX=$(abspath $(CODEX_BIN)) \
-		TEAMCTL_E2E_OPENCODE=$(abspath $(OPENCODE_BIN)) $(PY) bench/run_all.py
+bench: bench-needs $(STAMP) pyc $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN)  ## every benchmark, with its figures (installs what they use)
+	TEAMCTL_E2E_CLAUDE="$(CURDIR)/$(CLAUDE_BIN)" TEAMCTL_E2E_CODEX="$(CURDIR)/$(CODEX_BIN)" \
+		TEAMCTL_E2E_OPENCODE="$(CURDIR)/$(OPENCODE_BIN)" TEAMCTL_E2E_QWEN="$(CURDIR)/$(QWEN_BIN)" \
+		$(PY) bench/run_all.py
+
+bench-needs:
+	.ci/system-deps bench
 
 soak: $(STAMP)  ## 1000 messages to 5 members while members and the daemon are killed
 	cd bench && ../$(PY) soak.py

@@ -33,7 +33,7 @@ def team_file(directory: Path, name: str, members: int) -> Path:
 
 @contextmanager
 def home() -> Iterator[dict[str, str]]:
-    from tests.conftest import operator_home
+    from tests.support.driver import operator_home
 
     with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
         # a throwaway operator HOME (with a fake Claude login) for the daemon and for daemons
@@ -91,10 +91,10 @@ def inline_toml(value: object) -> str:
 
 def timed_sends(ctl: Any, member: str, runs: int) -> list[float]:
     """One warm-up turn, then ``runs`` ``send --wait`` round trips over the socket (ms)."""
-    from orchestrator import client
+    from orchestrator import client, protocol
 
     def send(text: str) -> None:
-        result = client.call(ctl, "send", {"member": member, "text": text, "wait": True,
+        result = client.call(ctl, protocol.SEND, {"member": member, "text": text, "wait": True,
                                            "timeout": 60.0}, timeout=90)
         assert result["state"] == "answered", result
 

@@ -5,7 +5,10 @@ ready, a turn through teamctl (``send --wait`` over the socket) against a minima
 client driving another copy of the same agent on the same API, turn about (the ratio is
 teamctl's overhead: journal, queue, MCP token, ledger), and the member's resident memory (its
 process group: the agent and the MCP server it started for teamctl). A real agent that is not
-installed is left out, and said so."""
+installed is left out, and said so.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -23,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from _harness import REPO, figure, home, inline_toml, median, teamctl
 
 from orchestrator.paths import Home
-from tests.e2e.fake_chat import FakeChat
-from tests.e2e.fake_gemini import FakeGemini
+from tests.support.fake_chat import FakeChat
+from tests.support.fake_gemini import FakeGemini
 
 if TYPE_CHECKING:
-    from tests.e2e.fake_provider import FakeProvider
+    from tests.support.fake_provider import FakeProvider
 
 FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
 CACHE = REPO / ".cache" / "e2e"
@@ -117,12 +120,12 @@ def interleaved_turns(agent: Agent, work: Path, env: dict[str, str]
                       ) -> tuple[list[float], list[float]]:
     """A turn through teamctl, then one of the direct client on its own copy of the agent,
     turn about — on a shared machine both see the same load (ms, ms)."""
-    from orchestrator import client
+    from orchestrator import client, protocol
 
     ctl = Home(Path(env["TEAMCTL_HOME"]))
 
     def through(text: str) -> None:
-        result = client.call(ctl, "send", {"member": "qw", "text": text, "wait": True,
+        result = client.call(ctl, protocol.SEND, {"member": "qw", "text": text, "wait": True,
                                            "timeout": 120.0}, timeout=150)
         assert result["state"] == "answered", result
 

@@ -2,7 +2,10 @@
 fake Responses API; the fake codex when the real one is not installed — `make e2e` installs
 it): the member's resident memory (the server and its children, its MCP server included) over
 50 turns, and the time from `turn/interrupt` to the end of a stalled turn (median of 5).
-The per-turn time against an exec member is bench_codex.py's."""
+The per-turn time against an exec member is bench_codex.py's.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -15,10 +18,10 @@ from pathlib import Path
 from _harness import REPO, figure, home, inline_toml, median, teamctl
 from bench_codex import REAL, provider_config
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
-from runtimes.base import process_tree
-from tests.e2e.fake_responses import FakeResponses
+from runtimes.kit.base import process_tree
+from tests.support.fake_responses import FakeResponses
 
 TURNS = 50
 STALLS = 5
@@ -37,7 +40,7 @@ def _launch(env: dict[str, str], codex: Path, api: FakeResponses, work: Path,
 
 
 def _send(ctl: Home, text: str) -> dict[str, object]:
-    return client.call(ctl, "send", {"member": "rev", "text": text, "wait": True,
+    return client.call(ctl, protocol.SEND, {"member": "rev", "text": text, "wait": True,
                                      "timeout": 120.0}, timeout=150)
 
 

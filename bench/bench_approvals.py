@@ -1,7 +1,10 @@
 """Issue 15 figures (fake claude members, a real daemon): the time from the runtime's
 permission request to its row in `teamctl approvals` (the long poll that `approvals -f` uses
 returns it), and from `approve` to the runtime's confirmation that it applied the answer
-(median of 20 each)."""
+(median of 20 each).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The permission requests are the fake runtime's own."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, teamctl
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
 
 RUNS = 20
@@ -31,18 +34,18 @@ def main() -> None:
         ctl = Home(Path(env["TEAMCTL_HOME"]))
         to_row, to_confirmed, cursor = [], [], 0
         for i in range(RUNS):
-            sender = threading.Thread(target=client.call, args=(ctl, "send", {
+            sender = threading.Thread(target=client.call, args=(ctl, protocol.SEND, {
                 "member": "lead", "text": f"WRITE f{i}.txt x", "wait": True, "timeout": 60.0}),
                 kwargs={"timeout": 90})
             sender.start()
-            doc = client.call(ctl, "approvals", {"after": cursor, "wait": 20.0}, timeout=30)
+            doc = client.call(ctl, protocol.APPROVALS, {"after": cursor, "wait": 20.0}, timeout=30)
             seen = time.time()
             [row] = doc["approvals"]
             cursor = doc["cursor"]
             asked = float(trace.read_text().split()[-1])
             to_row.append((seen - asked) * 1000)
             start = time.time()
-            decided = client.call(ctl, "approve", {"id": row["id"]}, timeout=30)
+            decided = client.call(ctl, protocol.APPROVE, {"id": row["id"]}, timeout=30)
             assert decided["confirmed"], decided
             to_confirmed.append((decided["approval"]["confirmed_at"] - start) * 1000)
             sender.join()  # the turn ended: the next request is the next message's

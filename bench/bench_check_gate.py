@@ -5,7 +5,10 @@ A real daemon, three fake Claude members with ``[board] check = "make test"`` (a
 off (its egress relay in front of the check). Each is assigned ``RUNS`` tasks and completes
 each through its MCP tool; the gate's own time — confining the command and running it to its
 end — is the ``seconds`` of the daemon's ``task_check`` event. Median of ``RUNS`` each (the
-first run of each member dropped: the daemon's first bubblewrap probe)."""
+first run of each member dropped: the daemon's first bubblewrap probe).
+
+Each member completes its task through its own MCP server (the fake claude's ``MCP
+task_complete`` line); the operator's send asks it to."""
 
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ from _harness import FAKE_CLAUDE, REPO, figure, home, median, teamctl
 
 sys.path.insert(0, str(REPO))
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
-from tests.conftest import fakes_path
+from tests.support.driver import fakes_path
 
 RUNS = 20
 MEMBERS = {"plain": {"sandbox": "none"}, "boxed": {"sandbox": "process"},
@@ -46,7 +49,7 @@ def _team(directory: Path) -> Path:
 def _complete(ctl: Home, env: dict[str, str], member: str) -> None:
     """A task assigned to ``member``, completed by it through its MCP tool (the gate runs)."""
     task = teamctl(env, "task", "add", "bench", "--assign", member).strip().lstrip("T")
-    result = client.call(ctl, "send", {
+    result = client.call(ctl, protocol.SEND, {
         "member": member, "wait": True, "timeout": 60.0,
         "text": f'MCP task_complete {{"id": {task}, "summary": "done"}}'}, timeout=90)
     assert result["state"] == "answered", result

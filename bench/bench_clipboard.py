@@ -3,7 +3,10 @@ on the member's stdin (the daemon's ``delivery_sent``), a new 1920×1080 screens
 clipboard (Xvfb + xclip) each time, against the same screenshot sent with ``--attach`` (the
 clipboard read's own share, median of 20). (2) The describer's side call: the real Claude Code
 CLI describing a new screenshot against a local fake Anthropic API (the ``image_described``
-event's seconds, median of 10), and what it adds to ``send`` for a text-only member."""
+event's seconds, median of 10), and what it adds to ``send`` for a text-only member.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def _sent_at(env: dict[str, str], message_id: str) -> float:
 
 
 def _shot(index: int) -> bytes:
-    from tests import images
+    from tests.support import images
 
     image = images.screenshot(1920, 1080)
     image.putpixel((index % 1900, index // 1900), (index % 256, 7, 0))  # new every round
@@ -48,7 +51,7 @@ def _shot(index: int) -> bytes:
 
 def paste() -> tuple[list[float], list[float], list[float]]:
     from orchestrator.client.clipboard import read_clipboard
-    from tests.xserver import clipboard_owner, x_server
+    from tests.support.xserver import clipboard_owner, x_server
 
     pasted, attached, reads = [], [], []
     with home() as env, x_server() as display:
@@ -77,9 +80,9 @@ def paste() -> tuple[list[float], list[float], list[float]]:
 
 
 def describe() -> tuple[list[float], list[float], list[float]]:
-    from tests.conftest import team_toml
-    from tests.e2e.conftest import claude_member
-    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.support.driver import team_toml
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.real_members import claude_member
 
     side, described, plain = [], [], []
     with home() as env, FakeAnthropic() as api:

@@ -1,6 +1,9 @@
 """Issue 4 figure: the per-turn overhead of a Codex member over calling the same `codex exec`
 directly (median of 20 resumed turns each, the real codex 0.171.0 against the fake Responses
 API; falls back to the fake codex when the real one is not installed — `make e2e` installs it).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 from _harness import REPO, figure, home, inline_toml, median, teamctl, timed_sends
 
 from orchestrator.paths import Home
-from tests.e2e.fake_responses import FakeResponses
+from tests.support.fake_responses import FakeResponses
 
 RUNS = 20
 REAL = REPO / ".cache" / "e2e" / "codex" / "node_modules" / ".bin" / "codex"

@@ -1,5 +1,8 @@
 """Issue 2 figures: send --wait round trip (median of 50), daemon RSS with 10 fake members,
-``teamctl --help`` wall time (beside ``python -c 'import click'`` in the same venv)."""
+``teamctl --help`` wall time (beside ``python -c 'import click'`` in the same venv).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 
 from _harness import figure, home, median, percentile, rss_mib, team_file, teamctl
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
 
 
@@ -21,7 +24,7 @@ def send_round_trip(runs: int = 50) -> None:
         internal, cli = [], []
         for i in range(runs):
             start = time.perf_counter()
-            client.call(ctl, "send", {"member": "m0", "text": f"ping {i}", "wait": True,
+            client.call(ctl, protocol.SEND, {"member": "m0", "text": f"ping {i}", "wait": True,
                                       "timeout": 30.0}, timeout=60)
             internal.append((time.perf_counter() - start) * 1000)
         for i in range(runs):

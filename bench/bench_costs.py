@@ -3,7 +3,10 @@
 0.05 s apart); how far past the budget the cost went before the interrupt took effect, in
 dollars and in model calls, for several budgets. (2) The accounting's per-turn overhead: the
 ledger's in-turn readings (on the event loop) and its settle (one journal transaction), on a
-real SQLite journal, median of 500 turns."""
+real SQLite journal, median of 500 turns.
+
+(1) drives its member as the operator does (send over the socket); (2) is measured in process.
+Nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -57,18 +60,21 @@ def overhead() -> tuple[list[float], list[float]]:
     from orchestrator.config import TeamConfig
     from orchestrator.contracts import TokenUsage, UsageReading
     from orchestrator.daemon.ledger import Ledger
-    from orchestrator.daemon.store import AsyncStore, Store
+    from orchestrator.daemon.migrations import open_journal
+    from orchestrator.daemon.queue import AsyncStore
 
     readings_us: list[float] = []
     settle_ms: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "state.db")
+        store = open_journal(Path(tmp) / "state.db")
         for i in range(TURNS):
             store.add_message(f"m{i}", "web", "x", ["lead"])
 
         async def run() -> None:
             async with anyio.create_task_group() as tg:
-                ledger = Ledger(AsyncStore(store), tg)
+                ledger = Ledger(AsyncStore(store), tg, on_release=lambda team, member: None,
+                                on_budget_change=lambda team, member: None,
+                                on_change=lambda: None)
                 await ledger.configure(TeamConfig.model_validate({
                     "team": {"name": "web", "budget_usd": 1e5}, "members": [
                         {"name": "lead", "runtime": "claude", "model": "claude-sonnet-4-5",

@@ -18,6 +18,8 @@ Each measurement of (b)-(d) runs in a fresh process, so a peak is its own (a chi
 starts at its parent's: the measuring processes are small, and their own peak is printed
 beside), with each reader started afresh (``TEAMCTL_PDF_FORKSERVER=0``): a forked reader is a
 grandchild, its peak not in this process's count.
+
+Measured in process and in reader children: no member, no daemon.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def render_pdftoppm(path: Path, out: Path) -> dict[str, float]:
 
 
 def bench_render(directory: Path) -> None:
-    from tests import pdfs
+    from tests.support import pdfs
 
     path = directory / "twenty.pdf"
     path.write_bytes(pdfs.shapes_pdf(PAGES))
@@ -130,7 +132,7 @@ def plan(path: str, runtime: str) -> None:
     from orchestrator.attachments.catalog import load_catalog
     from orchestrator.attachments.documents import DocumentRules, Recipient, derive_document
     from orchestrator.attachments.sniff import sniff
-    from runtimes.claude import ClaudeRuntime
+    from runtimes.claude.runtime import ClaudeRuntime
     from runtimes.codex.runtime import CodexRuntime
 
     caps = ClaudeRuntime.capabilities if runtime == "claude" else CodexRuntime.capabilities
@@ -146,7 +148,7 @@ def plan(path: str, runtime: str) -> None:
 
 
 def bench_planning(directory: Path) -> None:
-    from tests import pdfs
+    from tests.support import pdfs
 
     hundred = directory / "hundred.pdf"
     hundred.write_bytes(pdfs.shapes_pdf(100))
@@ -176,7 +178,7 @@ HOSTILE = ("encrypted", "million_pages", "million_empty_pages", "field_page",
 
 
 def _hostile_pdf(name: str) -> bytes:
-    from tests import pdfs
+    from tests.support import pdfs
 
     million = pdfs.repeated_kids_pdf(1_000_000)
     return {
@@ -243,7 +245,7 @@ def _readers_cpu() -> float:
 
 def bench_reader_start() -> None:
     from orchestrator.attachments.pdf import PdfLimits, read_pdf
-    from tests import pdfs
+    from tests.support import pdfs
 
     hundred = pdfs.shapes_pdf(100)
     cases = {"count": (hundred, PdfLimits(render_pages=0, max_text_bytes=0)),

@@ -1,11 +1,13 @@
 """The egress proxy's added latency per API request (issue 29's figure): a local HTTP server
 asked 200 times directly, then 200 times the way a sandboxed member's CLI asks its provider —
-through the relay's loopback proxy port (runtimes/sandbox_relay.py, a real subprocess) and the
-daemon's proxy (orchestrator/daemon/egress.py, in an anyio loop of this process), a CONNECT
+through the relay's loopback proxy port (runtimes/hosts/sandbox/relay.py, a real subprocess) and the
+daemon's proxy (orchestrator/daemon/egress/_proxy.py, in an anyio loop of this process), a CONNECT
 tunnel per request (new connection each time: the worst case; a CLI keeping its connection
 pays the tunnel once). Median and p90 of each, and the difference.
 
     .venv/bin/python bench/bench_egress.py
+
+Measured in process (the proxy) and a relay subprocess: no member.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from _harness import REPO, figure, median, percentile
 
 sys.path.insert(0, str(REPO))
 
-from orchestrator.daemon.egress import EgressProxy
-from orchestrator.daemon.egress_policy import EgressPolicy
+from orchestrator.daemon.egress._policy import EgressPolicy
+from orchestrator.daemon.egress._proxy import EgressProxy
 
 N = 200
-RELAY = (REPO / "runtimes" / "sandbox_relay.py").read_text()
+RELAY = (REPO / "runtimes" / "hosts" / "sandbox" / "relay.py").read_text()
 # run by the relay as its child: HTTPS_PROXY is the relay's port
 CLIENT = """
 import http.client, json, os, sys, time, urllib.parse

@@ -4,6 +4,9 @@
   evicted under a flood of idle connections, and ``status`` latency while they are held;
 - daemon RSS after 100 ``history`` calls on a member with 1,000 messages (default page and the
   largest page), against the RSS before.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from _harness import figure, home, median, percentile, rss_mib
 from bench_scale import daemon_pid, launch
 
-from orchestrator import client
+from orchestrator import client, protocol
 
 IDLE_CONNECTIONS = 2000
 
@@ -51,7 +54,7 @@ def _status_ms(ctl: object, runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        client.call(ctl, "status", {})  # type: ignore[arg-type]
+        client.call(ctl, protocol.STATUS, {})  # type: ignore[arg-type]
         samples.append((time.perf_counter() - start) * 1000)
     return samples
 
@@ -70,7 +73,7 @@ def history_rss(messages: int = 1000, calls: int = 100) -> None:
     with home() as env:
         ctl = launch(env, 1)
         for i in range(messages):
-            client.call(ctl, "send", {"member": "m0", "text": f"message {i} " + "x" * 200,
+            client.call(ctl, protocol.SEND, {"member": "m0", "text": f"message {i} " + "x" * 200,
                                       "wait": True, "timeout": 30.0}, timeout=60)
         pid = daemon_pid(ctl)
         before = rss_mib(pid)
@@ -79,7 +82,7 @@ def history_rss(messages: int = 1000, calls: int = 100) -> None:
             samples = []
             for _ in range(calls):
                 start = time.perf_counter()
-                doc = client.call(ctl, "history", {"member": "m0", "limit": limit})
+                doc = client.call(ctl, protocol.HISTORY, {"member": "m0", "limit": limit})
                 samples.append((time.perf_counter() - start) * 1000)
             assert len(doc["messages"]) == min(limit, messages)
             timings[limit] = median(samples)

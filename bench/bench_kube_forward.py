@@ -1,5 +1,5 @@
 """What OpenCode's port-forward into a pod costs (docs/scaling.md, "OpenCode in a pod"):
-``KubernetesHost.forward_port`` against the fake API server on loopback (tests/k8s_fake.py,
+``KubernetesHost.forward_port`` against the fake API server on loopback (tests/support/k8s_fake.py,
 the real ``kubernetes`` client), in front of a server that answers at once (one write, no
 Nagle wait), against the same server reached directly.
 
@@ -10,7 +10,9 @@ Nagle wait), against the same server reached directly.
 - ``forward_port`` itself (the pod's free port, the check stream, the listener).
 
 Not a cluster: a real API server and kubelet add their own hops (two, in place of the fake's
-one), so read the differences, not the absolute figures."""
+one), so read the differences, not the absolute figures.
+
+Measured in process against the fake API server: no member."""
 
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_opencode_relay import _fast_server, _ms, _one_request
 
 from orchestrator.config import KubernetesHostConfig
-from runtimes.kube_host import kubernetes_host
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.host import kubernetes_host
+from tests.support.k8s_fake import fake_cluster, kubeconfig
 
 REQUESTS = 50
 FORWARDS = 10

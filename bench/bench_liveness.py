@@ -7,6 +7,9 @@ after an answered probe); expected mean: interval / 2 + deadline. Then back = th
 process's ``member_ready`` minus the notice (the restart's backoff included: 1 s, doubling
 while restarts come within 10 minutes).
 Usage: ``bench_liveness.py [SAMPLES]`` (default 3; each takes ~10-25 s).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The member is frozen with SIGSTOP.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ for the reader inside, a process each):
   member (``local_view``);
 - ``inside``: the reader run in the member's bubblewrap by its ``confine`` argv (this python,
   ``-I -c``: ``O_NONBLOCK``, ``fstat``, bounded), its stdout collected.
+
+Measured in process (the daemon's reads, the member's view) and in the member's own bubblewrap:
+no member runtime, no daemon.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from _harness import REPO, figure, median
 sys.path.insert(0, str(REPO))
 
 from orchestrator.attachments.intake import read_original
-from orchestrator.daemon.member_attachments import read_in_view
-from orchestrator.daemon.member_view import MemberView, local_view, sandbox_view
+from orchestrator.daemon.members._attachments import read_in_view
+from orchestrator.daemon.members._view import MemberView, local_view, sandbox_view
 from orchestrator.limits import ORIGINAL_LIMIT_BYTES
-from runtimes.local_host import LocalHost
-from runtimes.sandbox_host import SandboxHost, member_policy
+from runtimes.hosts.local.host import LocalHost
+from runtimes.hosts.sandbox.host import SandboxHost, member_policy
 
 if TYPE_CHECKING:
     from collections.abc import Callable

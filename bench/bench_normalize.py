@@ -3,6 +3,8 @@
 Median time and peak RSS of teamctl's pipeline (read, sha256, sniff, safe decode, variant)
 side by side with plain ``Image.open(...).thumbnail(...)`` + save on the same input, each in its
 own process so peak RSS is its own; then the same file planned again (served from the store).
+
+Measured in process: no member, no daemon.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def make_inputs(directory: Path) -> dict[str, Path]:
     sys.path.insert(0, str(REPO))
     from PIL import Image
 
-    from tests import images
+    from tests.support import images
 
     shot = images.save(images.screenshot(3840, 2160), directory / "screenshot.png", "PNG")
     gradient = Image.linear_gradient("L").resize((3840, 2160)).convert("RGB")
@@ -79,11 +81,11 @@ def repeat_from_store(path: Path, runs: int = 20) -> float:
     from orchestrator.attachments.artifacts import ArtifactStore
     from orchestrator.attachments.catalog import load_catalog
     from orchestrator.attachments.planner import Planner, Target
-    from runtimes.claude import ClaudeRuntime
-    from tests.unit.test_attachments_store_catalog_planner import _MemoryCache
+    from runtimes.claude.runtime import ClaudeRuntime
+    from tests.support.plan_cache import MemoryPlanCache
 
     with tempfile.TemporaryDirectory() as tmp:
-        planner = Planner(ArtifactStore(Path(tmp)), load_catalog(), _MemoryCache())
+        planner = Planner(ArtifactStore(Path(tmp)), load_catalog(), MemoryPlanCache())
         target = Target("t", "m", "claude", "claude-sonnet-4-5", None,
                         ClaudeRuntime.capabilities)
         anyio.run(planner.plan, target, "x", [path])

@@ -1,5 +1,5 @@
 """Issue 32 figures (a fake claude member with permissions = "ask", a real daemon, the local
-ntfy server of tests/ntfy_fake.py): a needs-you item → its notification at the server (p50
+ntfy server of tests/support/ntfy_fake.py): a needs-you item → its notification at the server (p50
 of 20: the runtime's request, as the approval's asked_at, to the publish's arrival); a tap
 (the action's body POSTed to the response topic) → applied and the member's process told
 (the receipt "applied: approved (the runtime confirmed it)" at the server), from the phone's
@@ -9,7 +9,10 @@ after the server returns from a 5 s outage, with the default backoff (1 s doubli
 The phone is one kept ``httpx.Client``, as the ntfy app keeps its connection: a new client per
 tap (``httpx.post``) loads certifi's CA bundle each time — ~120 ms on this machine, which the
 first version of this bench measured as the daemon's (126 ms p50; the daemon's share was
-~20 ms)."""
+~20 ms).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The phone is the ntfy server's client."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from pathlib import Path
 import httpx
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, teamctl
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
 
 RUNS = 20
@@ -30,7 +33,7 @@ OUTAGE = 5.0
 
 
 def main() -> None:
-    from tests.ntfy_fake import FakeNtfy
+    from tests.support.ntfy_fake import FakeNtfy
 
     ntfy = FakeNtfy()
     ntfy.start()
@@ -49,14 +52,14 @@ def main() -> None:
         to_push, to_applied, in_daemon = [], [], []
         phone = httpx.Client(timeout=10, trust_env=False)
         for i in range(RUNS):
-            sender = threading.Thread(target=client.call, args=(ctl, "send", {
+            sender = threading.Thread(target=client.call, args=(ctl, protocol.SEND, {
                 "member": "lead", "text": f"WRITE f{i}.txt x", "wait": True, "timeout": 60.0}),
                 kwargs={"timeout": 90})
             sender.start()
             pushes = ntfy.wait_for(topic, lambda ms, n=i: sum(
                 "asks: Write" in m.get("title", "") for m in ms) > n)
             push = [m for m in pushes if "asks: Write" in m.get("title", "")][-1]
-            [row] = client.call(ctl, "approvals", {}, timeout=30)["approvals"]
+            [row] = client.call(ctl, protocol.APPROVALS, {}, timeout=30)["approvals"]
             to_push.append((ntfy.received_at[push["id"]] - row["asked_at"]) * 1000)
             [approve] = [a for a in push["actions"] if a["label"] == "Approve"]
             tapped = time.time()

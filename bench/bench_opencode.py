@@ -1,7 +1,10 @@
 """Issue 5 figures: a real `opencode serve` member's RSS after launch and after 10 turns, and
 the per-turn overhead of a teamctl member over calling the same server directly (the real
 opencode-ai 1.18.33 against the fake chat API; falls back to the fake opencode when the real
-one is not installed — `make e2e` installs it)."""
+one is not installed — `make e2e` installs it).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ from pathlib import Path
 import httpx
 from _harness import REPO, figure, home, inline_toml, median, teamctl, timed_sends
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
-from tests.e2e.fake_chat import FakeChat
+from tests.support.fake_chat import FakeChat
 
 RUNS = 10
 REAL = REPO / ".cache" / "e2e" / "opencode" / "node_modules" / ".bin" / "opencode"
@@ -61,7 +64,7 @@ def via_teamctl(opencode: Path, api: FakeChat, work: Path) -> tuple[list[float],
         team.write_text(member_toml(opencode, api, work))
         teamctl(env, "launch", str(team))
         ctl = Home(Path(env["TEAMCTL_HOME"]))
-        pid = client.call(ctl, "status", {})["teams"][0]["members"][0]["pid"]
+        pid = client.call(ctl, protocol.STATUS, {})["teams"][0]["members"][0]["pid"]
         after_launch = tree_rss_mib(pid)
         samples = timed_sends(ctl, "des", RUNS)
         return samples, after_launch, tree_rss_mib(pid)

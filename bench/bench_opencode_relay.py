@@ -1,6 +1,6 @@
 """The way in to a sandboxed OpenCode with its network cut (docs/security.md, "The network
 boundary"): the fake ``opencode serve`` in the real bubblewrap, driven by the adapter alone
-(tests/opencode_sandbox.py), with ``network = "on"`` (the daemon's httpx over TCP to its
+(tests/support/opencode_sandbox.py), with ``network = "on"`` (the daemon's httpx over TCP to its
 loopback port) and ``"off"`` (over the relay's Unix socket, joined inside to that port).
 
 - a request's round trip: ``GET /global/health`` on the member's own client (kept-alive
@@ -13,7 +13,9 @@ loopback port) and ``"off"`` (over the relay's Unix socket, joined inside to tha
 
 ``--real``: the real OpenCode (``make e2e`` installs it) instead of the fake, whose Python
 HTTP server answers every request ~40 ms late (its header and body in two writes: Nagle
-against delayed ACKs), which hides a difference of a millisecond; ``REAL_STARTS`` starts."""
+against delayed ACKs), which hides a difference of a millisecond; ``REAL_STARTS`` starts.
+
+The adapter is driven in process, as the daemon drives it: no daemon."""
 
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtimes.opencode import OpenCodeRuntime
-from tests.opencode_sandbox import sandbox_host, spec
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support.opencode_sandbox import sandbox_host, spec
 
 REQUESTS = 100
 STARTS = 20
@@ -121,7 +123,8 @@ def _relay_alone() -> None:
     port = _fast_server()
     with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
         path = f"{tmp}/server.sock"
-        relay = subprocess.Popen([sys.executable, "-I", str(REPO / "runtimes/sandbox_relay.py"),
+        relay = subprocess.Popen([sys.executable, "-I", str(REPO /
+        "runtimes/hosts/sandbox/relay.py"),
                                   "--socket", f"{tmp}/none.sock", "--inbound",
                                   f"{port}:{path}", "--", "sleep", "600"])
         try:

@@ -3,6 +3,9 @@
 A member that exits at once (crash loop) with backoff = [0.2, 3.2], max_restarts = 6: the policy
 says 0.2, 0.4, 0.8, 1.6, 3.2, 3.2 s (±10 % jitter), then fatal. Observed = the next
 ``member_starting`` minus the ``member_restart_decision`` that scheduled it.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ restarts each), and a turn's round trip (``send --wait``) inside the sandbox and
 OpenCode against the e2e fake APIs, ``permissions = "full"``), median of ``REAL_RUNS``
 restarts each with and without the sandbox (5: a real CLI's start is seconds, not ms);
 ``--only claude`` for one of them, ``--runs N`` for another count (issue 44's figure: the real
-Claude's start, median of 20, before and after the private dir's split)."""
+Claude's start, median of 20, before and after the private dir's split).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -20,9 +23,9 @@ from _harness import FAKE_CLAUDE, REPO, figure, home, median, teamctl, timed_sen
 
 sys.path.insert(0, str(REPO))
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
-from tests.conftest import fakes_path
+from tests.support.driver import fakes_path
 
 RUNS = 20
 REAL_RUNS = 5
@@ -58,7 +61,7 @@ def _starts(log: Path, member: str) -> list[float]:
 def _wait_ready(ctl: Home, member: str, epoch: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        doc = client.call(ctl, "status", {"team": "bench"})
+        doc = client.call(ctl, protocol.STATUS, {"team": "bench"})
         state = next(m for m in doc["teams"][0]["members"] if m["name"] == member)
         if state["epoch"] >= epoch and state["readiness"] == "ready":
             return
@@ -87,7 +90,7 @@ def main() -> None:
 def _restarts(ctl: Home, members: list[str], runs: int) -> None:
     for member in members:
         for run in range(runs):
-            client.call(ctl, "restart", {"team": "bench", "member": member})
+            client.call(ctl, protocol.RESTART, {"team": "bench", "member": member})
             _wait_ready(ctl, member, run + 2)
 
 
@@ -95,11 +98,11 @@ def real() -> None:
     """Each real CLI's start (member_starting → member_ready), plain and sandboxed."""
     from contextlib import ExitStack
 
-    from tests.conftest import team_toml
-    from tests.e2e import conftest as e2e
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support import real_members as e2e
+    from tests.support.driver import team_toml
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
     cache = REPO / ".cache" / "e2e"
     with home() as env, ExitStack() as stack:

@@ -1,7 +1,10 @@
 """Issue 29 (SSH hosts) figures: a member's start on an SSH host (a real sshd on 127.0.0.1,
-tests/sshd.py, a throwaway user) with and without ``sandbox = "process"`` — the fake Claude,
+tests/support/sshd.py, a throwaway user) with and without ``sandbox = "process"`` — the fake Claude,
 ``member_starting`` → ``member_ready`` in the daemon's log, median of ``RUNS`` restarts each —
-and with ``network = "off"`` (its egress proxy forwarded too); a turn's round trip each way."""
+and with ``network = "off"`` (its egress proxy forwarded too); a turn's round trip each way.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ from bench_sandbox import _restarts, _starts
 sys.path.insert(0, str(REPO))
 
 from orchestrator.paths import Home
-from tests.conftest import team_toml
-from tests.sshd import sshd
+from tests.support.driver import team_toml
+from tests.support.sshd import sshd
 
 RUNS = 5
 MEMBERS = {"plain": {}, "boxed": {"sandbox": "process"},

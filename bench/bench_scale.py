@@ -1,5 +1,8 @@
 """Issue 7: what a team costs. Each figure is printed with its baseline, then as
-``bench: <name> = <value>`` (targets in docs/performance.md)."""
+``bench: <name> = <value>`` (targets in docs/dev/performance.md).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, rss_mib, team_file
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
 
 
@@ -23,7 +26,7 @@ def launch(env: dict[str, str], members: int, name: str = "t") -> Home:
 
     path = team_file(Path(env["TEAMCTL_BENCH_DIR"]), name, members)
     config = load_team_file(path).model_dump(mode="json")
-    client.call(ctl, "launch", {"config": config, "file": str(path)}, timeout=600)
+    client.call(ctl, protocol.LAUNCH, {"config": config, "file": str(path)}, timeout=600)
     return ctl
 
 
@@ -40,7 +43,7 @@ def send_internal(runs: int = 500) -> None:
     with home() as env:
         ctl = launch(env, 1)
         for i in range(runs):
-            client.call(ctl, "send", {"member": "m0", "text": f"ping {i}", "wait": True,
+            client.call(ctl, protocol.SEND, {"member": "m0", "text": f"ping {i}", "wait": True,
                                       "timeout": 30.0}, timeout=60)
         sent = [e for e in events(ctl)
                 if e["event"] == "delivery_sent" and e.get("journal_to_stdin_ms") is not None]
@@ -100,7 +103,7 @@ def scale_and_throughput() -> None:
         with home() as env:
             ctl = launch(env, members)
             for i in range(members):
-                client.call(ctl, "send", {"member": f"m{i}", "text": "warm", "wait": True,
+                client.call(ctl, protocol.SEND, {"member": f"m{i}", "text": "warm", "wait": True,
                                           "timeout": 30.0}, timeout=60)
             value = rss_mib(daemon_pid(ctl))
             print(f"daemon RSS with {members} fake members: {value:.1f} MiB")
@@ -111,7 +114,8 @@ def scale_and_throughput() -> None:
         ids: list[str] = []
 
         def sender(offset: int) -> None:  # four operators sending at once
-            ids.extend(client.call(ctl, "send", {"member": f"m{n % 100}", "text": f"fan {n}"},
+            ids.extend(client.call(ctl, protocol.SEND,
+                                   {"member": f"m{n % 100}", "text": f"fan {n}"},
                                    timeout=60)["id"] for n in range(offset, 1000, 4))
 
         senders = [threading.Thread(target=sender, args=(k,)) for k in range(4)]
@@ -182,7 +186,7 @@ def idle_cpu(pid: int, seconds: float = 30.0) -> None:
 
 def status_under_attachment_load(sends: int = 20) -> None:
     sys.path.insert(0, str(REPO))
-    from tests import images
+    from tests.support import images
 
     with home() as env:
         ctl = launch(env, 4)
@@ -196,7 +200,7 @@ def status_under_attachment_load(sends: int = 20) -> None:
         done = threading.Event()
 
         def sender(index: int) -> None:
-            client.call(ctl, "send", {"member": f"m{index % 4}", "text": "look",
+            client.call(ctl, protocol.SEND, {"member": f"m{index % 4}", "text": "look",
                                       "attachments": [str(shots[index])]}, timeout=300)
 
         threads = [threading.Thread(target=sender, args=(i,)) for i in range(sends)]
@@ -218,29 +222,31 @@ def time_status(ctl: Home, runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        client.call(ctl, "status", {}, timeout=60)
+        client.call(ctl, protocol.STATUS, {}, timeout=60)
         samples.append((time.perf_counter() - start) * 1000)
     return samples
 
 
-def cli_startup(runs: int = 20) -> None:
-    def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run(argv, capture_output=True, check=False, env=env)
-            samples.append((time.perf_counter() - start) * 1000)
-        return median(samples)
-
+def cli_startup(runs: int = 30) -> None:
+    """``teamctl --help`` and ``teamctl status`` (a daemon with one member) against ``python -c
+    "import click"``: the three in turn, ``runs`` rounds, each the median of its rounds — a
+    machine whose load drifts during the run moves all three alike (measured one after the
+    other, a shared machine's drift alone moved the ratio by 0.2)."""
     teamctl = str(Path(sys.executable).parent / "teamctl")  # the console script users run
-    click_ms = timed([sys.executable, "-c", "import click"])
-    help_ms = timed([teamctl, "--help"])
     with home() as env:
         launch(env, 1)
-        status_ms = timed([teamctl, "status"], env)
+        argvs = {"click": [sys.executable, "-c", "import click"], "help": [teamctl, "--help"],
+                 "status": [teamctl, "status"]}
+        samples: dict[str, list[float]] = {name: [] for name in argvs}
+        for _ in range(runs):
+            for name, argv in argvs.items():
+                start = time.perf_counter()
+                subprocess.run(argv, capture_output=True, check=True, env=env)
+                samples[name].append((time.perf_counter() - start) * 1000)
+    click_ms, help_ms, status_ms = (median(samples[n]) for n in ("click", "help", "status"))
     print(f"python -c 'import click' {click_ms:.1f} ms; teamctl --help {help_ms:.1f} ms "
           f"({help_ms / click_ms:.2f}×); teamctl status {status_ms:.1f} ms "
-          f"({status_ms / click_ms:.2f}×)")
+          f"({status_ms / click_ms:.2f}×), medians of {runs} interleaved rounds")
     figure("cli_help_vs_click_ratio", help_ms / click_ms)
     figure("cli_status_vs_click_ratio", status_ms / click_ms)
 

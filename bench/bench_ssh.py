@@ -1,9 +1,12 @@
 """Issue 19 figures. (1) A turn's extra latency through SSH: ``send --wait`` round trips to the
-same fake Claude member, local and on a real sshd at 127.0.0.1 (tests/sshd.py), median of 20.
-(2) Reconnect: the local ssh client killed with -9; from the kill to the member ready again
+same fake Claude member, local and on a real sshd at 127.0.0.1 (tests/support/sshd.py), median of
+20. (2) Reconnect: the local ssh client killed with -9; from the kill to the member ready again
 (its ``member_ready`` event), median of 5. (3) How far one machine goes: the memory of one real
 Claude Code member and one real Codex app-server member (process trees, after a turn against the
-local fake APIs), as members per GiB."""
+local fake APIs), as members per GiB.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member."""
 
 from __future__ import annotations
 
@@ -35,8 +38,8 @@ def _member(name: str, **extra: object) -> dict[str, object]:
 
 
 def latency_and_reconnect() -> tuple[list[float], list[float], list[float]]:
-    from tests.conftest import team_toml
-    from tests.sshd import sshd
+    from tests.support.driver import team_toml
+    from tests.support.sshd import sshd
 
     local, remote, reconnect = [], [], []
     with home() as env, sshd() as box:
@@ -73,11 +76,11 @@ def latency_and_reconnect() -> tuple[list[float], list[float], list[float]]:
 
 
 def memory() -> tuple[float, float]:
-    from runtimes.base import process_tree
-    from tests.conftest import team_toml
-    from tests.e2e.conftest import claude_member, codex_member
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_responses import FakeResponses
+    from runtimes.kit.base import process_tree
+    from tests.support.driver import team_toml
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_responses import FakeResponses
+    from tests.support.real_members import claude_member, codex_member
 
     claude = CACHE / "claude/node_modules/.bin/claude"
     codex = CACHE / "codex/node_modules/.bin/codex"

@@ -5,6 +5,9 @@
   Claude's is the answer to the ``initialize`` handshake that readiness waits for anyway);
 - creating a member's git worktree in a repository of 10,000 files, against a plain
   ``git worktree add`` of the same repository.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The worktree figure is git's, in process.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from _harness import REPO, figure, home, median, teamctl
 
 from orchestrator.contracts import LaunchSpec
 from orchestrator.daemon import worktrees
-from runtimes import opencode
 from runtimes.codex import _shared as codex
-from runtimes.local_host import LocalHost
+from runtimes.hosts.local.host import LocalHost
+from runtimes.opencode import runtime as opencode
 
 FILES = 10_000
 

@@ -5,6 +5,9 @@
 - the daemon's RSS with the page's stream open on a busy team (a message every 0.2 s, the page
   refetching its fragments on every change) for BENCH_UI_MINUTES (default 10) minutes
   (BENCH_UI_NO_PAGE=1: the same team without the page, for comparison).
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The page is an HTTP client of the live view.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import httpx
 from _harness import REPO, figure, home, median, percentile, rss_mib, team_file, teamctl
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.paths import Home
 
 FRAGMENTS = ("/fragments/needs-you", "/fragments/members", "/fragments/conversation",
@@ -38,10 +41,10 @@ def change_to_event(ctl: Home, browser: httpx.Client, i: int) -> float:
         lines = stream.iter_lines()
         next(lines), next(lines)  # the stream's opening event
         start = time.perf_counter()
-        message_id = client.call(ctl, "send", {"member": "m0", "text": f"change {i}"})["id"]
+        message_id = client.call(ctl, protocol.SEND, {"member": "m0", "text": f"change {i}"})["id"]
         elapsed = next((time.perf_counter() - start) * 1000 for line in lines
                        if line.startswith("data: "))
-    client.call(ctl, "send", {"member": "m0", "text": f"settle {message_id}", "wait": True,
+    client.call(ctl, protocol.SEND, {"member": "m0", "text": f"settle {message_id}", "wait": True,
                               "timeout": 30.0}, timeout=40)  # the delivery's own changes end
     return elapsed
 
@@ -51,7 +54,7 @@ def main() -> None:
     with home() as env:
         teamctl(env, "launch", str(team_file(Path(env["TEAMCTL_BENCH_DIR"]), "ui", 3)))
         ctl = Home(Path(env["TEAMCTL_HOME"]))
-        url = client.call(ctl, "ui", {})["url"]
+        url = client.call(ctl, protocol.UI, {})["url"]
         browser = _signed_in(url)
         samples = [change_to_event(ctl, browser, i) for i in range(50)]
         print(f"journal change -> the page's stream event: median {median(samples):.2f} ms, "
@@ -60,7 +63,7 @@ def main() -> None:
 
         loads = []
         for _ in range(10):
-            fresh = _signed_in(client.call(ctl, "ui", {})["url"])
+            fresh = _signed_in(client.call(ctl, protocol.UI, {})["url"])
             start = time.perf_counter()
             assert fresh.get("/").status_code == 200
             for path in ("/static/app.js", "/static/app.css", *FRAGMENTS):
@@ -77,7 +80,7 @@ def main() -> None:
         def busy() -> None:
             n = 0
             while not stop.wait(0.2):
-                client.call(ctl, "send", {"member": f"m{n % 3}", "text": f"busy {n}"})
+                client.call(ctl, protocol.SEND, {"member": f"m{n % 3}", "text": f"busy {n}"})
                 n += 1
 
         def page() -> None:  # what app.js does: refetch every fragment on each change

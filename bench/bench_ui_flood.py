@@ -6,6 +6,9 @@ connection cap, and with the cap lifted (so the descriptor reserve decides). Pri
 - how many connections the port holds before it refuses new ones (503 and close);
 - `teamctl status` during the flood: its answer time (it must answer);
 - the peak size of daemon.out (and its rotation) while the flood lasts.
+
+Members are driven as the operator drives them (requests on the daemon's socket, the CLI);
+nothing calls as a member. The flood is raw TCP on the live view's port.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from _harness import REPO, figure, home, team_file, teamctl
 
-from tests.integration.test_live_view_hardening import half_sent
+from tests.support.http_servers import half_sent
 
 if TYPE_CHECKING:
     import socket

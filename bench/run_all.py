@@ -1,6 +1,6 @@
 """``make bench``: every benchmark (or those named: ``run_all.py bench_scale.py …``), each
 printing its figures and ``bench: name = value`` lines — then the generated table in
-docs/performance.md is rewritten: each figure beside the date and the commit it was measured
+docs/dev/performance.md is rewritten: each figure beside the date and the commit it was measured
 on, so a published figure can never be older than the run that printed it. A figure a run did
 not measure keeps its row (with its own date and commit)."""
 
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DOC = HERE.parent / "docs" / "performance.md"
+DOC = HERE.parent / "docs" / "dev" / "performance.md"
 BEGIN, END = "<!-- bench:begin (make bench writes this table) -->", "<!-- bench:end -->"
 FIGURE = re.compile(r"^bench: (?P<name>[A-Za-z0-9_.-]+) = (?P<value>\S+)$")
 ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<value>[^|]+) \| (?P<rest>.*) \|$")
@@ -70,7 +70,7 @@ def main(names: list[str]) -> None:
         for name, value in run(script).items():
             known[name] = f"| `{name}` | {value} | {script.name} | {at} | {head} |"
         DOC.write_text(_replace(DOC.read_text(), table(known)))  # after each script
-    print(f"docs/performance.md: {len(known)} figures, the newest measured at {at} on {head}")
+    print(f"docs/dev/performance.md: {len(known)} figures, the newest measured at {at} on {head}")
 
 
 def _replace(text: str, block: str) -> str:

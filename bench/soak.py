@@ -25,7 +25,7 @@ from pathlib import Path
 
 from _harness import REPO, figure, home, team_file
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.errors import DaemonUnavailable, TeamctlError
 from orchestrator.paths import Home
 
@@ -59,7 +59,7 @@ class Chaos(threading.Thread):
 
     def kill_member(self) -> None:
         try:
-            doc = client.call(self.ctl, "status", {}, timeout=10)
+            doc = client.call(self.ctl, protocol.STATUS, {}, timeout=10)
         except TeamctlError:
             return
         pids = [m["pid"] for t in doc["teams"] for m in t["members"] if m["pid"]]
@@ -95,8 +95,8 @@ def send_all(ctl: Home, chaos: Chaos, messages: int, members: int) -> dict[str, 
         while True:
             chaos.daemon_up.wait(60)
             try:
-                result = client.call(ctl, "send", {"member": f"m{n % members}", "text": text},
-                                     timeout=30)
+                result = client.call(ctl, protocol.SEND,
+                                     {"member": f"m{n % members}", "text": text}, timeout=30)
                 sent[text] = result["id"]
                 break
             except DaemonUnavailable:
@@ -159,7 +159,7 @@ def main() -> None:
             'env = { FAKE_CLAUDE_TURN_DELAY = "0.01" }')
         team.write_text(text)
         client.ensure_daemon(ctl)
-        client.call(ctl, "launch", {"config": _config(team), "file": str(team)}, timeout=60)
+        client.call(ctl, protocol.LAUNCH, {"config": _config(team), "file": str(team)}, timeout=60)
         chaos = Chaos(ctl, rng, member_every=args.member_kill_every,
                       daemon_every=args.daemon_kill_every)
         started = time.monotonic()

@@ -31,7 +31,8 @@ class AcpAgent:
     model_env: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     # whether it lists its MCP servers' tools before it runs the first prompt; False: teamctl
-    # waits until its ``teamctl mcp`` was listed before the member is ready (runtimes/acp.py)
+    # waits until its ``teamctl mcp`` was listed before the member is ready
+    # (runtimes/acp/runtime.py)
     lists_mcp_first: bool = True
     # the variable that names a settings file of the agent's lowest precedence (its system
     # defaults), where teamctl lists its MCP tools as visible from the first turn (an agent
@@ -48,11 +49,15 @@ class AcpAgent:
     # whether its image blocks survive beside an embedded resource in one prompt. Gemini CLI
     # 0.61.0 rebuilds a prompt that carries a resource from its text and its resources only:
     # every image block is dropped, silently; its resources' bytes reach the API. teamctl then
-    # sends that prompt's images as resources too (runtimes/acp_prompt.py)
+    # sends that prompt's images as resources too (runtimes/acp/prompt.py)
     images_beside_resources: bool = True
     # the name it gives in ``initialize`` (``agentInfo.name``): a member started by its
     # ``command`` alone is still known for the rules the adapter applies at each turn
     reports_as: str = ""
+    # the resident memory one member of it is expected to hold (its process tree) until teamctl
+    # has measured it on this machine: memory admission's default (docs/scaling.md, "Starts
+    # that fit"); None: the runtime's (``RuntimeInfo.footprint_mib``)
+    footprint_mib: int | None = None
 
 
 ACP_AGENTS: dict[str, AcpAgent] = {
@@ -77,7 +82,7 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         # start only within a token budget it did not reach here: teamctl's tools were never
         # declared to the model (it could still call one by name, but would not know to)
         defaults_env="QWEN_CODE_SYSTEM_DEFAULTS_PATH", gates_media_by_model=True,
-        reports_as="qwen-code"),
+        reports_as="qwen-code", footprint_mib=300),  # ~300 MiB a member, measured (issue 47)
     # --skip-trust: in a folder it does not trust, Gemini CLI 0.61.0 starts no stdio MCP
     # server (not even teamctl's, given over ACP) and refuses the yolo mode; the member's
     # workdir is the one the operator put it to work in
@@ -90,7 +95,8 @@ ACP_AGENTS: dict[str, AcpAgent] = {
         # else it starts itself again as a child (a bigger heap) on the same stdio, behind a
         # parent that ignores SIGTERM and holds ~145 MiB for nothing
         env=(("GEMINI_CLI_NO_RELAUNCH", "true"),),
-        images_beside_resources=False, reports_as="gemini-cli"),
+        images_beside_resources=False, reports_as="gemini-cli",
+        footprint_mib=255),  # ~255 MiB a member, measured (issue 47)
 }
 assert tuple(ACP_AGENTS) == get_args(AcpAgentName)
 

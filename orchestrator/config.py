@@ -8,32 +8,44 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
 
 from orchestrator.acp_agents import AcpAgentName, acp_agent
+from orchestrator.ceilings import CPU_WEIGHT, PIDS, Ceiling, parse_size, shown_size
 from orchestrator.errors import TeamctlError, TeamFileError
+from orchestrator.forge_config import ForgeSection  # noqa: TC001 (pydantic reads it)
+from orchestrator.integrate_config import Integrate, branch_clash
 from orchestrator.limits import NAME_PATTERN
 from orchestrator.notify_config import NotifySection  # noqa: TC001 (pydantic reads it)
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
 from orchestrator.sandbox_config import HostPatterns, Network, Sandbox, SandboxPaths  # noqa: TC001
+from orchestrator.slots_config import Slots, parse_slot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "NAME_PATTERN",
+    "AccountSection",
     "BoardSection",
     "DescribeWith",
     "HostConfig",
     "KubernetesHostConfig",
     "MemberConfig",
+    "ResolvedMember",
     "SshDestination",
     "TeamConfig",
     "TeamSection",
@@ -47,6 +59,45 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # budgets (docs/costs.md): a number, never a string that looks like one; never negative
 BudgetUsd = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False, strict=True)]
 BudgetTokens = Annotated[int, Field(ge=0, le=10**13, strict=True)]
+# the share of a quota window kept for the top priority (docs/costs.md, "Quota windows")
+QuotaReserve = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False, strict=True)]
+# a quota account's safe name, as ``teamctl accounts`` shows it: ``claude:operator``,
+# ``openai:key…3f2a`` (its length by max_length, not a bounded repeat: see AllowRule)
+AccountName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*:[^\s\x00]+$", max_length=240)]
+# seconds a member may idle before it is put to sleep (docs/scaling.md, "Idle members asleep"):
+# a number, never a string; 0: never (a member's 0 overrides its team's or its host's)
+PauseAfter = Annotated[float, Field(ge=0, le=30 * 86400, allow_inf_nan=False, strict=True)]
+# at most this many members' processes of the team live at once (docs/scaling.md)
+MaxRunning = Annotated[int, Field(ge=1, le=10_000, strict=True)]
+
+
+def _size(value: object) -> str:
+    """A ceiling's size as written ("2G"), checked (``ceilings.parse_size``)."""
+    parse_size(value)
+    assert isinstance(value, str)
+    return value
+
+
+def _whole(bounds: tuple[int, int], what: str) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        least, most = bounds
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{value!r} is not a whole number: write one without quotes, "
+                             f"{least} … {most} ({what})")
+        if not least <= value <= most:
+            raise ValueError(f"{value} is outside {least} … {most} ({what})")
+        return value
+    return check
+
+
+# a member's ceiling (docs/operations.md, "A ceiling per teammate"): sizes with their unit
+Size = Annotated[str, BeforeValidator(_size)]
+CpuWeight = Annotated[int, BeforeValidator(_whole(
+    CPU_WEIGHT, "100 is every member's share; 200 gets twice the CPU of 100 when both want "
+    "it"))]
+PidsMax = Annotated[int, BeforeValidator(_whole(
+    PIDS, "the processes and threads of the member's whole tree: a runtime, its MCP server, "
+    "its tools"))]
 
 _FIXES = {
     "extra_forbidden": "remove it or check its spelling",
@@ -55,8 +106,12 @@ _FIXES = {
     "literal_error": "use one of the values listed",
     "missing": "add it",
     "greater_than_equal": "use a number that is not negative",
+    "less_than": "use a smaller number",
+    "less_than_equal": "use a smaller number",
     "float_type": "use a number (e.g. 10.0), not a string",
     "int_type": "use a whole number, not a string",
+    "string_type": "write it as a string, in quotes",
+    "too_long": "remove some",
 }
 
 
@@ -65,6 +120,16 @@ _PATTERN_FIXES = {
     "address": "a host name or IP address, not starting with '-'",
     "host": "a [hosts.NAME] key, or an ssh destination like user@box",
     "user": "a user name, not starting with '-'",
+    "accounts": "an account's name as 'teamctl accounts' shows it, e.g. \"claude:operator\"",
+}
+
+
+# keys whose every error has one fix (what the key takes), whatever pydantic's error type
+_KEY_FIXES = {
+    "pause_after": "seconds idle before the member is put to sleep, a number from 0 (never) "
+    "to 2592000 (30 days), e.g. pause_after = 900",
+    "max_running": "a whole number of members' processes live at once, from 1 to 10000, "
+    "e.g. max_running = 10; remove it for no cap",
 }
 
 
@@ -92,6 +157,18 @@ AllowRule = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]*(\([^()]+\))?$"),
                           rule, "(", 81, 502, "a tool of at most 81 characters and at most "
                           "500 characters between its parentheses"))]
 Permissions = Literal["read", "edit", "full", "ask"]
+
+
+def _reserve(value: object) -> str:
+    """``memory_reserve`` as written ("2G"), checked: a size as a ceiling's, from 0 up."""
+    parse_size(value, least=0)
+    assert isinstance(value, str)
+    return value
+
+
+# memory kept free, as written ("2G", "512M": a ceiling's sizes, 0 allowed), kept as the
+# operator wrote it (a relaunch compares the text)
+MemorySize = Annotated[str, BeforeValidator(_reserve)]
 
 
 class DescribeWith(_Strict):
@@ -151,15 +228,16 @@ class KubernetesHostConfig(_Strict):
     storage_class: KubeName | None = None
     runtime_class: KubeName | None = None  # gVisor, Kata...
     # an agent-sandbox SandboxTemplate of the namespace: the member's own Sandbox is rendered
-    # from it, this table's keys winning (runtimes/kube_template.py); never claimed
+    # from it, this table's keys winning (runtimes/hosts/kubernetes/template.py); never claimed
     template: KubeName | None = None
     service_account: KubeName | None = None
     secret: KubeName | None = None  # its keys become the member's environment (envFrom)
     workdir: Annotated[str, Field(pattern=r"^/[^\x00]*$", max_length=1024)] = "/workspace"
     keep: bool = False  # teamctl stop suspends the sandbox (its volume kept) instead of deleting
     start_timeout: Annotated[float, Field(gt=0, le=3600)] = 300.0  # the pod Running by then
-    # seconds a member may idle before its runtime stops and its Sandbox is suspended (no
-    # pod, its volume kept); its next message resumes it, the session with it. None: never
+    # the default pause_after of the members on this host (a member's own key wins, then this,
+    # then the team's): idle that long, a member sleeps — here its Sandbox suspended too (no
+    # pod, its volume kept); its next message wakes it, the session with it. None: the team's
     pause_after: Annotated[float, Field(gt=0, le=30 * 86400)] | None = None
 
     @model_validator(mode="after")
@@ -211,6 +289,54 @@ class TeamSection(_Strict):
     # directories an unsandboxed member may attach files from, beside its workdir, worktree
     # and runtime home (docs/attachments.md, "What a teammate may attach"); a member's key wins
     attach_paths: SandboxPaths = []
+    # the merge queue (docs/land.md): where a finished task's commits land, after what check
+    integrate: Integrate | None = None
+    integrate_retries: Annotated[int, Field(ge=1, le=100, strict=True)] = 3
+    # once an account's window is reported this far from spent, members below the top
+    # priority take no new turns until its reset (docs/costs.md, "Quota windows"); 0: never
+    quota_reserve: QuotaReserve = 0.0
+    # memory this machine keeps free: a member here starts (or wakes) only when its expected
+    # footprint fits in MemAvailable above it; else it waits (docs/scaling.md, "Starts that
+    # fit"). A relaunch that changes only this applies it to the running team
+    memory_reserve: MemorySize = "1G"
+    # every member's ceiling (a member's key wins; docs/operations.md, "A ceiling per teammate")
+    memory_max: Size | None = None
+    memory_high: Size | None = None
+    cpu_weight: CpuWeight | None = None
+    pids_max: PidsMax | None = None
+    # variables each member finds in its environment with a value of its own: a port, a
+    # database name, an index (docs/operations.md, "A port and a database name of its own")
+    slots: Slots = {}
+
+    @model_validator(mode="after")
+    def _names_apart(self) -> TeamSection:
+        """Two ``name`` slots with one prefix would give each member one name twice."""
+        seen: dict[str | None, str] = {}
+        for var, text in self.slots.items():
+            kind = parse_slot(text)
+            if kind.kind != "name":
+                continue
+            if kind.prefix in seen:
+                raise ValueError(f"slots: {seen[kind.prefix]} and {var} would give each member "
+                                 f"the same name; give one a prefix, e.g. {var} = "
+                                 "\"name:test\"")
+            seen[kind.prefix] = var
+        return self
+    # an idle member asleep after this many seconds, woken by its next message (docs/scaling.md,
+    # "Idle members asleep"); a member's key wins, then its Kubernetes host's; None or 0: never
+    pause_after: PauseAfter | None = None
+    max_running: MaxRunning | None = None  # members' processes live at once (None: no cap)
+
+    @property
+    def memory_reserve_bytes(self) -> int:
+        return parse_size(self.memory_reserve, least=0)
+
+
+class AccountSection(_Strict):
+    """One quota account's own settings, under ``[accounts."claude:operator"]`` (docs/costs.md,
+    "Quota windows"): its reserve, over the team's."""
+
+    quota_reserve: QuotaReserve
 
 
 class BoardSection(_Strict):
@@ -288,6 +414,9 @@ class MemberConfig(_Strict):
     lead: bool = False
     claims: bool | None = None
     max_tasks: Annotated[int, Field(ge=1, le=100)] = 1
+    # who keeps turns in a quota window's reserve (docs/costs.md, "Quota windows"): the
+    # highest first; default 1 for the lead, else 0
+    priority: Annotated[int, Field(ge=0, le=100, strict=True)] | None = None
     allow: list[AllowRule] = []  # "ask": pre-approved TOOL or TOOL(PATTERN) (docs/approvals.md)
     sandbox: Sandbox | None = None  # docs/security.md, "Sandbox" (default: the team's)
     sandbox_rw: SandboxPaths | None = None
@@ -299,6 +428,12 @@ class MemberConfig(_Strict):
     transport: Literal["exec", "app-server"] = "app-server"  # codex only (docs/runtimes.md)
     budget_usd: BudgetUsd | None = None  # checked before and during each turn (docs/costs.md)
     budget_tokens: BudgetTokens | None = None  # input + output tokens
+    # its whole process tree's ceiling, in a cgroup of its own (default: the team's;
+    # docs/operations.md, "A ceiling per teammate")
+    memory_max: Size | None = None
+    memory_high: Size | None = None
+    cpu_weight: CpuWeight | None = None
+    pids_max: PidsMax | None = None
     # a long-lived member process is recycled — stopped, started again, its session resumed —
     # after this many turns, or once it and its children hold more memory or more processes
     # than this (0: never); not a crash: the restart policy never sees it (docs/runtimes.md)
@@ -317,9 +452,13 @@ class MemberConfig(_Strict):
     # a stuck turn is interrupted; one not ended within this grace is killed (restarted)
     interrupt_grace: Seconds = 10.0
     # an idle member is probed on its runtime's cheapest real channel every interval; no
-    # answer within the deadline: liveness "unresponsive", killed, restarted (docs/architecture.md)
+    # answer within the deadline: liveness "unresponsive", killed, restarted
+    # (docs/dev/architecture.md)
     liveness_interval: Seconds = 15.0
     liveness_deadline: Seconds = 10.0
+    # asleep after this many idle seconds (0: never, whatever its team or host says; None: the
+    # team's, or its Kubernetes host's): docs/scaling.md, "Idle members asleep"
+    pause_after: PauseAfter | None = None
 
     @model_validator(mode="after")
     def _backoff_ordered(self) -> MemberConfig:
@@ -362,7 +501,12 @@ class TeamConfig(_Strict):
                            KubernetesHostConfig] = {}
     board: BoardSection = BoardSection()
     notify: NotifySection | None = None  # pushes and alerts of what needs you (docs/notify.md)
+    forge: ForgeSection | None = None  # issues in, pull requests out (docs/forge.md)
+    # a quota account's own settings by its name (docs/costs.md, "Quota windows")
+    accounts: dict[AccountName, AccountSection] = {}
     members: Annotated[list[MemberConfig], Field(min_length=1)]
+    # each member resolved (``resolved``), by the identity of its entry in ``members``
+    _resolved: dict[int, ResolvedMember] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -378,9 +522,10 @@ class TeamConfig(_Strict):
         """A member in a pod: no operator login (a copy of a subscription login there would
         log the operator out here: a Secret's API key instead), no teamctl MCP tools yet."""
         for index, member in enumerate(self.members):
+            resolved = self.resolved(member)
             if member.host not in self.kubernetes_hosts:
                 continue
-            if self.member_login(member) == "operator":
+            if resolved.login == "operator":
                 raise ValueError(
                     f"members[{index}].login: a member on Kubernetes host {member.host!r} "
                     "cannot use the operator's login (a subscription login copied into a pod "
@@ -394,13 +539,14 @@ class TeamConfig(_Strict):
         """``ask`` needs a runtime that can ask on the member's transport (``can_ask``: Codex
         only on app-server, exec runs approval ``never``)."""
         for index, member in enumerate(self.members):
-            if self.member_permissions(member) == "ask" and \
+            resolved = self.resolved(member)
+            if resolved.permissions == "ask" and \
                     not runtime_info(member.runtime).can_ask(member.transport):
                 raise ValueError(f"members[{index}]: permissions = \"ask\" needs transport = "
                                  f"\"app-server\" ({member.runtime} {member.transport} cannot "
                                  "ask); remove transport")
-            if self.member_permissions(member) == "ask" and self.member_sandbox(member) != \
-                    "none" and runtime_info(member.runtime).asks_through_own_sandbox:
+            if resolved.permissions == "ask" and resolved.sandbox != "none" and \
+                    runtime_info(member.runtime).asks_through_own_sandbox:
                 raise ValueError(f"members[{index}]: permissions = \"ask\" cannot run "
                                  f"sandboxed: {member.runtime} asks through its own sandbox, "
                                  "which cannot start inside teamctl's; use \"edit\" or "
@@ -413,20 +559,21 @@ class TeamConfig(_Strict):
         bubblewrap sandbox; on an SSH host, a sandboxed OpenCode cut off from the network
         (the daemon reaches its server through a forwarded TCP port)."""
         for index, member in enumerate(self.members):
+            resolved = self.resolved(member)
             if member.host is None:
                 continue
-            if self.member_worktree(member):
+            if resolved.worktree:
                 raise ValueError(f"members[{index}].host: a member on another host has no "
                                  "worktree here; set worktree = false for it")
-            if self.member_sandbox(member) == "none":
+            if resolved.sandbox == "none":
                 continue
-            if self.member_kubernetes(member) is not None:
+            if resolved.kubernetes is not None:
                 raise ValueError(f"members[{index}].host: a member in a Kubernetes pod cannot "
                                  "be sandboxed with bubblewrap (the pod is its boundary: "
                                  "runtime_class for gVisor or Kata); set sandbox = \"none\" "
                                  "for it")
             if runtime_info(member.runtime).daemon_connects_in and \
-                    self.member_network(member) != "on":
+                    resolved.network != "on":
                 raise ValueError(f"members[{index}].host: a sandboxed OpenCode on another host "
                                  "needs network = \"on\" (its server is reached through a "
                                  "forwarded port, not yet through the sandbox's relay)")
@@ -436,9 +583,10 @@ class TeamConfig(_Strict):
     def _network_needs_sandbox(self) -> TeamConfig:
         """``network = "off" | "allowlist"`` is enforced by the sandbox's namespace."""
         for index, member in enumerate(self.members):
-            if self.member_network(member) != "on" and self.member_sandbox(member) == "none":
+            resolved = self.resolved(member)
+            if resolved.network != "on" and resolved.sandbox == "none":
                 raise ValueError(f"members[{index}]: network = "
-                                 f"\"{self.member_network(member)}\" needs sandbox = "
+                                 f"\"{resolved.network}\" needs sandbox = "
                                  "\"process\" (the network is cut off by its namespace)")
         return self
 
@@ -448,17 +596,60 @@ class TeamConfig(_Strict):
         sandboxed member attaches what its sandbox shows it, and a member elsewhere nothing
         read here — a grant for either would be ignored, so it is refused."""
         for index, member in enumerate(self.members):
-            if not self.member_attach_paths(member):
+            resolved = self.resolved(member)
+            if not resolved.attach_paths:
                 continue
             key = "attach_paths" if member.attach_paths else "attach_paths (the team's)"
             if member.host is not None:
                 raise ValueError(f"members[{index}].{key}: a member on another host names "
                                  "files there, which teamctl does not read; set attach_paths "
                                  "= [] for it")
-            if self.member_sandbox(member) != "none":
+            if resolved.sandbox != "none":
                 raise ValueError(f"members[{index}].{key}: a sandboxed member attaches what "
                                  "its sandbox shows it; bind the directory in with sandbox_ro "
                                  "instead, and set attach_paths = [] for it")
+        return self
+
+    @model_validator(mode="after")
+    def _ceilings_ordered(self) -> TeamConfig:
+        """``memory_high`` throttles below ``memory_max``: one above it would never act."""
+        for index, member in enumerate(self.members):
+            ceiling = self.resolved(member).ceiling
+            if ceiling is None or ceiling.memory_max is None or ceiling.memory_high is None:
+                continue
+            if ceiling.memory_high > ceiling.memory_max:
+                raise ValueError(
+                    f"members[{index}].memory_high: {shown_size(ceiling.memory_high)} is above "
+                    f"its memory_max {shown_size(ceiling.memory_max)}, where it would never "
+                    "act; lower memory_high (or raise memory_max)")
+        return self
+
+    @model_validator(mode="after")
+    def _forge_token_kept(self) -> TeamConfig:
+        """The forge's token is the daemon's (docs/forge.md): no member may be handed the
+        variable that holds it, by ``pass_env`` or ``env``."""
+        if self.forge is None:
+            return self
+        secret = self.forge.github.token_env
+        for index, member in enumerate(self.members):
+            for key in ("pass_env", "env"):
+                if secret in getattr(member, key):
+                    raise ValueError(f"members[{index}].{key}: {secret} holds the forge's "
+                                     "token ([forge] github.token_env), which is the daemon's "
+                                     f"and never a member's; remove it from {key}")
+        return self
+
+    @model_validator(mode="after")
+    def _slots_apart_from_env(self) -> TeamConfig:
+        """A slot's variable is teamctl's to set: a member's ``env`` or ``pass_env`` naming
+        it too would leave one of the two values unused, silently."""
+        for index, member in enumerate(self.members):
+            for key in ("env", "pass_env"):
+                clash = [var for var in getattr(member, key) if var in self.team.slots]
+                if clash:
+                    raise ValueError(f"members[{index}].{key}: {clash[0]} is a slot of the "
+                                     "team ([team] slots gives each member its own); remove it "
+                                     f"from {key}, or from slots")
         return self
 
     @model_validator(mode="after")
@@ -468,6 +659,19 @@ class TeamConfig(_Strict):
             if member.name in seen:
                 raise ValueError(f"two members are named {member.name!r}; names must be unique")
             seen.add(member.name)
+        return self
+
+    @model_validator(mode="after")
+    def _integrate_apart(self) -> TeamConfig:
+        """The integration branch is no member's own branch, nor inside one."""
+        if self.team.integrate is None:
+            return self
+        branch = self.team.integrate.branch_of(self.name)
+        member = branch_clash(branch, self.name, [m.name for m in self.members])
+        if member is not None:
+            raise ValueError(f"team.integrate.branch: {branch!r} clashes with member "
+                             f"{member}'s own branch teamctl/{self.name}/{member}/work; name "
+                             "another branch, or rename the member")
         return self
 
     @model_validator(mode="after")
@@ -487,81 +691,136 @@ class TeamConfig(_Strict):
     def name(self) -> str:
         return self.team.name
 
-    def member_claims(self, member: MemberConfig) -> bool:
-        return self.team.claims if member.claims is None else member.claims
-
     def member(self, name: str) -> MemberConfig | None:
         return next((m for m in self.members if m.name == name), None)
 
-    def member_login(self, member: MemberConfig) -> Login:
-        return member.login or self.team.login
+    def resolved(self, member: MemberConfig) -> ResolvedMember:
+        """``member`` with the team's defaults applied: every member is resolved once, when
+        the first is asked for."""
+        if not self._resolved:
+            workdirs = [(m, _workdir(self.team, m)) for m in self.members]
+            self._resolved.update((id(m), _resolve(self, m, workdirs)) for m in self.members)
+        found = self._resolved.get(id(member))
+        if found is None or found.config is not member:  # not one of ``members``
+            return _resolve(self, member, [(m, _workdir(self.team, m)) for m in self.members])
+        return found
 
-    def member_permissions(self, member: MemberConfig) -> Permissions:
-        return member.permissions or self.team.permissions
 
-    def member_sandbox(self, member: MemberConfig) -> Sandbox:
-        return member.sandbox or self.team.sandbox
+@dataclass(frozen=True)
+class ResolvedMember:
+    """One member as it runs: its team file entry (``config``) with every team default
+    applied (a member's own key wins), computed once by ``TeamConfig.resolved``."""
 
-    def member_sandbox_paths(self, member: MemberConfig) -> dict[str, list[str]]:
-        """``rw``, ``ro`` (the member's list, else the team's) and ``hide`` (both)."""
-        return {"rw": self.team.sandbox_rw if member.sandbox_rw is None else member.sandbox_rw,
-                "ro": self.team.sandbox_ro if member.sandbox_ro is None else member.sandbox_ro,
-                "hide": [*self.team.sandbox_hide, *member.sandbox_hide]}
+    config: MemberConfig
+    login: Login
+    permissions: Permissions
+    sandbox: Sandbox
+    sandbox_paths: dict[str, list[str]]  # rw, ro (the member's list, else the team's), hide
+    attach_paths: list[str]  # what the operator grants an unsandboxed member to attach from
+    network: Network
+    allow_hosts: list[str]
+    worktree: bool
+    allow: list[str]  # the team's pre-approved rules, then the member's
+    base: str | None
+    claims: bool
+    workdir: Path  # its workdir on this machine
+    other_workdirs: tuple[Path, ...]  # the workdirs here of the team's other members
+    # the SSH host it runs on (its name and settings; a bare destination gets settings of its
+    # own), or its Kubernetes host; neither: this machine
+    ssh_host: tuple[str, HostConfig] | None
+    kubernetes: tuple[str, KubernetesHostConfig] | None
+    remote_workdir: str | None  # on another host: its workdir there (None: the remote home)
+    ceiling: Ceiling | None = None  # its process tree's limits (None: none set)
+    # idle seconds before it is put to sleep (None: never): its own key, else its Kubernetes
+    # host's, else its team's (docs/scaling.md, "Idle members asleep")
+    pause_after: float | None = None
 
-    def other_workdirs(self, member: MemberConfig) -> list[Path]:
-        """The workdirs here of the team's other members (what a sandbox hides from it)."""
-        return [self.member_workdir(m) for m in self.members
-                if m.name != member.name and m.host is None]
+    @property
+    def name(self) -> str:
+        return self.config.name
 
-    def member_attach_paths(self, member: MemberConfig) -> list[str]:
-        """The directories the operator grants an unsandboxed member to attach from."""
-        return self.team.attach_paths if member.attach_paths is None else member.attach_paths
+    @property
+    def sandbox_shown(self) -> str | None:
+        """Its sandbox as ``status`` shows it ("process, network on"); None: none."""
+        return None if self.sandbox == "none" else f"{self.sandbox}, network {self.network}"
 
-    def member_network(self, member: MemberConfig) -> Network:
-        return member.network or self.team.network
 
-    def member_allow_hosts(self, member: MemberConfig) -> list[str]:
-        return self.team.allow_hosts if member.allow_hosts is None else member.allow_hosts
+def _resolve(team: TeamConfig, member: MemberConfig,
+             workdirs: list[tuple[MemberConfig, Path]]) -> ResolvedMember:
+    section = team.team
+    ssh_host = _ssh_host(team, member)
+    kubernetes = _kubernetes_host(team, member)
+    where = kubernetes or ssh_host
+    return ResolvedMember(
+        config=member, login=member.login or section.login,
+        permissions=member.permissions or section.permissions,
+        sandbox=member.sandbox or section.sandbox,
+        sandbox_paths={
+            "rw": section.sandbox_rw if member.sandbox_rw is None else member.sandbox_rw,
+            "ro": section.sandbox_ro if member.sandbox_ro is None else member.sandbox_ro,
+            "hide": [*section.sandbox_hide, *member.sandbox_hide]},
+        attach_paths=section.attach_paths if member.attach_paths is None
+        else member.attach_paths,
+        network=member.network or section.network,
+        allow_hosts=section.allow_hosts if member.allow_hosts is None else member.allow_hosts,
+        worktree=section.worktree if member.worktree is None else member.worktree,
+        allow=[*section.allow, *member.allow], base=member.base or section.base,
+        claims=section.claims if member.claims is None else member.claims,
+        workdir=_workdir(section, member),
+        other_workdirs=tuple(workdir for m, workdir in workdirs
+                             if m.name != member.name and m.host is None),
+        ssh_host=ssh_host, kubernetes=kubernetes,
+        remote_workdir=None if where is None else member.workdir or where[1].workdir,
+        ceiling=_ceiling(section, member),
+        pause_after=_pause_after(section, member, kubernetes))
 
-    def member_worktree(self, member: MemberConfig) -> bool:
-        return self.team.worktree if member.worktree is None else member.worktree
 
-    def member_allow(self, member: MemberConfig) -> list[str]:
-        return [*self.team.allow, *member.allow]
+def _ceiling(section: TeamSection, member: MemberConfig) -> Ceiling | None:
+    """The member's ceiling: each key its own, else the team's (None: no key set)."""
+    def own(key: str) -> Any:
+        value = getattr(member, key)
+        return getattr(section, key) if value is None else value
 
-    def member_base(self, member: MemberConfig) -> str | None:
-        return member.base or self.team.base
+    memory_max, memory_high = own("memory_max"), own("memory_high")
+    ceiling = Ceiling(memory_max=None if memory_max is None else parse_size(memory_max),
+                      memory_high=None if memory_high is None else parse_size(memory_high),
+                      cpu_weight=own("cpu_weight"), pids_max=own("pids_max"))
+    return ceiling if ceiling.keys else None
 
-    def member_host(self, member: MemberConfig) -> tuple[str, HostConfig] | None:
-        """The host a member runs on (its name and settings), None for this machine; a bare
-        ssh destination gets settings of its own (the operator's ssh config applies)."""
-        if member.host is None or member.host in self.kubernetes_hosts:
-            return None
-        if member.host in self.hosts:
-            return member.host, self.hosts[member.host]
-        user, _, address = member.host.rpartition("@")
-        return member.host, HostConfig(address=address, user=user or None)
 
-    def member_kubernetes(self, member: MemberConfig
-                          ) -> tuple[str, KubernetesHostConfig] | None:
-        """The Kubernetes host a member runs on (its name and settings), None if not one."""
-        if member.host is not None and member.host in self.kubernetes_hosts:
-            return member.host, self.kubernetes_hosts[member.host]
+def _pause_after(section: TeamSection, member: MemberConfig,
+                 kubernetes: tuple[str, KubernetesHostConfig] | None) -> float | None:
+    """The member's own ``pause_after``, else its Kubernetes host's, else its team's; 0 (or
+    none anywhere) is never."""
+    chosen = member.pause_after
+    if chosen is None and kubernetes is not None:
+        chosen = kubernetes[1].pause_after
+    if chosen is None:
+        chosen = section.pause_after
+    return chosen or None
+
+
+def _workdir(section: TeamSection, member: MemberConfig) -> Path:
+    base = Path(section.workdir)
+    return (base / member.workdir).resolve() if member.workdir else base
+
+
+def _ssh_host(team: TeamConfig, member: MemberConfig) -> tuple[str, HostConfig] | None:
+    """The SSH host a member runs on, None for this machine or a pod; a bare ssh destination
+    gets settings of its own (the operator's ssh config applies)."""
+    if member.host is None or member.host in team.kubernetes_hosts:
         return None
+    if member.host in team.hosts:
+        return member.host, team.hosts[member.host]
+    user, _, address = member.host.rpartition("@")
+    return member.host, HostConfig(address=address, user=user or None)
 
-    def remote_workdir(self, member: MemberConfig) -> str | None:
-        """A remote member's working directory on its host (None: the remote home)."""
-        pod = self.member_kubernetes(member)
-        if pod is not None:
-            return member.workdir or pod[1].workdir
-        found = self.member_host(member)
-        if found is None:
-            return None
-        return member.workdir or found[1].workdir
 
-    def member_workdir(self, member: MemberConfig) -> Path:
-        base = Path(self.team.workdir)
-        return (base / member.workdir).resolve() if member.workdir else base
+def _kubernetes_host(team: TeamConfig, member: MemberConfig
+                     ) -> tuple[str, KubernetesHostConfig] | None:
+    if member.host is not None and member.host in team.kubernetes_hosts:
+        return member.host, team.kubernetes_hosts[member.host]
+    return None
 
 
 def _find_nul(value: Any, where: str = "") -> str | None:
@@ -590,12 +849,12 @@ def missing_workdirs(config: TeamConfig) -> list[str]:
     for index, member in enumerate(config.members):
         if member.host is not None:
             continue  # its workdir is on its host: the remote side checks it
-        if member.workdir and not config.member_workdir(member).is_dir():
-            problems.append(f"members[{index}].workdir: {config.member_workdir(member)} is not "
+        if member.workdir and not config.resolved(member).workdir.is_dir():
+            problems.append(f"members[{index}].workdir: {config.resolved(member).workdir} is not "
                             "a directory (create it, or fix the path)")
-        elif config.member_worktree(member) and not _in_git_repo(config.member_workdir(member)):
+        elif config.resolved(member).worktree and not _in_git_repo(config.resolved(member).workdir):
             key = f"members[{index}].worktree" if member.worktree else "team.worktree"
-            problems.append(f"{key}: {config.member_workdir(member)} is not in a git "
+            problems.append(f"{key}: {config.resolved(member).workdir} is not in a git "
                             "repository (set worktree = false, or run 'git init' there)")
     return problems
 
@@ -657,6 +916,10 @@ def _describe(exc: ValidationError, text: str, shown: str) -> list[str]:
         if error["type"] == "string_pattern_mismatch":  # the name hint fits names only
             fix = _PATTERN_FIXES.get(str(loc[-1] if isinstance(loc[-1], str) else loc[-2]),
                                      fix)
+            if loc[0] == "accounts":
+                fix = _PATTERN_FIXES["accounts"]
+        if loc and loc[0] in ("team", "members") and error["type"] != "extra_forbidden":
+            fix = _KEY_FIXES.get(str(loc[-1]), fix)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"
@@ -667,6 +930,8 @@ def _describe(exc: ValidationError, text: str, shown: str) -> list[str]:
 def _dotted(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
     for item in loc:
+        if item == "[key]":  # pydantic's mark of a table's key (the key itself comes before)
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
         else:

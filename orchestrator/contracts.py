@@ -1,15 +1,17 @@
 """Types that cross from the orchestrator into runtimes (DESIGN §2).
 
-Runtimes import only this module (and ``runtimes.base``/``runtimes.framing``): the runtime port
-they implement (``orchestrator.ports``), the launch spec of a member, the turn to deliver, the
+Runtimes import only this module (and ``runtimes.kit.base``/``runtimes.kit.framing``): the runtime
+port they implement (``orchestrator.ports``), the launch spec of a member, the turn to deliver, the
 prepared parts of a message, the outcome of a turn, the capabilities an adapter declares, the
 errors a runtime may raise, and the process facts both sides read (``orchestrator.processes``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from orchestrator.acp_agents import AcpAgent, acp_agent, acp_agent_reporting
 from orchestrator.beneath import (
@@ -20,6 +22,7 @@ from orchestrator.beneath import (
     unlink_link_beneath,
     write_beneath,
 )
+from orchestrator.ceilings import Ceiling
 from orchestrator.costs.figures import token_count, usd  # the one usage-figure gate
 from orchestrator.errors import (
     BudgetReached,
@@ -31,6 +34,7 @@ from orchestrator.errors import (
     PayloadTooLarge,
     ProtocolError,
     RateLimited,
+    ResourceLimitsUnavailable,
     RuntimeExited,
     RuntimeNotLoggedIn,
     RuntimeStuck,
@@ -40,17 +44,17 @@ from orchestrator.errors import (
     map_exceptions,
     unwrap_group,
 )
-from orchestrator.ports import OnSent, Runtime, RuntimeProcess, Spawner
 from orchestrator.processes import TreeUsage, process_stopped, process_tree, resolve_executable
 from orchestrator.runtime_table import RuntimeInfo, runtime_info
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
-    from pathlib import Path
+    from collections.abc import Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from anyio.abc import Process
 
 __all__ = [
+    "CGROUPS_MODULE",
     "RUNTIME_HOME",
     "AcpAgent",
     "ApprovalAnswer",
@@ -58,6 +62,10 @@ __all__ = [
     "Approver",
     "BudgetReached",
     "Capabilities",
+    "Ceiling",
+    "CgroupClosed",
+    "CgroupHost",
+    "CgroupsThere",
     "CodexSandboxUnusable",
     "Confined",
     "Description",
@@ -65,20 +73,24 @@ __all__ = [
     "DocumentText",
     "ExecutableNotFound",
     "Host",
+    "HostProfile",
     "HostUnavailable",
     "ImageDescriber",
     "ImagePart",
+    "InboundHost",
     "LaunchSpec",
     "LineTooLong",
     "McpServer",
     "MemberStartFailed",
     "Meter",
     "OnSent",
+    "PausingHost",
     "PayloadTooLarge",
     "Placed",
     "PreparedPart",
     "ProtocolError",
     "RateLimited",
+    "ResourceLimitsUnavailable",
     "Runtime",
     "RuntimeExited",
     "RuntimeInfo",
@@ -95,11 +107,16 @@ __all__ = [
     "TurnFailed",
     "TurnResult",
     "UsageReading",
+    "WindowReading",
     "acp_agent",
     "acp_agent_reporting",
+    "cgroup_host",
+    "cgroups_there",
+    "inbound",
     "link_beneath",
     "map_exceptions",
     "open_dir",
+    "pausing",
     "process_stopped",
     "process_tree",
     "read_beneath",
@@ -139,10 +156,16 @@ class Capabilities:
 @dataclass(frozen=True)
 class McpServer:
     """teamctl's own MCP server for one member (``teamctl mcp``): its command line and the
-    environment it must get — the member's per-launch token among it (never an argument)."""
+    environment it must get — the member's per-launch token among it (never an argument).
+    What the runtime starts is ``RELAY``, which hands each line to the daemon's MCP server."""
 
     command: tuple[str, ...]
     env: Mapping[str, str]
+
+    # the relay (orchestrator/client/mcp_bridge.py): the standard library of any python3 >= 3.8,
+    # run as ``python -I -S RELAY`` here, in a sandbox (teamctl's package is bound in), on an
+    # SSH host or in a pod (copied there); docs/dev/performance.md, "teamctl's own cost"
+    RELAY: ClassVar[Path] = Path(__file__).parent / "client" / "mcp_bridge.py"
 
     TOOLS: ClassVar[tuple[str, ...]] = (
         "send_message", "list_team", "message_status",
@@ -227,9 +250,138 @@ class Confined:
     env: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class HostProfile:
+    """What the adapters and the core may know of a member's host, as fields: they read its
+    ``Host.profile``, never its class (a new kind of host states its own)."""
+
+    # the member's CLI uses the operator's login and settings on this machine: the adapter
+    # checks the login (``runtime_not_logged_in``) and reads the operator's config here first
+    checks_local_login: bool = True
+    # teamctl's own boundary (bubblewrap) holds the member's processes: a CLI's own sandbox
+    # cannot nest inside it (Codex's), and need not
+    confines_processes: bool = False
+    # the runtime's loopback port is reached through a Unix socket here (``InboundHost``)
+    inbound_socket: bool = False
+    # an asleep member's place is paused and resumed too (``PausingHost``: a pod's Sandbox)
+    pauses: bool = False
+    # its processes start inside the cgroups the daemon names (``CgroupHost``): a member's
+    # ceiling is a cgroup the daemon makes (this machine, a sandbox here)
+    cgroups: bool = False
+    # the host holds a member's ceiling itself (a pod's resources): the daemon makes no cgroup
+    holds_ceiling: bool = False
+    # a member's ceiling is a cgroup the host makes on its own machine, the daemon asking
+    # (``CgroupsThere``: an SSH host's remote side)
+    cgroups_there: bool = False
+    # the member's processes live on this machine and hold its memory: memory admission
+    # counts it (docs/scaling.md, "Starts that fit"); another host's memory is its own
+    local_memory: bool = True
+
+
+class InboundHost(Protocol):
+    """A host whose runtime's loopback port the daemon reaches through a Unix socket here
+    (a sandbox in its own network namespace), not over TCP (``HostProfile.inbound_socket``)."""
+
+    def inbound_socket(self, port: int) -> Path | None:
+        """The socket that reaches ``127.0.0.1:port`` of the runtime (``forward_port``'s
+        port) while it runs; None: that port is reached over TCP as usual."""
+        ...
+
+
+class PausingHost(Protocol):
+    """A host whose asleep member's place is paused too (``HostProfile.pauses``: a pod). Every
+    host's member sleeps (its process stopped: the member's ``pause_after``, the team's
+    ``max_running``); such a host also lets go of what the place holds."""
+
+    async def suspend(self) -> None:
+        """Pause the member's place once its runtime has stopped for its sleep (a pod: its
+        Sandbox suspended, its volume kept); the next ``spawn`` resumes it. Raises
+        HostUnavailable when the place could not be paused (the member is then started again
+        at once)."""
+        ...
+
+
+class CgroupHost(Protocol):
+    """A host whose processes start inside the cgroups the daemon names
+    (``HostProfile.cgroups``: this machine, a sandbox here)."""
+
+    def enter_cgroups(self, procs: Sequence[Path]) -> None:
+        """Every later ``spawn`` starts its process inside these cgroups — each a
+        ``cgroup.procs`` file the daemon made, the process's pid written there before its
+        program is executed, so nothing it starts is ever outside; ``()``: none."""
+        ...
+
+
+# orchestrator/cgroups.py (standard library, python 3.8's): its source is shipped to another
+# machine whose side makes a member's cgroup there (``CgroupsThere``: an SSH host)
+CGROUPS_MODULE = Path(__file__).with_name("cgroups.py")
+
+
+@dataclass(frozen=True)
+class CgroupClosed:
+    """What a member's cgroup on its host saw, read once its process had ended, and what was
+    done with it: the processes the kernel's OOM killer ended in it, the most memory it held
+    (None: the kernel keeps no peak), what was still running in it (killed), whether it was
+    removed (False: something outlived the deadline; the next start takes it over), and its
+    path there."""
+
+    oom_kills: int
+    peak: int | None
+    left: tuple[int, ...]
+    removed: bool
+    where: str
+
+
+class CgroupsThere(Protocol):
+    """A host that makes a member's cgroup on its own machine, as the daemon asks
+    (``HostProfile.cgroups_there``: an SSH host, through its remote side), holding the whole
+    tree it starts there to the member's ceiling."""
+
+    async def cgroup_problem(self, controllers: frozenset[str], top: str) -> str | None:
+        """Whether a member needing ``controllers`` can have a cgroup there: one made under
+        ``top`` (teamctl's group) and removed. None, or why not and what to enable there
+        (naming the host). Raises HostUnavailable where the host cannot be asked."""
+        ...
+
+    async def make_cgroup(self, top: str, name: str, ceiling: Ceiling) -> str:
+        """The member's cgroup ``top/name`` made there with ``ceiling``'s limits (one an
+        earlier start left is emptied and taken over), and every later ``spawn`` started
+        inside it before its program runs; its path there. ResourceLimitsUnavailable (why,
+        what to enable) where it cannot be made; HostUnavailable where the host cannot be
+        asked."""
+        ...
+
+    async def close_cgroup(self, deadline: float) -> CgroupClosed | None:
+        """Once the member's process has ended: its cgroup read (its OOM kills, its peak),
+        what it left running killed (waited for up to ``deadline`` seconds) and the cgroup
+        removed; later spawns start outside. None: none was made. HostUnavailable where the
+        host cannot be asked (the cgroup stays there, for the next start to take over)."""
+        ...
+
+
+def cgroups_there(host: Host) -> CgroupsThere | None:
+    """``host`` as a ``CgroupsThere`` where its profile says it is one, else None."""
+    return cast("CgroupsThere", host) if host.profile.cgroups_there else None
+
+
+def cgroup_host(host: Host) -> CgroupHost | None:
+    """``host`` as a ``CgroupHost`` where its profile says it is one, else None."""
+    return cast("CgroupHost", host) if host.profile.cgroups else None
+
+
+def inbound(host: Host) -> InboundHost | None:
+    """``host`` as an ``InboundHost`` where its profile says it is one, else None."""
+    return cast("InboundHost", host) if host.profile.inbound_socket else None
+
+
+def pausing(host: Host) -> PausingHost | None:
+    """``host`` as a ``PausingHost`` where its profile says it pauses, else None."""
+    return cast("PausingHost", host) if host.profile.pauses else None
+
+
 class Host(Protocol):
-    """Where a member's runtime runs: this machine (``runtimes.local_host.LocalHost``) or
-    another one over SSH (``runtimes.ssh.SshHost``). Every member has one
+    """Where a member's runtime runs: this machine (``runtimes.hosts.local.host.LocalHost``) or
+    another one over SSH (``runtimes.hosts.ssh.host.SshHost``). Every member has one
     (``LaunchSpec.host``); the supervisor and the adapters ask it, never which one it is.
 
     A new place to run a teammate (a sandbox, a pod) is one more class implementing these
@@ -237,9 +389,9 @@ class Host(Protocol):
     files (``exists``) and the CLI (``find_executable``, ``version``) there, map paths
     (``remote_path``, ``local_path``), reach a port there (``forward_port``), offer teamctl's
     MCP server there (``mcp_server``, ``forwarder``), prove the way there alive (``answers``),
-    say whether the operator's login here applies (``checks_local_login``), pause an idle
-    member's place (``pause_after``, ``suspend``), and let go of it (``close``) — and no
-    adapter changes (docs/architecture.md, "Hosts")."""
+    state what the adapters may know of it (``profile``), and let go of it (``close``) — and no
+    adapter changes (docs/runtimes.md, docs/dev/new-host.md). What only some hosts do is a
+    protocol of its own the profile names (``InboundHost``, ``PausingHost``)."""
 
     @property
     def name(self) -> str | None:
@@ -247,10 +399,8 @@ class Host(Protocol):
         ...
 
     @property
-    def checks_local_login(self) -> bool:
-        """Whether the member's CLI uses the operator's login and settings on this machine:
-        the adapter checks the login (``runtime_not_logged_in``) and reads the operator's
-        config here before the start. False: the CLI there finds its own."""
+    def profile(self) -> HostProfile:
+        """What the adapters and the core may know of this host (never its class)."""
         ...
 
     def find_executable(self, member: str, command: str | None, *, env_var: str,
@@ -300,14 +450,16 @@ class Host(Protocol):
         place; over SSH and in a pod, made here and mirrored there."""
         ...
 
-    async def confine(self, argv: Sequence[str], *,
-                      env: Mapping[str, str]) -> Confined | None:
+    async def confine(self, argv: Sequence[str], *, env: Mapping[str, str],
+                      workdir: Path | None = None) -> Confined | None:
         """``argv`` as the member itself would run it, for what teamctl runs on the member's
         behalf (its board check, git on its worktree, ``doctor``'s ``--version``): here,
         the same argv; in a sandbox, the bubblewrap command line of the member's own policy
         and network rule (never teamctl's MCP socket), ``SandboxUnavailable`` where
         bubblewrap cannot run; None where the member does not run on this machine (a host,
-        a pod). Never the daemon's own rights on what the member controls
+        a pod). ``workdir``: where it runs instead of the member's workdir (the merge queue's
+        scratch worktree, read-write inside as the workdir would be). Never the daemon's own
+        rights on what the member controls
         (docs/security.md, "The daemon is never a confused deputy")."""
         ...
 
@@ -334,19 +486,6 @@ class Host(Protocol):
         """Liveness of the way to the host, the probe's second half: True if it answers within
         ``deadline`` seconds (over SSH: its ControlMaster's ``ssh -O check``; this machine:
         nothing to ask)."""
-        ...
-
-    @property
-    def pause_after(self) -> float | None:
-        """Seconds a member may idle before its runtime is stopped and its place paused
-        (``suspend``), to start again — its session resumed — when its next message waits;
-        None: never (this machine, SSH: an idle process there costs nothing to keep)."""
-        ...
-
-    async def suspend(self) -> None:
-        """Pause the member's place once its runtime has stopped (a pod: its Sandbox
-        suspended, its volume kept); the next ``spawn`` resumes it. Raises HostUnavailable
-        when the place could not be paused (the member is then started again at once)."""
         ...
 
     async def close(self) -> None:
@@ -389,17 +528,17 @@ class LaunchSpec:
     # after its first tools/list): for an agent that does not wait for its MCP servers before
     # the first prompt (Qwen Code over ACP). None: nobody tells.
     mcp_listed: Callable[[], Awaitable[object]] | None = None
-    # codex only: one ``codex exec`` per turn, or one long-lived ``codex app-server``
-    transport: Literal["exec", "app-server"] = "app-server"
-    # ACP only: the agent's preset (``acp_agent``: its login check, key names, model variable)
-    agent: str | None = None
+    # the member's keys only its runtime reads (``RuntimeInfo.options``: Codex's
+    # ``transport``, ACP's ``acp_agent``), as the team file gave them: the adapter types and
+    # reads them (runtimes/codex ``CodexOptions``, runtimes/acp ``AcpOptions``)
+    options: Mapping[str, Any] = field(default_factory=dict)
     # the operator's approvals queue, for the "ask" profile (None: nothing may ask)
     approver: Approver | None = None
     # the daemon's ledger: usage readings and rate limits (None: nothing is counted)
     meter: Meter | None = None
     # Claude only: the CLI's own --max-budget-usd backstop (what is left of the budget)
     max_budget_usd: float | None = None
-    # where the runtime runs (runtimes.local_host.LocalHost: this machine); on another host
+    # where the runtime runs (runtimes.hosts.local.host.LocalHost: this machine); on another host
     # ``workdir`` is a path there ("~": the remote home) and the adapter spawns through it
     # (docs/scaling.md). Always given: a launch names its host.
     host: Host = field(kw_only=True)
@@ -473,7 +612,7 @@ class Turn:
 
     message_id: str
     parts: tuple[PreparedPart, ...]
-    # the parts continue an interrupted turn of this message in the same session (docs/
+    # the parts continue an interrupted turn of this message in the same session (docs/dev/
     # architecture.md, "Effects once"): a runtime that finds the session gone raises
     # SessionLost rather than send them to a new one (the message is then sent whole)
     continues: bool = False
@@ -544,16 +683,36 @@ class UsageReading:
     turn_tokens: bool = False
 
 
+@dataclass(frozen=True)
+class WindowReading:
+    """What a runtime said of its account's rate-limit window (docs/costs.md, "Quota
+    windows"): ``allowed``, ``warning`` (past a threshold the provider warns at) or
+    ``rejected`` (spent: the account is held until ``resets_at``). ``window``: the provider's
+    name of it (``five_hour``, ``seven_day``: Claude's words; Codex's minutes named the same
+    way); ``used``: the fraction used, 0-1 (None: not reported); ``resets_at``: epoch seconds
+    (None: not named)."""
+
+    status: Literal["allowed", "warning", "rejected"]
+    window: str | None = None
+    used: float | None = None
+    resets_at: float | None = None
+
+
 class Meter(Protocol):
     """The daemon's ledger, as one member's runtime sees it (``LaunchSpec.meter``).
 
     ``reading`` returns True when the turn must stop now (a budget was crossed): the runtime
     interrupts it as it would a stuck turn and raises ``BudgetReached``. ``rate_limited``
-    says the runtime's account hit a limit (``until``: the reset time it named, epoch seconds)."""
+    says the runtime's account hit a limit (``until``: the reset time it named, epoch seconds;
+    ``window``: which window, as ``WindowReading.window``): every member of the account is held
+    until then. ``window`` is any other report of the account's window (its use so far)."""
 
     def reading(self, message_id: str, reading: UsageReading) -> bool: ...
 
-    def rate_limited(self, until: float | None, message: str) -> None: ...
+    def rate_limited(self, until: float | None, message: str, *,
+                     window: str | None = None) -> None: ...
+
+    def window(self, reading: WindowReading) -> None: ...
 
     def counted(self, counter: str) -> float:
         """The cost a running total was last charged up to (0: never seen) — e.g. where a
@@ -604,3 +763,93 @@ class ImageDescriber(Protocol):
 
     async def describe(self, spec: LaunchSpec, image: ImagePart,
                        instruction: str) -> Description: ...
+
+
+# The runtime port (``orchestrator.ports`` is the core's name for it): what the core asks of a
+# runtime adapter, and nothing of how one works.
+
+OnSent = Callable[[], Awaitable[None]]
+
+
+class RuntimeProcess(Protocol):
+    """A running member process, ready for turns (one at a time)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the process went on with a session that existed before it started (Claude's
+        ``--resume``, Codex's thread resume, OpenCode's session found again): what earlier
+        turns on it did, a cut one included, is in the session."""
+        ...
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status once the process has exited (negative: killed by that signal)."""
+        ...
+
+    @property
+    def usable(self) -> bool:
+        """False once the process has exited or is being killed: no turn may start on it."""
+        ...
+
+    @property
+    def healthy(self) -> bool:
+        """Liveness evidence beyond the pid (e.g. OpenCode's event stream heartbeats)."""
+        ...
+
+    @property
+    def activity(self) -> str | None:
+        """What the runtime says it is doing now, for status (e.g. "retrying (attempt 2)")."""
+        ...
+
+    def stderr_tail(self) -> list[str]: ...
+
+    async def run_turn(self, turn: Turn, *, on_sent: OnSent) -> TurnResult:
+        """Deliver ``turn``; call ``on_sent`` once the transport accepted it; return at the
+        runtime's end-of-turn event. Raises RuntimeExited, RuntimeStuck or TurnFailed."""
+        ...
+
+    async def wait(self) -> int | None:
+        """Wait until the process has exited; its exit status (negative: killed by signal)."""
+        ...
+
+    async def probe(self, timeout: float) -> bool:
+        """Liveness of an idle member: True if the runtime answered within ``timeout``."""
+        ...
+
+    def send_probe(self, answered: Callable[[], None]) -> Callable[[], None] | None:
+        """The same probe written now, without awaiting (a round of the team's idle members
+        goes out in one turn of the event loop; the round holds the deadline):
+        ``answered()`` runs when the runtime's answer is read. The callable that forgets the
+        probe (its round is over); None when it cannot be written at once — a runtime whose
+        probe must be awaited, a write already in progress — and ``probe`` is awaited."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL the member's process group now (an unresponsive member); the supervisor
+        sees it exit and restarts it by policy."""
+        ...
+
+
+class Runtime(Protocol):
+    """One runtime adapter: its row of ``orchestrator.runtime_table`` (name, executable, and
+    the capability fields the core reads), what its transport carries, and how it opens a
+    member's process."""
+
+    name: str
+    default_executable: str
+    env_var: str
+    capabilities: Capabilities
+
+    def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]: ...
+
+
+class Spawner(Protocol):
+    async def __call__(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]
+    ) -> Process: ...

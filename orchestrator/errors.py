@@ -13,6 +13,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   │                           (both in client.out_file)
     │   ├── RequestTooLarge         a control request over the socket's size bound
     │   ├── TaskInvalid             a board task's title, body or other text refused
+    │   ├── MemoryReserveTooLarge   [team] memory_reserve leaves a member of this machine no
+    │   │                           room even with nothing else running (it would wait for ever)
     │   └── TaskCycle               a dependency that would close a cycle (the cycle named)
     ├── RemoteError                 a daemon-side error rebuilt by the CLI (its code, exit code)
     ├── DaemonUnavailable           exit 4: no daemon answers on the control socket
@@ -29,6 +31,13 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     ├── TaskRefused                 a board operation refused: not ready (the blockers),
     │                               owned (the owner), outside the role, over max_tasks, not
     │                               the owner, settled (its code says which)
+    ├── ForgeError                  the forge (GitHub) answered no: forge_unauthorized (401),
+    │                               forge_forbidden (403: the permission named),
+    │                               forge_not_found (404), forge_invalid (422),
+    │                               forge_rate_limited (retryable, until its reset),
+    │                               forge_unreachable (retryable), forge_token_missing
+    ├── IntegrateRefused            a task the merge queue cannot take (no [team] integrate,
+    │                               not done, its owner in no worktree, its team not running)
     ├── CheckRefused                a board check its owner's boundary does not run (a host
     │                               or pod elsewhere, no sandbox here, its command not there):
     │                               the reason in the task's events, the task in progress
@@ -49,6 +58,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   │                           make its namespaces (the install command in the message)
     │   ├── CodexSandboxUnusable    codex's own sandbox would run none of the member's commands
     │   │                           (its helper links refused under the TMPDIR its env names)
+    │   ├── ResourceLimitsUnavailable  a member's ceiling (memory_max, cpu_weight, ...) where
+    │   │                           no cgroup can hold it: refused at launch, never ignored
     │   └── RuntimeNotLoggedIn      the member's CLI has no credential (the fix is in the message)
     ├── SessionLost                 the runtime no longer knows the member's session (Claude
     │                               --resume, Codex "no rollout"): replaced once, never looped
@@ -80,7 +91,11 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │                               boundary (git_sandbox_unavailable)
     ├── WorktreeError               a member's worktree cannot be made (not a repository, no
     │                               such base, its branch checked out elsewhere)
+    ├── SlotsExhausted              a launch found no value left in a slot's range ([team]
+    │                               slots): the range, who holds it and the fix named
     ├── InternalError               a bug: it fails one delivery or request, never the daemon
+    ├── TransitionRefused           a bug: a member's launch state asked to move where its
+    │                               table has no arrow (members.state.TRANSITIONS)
     └── StoreError                  the journal could not be read or written
         └── JournalMissing          state.db is missing or empty beside an existing home
 
@@ -119,14 +134,17 @@ __all__ = [
     "DaemonUnavailable",
     "EgressRefused",
     "ExecutableNotFound",
+    "ForgeError",
     "GitFailed",
     "HostUnavailable",
+    "IntegrateRefused",
     "InternalError",
     "JournalMissing",
     "LineTooLong",
     "MemberHeld",
     "MemberStartFailed",
     "MemberUnavailable",
+    "MemoryReserveTooLarge",
     "NotFound",
     "NotifyUnreachable",
     "PayloadTooLarge",
@@ -135,11 +153,13 @@ __all__ = [
     "RemoteError",
     "ReplyTimeout",
     "RequestTooLarge",
+    "ResourceLimitsUnavailable",
     "RuntimeExited",
     "RuntimeNotLoggedIn",
     "RuntimeStuck",
     "SandboxUnavailable",
     "SessionLost",
+    "SlotsExhausted",
     "StoreError",
     "TaskCycle",
     "TaskInvalid",
@@ -148,6 +168,7 @@ __all__ = [
     "TeamAlreadyRunning",
     "TeamFileError",
     "TeamctlError",
+    "TransitionRefused",
     "TurnFailed",
     "TurnHeld",
     "UsageError",
@@ -283,7 +304,7 @@ class LineTooLong(ProtocolError):
 
 
 class EgressRefused(ProtocolError):
-    """A request on a sandboxed member's egress proxy refused (daemon/egress.py): ``code``
+    """A request on a sandboxed member's egress proxy refused (daemon/egress/_proxy.py): ``code``
     says why, ``status`` is the HTTP status its client is answered with."""
 
     def __init__(self, code: str, status: int, message: str, *,
@@ -323,6 +344,34 @@ class TaskRefused(TeamctlError):
         self.retryable = retryable
 
 
+class ForgeError(TeamctlError):
+    """The forge (docs/forge.md) refused or could not answer a request: ``code`` says which
+    (``forge_unauthorized``, ``forge_forbidden``, ``forge_not_found``, ``forge_invalid``,
+    ``forge_rate_limited``, ``forge_unreachable``, ``forge_token_missing``), the message what
+    to do; ``until`` is a rate limit's reset (epoch seconds). Never carries the token."""
+
+    code = "forge_error"
+
+    def __init__(self, code: str, message: str, *, status: int | None = None,
+                 retryable: bool = False, until: float | None = None) -> None:
+        super().__init__(message, status=status, until=until)
+        self.code = code
+        self.status = status
+        self.retryable = retryable
+        self.until = until
+
+
+class IntegrateRefused(TeamctlError):
+    """A task the merge queue (docs/land.md) cannot take now: the message says why and what
+    to do (``teamctl integrate``)."""
+
+    code = "integrate_refused"
+
+    def __init__(self, task_id: int, reason: str, fix: str) -> None:
+        super().__init__(f"T{task_id} cannot enter the merge queue: {reason}; {fix}",
+                         task=f"T{task_id}")
+
+
 class CheckRefused(TeamctlError):
     """A board check (docs/board.md, "The check before done") that the owner's boundary does
     not run: its ``reason``, and what to change. Never run elsewhere instead."""
@@ -337,6 +386,20 @@ class CheckRefused(TeamctlError):
 
 class TaskInvalid(UsageError):
     code = "task_invalid"
+
+
+class MemoryReserveTooLarge(UsageError):
+    """A team whose ``memory_reserve`` and a member's expected footprint exceed this machine's
+    memory: that member could never start (docs/scaling.md, "Starts that fit")."""
+
+    code = "memory_reserve_too_large"
+
+    def __init__(self, team: str, reserve: str, member: str, needs: str, total: str) -> None:
+        super().__init__(
+            f"team {team!r}: [team] memory_reserve = \"{reserve}\" leaves member {member!r} "
+            f"(~{needs}) no room in this machine's {total} of memory: it could never start; "
+            "lower memory_reserve (e.g. \"1G\") and launch again",
+            team=team, member=member, reserve=reserve)
 
 
 class TaskCycle(UsageError):
@@ -499,6 +562,23 @@ class SandboxUnavailable(MemberStartFailed):
         self.reason = reason
 
 
+class ResourceLimitsUnavailable(MemberStartFailed):
+    """A member has a ceiling (``memory_max``, ``memory_high``, ``cpu_weight``, ``pids_max``)
+    and nothing where it runs can hold it: no cgroup can be made here (the controller is not
+    enabled or not delegated to this user), or its host cannot take it. Refused at launch
+    (and at a start, should it change since), never run unlimited."""
+
+    code = "resource_limits_unavailable"
+    retryable = False
+
+    def __init__(self, member: str, keys: tuple[str, ...], reason: str) -> None:
+        super().__init__(member, f"its {', '.join(keys)} cannot be held: {reason}; or remove "
+                         f"{' and '.join(keys)} for it (docs/operations.md, \"A ceiling per "
+                         "teammate\")")
+        self.keys = keys
+        self.reason = reason
+
+
 class CodexSandboxUnusable(MemberStartFailed):
     """A Codex member that codex sandboxes with a system bubblewrap would run no command:
     codex makes its helper's links only outside its temp dir, and the member's own env names
@@ -646,10 +726,13 @@ class BudgetReached(TurnHeld):
 class RateLimited(TurnHeld):
     code = "rate_limited"
 
-    def __init__(self, member: str, message: str, *, until: float | None) -> None:
-        super().__init__(f"{message} (the member is paused with its queue held and resumes "
-                         "by itself at the reset time)", member=member, until=until)
+    def __init__(self, member: str, message: str, *, until: float | None,
+                 window: str | None = None) -> None:
+        super().__init__(f"{message} (every member of its account is paused with its queue "
+                         "held and resumes by itself at the reset time)", member=member,
+                         until=until)
         self.until = until
+        self.window = window
 
 
 class GitFailed(TeamctlError):
@@ -675,12 +758,45 @@ class WorktreeError(TeamctlError):
         super().__init__(f"member {member!r}: {problem}; {fix}", member=member)
 
 
+class SlotsExhausted(TeamctlError):
+    """A team's launch found no value left for a member's slot (``[team] slots``): every
+    value of its range is held by a member of a running team or, for a port, in use by
+    another program here. Nothing of the launch was started; a team stopped frees values."""
+
+    code = "slots_exhausted"
+    retryable = True
+
+    def __init__(self, team: str, member: str, slot: str, kind: str, *, size: int,
+                 held: int, wider: str) -> None:
+        busy = size - held
+        super().__init__(
+            f"team {team!r}: no value of {slot} ({kind}) is left for member {member!r}: "
+            f"{held} of the {size} are held by members of running teams"
+            + (f" and {busy} in use by other programs here" if busy > 0 else "")
+            + f"; widen the range in [team] slots (e.g. {slot} = \"{wider}\"), or stop a "
+            "team that holds some ('teamctl status' shows each member's slots)",
+            team=team, member=member, slot=slot, kind=kind, size=size, held=held)
+
+
 class InternalError(TeamctlError):
     code = "internal_error"
 
     def __init__(self, what: str, exc: BaseException) -> None:
         super().__init__(f"internal error while {what}: {type(exc).__name__}; "
                          "see 'teamctl logs' (this is a bug in teamctl)")
+
+
+class TransitionRefused(TeamctlError):
+    """A member's launch state was asked to move where its transition table has no arrow: a
+    bug in teamctl (the member ends ``fatal``, the daemon serves on)."""
+
+    code = "transition_refused"
+
+    def __init__(self, team: str, member: str, was: str, to: str, why: str) -> None:
+        super().__init__(f"member {member!r} of team {team!r}: its launch cannot move from "
+                         f"{was} to {to} ({why}); this is a bug in teamctl", member=member,
+                         was=str(was), to=str(to))
+        self.was, self.to = str(was), str(to)
 
 
 class StoreError(TeamctlError):

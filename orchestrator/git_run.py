@@ -19,8 +19,8 @@ through ``Git``, which
 - builds the environment from nothing but ``PATH`` and ``HOME`` (no ``GIT_*`` of the
   daemon's, no pager, editor or askpass, no optional index writes);
 - runs through ``confine`` when one is given: the argv and environment that start it
-  inside a boundary (a sandboxed member's tree: runtimes/git_view.py) — the second layer,
-  for whatever the first one misses;
+  inside a boundary (a sandboxed member's tree: runtimes/hosts/sandbox/git_view.py) — the second
+  layer, for whatever the first one misses;
 - ends each call at its deadline, its whole process group killed.
 """
 
@@ -100,9 +100,9 @@ _DRIVER_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 class GitViews(Protocol):
-    """What runs teamctl's git inside a boundary (runtimes/git_view.py): ``reads`` bound
-    read-only, ``scratch`` (a directory of the daemon's) read-write, ``workdir`` (read-only)
-    where it starts; nothing else of the operator's, no network."""
+    """What runs teamctl's git inside a boundary (runtimes/hosts/sandbox/git_view.py):
+    ``reads`` bound read-only, ``scratch`` (a directory of the daemon's) read-write,
+    ``workdir`` (read-only) where it starts; nothing else of the operator's, no network."""
 
     def confine(self, *, reads: Sequence[Path], scratch: Path, workdir: Path) -> Confine:
         ...
@@ -125,14 +125,17 @@ class GitPlace:
 
 
 class Git:
-    """Hardened git at one ``GitPlace`` (see the module's doc), through ``confine`` if given.
+    """Hardened git at one ``GitPlace`` (see the module's doc), through ``confine`` if given;
+    ``settings``: more keys set after the hardened ones (never one that runs a program).
     The drivers are read once, at the first call: keep one ``Git`` per operation."""
 
     def __init__(self, place: GitPlace, *, confine: Confine | None = None,
-                 timeout: float = GIT_TIMEOUT) -> None:
+                 timeout: float = GIT_TIMEOUT,
+                 settings: Sequence[tuple[str, str]] = ()) -> None:
         self.place = place
         self._confine = confine
         self._timeout = timeout
+        self._extra = tuple(settings)
         self._settings: tuple[tuple[str, str], ...] | None = None
 
     def run(self, *args: str, env: Mapping[str, str] | None = None,
@@ -145,7 +148,8 @@ class Git:
         if self._settings is None:
             listed = self._run(("config", "-z", "--name-only", "--list"), NEUTRAL, {},
                                check=True)
-            self._settings = (*NEUTRAL, *driver_overrides(listed.stdout.split("\0")))
+            self._settings = (*NEUTRAL, *driver_overrides(listed.stdout.split("\0")),
+                              *self._extra)
         return self._settings
 
     def _run(self, args: Sequence[str], settings: Sequence[tuple[str, str]],

@@ -25,6 +25,7 @@ __all__ = [
     "NAME_PATTERN",
     "ORIGINAL_LIMIT_BYTES",
     "REQUEST_LIMIT_BYTES",
+    "TOOL_TASK_ID_PATTERN",
     "ULID_PATTERN",
 ]
 
@@ -33,6 +34,8 @@ __all__ = [
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 # a message id (orchestrator.ids): 26 Crockford base32 characters
 ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+# a task id as a member's MCP tool takes it: T3, t3 or 3 (the tool hands the daemon the number)
+TOOL_TASK_ID_PATTERN = r"^[Tt]?[0-9]{1,19}$"
 APPROVAL_ID_PATTERN = r"^apv_[0-9A-HJKMNP-TV-Z]{26}$"
 # an approval's request (docs/approvals.md): what a decision may name of its sha256 (at least
 # 8 hex digits), how many digits a listing shows, how many characters of its summary a

@@ -20,8 +20,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 __all__ = ["EVENTS", "Event", "NotifySection", "NtfySettings", "quiet_minutes"]
 
-Event = Literal["approval", "question", "fatal", "budget", "review"]
-EVENTS: tuple[Event, ...] = ("approval", "question", "fatal", "budget", "review")
+Event = Literal["approval", "question", "fatal", "budget", "review", "integrate", "quota"]
+EVENTS: tuple[Event, ...] = ("approval", "question", "fatal", "budget", "review", "integrate",
+                             "quota")
 TOPIC_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what ntfy takes as a topic name
 _ENV = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")

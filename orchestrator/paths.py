@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +34,8 @@ def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` as a 0600 file, durably and atomically: a temp file beside
     it, fsynced, renamed over it, the directory fsynced (a crash leaves the old file or the
     new one, never half of one)."""
+    import tempfile  # only here: every teamctl command imports this module (its start-up)
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -34,7 +34,18 @@ class RuntimeInfo:
     "process"`` is refused: docs/permissions.md).
     ``daemon_connects_in``: the daemon talks to it through a server it runs (OpenCode's HTTP
     API), not over its stdio: sandboxed on another host with its network cut, that way in is
-    not there yet (refused: docs/security.md)."""
+    not there yet (refused: docs/security.md).
+    ``options``: the member keys of the team file that only this runtime reads (Codex's
+    ``transport``, ACP's ``acp_agent``): handed to its adapter as ``LaunchSpec.options``, which
+    the adapter types and reads (``CodexOptions``, ``AcpOptions``) — the core passes them on by
+    this row, never by name.
+    ``footprint_mib``: the resident memory one member's process tree is expected to hold
+    until teamctl has measured that runtime's members on this machine — memory admission's
+    default (docs/scaling.md, "Starts that fit"); an ACP preset states its own.
+    ``credentials``: the variables of a member's env its CLI takes a credential from, in the
+    order the CLI prefers them, each with the account it names (``anthropic:key``: the quota
+    account ``anthropic:key…3f2a``, by the value's fingerprint; docs/costs.md, "Quota
+    windows"); a member with none of them set uses its login."""
 
     name: RuntimeName
     env_var: str
@@ -45,17 +56,31 @@ class RuntimeInfo:
     agent_presets: bool = False
     asks_through_own_sandbox: bool = False
     daemon_connects_in: bool = False
+    options: tuple[str, ...] = ()
+    credentials: tuple[tuple[str, str], ...] = ()
+    footprint_mib: int = 300
 
     def can_ask(self, transport: str) -> bool:
         """Whether a member on ``transport`` can ask the operator (``permissions = "ask"``)."""
         return transport not in self.cannot_ask_on
 
 
-CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=True)
+# the footprints: Claude Code 110-700 MiB a session, 258 MiB the median (issue 47); a Codex
+# app-server ~136 MiB idle, 169 MiB after a turn (docs/scaling.md); OpenCode 1.18.33's serve
+# 373 MiB at its start, 311 MiB a few seconds later (measured here)
+CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=True,
+                     footprint_mib=260,
+                     credentials=(("ANTHROPIC_AUTH_TOKEN", "anthropic:token"),
+                                  ("ANTHROPIC_API_KEY", "anthropic:key"),
+                                  ("CLAUDE_CODE_OAUTH_TOKEN", "claude:token")))
 CODEX = RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex", reports_cost=False,
-                    cannot_ask_on=frozenset({"exec"}), asks_through_own_sandbox=True)
-OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode", daemon_connects_in=True)
-ACP = RuntimeInfo("acp", "TEAMCTL_ACP_BIN", "", reports_cost=False, agent_presets=True)
+                    cannot_ask_on=frozenset({"exec"}), asks_through_own_sandbox=True,
+                    options=("transport",), footprint_mib=170,
+                    credentials=(("CODEX_API_KEY", "openai:key"),))
+OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode", daemon_connects_in=True,
+                       footprint_mib=350)
+ACP = RuntimeInfo("acp", "TEAMCTL_ACP_BIN", "", reports_cost=False, agent_presets=True,
+                  options=("acp_agent",))
 RUNTIMES: tuple[RuntimeInfo, ...] = (CLAUDE, CODEX, OPENCODE, ACP)
 assert tuple(r.name for r in RUNTIMES) == get_args(RuntimeName)
 

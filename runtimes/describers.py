@@ -33,11 +33,18 @@ from orchestrator.contracts import (
     TurnFailed,
     usd,
 )
-from runtimes import claude
-from runtimes.base import Spawner, StderrRing, drain_stderr, kill_group, spawn_process, token_count
+from runtimes.claude import runtime as claude
 from runtimes.codex import _shared as codex
-from runtimes.framing import decode_line, encode_line, iter_lines
 from runtimes.kit import retryable_status
+from runtimes.kit.base import (
+    Spawner,
+    StderrRing,
+    drain_stderr,
+    kill_group,
+    spawn_process,
+    token_count,
+)
+from runtimes.kit.framing import decode_line, encode_line, iter_lines
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -25,10 +25,10 @@ T = TypeVar("T")
 
 # where each adapter lives: module, class (one per row of RUNTIMES, checked by a test)
 _RUNTIMES: dict[str, tuple[str, str]] = {
-    CLAUDE.name: ("runtimes.claude", "ClaudeRuntime"),
+    CLAUDE.name: ("runtimes.claude.runtime", "ClaudeRuntime"),
     CODEX.name: ("runtimes.codex", "CodexRuntime"),
-    OPENCODE.name: ("runtimes.opencode", "OpenCodeRuntime"),
-    ACP.name: ("runtimes.acp", "AcpRuntime")}
+    OPENCODE.name: ("runtimes.opencode.runtime", "OpenCodeRuntime"),
+    ACP.name: ("runtimes.acp.runtime", "AcpRuntime")}
 _DESCRIBERS: dict[str, tuple[str, str]] = {
     CLAUDE.name: ("runtimes.describers", "ClaudeDescriber"),
     CODEX.name: ("runtimes.describers", "CodexDescriber")}

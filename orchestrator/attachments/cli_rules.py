@@ -21,7 +21,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.attachments.normalize import Limits
+    from orchestrator.attachments.image_limits import Limits
 
 __all__ = [
     "CLAUDE_REENCODE_OVER_BYTES",

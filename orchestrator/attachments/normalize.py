@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import math
 import struct
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import PIL
 
 from orchestrator.attachments.cli_rules import patch_count, patch_fit
 from orchestrator.attachments.failures import AttachmentError
+from orchestrator.attachments.image_limits import Limits
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -58,45 +58,6 @@ _PNG_COMPRESS_LEVEL = 3
 _REDUCING_GAP = 1.3
 
 _EXIF_ORIENTATION = 0x0112
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What reaches a model untouched, for one image: long edge (px), megapixels and encoded
-    bytes its API accepts; and what the member's CLI passes through without changing it
-    (``cli_rules``): at most ``max_patches`` 32-px patches (codex), at most ``cli_max_bytes``
-    (Claude Code re-encodes larger images)."""
-
-    long_edge: int
-    megapixels: float
-    max_bytes: int
-    max_patches: int | None = None
-    cli_max_bytes: int | None = None
-
-    @property
-    def budget(self) -> int:
-        """The bytes a still variant is planned within."""
-        return min(self.max_bytes, self.cli_max_bytes or self.max_bytes)
-
-    def key(self) -> str:
-        extra = (f"/{self.max_patches}patches" if self.max_patches else "") + (
-            f"/cli{self.cli_max_bytes}B" if self.cli_max_bytes else "")
-        return f"{self.long_edge}px/{self.megapixels:g}MP/{self.max_bytes}B{extra}"
-
-    def to_json(self) -> str:
-        """As the journal keeps it (the CLI fields only when set: older rows stay valid)."""
-        fields: list[float | None] = [self.long_edge, self.megapixels, self.max_bytes]
-        if self.max_patches is not None or self.cli_max_bytes is not None:
-            fields += [self.max_patches, self.cli_max_bytes]
-        return json.dumps(fields)
-
-    @classmethod
-    def from_json(cls, text: str) -> Limits:
-        edge, megapixels, max_bytes, *cli = json.loads(text)
-        patches, cli_bytes = [*cli, None, None][:2]
-        return cls(int(edge), float(megapixels), int(max_bytes),
-                   None if patches is None else int(patches),
-                   None if cli_bytes is None else int(cli_bytes))
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ class Planner:
                    paths: list[Path | Original]) -> list[PlannedAttachment]:
         """Plan every attachment for ``target``; AttachmentRefused with every failure. An
         attachment is a path the operator named, or an ``Original`` already read (a member's,
-        read in its own view: daemon/member_attachments.py)."""
+        read in its own view: daemon/members/_attachments.py)."""
         if not paths:
             return []
         entry = self.vision(target)

@@ -8,11 +8,11 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator import wire
 from orchestrator.attachments.cli_rules import cli_transform
 from orchestrator.attachments.markers import label as marker_label
 from orchestrator.attachments.names import name_warning
 from orchestrator.attachments.normalize import Limits, decode, make_variant
+from orchestrator.protocol.messages import AttachmentRef, Original, PlannedDoc, VariantDoc
 
 if TYPE_CHECKING:
     from orchestrator.attachments.sniff import Format, Kind
@@ -40,8 +40,8 @@ class PlannedVariant:
         return cli_transform(self.purpose, self.mime, self.width, self.height, self.bytes,
                              self.limits)
 
-    def to_wire(self) -> wire.VariantDoc:
-        return wire.VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
+    def to_wire(self) -> VariantDoc:
+        return VariantDoc(purpose=self.purpose, mime=self.mime, width=self.width,
                                height=self.height, bytes=self.bytes, sha256=self.sha256,
                                cli_transform=self.cli_transform)
 
@@ -85,10 +85,10 @@ class PlannedAttachment:
     def with_description(self, describer: str, text: str | None) -> PlannedAttachment:
         return replace(self, described_by=describer, description=text)
 
-    def to_wire(self) -> wire.PlannedDoc:
+    def to_wire(self) -> PlannedDoc:
         """The dry-run plan of this attachment."""
-        return wire.PlannedDoc(
-            name=self.name, number=self.number, original=wire.Original(
+        return PlannedDoc(
+            name=self.name, number=self.number, original=Original(
                 sha256=self.original_sha256, mime=self.original_mime,
                 bytes=self.original_bytes),
             variants=[self.variant.to_wire(), *(v.to_wire() for v in self.page_variants)],
@@ -98,10 +98,10 @@ class PlannedAttachment:
             description_cached=None if self.described_by is None
             else self.description is not None)
 
-    def to_ref(self) -> wire.AttachmentRef:
+    def to_ref(self) -> AttachmentRef:
         """The attachment as journaled with its message (history, send --wait)."""
         v = self.variant
-        return wire.AttachmentRef(name=self.name, number=self.number, sha256=v.sha256,
+        return AttachmentRef(name=self.name, number=self.number, sha256=v.sha256,
                                   mime=v.mime, width=v.width, height=v.height,
                                   bytes=v.bytes, original_sha256=self.original_sha256,
                                   described_by=self.described_by,

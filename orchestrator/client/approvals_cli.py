@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.limits import (
@@ -125,7 +125,7 @@ def approvals(approval_id: str | None, team: str | None, member: str | None, eve
         return
     params: dict[str, Any] = {"team": team, "all": everything, "after": 0, "limit": limit,
                               "offset": offset}
-    doc = client.call(teamctl_home(), "approvals", params)
+    doc = client.call(teamctl_home(), protocol.APPROVALS, params)
     if as_json and not follow:
         emit_json(doc)
         return
@@ -137,7 +137,7 @@ def approvals(approval_id: str | None, team: str | None, member: str | None, eve
         if not follow:
             return
         params = {"team": team, "all": True, "after": doc["cursor"], "wait": FOLLOW_POLL}
-        doc = client.call(teamctl_home(), "approvals", params, timeout=FOLLOW_POLL + 10)
+        doc = client.call(teamctl_home(), protocol.APPROVALS, params, timeout=FOLLOW_POLL + 10)
 
 
 def _show(row: dict[str, Any], *, full: bool, as_json: bool) -> None:
@@ -151,7 +151,7 @@ def _show(row: dict[str, Any], *, full: bool, as_json: bool) -> None:
 def _one(approval_id: str, full: bool, as_json: bool) -> None:
     """``approvals ID``: that request, in any state (``--json``: the same document as the
     list, with that one request)."""
-    doc = client.call(teamctl_home(), "approvals", {"id": approval_id, "all": True})
+    doc = client.call(teamctl_home(), protocol.APPROVALS, {"id": approval_id, "all": True})
     if as_json:
         emit_json(doc)
         return
@@ -174,11 +174,11 @@ def _page_note(doc: dict[str, Any], offset: int, everything: bool, as_json: bool
 def _rules(team: str | None, member: str | None, everything: bool, revoke: str | None,
            as_json: bool) -> None:
     if revoke is not None:
-        doc = client.call(teamctl_home(), "revoke_rule", {"team": team, "member": member,
-                                                   "rule": revoke})
+        doc = client.call(teamctl_home(), protocol.REVOKE_RULE,
+                          {"team": team, "member": member, "rule": revoke})
     else:
-        doc = client.call(teamctl_home(), "approval_rules", {"team": team, "member": member,
-                                                      "all": everything})
+        doc = client.call(teamctl_home(), protocol.APPROVAL_RULES,
+                          {"team": team, "member": member, "all": everything})
     if as_json:
         emit_json(doc)
         return
@@ -227,13 +227,13 @@ def approve(approval_id: str, always: bool, sha256: str | None, as_json: bool) -
     """Let the teammate do what request ID asks."""
     params: dict[str, Any] = {"id": approval_id, "always": always, "sha256": sha256}
     if always:  # the rule is shown before it is kept (and asked about on a terminal)
-        preview = client.call(teamctl_home(), "approve", {"id": approval_id, "always": True,
-                                                          "preview": True})
+        preview = client.call(teamctl_home(), protocol.APPROVE,
+                              {"id": approval_id, "always": True, "preview": True})
         say(f"{preview['scope']}: rule {preview['rule']}", err=as_json)
         if sys.stdin.isatty() and not click.confirm("keep it?", default=True, err=True):
             raise click.Abort
         params["rule"] = preview["rule"]
-    _decided(client.call(teamctl_home(), "approve", params, timeout=60.0), as_json)
+    _decided(client.call(teamctl_home(), protocol.APPROVE, params, timeout=60.0), as_json)
 
 
 @click.command()
@@ -245,8 +245,9 @@ def approve(approval_id: str, always: bool, sha256: str | None, as_json: bool) -
 @handles_errors
 def deny(approval_id: str, message: str | None, sha256: str | None, as_json: bool) -> None:
     """Refuse request ID."""
-    _decided(client.call(teamctl_home(), "deny", {"id": approval_id, "message": message,
-                                                  "sha256": sha256}, timeout=60.0), as_json)
+    _decided(client.call(teamctl_home(), protocol.DENY,
+                         {"id": approval_id, "message": message, "sha256": sha256},
+                         timeout=60.0), as_json)
 
 
 @click.command()
@@ -258,8 +259,9 @@ def deny(approval_id: str, message: str | None, sha256: str | None, as_json: boo
 @handles_errors
 def answer(approval_id: str, text: str, sha256: str | None, as_json: bool) -> None:
     """Answer the teammate's question ID with TEXT."""
-    _decided(client.call(teamctl_home(), "answer", {"id": approval_id, "text": text,
-                                                    "sha256": sha256}, timeout=60.0), as_json)
+    _decided(client.call(teamctl_home(), protocol.ANSWER,
+                         {"id": approval_id, "text": text, "sha256": sha256},
+                         timeout=60.0), as_json)
 
 
 COMMANDS = (approvals, approve, deny, answer)

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import rpc
+from orchestrator import protocol, rpc
 from orchestrator.errors import (
     ConnectionLost,
     DaemonUnavailable,
@@ -26,15 +26,18 @@ from orchestrator.paths import Home, ensure_private_dir
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from orchestrator.protocol import Method
+
 __all__ = ["call", "daemon_exit", "ensure_daemon", "ping"]
 
 _RESPONSE_LIMIT_BYTES = 256 * 1024 * 1024
 _CONNECT_TIMEOUT = 5.0
 
 
-def call(home: Home, method: str, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
-    """Call ``method`` on the daemon; its result, or the daemon's error raised as TeamctlError."""
-    path = str(home.socket)
+def call(home: Home, row: Method, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
+    """Call the method of the protocol's ``row`` (``protocol.STATUS``) on the daemon; its
+    result, or the daemon's error raised as TeamctlError."""
+    path, method = str(home.socket), row.name
     try:
         data = rpc.request(1, method, params)
     except UnicodeEncodeError:
@@ -102,7 +105,7 @@ def _unwrap(response: dict[str, Any]) -> Any:
 
 def ping(home: Home) -> bool:
     try:
-        call(home, "ping", {}, timeout=5.0)
+        call(home, protocol.PING, {}, timeout=5.0)
     except DaemonUnavailable:
         return False
     return True
@@ -116,7 +119,7 @@ def daemon_exit(home: Home) -> Iterator[Callable[[float], bool]]:
     team stopped with it. The process is held (a pidfd, Linux 5.3+) before the block runs,
     so a pid reused later is never waited on; elsewhere its pid is polled."""
     try:
-        pid: int | None = int(call(home, "ping", {}, timeout=5.0)["pid"])
+        pid: int | None = int(call(home, protocol.PING, {}, timeout=5.0)["pid"])
     except (DaemonUnavailable, KeyError, TypeError, ValueError):
         pid = None
     if pid is not None and pid <= 1:  # not a daemon's pid (0, -1: a group, all; 1: init)

@@ -1,7 +1,9 @@
 """``teamctl``: the operator's commands (DESIGN §1). A thin client of the daemon.
 
 Imports stay light (click and the standard library) so the CLI starts fast; pydantic is only
-loaded by ``launch`` (to validate the team file before anything starts).
+loaded by ``launch`` (to validate the team file before anything starts), and the approvals,
+costs, export, task, live-view and notify commands' modules when one of theirs runs
+(``lazy_commands``).
 """
 
 from __future__ import annotations
@@ -16,15 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator import client
-from orchestrator.client import (
-    approvals_cli,
-    costs_cli,
-    export_cli,
-    notify_cli,
-    task_cli,
-    ui_cli,
-)
+from orchestrator import client, protocol
 from orchestrator.client import completion as completers
 from orchestrator.client.attachment_lines import plan_lines, sent_line
 from orchestrator.client.common import (
@@ -39,6 +33,7 @@ from orchestrator.client.common import (
     say,
     teamctl_home,
 )
+from orchestrator.client.lazy_commands import LazyGroup
 from orchestrator.errors import ClipboardError, TeamctlError
 from orchestrator.limits import MAX_ATTACHMENTS, MAX_PAGE_ROWS, MAX_WAIT_SECONDS, ULID_PATTERN
 from orchestrator.visible import json_text, visible_line
@@ -68,6 +63,20 @@ class Seconds(click.ParamType[float]):
         return seconds
 
 
+def _forge_line(forge: dict[str, Any]) -> str:
+    """A team's forge under its name: the repository, its rate-limit window, a wait on its
+    reset, the last round's failure (docs/forge.md)."""
+    line = f"  forge {visible_line(str(forge['repo']))}: {forge['rounds']} rounds"
+    if forge.get("remaining") is not None:
+        line += f", {forge['remaining']} requests left"
+    if forge.get("waiting_until"):
+        line += ", waiting for the rate limit's reset at " + time.strftime(
+            "%H:%M:%S", time.localtime(float(forge["waiting_until"])))
+    if forge.get("error"):
+        line += f"; last round: {visible_line(str(forge['error']))}"
+    return line
+
+
 def _member_table(members: list[dict[str, Any]]) -> list[str]:
     header = ("MEMBER", "RUNTIME", "MODEL", "LAUNCH", "LIVENESS", "READINESS", "PID",
               "RESTARTS", "QUEUED", "COST")
@@ -81,16 +90,22 @@ def _member_table(members: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += [f"  {m['name']}: task {m['task']}" for m in members if m.get("task")]
+    lines += [f"  {m['name']}: slots " + visible_line(" ".join(
+        f"{var}={value}" for var, value in m["slots"].items())) for m in members if m.get("slots")]
     lines += [f"  {m['name']}: sandbox {m['sandbox']}" + (
         f" (egress: {m['egress']['allowed']} allowed, {m['egress']['denied']} denied)"
         if m.get("egress") else "") for m in members if m.get("sandbox")]
+    lines += [f"  {m['name']}: ceiling {m['ceiling']}" for m in members if m.get("ceiling")]
     lines += [f"  {m['name']}: {visible_line(m[key])}" for m in members
-              for key in ("hold", "error", "activity", "note") if m.get(key)]
+              for key in ("hold", "waiting", "error", "activity", "note") if m.get(key)
+              and not (key == "activity" and m.get("waiting") == m.get("activity"))]
+    lines += [f"  {m['name']}: last exit: {visible_line(reason)}" for m in members
+              if (reason := (m.get("last_exit") or {}).get("reason"))]
     lines += [f"  {m['name']}: {note}" for m in members if (note := cost_note(m.get("spend")))]
     return lines
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="teamctl")
 def cli() -> None:
     """Run a team of coding agents (Claude Code, Codex, OpenCode) on one machine."""
@@ -117,7 +132,7 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
     try:
         with Progress.on_terminal(quiet=as_json or no_wait).run(watch.follow) as progress:
             team = client.call(
-                home, "launch",
+                home, protocol.LAUNCH,
                 {"config": config.model_dump(mode="json"), "file": str(teamfile.resolve()),
                  "wait": not no_wait, "timeout": timeout},
                 timeout=wait_for + _CALL_MARGIN,
@@ -127,19 +142,28 @@ def launch(teamfile: Path, no_wait: bool, timeout: float | None, as_json: bool) 
         if started:
             _stop_idle_daemon(home)
         raise
+    # a member waiting for memory has not failed: it starts once it fits (docs/scaling.md)
+    waiting = [m["name"] for m in team["members"] if m["launch"] == "waiting"]
     failed = [m for m in team["members"] if m["launch"] in ("fatal", "backoff", "stopped")
-              or (not no_wait and m["readiness"] == "not_ready")]
+              or (not no_wait and m["readiness"] == "not_ready"
+                  and m["launch"] not in ("asleep", "waiting"))]
     if as_json:
         emit_json({"ok": not failed, "team": team["name"], "members": team["members"],
                     "already_running": bool(team.get("already_running")),
-                    "resumed": bool(team.get("resumed"))})
+                    "resumed": bool(team.get("resumed")), "applied": team.get("applied", [])})
     else:
-        if team.get("already_running"):
+        if team.get("applied"):  # a relaunch that changed only what applies live
+            say(f"team {team['name']} already running: applied its new "
+                f"{', '.join(team['applied'])}")
+        elif team.get("already_running"):
             how = "resumed by the daemon" if team.get("resumed") else "already running"
             say(f"team {team['name']} {how}, from this same file (nothing to do)")
         say(f"team {team['name']}")
         for line in _member_table(team["members"]):
             say(line)
+    if waiting and not as_json:
+        say(f"teamctl: waiting for memory: {', '.join(waiting)} (each starts once it fits "
+            "above memory_reserve; messages to it stay queued; see 'teamctl status')", err=True)
     if failed:
         if not as_json:
             names = ", ".join(m["name"] for m in failed)
@@ -151,8 +175,8 @@ def _stop_idle_daemon(home: Home) -> None:
     """A refused launch leaves no daemon behind that it started itself (and nothing runs in
     it): gone when the command returns, so the next command never reaches it on its way out."""
     with contextlib.suppress(TeamctlError), client.daemon_exit(home) as exited:
-        if not client.call(home, "status", {"team": None}).get("teams"):
-            client.call(home, "stop", {"team": None}, timeout=30.0)
+        if not client.call(home, protocol.STATUS, {"team": None}).get("teams"):
+            client.call(home, protocol.STOP, {"team": None}, timeout=30.0)
             exited(_DAEMON_EXIT_SECONDS)
 
 
@@ -169,7 +193,7 @@ def status(team: str | None, team_option: str | None, watch: bool, as_json: bool
     team = one_team(team, team_option)
     version = 0
     while True:
-        doc = client.call(teamctl_home(), "status", {"team": team})
+        doc = client.call(teamctl_home(), protocol.STATUS, {"team": team})
         if as_json:
             click.echo(json_text(doc) if watch else json_text(doc, indent=2))
         else:
@@ -182,13 +206,15 @@ def status(team: str | None, team_option: str | None, watch: bool, as_json: bool
                 spend = entry.get("spend")
                 say(f"team {entry['name']}" + (f"  (cost {cost_text(spend)})"
                                                       if spend else ""))
+                if entry.get("forge"):
+                    say(_forge_line(entry["forge"]))
                 for line in _member_table(entry["members"]):
                     say(line)
         if not watch:
             return
         try:  # the daemon answers when something changed (or after 20 s): no polling loop
-            version = client.call(teamctl_home(), "changes", {"after": version, "wait": 20.0},
-                                  timeout=30.0)["version"]
+            version = client.call(teamctl_home(), protocol.CHANGES,
+                                  {"after": version, "wait": 20.0}, timeout=30.0)["version"]
         except KeyboardInterrupt:
             return
 
@@ -274,7 +300,7 @@ def send(team: str | None, member: str, text: str | None, attach: tuple[Path, ..
         try:
             with Progress.on_terminal(quiet=as_json or not params["wait"]).run(
                     reply_progress(teamctl_home(), team, member)):
-                result = client.call(teamctl_home(), "send", params, timeout=(
+                result = client.call(teamctl_home(), protocol.SEND, params, timeout=(
                     timeout if wait else 0) + _CALL_MARGIN + 60 * count)
         except TeamctlError as exc:
             if exc.code != "attachment_refused":
@@ -358,8 +384,8 @@ def history(team: str | None, member: str, limit: int, before: str | None,
     """Show MEMBER's messages: state, attempts, replies and errors (newest 50 by default)."""
     if before is not None and not re.fullmatch(ULID_PATTERN, before):
         raise click.BadParameter(f"{before!r} is not a message id", param_hint="--before")
-    doc = client.call(teamctl_home(), "history", {"team": team, "member": member, "limit": limit,
-                                           "before": before})
+    doc = client.call(teamctl_home(), protocol.HISTORY,
+                      {"team": team, "member": member, "limit": limit, "before": before})
     if as_json:
         emit_json(doc)
         return
@@ -402,7 +428,8 @@ def _task_of(message: dict[str, Any]) -> str:
 @handles_errors
 def restart(team: str | None, member: str) -> None:
     """Restart MEMBER (also clears a fatal state)."""
-    doc = client.call(teamctl_home(), "restart", {"team": team, "member": member}, timeout=120.0)
+    doc = client.call(teamctl_home(), protocol.RESTART, {"team": team, "member": member},
+                      timeout=120.0)
     for line in _member_table([m for m in doc["members"] if m["name"] == member]):
         say(line)
 
@@ -417,7 +444,7 @@ def stop(team: str | None, team_option: str | None) -> None:
     team = one_team(team, team_option)
     home = teamctl_home()
     with client.daemon_exit(home) if team is None else contextlib.nullcontext() as exited:
-        doc = client.call(home, "stop", {"team": team}, timeout=180.0)
+        doc = client.call(home, protocol.STOP, {"team": team}, timeout=180.0)
         for name in doc["stopped"]:
             say(f"stopped {name}")
         if not doc.get("daemon_stopping"):
@@ -438,7 +465,7 @@ def thread(message_id: str, as_json: bool) -> None:
     state, reply."""
     if not re.fullmatch(ULID_PATTERN, message_id):
         raise click.BadParameter(f"{message_id!r} is not a message id", param_hint="ID")
-    doc = client.call(teamctl_home(), "thread", {"id": message_id})
+    doc = client.call(teamctl_home(), protocol.THREAD, {"id": message_id})
     if as_json:
         emit_json(doc)
         return
@@ -460,7 +487,8 @@ def thread(message_id: str, as_json: bool) -> None:
 @handles_errors
 def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
     """Each member's git worktree: path, branch, base, commits ahead, changes."""
-    doc = client.call(teamctl_home(), "worktrees", {"team": team, "prune": prune}, timeout=300.0)
+    doc = client.call(teamctl_home(), protocol.WORKTREES, {"team": team, "prune": prune},
+                      timeout=300.0)
     if as_json:
         emit_json(doc)
         return
@@ -487,7 +515,7 @@ def worktrees(team: str | None, prune: bool, as_json: bool) -> None:
 @handles_errors
 def diff(team: str | None, member: str, stat: bool, as_json: bool) -> None:
     """MEMBER's changes against its worktree's base (commits, edits and new files)."""
-    doc = client.call(teamctl_home(), "diff", {"team": team, "member": member, "stat": stat},
+    doc = client.call(teamctl_home(), protocol.DIFF, {"team": team, "member": member, "stat": stat},
                       timeout=300.0)
     if as_json:
         emit_json(doc)
@@ -524,10 +552,11 @@ def logs(follow: bool, team: str | None, member: str | None, as_json: bool) -> N
 @cli.command()
 def mcp() -> None:
     """The stdio MCP server a member's runtime starts (not for people): send_message,
-    list_team, message_status, acting as the member whose token is in its environment."""
-    from orchestrator.client.mcp_server import serve
+    list_team, message_status, the board's tools, acting as the member whose token is in its
+    environment (each line relayed to the daemon, which answers as that member)."""
+    from orchestrator.client.mcp_bridge import main
 
-    sys.exit(serve())
+    sys.exit(main())
 
 
 @cli.command()
@@ -545,16 +574,16 @@ def completion(shell: str) -> None:
 @click.argument("name", required=False)
 def schema(name: str | None) -> None:
     """Print the JSON Schema of the --json document NAME (every document without NAME)."""
-    from orchestrator.wire import DOCUMENTS
+    from orchestrator.protocol import DOCUMENTS, model
 
     if name is None:
-        emit_json({key: model.model_json_schema() for key, model in DOCUMENTS.items()})
+        emit_json({key: model(ref).model_json_schema() for key, ref in DOCUMENTS.items()})
         return
-    model = DOCUMENTS.get(name)
-    if model is None:
+    ref = DOCUMENTS.get(name)
+    if ref is None:
         raise click.BadParameter(f"no document {name!r}; documents: {', '.join(DOCUMENTS)}",
                                  param_hint="NAME")
-    emit_json(model.model_json_schema())
+    emit_json(model(ref).model_json_schema())
 
 
 @cli.command()
@@ -578,6 +607,7 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
     with --host, whether a member host answers over SSH and which CLIs it has."""
     from orchestrator.client.doctor import (
         describe_members,
+        inspect_cgroups,
         inspect_host,
         inspect_runtimes,
         inspect_sandbox,
@@ -598,18 +628,26 @@ def doctor(teamfile: Path | None, host: str | None, as_json: bool) -> None:
         config = load_team_file(teamfile)
     report = inspect_runtimes(config)
     report["sandbox"] = inspect_sandbox()
+    report["cgroups"] = inspect_cgroups()
     if config is not None:
+        from orchestrator.client.forge_doctor import inspect_forge
+
         report["members"] = describe_members(config)
+        report["forge"] = inspect_forge(config)
     blocked = [row for row in report.get("members", []) if row.get("problem")]
+    forge = report.get("forge")
     if as_json:
         emit_json(report)
     else:
         _doctor_text(report)
-    if blocked:
-        if not as_json:
-            for row in blocked:
-                say(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
-                    f"{row['fix']}", err=True)
+    if forge is not None and not forge["ok"] and not as_json:
+        say(f"teamctl: forge {visible_line(forge['repo'])}: "
+            f"{visible_line(forge['problem'])}", err=True)
+    if blocked and not as_json:
+        for row in blocked:
+            say(f"teamctl: member {row['member']} cannot start: {row['problem']} — "
+                f"{row['fix']}", err=True)
+    if blocked or (forge is not None and not forge["ok"]):
         sys.exit(1)
 
 
@@ -622,6 +660,8 @@ def _doctor_text(report: dict[str, Any]) -> None:
         for key in ("rw", "ro", "hidden"):
             if row.get("sandbox"):
                 say(f"{'':<12} sandbox {key}: {', '.join(row['sandbox'][key])}")
+        if row.get("ceiling"):
+            say(f"{'':<12} ceiling {row['ceiling']}")
         if (row.get("sandbox") or {}).get("started"):
             say(f"{'':<12} sandbox start: {row['sandbox']['started']}")
         if row.get("codex_sandbox"):
@@ -637,10 +677,25 @@ def _doctor_text(report: dict[str, Any]) -> None:
     box = report["sandbox"]
     say(f"sandbox: bubblewrap {box['version'] or '-'} at {box['path'] or '-'}, "
         + ("namespaces OK" if box["ok"] else f"unavailable: {box['reason']}; {box['fix']}"))
+    say(_ceilings_line(report["cgroups"]))
     catalog = report["vision_catalog"]
     say(f"vision catalog: {catalog['entries']} models, checked {catalog['checked']}")
+    forge = report.get("forge")
+    if forge is not None and forge["permissions"] is not None:
+        held = ", ".join(k for k, v in forge["permissions"].items() if v) or "none"
+        say(f"forge: {visible_line(forge['repo'])} at {visible_line(forge['api'])}: the token "
+            f"({forge['token_env']}) has {held}"
+            + (f"; missing {', '.join(forge['missing'])}" if forge["missing"] else ""))
     state = "running" if report["daemon_running"] else "not running"
     say(f"home: {report['home']} (daemon {state})")
+
+
+def _ceilings_line(cgroups: dict[str, Any]) -> str:
+    """Which controllers members' cgroups can take (here, or on a host), or why not."""
+    held = ", ".join(f"{row['controller']} (v{row['version']})" for row in cgroups["controllers"]
+                     if row["version"] is not None) or "none"
+    return f"ceilings: cgroups {held}" + ("" if cgroups["ok"] else
+                                          f"; unavailable: {cgroups['reason']}; {cgroups['fix']}")
 
 
 def _host_report(report: dict[str, Any], as_json: bool) -> None:
@@ -662,20 +717,15 @@ def _host_report(report: dict[str, Any], as_json: bool) -> None:
             where = f"{row.get('version') or '-'}  {row['path']}" if row.get("found") else \
                 f"not found ({row['command']}: install it there, or set command)"
             say(f"  {row['runtime']:<9} {where}")
+        if report.get("cgroups"):
+            say(f"  {_ceilings_line(report['cgroups'])}")
+        for row in report["checks"]:
+            say(f"  {row['check']:<40} {'ok  ' if row['ok'] else 'FAIL'} {row['detail']}")
     else:
         error = report["error"] or {}
         say(f"{error.get('code')}: {error.get('message')}", err=True)
     if not report["reachable"] or failed:
         sys.exit(1)
-
-
-def _register() -> None:
-    for command in (*approvals_cli.COMMANDS, *ui_cli.COMMANDS, *costs_cli.COMMANDS,
-                    *export_cli.COMMANDS, *task_cli.COMMANDS, *notify_cli.COMMANDS):
-        cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

@@ -12,15 +12,17 @@ import functools
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from orchestrator.client import completion
 from orchestrator.errors import TeamctlError
 from orchestrator.limits import NAME_PATTERN
-from orchestrator.paths import Home
 from orchestrator.visible import json_text, visible
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Home
 
 __all__ = ["TEAM_OPTION", "check_name", "cost_note", "cost_text", "emit_json", "handles_errors",
            "is_utf8", "one_team", "say", "teamctl_home"]
@@ -64,6 +66,8 @@ def is_utf8(text: str) -> bool:
 
 def teamctl_home() -> Home:
     """The teamctl home of this invocation (``TEAMCTL_HOME`` or the default)."""
+    from orchestrator.paths import Home  # platformdirs and dataclasses: not for --help
+
     return Home.from_env()
 
 

@@ -11,24 +11,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.errors import TeamctlError
 from orchestrator.limits import MAX_PAGE_ROWS
-from orchestrator.paths import Home
 from orchestrator.visible import visible_line
 
 if TYPE_CHECKING:
     import click
     from click.shell_completion import CompletionItem
 
+    from orchestrator.protocol import Method
+
 __all__ = ["ANSWER_TIMEOUT", "approval_ids", "members", "task_ids", "teams"]
 
 ANSWER_TIMEOUT = 0.5  # seconds a Tab may wait for the daemon (its answers take milliseconds)
 
 
-def _ask(method: str, params: dict[str, Any]) -> Any:
+def _ask(method: Method, params: dict[str, Any]) -> Any:
     """The daemon's answer, or None: not running, refusing, or slower than the deadline."""
     try:
+        from orchestrator.paths import Home  # at a Tab, not at every start
+
         return client.call(Home.from_env(), method, params, timeout=ANSWER_TIMEOUT)
     except (TeamctlError, OSError, ValueError):
         return None
@@ -54,7 +57,7 @@ def _offered(found: list[tuple[str, str]], incomplete: str) -> list[CompletionIt
 
 def teams(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The running teams."""
-    doc = _ask("status", {"team": None}) or {"teams": []}
+    doc = _ask(protocol.STATUS, {"team": None}) or {"teams": []}
     return _offered([(t["name"], f"{len(t['members'])} members") for t in doc["teams"]],
                     incomplete)
 
@@ -62,7 +65,7 @@ def teams(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[C
 def members(ctx: click.Context, param: click.Parameter, incomplete: str
             ) -> list[CompletionItem]:
     """The members of the team named before (every running team's, without one)."""
-    doc = _ask("status", {"team": _team(ctx)}) or {"teams": []}
+    doc = _ask(protocol.STATUS, {"team": _team(ctx)}) or {"teams": []}
     return _offered([(m["name"], f"{t['name']}: {m['runtime']}, {m['readiness']}")
                      for t in doc["teams"] for m in t["members"]], incomplete)
 
@@ -70,7 +73,7 @@ def members(ctx: click.Context, param: click.Parameter, incomplete: str
 def task_ids(ctx: click.Context, param: click.Parameter, incomplete: str
              ) -> list[CompletionItem]:
     """The team's tasks, as ``T3`` (a word typed as ``3`` is completed as ``3…``)."""
-    doc = _ask("task_list", {"team": _team(ctx), "after": 0, "limit": MAX_PAGE_ROWS}) or {
+    doc = _ask(protocol.TASK_LIST, {"team": _team(ctx), "after": 0, "limit": MAX_PAGE_ROWS}) or {
         "tasks": []}
     found = [(str(t["id"]), f"{t['state']}: {t['title']}") for t in doc["tasks"]]
     if incomplete[:1].isdigit():
@@ -81,7 +84,7 @@ def task_ids(ctx: click.Context, param: click.Parameter, incomplete: str
 def approval_ids(ctx: click.Context, param: click.Parameter, incomplete: str
                  ) -> list[CompletionItem]:
     """What waits on the operator: the pending approvals."""
-    doc = _ask("approvals", {"team": _team(ctx), "all": False, "after": 0,
-                             "limit": MAX_PAGE_ROWS, "offset": 0}) or {"approvals": []}
+    doc = _ask(protocol.APPROVALS, {"team": _team(ctx), "all": False, "after": 0,
+                                    "limit": MAX_PAGE_ROWS, "offset": 0}) or {"approvals": []}
     return _offered([(a["id"], f"{a['team']}/{a['member']}: {a['tool']}")
                      for a in doc["approvals"]], incomplete)

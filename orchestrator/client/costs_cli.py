@@ -1,11 +1,14 @@
-"""``teamctl usage`` and ``teamctl budget`` (docs/costs.md). Registered by
-``orchestrator.client.cli``."""
+"""``teamctl usage``, ``teamctl budget`` and ``teamctl accounts`` (docs/costs.md). Registered
+by ``orchestrator.client.cli``."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client import completion
 from orchestrator.client.common import (
     check_name,
@@ -29,7 +32,7 @@ __all__ = ["COMMANDS"]
 @handles_errors
 def usage(team: str | None, by: str, prices: bool, as_json: bool) -> None:
     """Tokens and cost of every turn the journal recorded, grouped by member, model or day."""
-    doc = client.call(teamctl_home(), "usage", {"team": team, "by": by, "prices": prices})
+    doc = client.call(teamctl_home(), protocol.USAGE, {"team": team, "by": by, "prices": prices})
     if as_json:
         emit_json(doc)
         return
@@ -78,7 +81,7 @@ def budget(team: str | None, member: str | None, add_usd: float | None, usd: flo
     member paused by it: its held messages are delivered."""
     if add_usd is not None and usd is not None:
         raise click.UsageError("give --add or --set, not both")
-    doc = client.call(teamctl_home(), "budget", {
+    doc = client.call(teamctl_home(), protocol.BUDGET, {
         "team": team, "member": member, "usd": usd, "add_usd": add_usd, "tokens": tokens,
         "add_tokens": add_tokens, "clear": clear})
     if as_json:
@@ -92,4 +95,49 @@ def budget(team: str | None, member: str | None, add_usd: float | None, usd: flo
         say(f"  held: {doc['hold']}")
 
 
-COMMANDS = (usage, budget)
+@click.command()
+@click.option("--team", default=None, callback=check_name, shell_complete=completion.teams)
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def accounts(team: str | None, as_json: bool) -> None:
+    """The accounts the members spend — members sharing a login or a key share its rate-limit
+    window — with what each window reported and what is held until when."""
+    doc = client.call(teamctl_home(), protocol.ACCOUNTS, {"team": team})
+    if as_json:
+        emit_json(doc)
+        return
+    if not doc["accounts"]:
+        say("no running team")
+        return
+    for account in doc["accounts"]:
+        say(f"{account['name']}  {_window_line(account.get('window'), doc['now'])}")
+        held = account.get("held")
+        if held:
+            say(f"  held: {(held['window'] or 'usage').replace('_', '-')} until "
+                f"{_clock(held['until'], doc['now'])}"
+                + ("" if held["named"] else ", then one member tries it")
+                + (f"; probed by {held['probing']}" if held.get("probing") else ""))
+        for row in account["members"]:
+            paused = f"  {row['paused']}" if row.get("paused") else ""
+            say(f"  {row['team']}/{row['member']}  priority {row['priority']}{paused}")
+
+
+def _window_line(window: dict[str, Any] | None, now: float) -> str:
+    if not window:
+        return "nothing reported yet"
+    name = (window["window"] or "usage").replace("_", "-")
+    used = "" if window["used"] is None else f" {round(window['used'] * 100)}% used"
+    resets = "" if not window["resets_at"] else \
+        f", resets {_clock(window['resets_at'], now)}"
+    return f"{name} window{used} ({window['status']}){resets}"
+
+
+def _clock(at: float, now: float) -> str:
+    """``15:34 (in 12m 3s)``."""
+    left = max(int(at - now), 0)
+    hours, rest = divmod(left, 3600)
+    span = f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m {rest % 60}s"
+    return f"{time.strftime('%H:%M', time.localtime(at))} (in {span})"
+
+
+COMMANDS = (usage, budget, accounts)

@@ -1,7 +1,7 @@
 """``teamctl doctor [TEAMFILE]``: which runtime executables are found, and their versions;
 with a team file, which credential each member will use (kind and source, never the secret).
 
-It reads the CLIs' own login locations through ``runtimes.logins`` (standard library only),
+It reads the CLIs' own login locations through ``runtimes.kit.logins`` (standard library only),
 the same place the members' preflight looks."""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.acp_agents import ACP_AGENTS
 from orchestrator.runtime_table import ACP, CLAUDE, CODEX, OPENCODE, RUNTIMES, runtime_info
-from runtimes import logins
+from runtimes.kit import logins
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orchestrator.config import MemberConfig, TeamConfig
+    from orchestrator.config import MemberConfig, ResolvedMember, TeamConfig
     from orchestrator.runtime_table import RuntimeInfo
-    from runtimes.sandbox_doctor import StartInside
-    from runtimes.sandbox_plan import SandboxPolicy
+    from runtimes.hosts.sandbox.doctor import StartInside
+    from runtimes.hosts.sandbox.plan import SandboxPolicy
 
-__all__ = ["describe_members", "inspect_host", "inspect_kube_host", "inspect_runtimes"]
+__all__ = ["describe_members", "inspect_cgroups", "inspect_host", "inspect_runtimes"]
 
 
 def inspect_runtimes(config: TeamConfig | None = None, *,
@@ -85,10 +85,10 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
     rows = []
     for member in config.members:
         env = {k: os.environ[k] for k in member.pass_env if k in os.environ} | member.env
-        login = config.member_login(member)
-        kind, source = _credential(member, env, login)
-        row: dict[str, Any] = {"member": member.name, "runtime": member.runtime, "login": login,
-                               "permissions": config.member_permissions(member),
+        resolved = config.resolved(member)
+        kind, source = _credential(member, env, resolved.login)
+        row: dict[str, Any] = {"member": member.name, "runtime": member.runtime,
+                               "login": resolved.login, "permissions": resolved.permissions,
                                "credential": kind, "source": source, "problem": None,
                                "fix": None}
         row |= _executable(member, versions, timeout)
@@ -96,7 +96,13 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
             row |= {"problem": f"no credential for its {member.runtime} CLI", "fix": source}
         if member.runtime == CODEX.name and member.host is None:  # elsewhere: its host's
             row |= _codex_sandbox(config, member, env, row)
-        if config.member_sandbox(member) != "none":
+        if resolved.ceiling is not None:
+            row["ceiling"] = resolved.ceiling.shown()
+            held = _ceiling_held(resolved)
+            if held is not None:
+                row |= {key: "; ".join(filter(None, (row[key], new))) for key, new in
+                        zip(("problem", "fix"), held, strict=True)}
+        if resolved.sandbox != "none":
             row["sandbox"] = _sandbox(config, member, row.get("path") or row["command"])
             if row["version"] is not None and member.host is None:  # it runs outside
                 inside = _start_inside(config, member, row["path"], env, timeout)
@@ -108,11 +114,42 @@ def describe_members(config: TeamConfig, *, timeout: float = 10.0) -> list[dict[
     return rows
 
 
+def inspect_cgroups(root: Path = Path("/")) -> dict[str, Any]:
+    """Whether members' ceilings (``memory_max``, ``memory_high``, ``cpu_weight``,
+    ``pids_max``) can be held here, seen from this process's cgroup (the daemon ``teamctl``
+    starts is in it too): per controller, the hierarchy a member's cgroup would be made in,
+    and a cgroup made and removed with every controller found (a real run). An SSH host
+    answers the same from its remote side (``doctor --host``)."""
+    from orchestrator.cgroups import Cgroups
+
+    return Cgroups(root).support(f"teamctl-doctor-{os.getpid()}")
+
+
+def _ceiling_held(resolved: ResolvedMember) -> tuple[str, str] | None:
+    """Why a member's ceiling cannot be held where it runs, and the fix (None: it can)."""
+    from orchestrator.ceilings import refused_elsewhere
+    from orchestrator.cgroups import Cgroups
+
+    assert resolved.ceiling is not None
+    refused = refused_elsewhere(resolved.ceiling, in_pod=resolved.kubernetes is not None)
+    if refused is not None:
+        keys = refused[0]
+        return (f"its {', '.join(keys)} cannot be held: {refused[1]}",
+                f"remove {' and '.join(keys)} for it")
+    if resolved.kubernetes is not None or resolved.ssh_host is not None:
+        return None  # its host's: doctor --host NAME asks an SSH host
+    chosen = Cgroups().layout().choose(resolved.ceiling.controllers)
+    if not isinstance(chosen, str):
+        return None
+    return (f"its ceiling cannot be held: {chosen}",
+            f"or remove {' and '.join(resolved.ceiling.keys)} for it")
+
+
 def inspect_sandbox() -> dict[str, Any]:
     """Whether ``sandbox = "process"`` can be had here: bubblewrap's path and version, and
     whether it made its namespaces (a real run), or why not and the fix (the install command
     where it is missing)."""
-    from runtimes.sandbox_host import probe
+    from runtimes.hosts.sandbox.host import probe
 
     found = probe(os.environ.get("TEAMCTL_BWRAP") or "bwrap").as_dict()
     if not found["ok"]:
@@ -126,17 +163,17 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
     """What a sandboxed member will see: read-write, read-only, hidden (its network mode).
     On an SSH host the paths are the host's, resolved there at each start: said as such,
     never this machine's."""
-    from runtimes.sandbox_host import describe
-    from runtimes.sandbox_plan import HIDDEN_IN_HOME, HIDDEN_SYSTEM, SYSTEM_DIRS
+    from runtimes.hosts.sandbox.host import describe
+    from runtimes.hosts.sandbox.plan import HIDDEN_IN_HOME, HIDDEN_SYSTEM, SYSTEM_DIRS
 
-    remote = config.member_host(member)
+    remote = config.resolved(member).ssh_host
     if remote is not None:
         mine = str(Path.home())  # the file's ~ was expanded here; on the host it is its own
         extra = {key: ["~" + p[len(mine):] if p == mine or p.startswith(mine + "/") else p
                        for p in paths]
-                 for key, paths in config.member_sandbox_paths(member).items()}
+                 for key, paths in config.resolved(member).sandbox_paths.items()}
         workdir = member.workdir or "~ (the remote user's home)"
-        return {"host": remote[0], "network": config.member_network(member),
+        return {"host": remote[0], "network": config.resolved(member).network,
                 "rw": [f"{workdir} (on {remote[0]})",
                        "~/.teamctl-remote/<home>/<team>/<member> (its runtime home there)",
                        *extra["rw"]],
@@ -148,32 +185,32 @@ def _sandbox(config: TeamConfig, member: MemberConfig, executable: str) -> dict[
 
     view: dict[str, Any] = describe(_local_policy(config, member), executable,
                                     os.environ.get("PATH", os.defpath))
-    return view | {"network": config.member_network(member)}
+    return view | {"network": config.resolved(member).network}
 
 
 def _local_policy(config: TeamConfig, member: MemberConfig) -> SandboxPolicy:
     """The view a member sandboxed on this machine gets (as the daemon builds it)."""
     from orchestrator.paths import Home
-    from runtimes.sandbox_host import member_policy
+    from runtimes.hosts.sandbox.host import member_policy
 
     home = Home.from_env()
+    resolved = config.resolved(member)
     return member_policy(
-        workdir=config.member_workdir(member),
+        workdir=resolved.workdir,
         private=home.member_dir(config.name, member.name), state_root=home.root,
-        others=config.other_workdirs(member), paths=config.member_sandbox_paths(member),
-        runtime=member.runtime, login=config.member_login(member),
-        permissions=config.member_permissions(member))
+        others=resolved.other_workdirs, paths=resolved.sandbox_paths,
+        runtime=member.runtime, login=resolved.login, permissions=resolved.permissions)
 
 
 def _start_inside(config: TeamConfig, member: MemberConfig, path: str, env: dict[str, str],
                   timeout: float) -> StartInside:
-    """Its command's ``--version`` run inside its own sandbox (runtimes/sandbox_doctor.py):
+    """Its command's ``--version`` run inside its own sandbox (runtimes/hosts/sandbox/doctor.py):
     its first line, or why it does not start there and the fix."""
-    from runtimes.base import member_environ
-    from runtimes.sandbox_doctor import start_inside
+    from runtimes.hosts.sandbox.doctor import start_inside
+    from runtimes.kit.base import member_environ
 
     return start_inside(member.name, _local_policy(config, member), [path, "--version"],
-                        member_environ({}, env), network=config.member_network(member),
+                        member_environ({}, env), network=config.resolved(member).network,
                         bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap", timeout=timeout)
 
 
@@ -223,15 +260,15 @@ def _codex_sandbox(config: TeamConfig, member: MemberConfig, env: dict[str, str]
     helper's links refused) is a problem with its fix, as the launch refuses it."""
     from orchestrator.contracts import runtime_home
     from orchestrator.paths import Home
-    from runtimes.base import member_environ
     from runtimes.codex._shared import codex_home_in, profile_sandbox
     from runtimes.codex.helper import describe_helper, helper_env, helper_problem
+    from runtimes.kit.base import member_environ
 
     home = runtime_home(Home.from_env().member_dir(config.name, member.name))
     codex_home = codex_home_in(home)
     full_env = member_environ({"CODEX_HOME": str(codex_home), **helper_env(home)}, env)
-    mode = profile_sandbox(config.member_permissions(member),
-                           in_teamctl_sandbox=config.member_sandbox(member) != "none")
+    resolved = config.resolved(member)
+    mode = profile_sandbox(resolved.permissions, in_teamctl_sandbox=resolved.sandbox != "none")
     found: dict[str, Any] = {"codex_sandbox": describe_helper(codex_home, full_env, mode)}
     problem = helper_problem(codex_home, full_env, mode)
     if problem is not None:
@@ -283,7 +320,7 @@ def _codex(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, 
 
 
 def _opencode(member: MemberConfig, env: dict[str, str], login: str) -> tuple[str, str]:
-    from runtimes.opencode_provider import PROVIDER_ENV, api_key_source
+    from runtimes.opencode.provider import PROVIDER_ENV, api_key_source
 
     provider = (member.model or "").partition("/")[0]
     options = ((member.config.get("provider") or {}).get(provider) or {}).get("options") or {}
@@ -345,89 +382,87 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def inspect_host(name: str, config: TeamConfig | None) -> dict[str, Any]:
-    """``doctor --host NAME``: can the daemon reach a member's host over SSH (BatchMode, the
-    same options members use), and which runtime CLIs does that host have? A HostReport."""
-    import time
-
-    import anyio
-    from pydantic import TypeAdapter, ValidationError
-
-    from orchestrator.config import HostConfig, SshDestination
-    from orchestrator.errors import TeamctlError, UsageError
-    from orchestrator.paths import Home
-    from orchestrator.wire import ErrorDoc, HostReport, HostRuntime
-    from runtimes.ssh import SshHost, SshTarget, control_dir
-
-    if config is not None and name in config.kubernetes_hosts:
-        return inspect_kube_host(name, config)
-    host = config.hosts.get(name) if config is not None else None
-    if host is None:
-        try:
-            TypeAdapter(SshDestination).validate_python(name)
-        except ValidationError:
-            known = ", ".join(config.hosts) if config is not None and config.hosts else "none"
-            raise UsageError(f"--host {name!r}: neither a [hosts.NAME] of the team file "
-                             f"(known: {known}) nor an ssh destination like user@box") from None
-        user, _, address = name.rpartition("@")
-        host = HostConfig(address=address, user=user or None)
-    commands = {r.name: r.default_executable for r in RUNTIMES}
-    for member in config.members if config is not None else []:
-        command = member.command_line()[0]
-        if member.host == name and command:
-            commands[member.runtime] = command
-    home = Home.from_env()
-    link = SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
-                             tuple(host.ssh_options)), control_dir(home.root), "doctor",
-                   "doctor", "doctor", home.root / "doctor")
-    report = HostReport(host=name, destination=link.target.destination, port=host.port,
-                        reachable=False)
-
-    async def probe() -> None:
-        started = time.monotonic()
-        remote = await link.connect()
-        report.reachable, report.home, report.python = True, remote.home, remote.python
-        report.seconds = round(time.monotonic() - started, 3)
-        report.runtimes = [HostRuntime(runtime=runtime, command=command,
-                                       **await link.version(command))
-                           for runtime, command in commands.items()]
-
-    try:
-        anyio.run(probe)
-    except TeamctlError as exc:
-        report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
-                                retryable=exc.retryable)
-    return report.model_dump(mode="json")
-
-
-def inspect_kube_host(name: str, config: TeamConfig) -> dict[str, Any]:
-    """``doctor --host NAME`` for ``[hosts.NAME] kind = "kubernetes"``: the API server
-    answers, Sandbox or Pod + PVC, each verb teamctl needs (RBAC), the Secret (a HostReport;
-    runtimes/kube_doctor.py)."""
+    """``doctor --host NAME``: the host asked its own checks by the hosts wing (runtimes/hosts:
+    over SSH, reached as members reach it, and which runtime CLIs it has; a Kubernetes host,
+    its API server, Sandbox or Pod + PVC, each verb teamctl needs and the Secret). A
+    HostReport."""
     from functools import partial
 
     import anyio
 
     from orchestrator.errors import TeamctlError
     from orchestrator.paths import Home
-    from orchestrator.runtime_table import runtime_info
-    from orchestrator.wire import ErrorDoc, HostCheck, HostReport
-    from runtimes import kube_doctor
-    from runtimes.kube_host import kubernetes_host
+    from orchestrator.protocol.doctor import HostReport
+    from orchestrator.protocol.failures import ErrorDoc
+    from runtimes import hosts
 
-    table = config.kubernetes_hosts[name]
-    link = kubernetes_host(config.name, "doctor", name, table, Home.from_env().root / "doctor")
-    report = HostReport(host=name, kind="kubernetes", destination=table.context or
-                        "the kubeconfig's current context", reachable=False,
-                        namespace=table.namespace)
+    kind, settings = _host_settings(name, config)
+    home = Home.from_env()
+    request = hosts.HostRequest(config.name if config is not None else "doctor", "doctor",
+                                home.root / "doctor", home.root, kind=kind, name=name,
+                                settings=settings)
+    members = [m for m in (config.members if config is not None else []) if m.host == name]
+    commands: dict[str, str] = {r.name: r.default_executable for r in RUNTIMES}
+    for member in members:  # a member's own command, else the runtime's default name
+        command = member.command_line()[0]
+        if command:
+            commands[member.runtime] = command
+    found: dict[str, Any] = {"host": name, "kind": kind, "destination": name,
+                             "reachable": False}
+    error = None
     try:
-        found = anyio.run(partial(kube_doctor.inspect, link, table.secret, forward=any(
-            runtime_info(m.runtime).daemon_connects_in for m in config.members
-            if m.host == name)))
+        anyio.run(partial(hosts.check, request, found, commands=commands, forward=any(
+            runtime_info(m.runtime).daemon_connects_in for m in members)))
     except TeamctlError as exc:
-        report.error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
-                                retryable=exc.retryable)
-        return report.model_dump(mode="json")
-    report.reachable, report.mode, report.seconds = True, found.mode, found.seconds
-    report.destination = found.server or report.destination
-    report.checks = [HostCheck(check=c.check, ok=c.ok, detail=c.detail) for c in found.checks]
-    return report.model_dump(mode="json")
+        error = ErrorDoc(code=exc.code, message=getattr(exc, "reason", exc.message),
+                         retryable=exc.retryable)
+    if found.get("cgroups") is not None and config is not None:
+        found["checks"] = [*found.get("checks", []),
+                           *_ceilings_there(config, members, found["cgroups"])]
+    return HostReport.model_validate({**found, "error": error}).model_dump(mode="json")
+
+
+def _ceilings_there(config: TeamConfig, members: list[MemberConfig],
+                    support: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each member's ceiling on an SSH host, held or not, from what the host said of its
+    cgroups (``CgroupSupport``: each controller's hierarchy there, and a cgroup made)."""
+    versions = {row["controller"]: row["version"] for row in support["controllers"]
+                if row["version"] is not None}
+    rows = []
+    for member in members:
+        ceiling = config.resolved(member).ceiling
+        if ceiling is None:
+            continue
+        missing = sorted(ceiling.controllers - set(versions))
+        check = f"ceiling of {member.name} ({ceiling.shown()})"
+        if missing or not support["made"]:
+            why = support["reason"] or f"no cgroup there takes {', '.join(missing)}"
+            rows.append({"check": check, "ok": False,
+                         "detail": f"cannot be held: {why}; {support['fix']}"})
+            continue
+        held = sorted({versions[name] for name in ceiling.controllers})
+        rows.append({"check": check, "ok": True, "detail": "held in a cgroup there ("
+                     + ", ".join(f"v{v}" for v in held) + ")"})
+    return rows
+
+
+def _host_settings(name: str, config: TeamConfig | None) -> tuple[str, Any]:
+    """The kind and the team file's table of host ``name``; a bare ssh destination (user@box)
+    gets settings of its own. UsageError: neither."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from orchestrator.config import HostConfig, SshDestination
+    from orchestrator.errors import UsageError
+
+    if config is not None and name in config.kubernetes_hosts:
+        return "kubernetes", config.kubernetes_hosts[name]
+    if config is not None and name in config.hosts:
+        return "ssh", config.hosts[name]
+    try:
+        TypeAdapter(SshDestination).validate_python(name)
+    except ValidationError:
+        known = ", ".join(config.hosts) if config is not None and config.hosts else "none"
+        raise UsageError(f"--host {name!r}: neither a [hosts.NAME] of the team file "
+                         f"(known: {known}) nor an ssh destination like user@box") from None
+    user, _, address = name.rpartition("@")
+    return "ssh", HostConfig(address=address, user=user or None)

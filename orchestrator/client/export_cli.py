@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client import completion
 from orchestrator.client.common import check_name, handles_errors, say, teamctl_home
 from orchestrator.client.out_file import check_out, write_out
@@ -58,8 +58,8 @@ def export(team: str | None, member: str | None, every: bool, out: Path | None,
     target = None if out is None or str(out) == "-" else out.expanduser().absolute()
     if target is not None:
         check_out(target, force=force)  # refused before the daemon is asked
-    doc: dict[str, Any] = client.call(teamctl_home(), "export", {"team": team, "member": member},
-                                      timeout=120.0)
+    doc: dict[str, Any] = client.call(teamctl_home(), protocol.EXPORT,
+                                      {"team": team, "member": member}, timeout=120.0)
     from orchestrator.attachments.artifacts import ArtifactStore  # only here: a lean CLI start
 
     counts = inline_images(doc, ArtifactStore(teamctl_home().artifacts), redact=redact)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.errors import UsageError
@@ -59,7 +59,7 @@ def init(server: str, force: bool) -> None:
 def test(team: str | None, timeout: float, as_json: bool) -> None:
     """Send one notification of each configured kind and wait for an action's round trip
     (posted to the response topic as the phone does, verified, its receipt published)."""
-    doc = client.call(teamctl_home(), "notify_test", {"team": team, "timeout": timeout},
+    doc = client.call(teamctl_home(), protocol.NOTIFY_TEST, {"team": team, "timeout": timeout},
                       timeout=timeout + _CALL_MARGIN)
     if as_json:
         emit_json(doc)

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.errors import TeamctlError
 from orchestrator.visible import visible_line
 
@@ -103,7 +103,7 @@ def _changes(home: Home, stopped: threading.Event) -> Iterator[int]:
         if stopped.wait(max(0.0, read_at + _LEAST_INTERVAL - time.monotonic())):
             return
         try:
-            version = client.call(home, "changes", {"after": version, "wait": TICK},
+            version = client.call(home, protocol.CHANGES, {"after": version, "wait": TICK},
                                   timeout=TICK + _CALL_TIMEOUT)["version"]
         except TeamctlError:
             stopped.wait(_RETRY_DELAY)
@@ -112,7 +112,7 @@ def _changes(home: Home, stopped: threading.Event) -> Iterator[int]:
 def _members(home: Home, team: str | None) -> list[tuple[str, dict[str, Any]]]:
     """(team, member) of the running teams (``team``'s only); none while it is not there."""
     try:
-        doc = client.call(home, "status", {"team": team}, timeout=_CALL_TIMEOUT)
+        doc = client.call(home, protocol.STATUS, {"team": team}, timeout=_CALL_TIMEOUT)
     except TeamctlError:
         return []
     return [(t["name"], m) for t in doc["teams"] for m in t["members"]]
@@ -147,11 +147,12 @@ class LaunchProgress:
 
 
 _LAUNCH_SAID = {"starting": "is starting", "ready": "is ready", "backoff": "failed to start, "
-                "trying again", "fatal": "did not start", "stopped": "stopped"}
+                "trying again", "fatal": "did not start", "stopped": "stopped",
+                "asleep": "is asleep", "waiting": "is"}
 
 
 def _launch_state(member: dict[str, Any]) -> str | None:
-    if member["launch"] in ("backoff", "fatal", "stopped"):
+    if member["launch"] in ("backoff", "fatal", "stopped", "asleep", "waiting"):
         return str(member["launch"])
     if member["readiness"] in ("ready", "busy"):
         return "ready"
@@ -161,6 +162,10 @@ def _launch_state(member: dict[str, Any]) -> str | None:
 def _why(member: dict[str, Any], what: str) -> str:
     if what in ("backoff", "fatal") and member.get("error"):
         return f": {member['error']}"
+    if what == "asleep" and member.get("note"):  # past max_running: not started
+        return f" ({str(member['note']).removeprefix('asleep: ')})"
+    if what == "waiting":  # "teamctl: dev is waiting for memory (needs ~…; …)"
+        return f" {member.get('waiting') or 'waiting for memory'}"
     return ""
 
 

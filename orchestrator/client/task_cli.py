@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client import completion
 from orchestrator.client.common import check_name, emit_json, handles_errors, say, teamctl_home
 from orchestrator.limits import MAX_PAGE_ROWS, MAX_SEQ, MAX_TASK_TEXT_BYTES
@@ -35,7 +35,7 @@ def _task_id(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return int(found.group(1))
 
 
-def _call(method: str, params: dict[str, Any]) -> Any:
+def _call(method: protocol.Method, params: dict[str, Any]) -> Any:
     return client.call(teamctl_home(), method, params)
 
 
@@ -104,9 +104,9 @@ def add(team: str | None, title: str, body: str | None, blocked_by: tuple[int, .
         role: str | None, priority: int, assign: str | None, check: str | None,
         as_json: bool) -> None:
     """Add a task to the board; prints its id (T<n>)."""
-    doc = _call("task_add", {"team": team, "title": title, "body": _body(body),
-                             "blocked_by": list(blocked_by), "role": role, "priority": priority,
-                             "assign": assign, "check": check})
+    doc = _call(protocol.TASK_ADD, {"team": team, "title": title, "body": _body(body),
+                                    "blocked_by": list(blocked_by), "role": role,
+                                    "priority": priority, "assign": assign, "check": check})
     if as_json:
         emit_json(doc)
     else:
@@ -129,8 +129,8 @@ def list_tasks(team: str | None, status: str | None, owner: str | None, role: st
                after: int | None, limit: int, as_json: bool) -> None:
     """The board, oldest first: each task's state (ready, blocked, in progress...), owner,
     and what blocks it."""
-    doc = _call("task_list", {"team": team, "status": status, "owner": owner, "role": role,
-                              "after": after or 0, "limit": limit})
+    doc = _call(protocol.TASK_LIST, {"team": team, "status": status, "owner": owner, "role": role,
+                                     "after": after or 0, "limit": limit})
     if as_json:
         emit_json(doc)
         return
@@ -152,7 +152,7 @@ def list_tasks(team: str | None, status: str | None, owner: str | None, role: st
 @handles_errors
 def show(task_id: int, team: str | None, as_json: bool) -> None:
     """The task and its lifetime: who created, claimed, released, completed it, and when."""
-    doc = _call("task_show", {"team": team, "id": task_id})
+    doc = _call(protocol.TASK_SHOW, {"team": team, "id": task_id})
     if as_json:
         emit_json(doc)
         return
@@ -172,6 +172,12 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
     for event in doc["events"]:
         note = f"  {event['note']}" if event["note"] else ""
         say(f"  {_when(event['at'])}  {event['actor']:<12} {event['kind']}{note}")
+    if doc.get("notices"):
+        say("told (an event about it, to whom, its delivery):")
+        for notice in doc["notices"]:
+            say(f"  {_when(notice['at'])}  {notice['kind']:<12} → "
+                f"{notice['member'] or '(the next owner)'}  {notice['delivery'] or '-'}  "
+                f"{notice['source']}")
 
 
 @task.command()
@@ -182,7 +188,7 @@ def show(task_id: int, team: str | None, as_json: bool) -> None:
 @handles_errors
 def assign(task_id: int, member: str, team: str | None, as_json: bool) -> None:
     """Hand task ID to MEMBER: in progress now if it is ready, else kept for it."""
-    doc = _call("task_assign", {"team": team, "id": task_id, "member": member})
+    doc = _call(protocol.TASK_ASSIGN, {"team": team, "id": task_id, "member": member})
     _echo_task(doc, as_json, f"assigned to {member}")
 
 
@@ -194,7 +200,7 @@ def assign(task_id: int, member: str, team: str | None, as_json: bool) -> None:
 @handles_errors
 def release(task_id: int, reason: str | None, team: str | None, as_json: bool) -> None:
     """Take task ID back from its owner: pending, nobody's."""
-    _echo_task(_call("task_release", {"team": team, "id": task_id, "reason": reason}),
+    _echo_task(_call(protocol.TASK_RELEASE, {"team": team, "id": task_id, "reason": reason}),
                as_json, "released")
 
 
@@ -206,7 +212,7 @@ def release(task_id: int, reason: str | None, team: str | None, as_json: bool) -
 @handles_errors
 def cancel(task_id: int, reason: str | None, team: str | None, as_json: bool) -> None:
     """Cancel task ID (the tasks waiting on it say so)."""
-    _echo_task(_call("task_cancel", {"team": team, "id": task_id, "reason": reason}),
+    _echo_task(_call(protocol.TASK_CANCEL, {"team": team, "id": task_id, "reason": reason}),
                as_json, "cancelled")
 
 
@@ -226,8 +232,8 @@ def deps(task_id: int, add: tuple[int, ...], remove: tuple[int, ...], team: str 
     """Change what task ID waits on."""
     if not add and not remove:
         raise click.UsageError("give --add ID2 or --remove ID2")
-    doc = _call("task_deps", {"team": team, "id": task_id, "add": list(add),
-                              "remove": list(remove)})
+    doc = _call(protocol.TASK_DEPS, {"team": team, "id": task_id, "add": list(add),
+                                     "remove": list(remove)})
     _echo_task(doc, as_json, "dependencies changed")
 
 
@@ -246,9 +252,9 @@ def review(task_id: int, verdict: str | None, note: str, team: str | None,
     if verdict is None:
         raise click.UsageError("give --approve or --reject WHY")
     approve = verdict == "approve"
-    doc = _call("task_review", {"team": team, "id": task_id, "approve": approve,
-                                "note": (note or "approved by the operator") if approve
-                                else verdict})
+    doc = _call(protocol.TASK_REVIEW, {"team": team, "id": task_id, "approve": approve,
+                                       "note": (note or "approved by the operator") if approve
+                                       else verdict})
     _echo_task(doc, as_json, "approved" if approve else "rejected")
 
 
@@ -263,7 +269,7 @@ def done(task_id: int, summary: str, team: str | None, as_json: bool) -> None:
     """Finish task ID as its owner would: through the same gate — the check (run as the
     owner), then the team's review — so it may go to review, or stay in progress with the
     check's output (exit 1). Its owner is told."""
-    doc = _call("task_done", {"team": team, "id": task_id, "summary": summary})
+    doc = _call(protocol.TASK_DONE, {"team": team, "id": task_id, "summary": summary})
     ref = doc["id"]  # T3
     if as_json:
         emit_json(doc)

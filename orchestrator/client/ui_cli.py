@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import click
 
-from orchestrator import client
+from orchestrator import client, protocol
 from orchestrator.client.common import emit_json, handles_errors, say, teamctl_home
 from orchestrator.paths import ensure_private_dir, write_private
 
@@ -40,7 +40,7 @@ __all__ = ["COMMANDS", "open_in_browser", "sign_in_page"]
 def ui(open_browser: bool, port: int | None, as_json: bool) -> None:
     """The live view: print its URL (with a one-time sign-in token) and return."""
     home = teamctl_home()
-    doc = client.call(home, "ui", {"port": port})
+    doc = client.call(home, protocol.UI, {"port": port})
     if as_json:
         emit_json(doc)
     else:

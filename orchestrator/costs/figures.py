@@ -7,13 +7,13 @@ past SQLite's 2**63 fails the journal write).
 
 The runtimes parse their events with ``token_count`` and ``usd`` (through
 ``orchestrator.contracts``, the one module runtimes import); the ledger passes every reading
-through ``checked_reading`` as well (a sum of valid step figures can still be out of
-bounds)."""
+through ``costs.readings.checked_reading`` as well (a sum of valid step figures can still be
+out of bounds). This module reads single figures only, so the contracts it sits below are
+never its import."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -23,9 +23,7 @@ from orchestrator.redaction import redact
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from orchestrator.contracts import TokenUsage, UsageReading
-
-__all__ = ["MAX_TOKENS", "MAX_USD", "checked_reading", "checked_tokens", "token_count", "usd"]
+__all__ = ["MAX_TOKENS", "MAX_USD", "token_count", "usd"]
 
 log = structlog.get_logger("teamctl.costs")
 
@@ -60,23 +58,3 @@ def usd(value: Any, what: str) -> float | None:
         return float(value)
     _refused(what, value)
     return None
-
-
-def checked_tokens(tokens: TokenUsage, what: str) -> TokenUsage:
-    """``tokens`` with every count out of bounds (or not an int) refused as 0."""
-    values = {f"{what}.{n}": getattr(tokens, n) for n in tokens.FIELDS}
-    checked = {key: token_count(values, key) for key in values}
-    if checked == values:
-        return tokens
-    return type(tokens)(*checked.values())
-
-
-def checked_reading(reading: UsageReading) -> UsageReading:
-    """The reading with any figure out of bounds refused (tokens: 0; cost: None)."""
-    tokens = checked_tokens(reading.tokens, "tokens")
-    baseline = None if reading.baseline is None else checked_tokens(reading.baseline,
-                                                                    "baseline")
-    cost = usd(reading.cost_usd, "cost_usd")
-    if tokens is reading.tokens and baseline is reading.baseline and cost == reading.cost_usd:
-        return reading
-    return replace(reading, tokens=tokens, baseline=baseline, cost_usd=cost)

@@ -10,7 +10,7 @@ was already done has taken effect, and the message's text as a reminder (a runti
 have written the cut turn to its session before it died: the real Claude CLI writes its
 transcript asynchronously). Its images are not sent again (they are in the session).
 Only when the session is gone (a fresh one, ``SessionLost``) is the message sent whole:
-"at least once" is kept either way (docs/architecture.md, "Effects once").
+"at least once" is kept either way (docs/dev/architecture.md, "Effects once").
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from orchestrator.contracts import TextPart, Turn
 
 if TYPE_CHECKING:
-    from orchestrator.daemon.store import Delivery
+    from orchestrator.daemon.queue import Delivery
     from orchestrator.ports import RuntimeProcess
 
 __all__ = ["continuation", "continued_note", "continues"]

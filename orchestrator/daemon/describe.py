@@ -227,7 +227,7 @@ class Descriptions:
             team=config.name, member=member.name, executable=executable, model=describe.model,
             prompt=None, workdir=workdir, state_dir=state_dir, args=tuple(describe.args),
             env=dict(describe.env), turn_idle_timeout=describe.timeout, image_input=True,
-            login=describe.login or config.member_login(member), permissions="read",
+            login=describe.login or config.resolved(member).login, permissions="read",
             host=self._host)
 
 

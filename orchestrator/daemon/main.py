@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
 import os
 import resource
 import signal
 import sys
+import time
 from contextlib import ExitStack, suppress
 from dataclasses import replace
 from pathlib import Path
@@ -26,26 +26,26 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 import structlog
 
-from orchestrator.daemon import orphans, stdio
-from orchestrator.daemon.api import ControlServer
+from orchestrator.daemon import stdio
 from orchestrator.daemon.approvals import Approvals
-from orchestrator.daemon.board_api import BoardApi
-from orchestrator.daemon.board_members import MemberBoardApi
-from orchestrator.daemon.connections import ControlSocket
+from orchestrator.daemon.board import BoardApi, MemberBoardApi
+from orchestrator.daemon.control import ControlServer, ControlSocket, MemberSockets
 from orchestrator.daemon.core import build_core
+from orchestrator.daemon.land import LandApi
 from orchestrator.daemon.live_view import LazyLiveView
-from orchestrator.daemon.member_dirs import private_dirs
-from orchestrator.daemon.member_sockets import MemberSockets
-from orchestrator.daemon.notify import NotifyService, check_can_start
-from orchestrator.daemon.notify_api import NotifyApi
-from orchestrator.daemon.store import AsyncStore, Store
+from orchestrator.daemon.members import home_id, private_dirs, reap_orphans, reap_pod_orphans
+from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.notify import NotifyApi, NotifyService, check_can_start
+from orchestrator.daemon.queue import AsyncStore
+from orchestrator.daemon.quota import QuotaApi
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.daemon.worktrees import PlacedWorktrees, sandbox_view
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
 from orchestrator.errors import DaemonAlreadyRunning, JournalMissing, TeamctlError
 from orchestrator.paths import Home, ensure_private_dir
-from runtimes.git_view import GitViewSandbox
-from runtimes.local_host import LocalHost
+from runtimes import hosts
+from runtimes.hosts.local.host import LocalHost
+from runtimes.hosts.sandbox.git_view import GitViewSandbox
 from runtimes.registry import default_describers, default_runtimes
 
 if TYPE_CHECKING:
@@ -55,11 +55,11 @@ if TYPE_CHECKING:
 
     from orchestrator.config import MemberConfig, TeamConfig
     from orchestrator.contracts import Host, ImageDescriber
-    from orchestrator.daemon.egress_proxies import EgressProxies
+    from orchestrator.daemon.egress import EgressProxies
     from orchestrator.daemon.web.server import WebServer
     from orchestrator.ports import Runtime
-    from orchestrator.wire import EgressStatus
-    from runtimes.sandbox_plan import NetworkPlan, SandboxPolicy
+    from orchestrator.protocol.teams import EgressStatus
+    from runtimes.hosts.sandbox.plan import NetworkPlan, SandboxPolicy
 
 __all__ = ["Daemon", "main"]
 
@@ -148,39 +148,58 @@ class Daemon:
         self._egress_tg: TaskGroup | None = None
 
     def _host(self, team: TeamConfig, member: MemberConfig) -> Host:
-        """The member's host, inside a bubblewrap sandbox where the team file asks for one
-        (``sandbox = "process"``: runtimes/sandbox_host.py) — on its SSH host, bubblewrap
-        runs there: the policy names the host's paths (its workdir there, ``~`` its home,
-        teamctl's state there and the other members' workdirs on that host concealed)."""
-        host = self._base_host(team, member)
-        if team.member_sandbox(member) == "none" or self._member_sockets is None:
-            return host
-        # loaded for sandboxed members only, like the Kubernetes and SSH hosts: a daemon of
-        # local members does not carry them (~2 MiB of its resident memory with SSH's)
-        from runtimes.sandbox_host import REMOTE_STATE, SandboxHost, member_policy
+        """The member's host, built by the hosts wing in one call (runtimes/hosts/): its
+        kind's (this machine, the SSH host or the pod the team file names), inside a
+        bubblewrap sandbox where the team file asks for one (``sandbox = "process"``)."""
+        return hosts.build(self._host_request(team, member))
 
-        member_dir = self.home.member_dir(team.name, member.name)
+    def _bare_host(self, team: TeamConfig, member: MemberConfig) -> Host:
+        """The member's host without its sandbox (no socket, no egress proxy made): what a
+        launch check asks (a ceiling on an SSH host: a cgroup made there and removed)."""
+        return hosts.build(self._host_request(team, member, sandboxed=False))
+
+    def _host_request(self, team: TeamConfig, member: MemberConfig, *,
+                      sandboxed: bool = True) -> hosts.HostRequest:
+        """What the team file says of the member's host, for ``hosts.build`` (without its
+        sandbox unless ``sandboxed``)."""
+        resolved = team.resolved(member)
+        found = resolved.kubernetes or resolved.ssh_host
+        name, settings = found or (None, None)
+        sockets = self._member_sockets
+        return hosts.HostRequest(
+            team.name, member.name, self.home.member_dir(team.name, member.name),
+            self.home.root, kind="local" if settings is None else settings.kind, name=name,
+            settings=settings, messaging=member.messaging,
+            mcp_socket=None if sockets is None else functools.partial(
+                self._mcp_socket, team.name, member.name),
+            home_id=functools.partial(home_id, self.home.root),
+            sandbox=None if resolved.sandbox == "none" or sockets is None or not sandboxed
+            else self._sandbox_request(team, member), ceiling=resolved.ceiling)
+
+    def _mcp_socket(self, team: str, member: str) -> Path:
+        """The member's own MCP socket (not the control one), listening once asked for."""
+        assert self._member_sockets is not None
+        directory = self._member_sockets.directory(team, member,
+                                                   self.home.member_dir(team, member))
+        return self._member_sockets.ensure(team, member, Home(directory).socket)
+
+    def _sandbox_request(self, team: TeamConfig, member: MemberConfig) -> hosts.SandboxRequest:
+        """A sandboxed member's boundary as the team file says it: on its SSH host, bubblewrap
+        runs there and the paths are the host's (its workdir there, the other members' there)."""
         with contextlib.suppress(OSError):  # else its start fails, typed (launch.py)
-            private_dirs(member_dir)  # an older layout's leftovers cleared before any use
-        mcp_home = Home(self._member_sockets.directory(team.name, member.name, member_dir))
-        self._member_sockets.ensure(team.name, member.name, mcp_home.socket)
-        there = team.member_host(member) is not None
-        policy = member_policy(
-            workdir=Path(team.remote_workdir(member) or "~") if there
-            else team.member_workdir(member), private=member_dir,
-            state_root=REMOTE_STATE[0] if there else self.home.root,
-            others=[*REMOTE_STATE[1:], *(Path(team.remote_workdir(m) or "~")
-                                        for m in team.members
-                                        if m.host == member.host and m is not member)]
-            if there else team.other_workdirs(member),
-            paths=team.member_sandbox_paths(member), runtime=member.runtime,
-            login=team.member_login(member), home=Path("~") if there else None,
-            permissions=team.member_permissions(member))
-        policy = self._in_worktree(team, member, policy)
-        network, on_close = self._network(team, member)
-        return SandboxHost(host, member.name, policy, mcp_home.root,
-                           bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",
-                           network=network, on_close=on_close)
+            private_dirs(self.home.member_dir(team.name, member.name))  # old layouts cleared
+        resolved = team.resolved(member)
+        there = resolved.ssh_host is not None
+        return hosts.SandboxRequest(
+            workdir=Path(resolved.remote_workdir or "~") if there else resolved.workdir,
+            others=[Path(team.resolved(m).remote_workdir or "~") for m in team.members
+                    if m.host == member.host and m is not member]
+            if there else resolved.other_workdirs,
+            paths=resolved.sandbox_paths, runtime=member.runtime,
+            login=resolved.login, permissions=resolved.permissions,
+            bwrap=os.environ.get("TEAMCTL_BWRAP") or "bwrap",
+            refine=functools.partial(self._in_worktree, team, member),
+            network=functools.partial(self._network, team, member))
 
     def _in_worktree(self, team: TeamConfig, member: MemberConfig,
                      policy: SandboxPolicy) -> SandboxPolicy:
@@ -190,7 +209,7 @@ class Daemon:
         tree = self._placed.get(team.name, member.name)
         if tree is None:
             return policy
-        view = sandbox_view(tree, team.member_workdir(member),
+        view = sandbox_view(tree, team.resolved(member).workdir,
                             writable=policy.workdir_writable)
         return replace(policy, workdir=view.workdir, conceal=(*policy.conceal, *view.conceal),
                        git=view.binds)
@@ -200,58 +219,30 @@ class Daemon:
         """A sandboxed member's network: the host's (``on``), or an empty namespace whose
         only way out is its egress proxy, allowing its provider's hosts (``off``) and
         ``allow_hosts`` or the defaults (``allowlist``); the proxy closes with the host."""
-        from runtimes.sandbox_network import default_hosts, network_plan, provider_hosts
-        from runtimes.sandbox_plan import NETWORK_ON
+        from runtimes.hosts.sandbox.network import default_hosts, network_plan, provider_hosts
+        from runtimes.hosts.sandbox.plan import NETWORK_ON
 
-        mode = team.member_network(member)
+        mode = team.resolved(member).network
         if mode == "on" or self._egress_tg is None:
             return NETWORK_ON, None
         if self._egress is None:
-            from orchestrator.daemon.egress_proxies import EgressProxies
+            from orchestrator.daemon.egress import EgressProxies
 
             self._egress = EgressProxies(self._egress_tg, self.home.root)
         env = {**{k: os.environ[k] for k in member.pass_env if k in os.environ}, **member.env}
         entries = provider_hosts(member.runtime, env, member.config)
         if mode == "allowlist":
-            entries += (team.member_allow_hosts(member)
-                        or default_hosts(Path(team.member_workdir(member)),
+            entries += (team.resolved(member).allow_hosts
+                        or default_hosts(Path(team.resolved(member).workdir),
                                          # the checkout's config is read-only to a worktree
                                          # member only: the member's own choice otherwise
-                                         from_git=team.member_worktree(member)))
+                                         from_git=team.resolved(member).worktree))
         socket = self._egress.ensure(team.name, member.name, entries)
         return (network_plan(mode, socket, entries),
                 functools.partial(self._egress.close, team.name, member.name))
 
     def _egress_status(self, team: str, member: str) -> EgressStatus | None:
         return None if self._egress is None else self._egress.status(team, member)
-
-    def _base_host(self, team: TeamConfig, member: MemberConfig) -> Host:
-        """A member's host: this machine's (runtimes/local_host.py), or the SSH host the team
-        file names (runtimes/ssh.py) — one per member, sharing the host's ControlMaster with
-        the team's other members there. A new kind of host is one more class, chosen here."""
-        pod = team.member_kubernetes(member)
-        if pod is not None:  # runtimes/kube_host.py: the client is loaded for such members only
-            from runtimes.kube_host import kubernetes_host
-
-            member_dir = self.home.member_dir(team.name, member.name)
-            sockets = self._member_sockets  # its MCP tools: its own socket, not the control one
-            mcp = None if sockets is None or not member.messaging else sockets.ensure(
-                team.name, member.name,
-                Home(sockets.directory(team.name, member.name, member_dir)).socket)
-            return kubernetes_host(team.name, member.name, *pod, member_dir, mcp_socket=mcp,
-                                   home=orphans.home_id(self.home.root))
-        found = team.member_host(member)
-        if found is None:
-            return self._local
-        from runtimes.ssh import SshHost, SshTarget
-        from runtimes.ssh import control_dir as ssh_control_dir
-
-        name, host = found
-        return SshHost(SshTarget(name, host.address, host.user, host.port, host.identity_file,
-                                 tuple(host.ssh_options)),
-                       ssh_control_dir(self.home.root),
-                       hashlib.sha256(str(self.home.root).encode()).hexdigest()[:10],
-                       team.name, member.name, self.home.member_dir(team.name, member.name))
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -271,10 +262,10 @@ class Daemon:
             stack.enter_context(_take_lock(self.home))
             check_journal(self.home)
             stack.enter_context(configure(self.home.logs))
-            reaped = orphans.reap_orphans(self.home.root / "members")
+            reaped = reap_orphans(self.home.root / "members")
             if reaped:
                 log.warning("orphans_stopped", pids=reaped)
-            store = Store(self.home.database)
+            store = open_journal(self.home.database)
             stack.callback(store.close)
             for message_id, member, state in store.recover_in_flight():
                 log.warning("delivery_recovered", message_id=message_id, member=member,
@@ -286,17 +277,26 @@ class Daemon:
     async def _serve(self, store: AsyncStore, notify_fd: int | None,
                      web_settings: WebSettings) -> None:
         async with anyio.create_task_group() as tg:
-            self._member_sockets = MemberSockets(tg, idle_timeout=self._idle_timeout)
+            # a member's socket is served by the control server, built below with the core
+            # the hosts need these sockets for (late-bound: no connection comes before)
+            self._member_sockets = MemberSockets(
+                tg, idle_timeout=self._idle_timeout,
+                handler=lambda connection, team, member: server.handle_member_connection(
+                    connection, team, member))
             self._egress_tg = tg
             core = await build_core(self.home, store, tg, runtimes=self._runtimes,
                                     describers=self._describers, hosts=self._host,
                                     local_host=self._local, placed=self._placed,
                                     git_views=GitViewSandbox(
                                         os.environ.get("TEAMCTL_BWRAP") or "bwrap"),
-                                    launch_checks=[self._notify_can_start])
+                                    launch_checks=[self._notify_can_start],
+                                    bare_hosts=self._bare_host,
+                                    egress_of=self._egress_status)
             teams, approvals = core.teams, core.approvals
-            teams.egress_of = self._egress_status
             uploads = ensure_private_dir(self.home.root / "uploads")
+
+            quota_api = QuotaApi(core.ledger.quota, running=teams.running,
+                                 resolve=teams.resolve, clock=time.time)
 
             def live_view() -> WebServer:
                 from orchestrator.daemon.web.app import View
@@ -304,18 +304,21 @@ class Daemon:
 
                 return WebServer(View(teams, store, approvals, core.changes, core.artifacts,
                                       self.home.logs / LOG_FILE_NAME, uploads,
-                                      board=core.board), tg, web_settings)
+                                      board=core.board, land=core.land,
+                                      accounts=quota_api.document), tg, web_settings)
 
             web = LazyLiveView(core.changes, live_view)
             notify = NotifyService(self.home, teams=teams, approvals=approvals,
-                                   board=core.board, store=store, changes=core.changes)
+                                   board=core.board, store=store, changes=core.changes,
+                                   land=core.land)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
                                    approvals=approvals, web=web,
                                    board=BoardApi(core.board, teams, core.supervisor),
                                    member_board=MemberBoardApi(core.board, teams,
                                                                core.supervisor),
-                                   more_methods=NotifyApi(notify).methods())
-            self._member_sockets.handler = server.handle_member_connection
+                                   more_handlers={**NotifyApi(notify).handlers(),
+                                                  **LandApi(core.land).handlers(),
+                                                  **quota_api.handlers()})
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)
@@ -342,7 +345,7 @@ class Daemon:
 
     async def _reap_pods(self, store: AsyncStore) -> None:
         """This home's Kubernetes objects that no wanted member owns, let go of once the
-        wanted teams are resumed (orchestrator/daemon/orphans.py); no cluster, no call."""
+        wanted teams are resumed (orchestrator/daemon/members/_orphans.py); no cluster, no call."""
         records = await store.teams()
         if not any(record.config.get("kubernetes_hosts") for record in records):
             return
@@ -353,9 +356,9 @@ class Daemon:
                     for member in record.config.get("members", [])}
 
         try:
-            from runtimes.kube_host import kubernetes_host  # loaded for pod teams only
+            from runtimes.hosts.kubernetes.host import kubernetes_host  # loaded for pod teams only
 
-            reaped = await orphans.reap_pod_orphans(records, orphans.home_id(self.home.root),
+            reaped = await reap_pod_orphans(records, home_id(self.home.root),
                                                     self.home.root / "members", wanted=wanted,
                                                     pods=kubernetes_host)
         except Exception as exc:  # housekeeping: never the daemon's end; the next start retries

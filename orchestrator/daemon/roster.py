@@ -10,7 +10,7 @@ from orchestrator.errors import AmbiguousTeam, NotFound
 
 if TYPE_CHECKING:
     from orchestrator.config import TeamConfig
-    from orchestrator.daemon.store import AsyncStore
+    from orchestrator.daemon.queue import AsyncStore
 
 __all__ = ["Roster"]
 

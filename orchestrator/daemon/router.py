@@ -2,7 +2,7 @@
 
 A member reaches the router only through its MCP server (``teamctl mcp``), which presents the
 member's per-launch token — never a name — from a process of that member's own (its runtime's
-tree; orchestrator/daemon/peers.py): a token read from a teammate's mcp.json is refused
+tree; orchestrator/daemon/control/_peers.py): a token read from a teammate's mcp.json is refused
 (``mcp_token_not_yours``), and a token of an earlier launch is refused. Its message is
 journaled like the operator's, with its sender, the chain it belongs to and its depth (hops
 from the operator's message). When the recipient answers, the answer goes back to the sender
@@ -16,15 +16,15 @@ from one member to the same other; never to oneself; an unknown recipient is ans
 names that exist. Every refusal is journaled, logged and returned to the sender as a typed tool
 error — nothing is dropped silently.
 
-A member's attachments are read with its own rights, in its own view (daemon/member_view.py,
-daemon/member_attachments.py): each path is opened once, proven to be a file the member can
+A member's attachments are read with its own rights, in its own view (daemon/members/_view.py,
+daemon/members/_attachments.py): each path is opened once, proven to be a file the member can
 read itself, and read here; the message carries the bytes, so nothing later opens the name as
 the operator. A path outside the view is ``attachment_outside_member_view``: logged once (the
 member, the path, the rule), nothing read, nothing journaled.
 
 A turn's message is sent once: ``send_message`` is idempotent per (the sender's turn in
 flight, recipient, text), so a cut turn that is continued and sends it again gets the first
-receipt, uncounted by the guards (docs/architecture.md, "Effects once").
+receipt, uncounted by the guards (docs/dev/architecture.md, "Effects once").
 """
 
 from __future__ import annotations
@@ -36,27 +36,27 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from orchestrator.daemon.member_attachments import read_in_view
-from orchestrator.daemon.member_view import view_of
-from orchestrator.daemon.peers import belongs_to
-from orchestrator.daemon.store import Origin
+from orchestrator.daemon.control import belongs_to
+from orchestrator.daemon.members import read_in_view, view_of
+from orchestrator.daemon.queue import Origin
 from orchestrator.errors import AttachmentOutsideMemberView, TeamctlError
-from orchestrator.wire import (
+from orchestrator.protocol.members import (
     MemberCard,
     MessageStatus,
     Receipt,
-    SendResult,
     TeamCard,
     ToolsListedAck,
+    receipt_of,
 )
+from orchestrator.protocol.messages import SendResult
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from orchestrator.attachments.intake import Original
     from orchestrator.config import TeamConfig
-    from orchestrator.daemon.store import AsyncStore, Delivery
-    from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.members import MemberState, Supervisor
+    from orchestrator.daemon.queue import AsyncStore, Delivery
     from orchestrator.daemon.teams import Teams
     from orchestrator.paths import Home
 
@@ -77,6 +77,7 @@ class MessageRefused(TeamctlError):
 class Router:
     def __init__(self, teams: Teams, supervisor: Supervisor, store: AsyncStore, *,
                  home: Home, vision: Callable[[str, str | None, bool | None], bool | None],
+                 working_on: Callable[[str, str], Awaitable[int | None]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._teams = teams
         self._supervisor = supervisor
@@ -92,7 +93,7 @@ class Router:
         self._routing = anyio.Lock()
         # the board's task a member holds in progress (team, member → its id; None: none): a
         # message it sends belongs to that task (docs/board.md)
-        self.working_on: Callable[[str, str], Awaitable[int | None]] | None = None
+        self._working_on = working_on
 
     # -- the tools ----------------------------------------------------------------------------
 
@@ -122,9 +123,12 @@ class Router:
         self._count(config.name, sender.name, to)
         log.info("teammate_message", team=config.name, sender=sender.name, recipient=to,
                  message_id=result.id, chain_id=origin.chain_id, depth=origin.depth)
+        # its account's window held or past the reserve (docs/costs.md, "Quota windows")
+        waits = "".join(f"; {to} waits — {note}" for note in result.notes
+                        if note.startswith(("held: ", "paused: ")))
         return Receipt(id=result.id, to=to, depth=origin.depth,
                        text=f"queued as {result.id} for {to}; their reply will come to you as "
-                            "a new message (queued, not yet delivered)")
+                            f"a new message (queued, not yet delivered){waits}")
 
     async def _read_attachments(self, config: TeamConfig, sender: MemberState,
                                 paths: Sequence[str]) -> list[Original]:
@@ -165,7 +169,8 @@ class Router:
             raise MessageRefused("messaging_unknown_message",
                                  f"no message {message_id} sent by or to you")
         return MessageStatus(id=message_id, to=delivery.member, state=delivery.state,
-                             reply=delivery.reply, error=delivery.error_message)
+                             reply=delivery.reply, error=delivery.error_message,
+                             receipt=receipt_of(delivery.state))
 
     # -- routed replies -----------------------------------------------------------------------
 
@@ -245,11 +250,10 @@ class Router:
 
     async def _origin(self, sender: MemberState) -> Origin:
         """The chain the sender is in: the message of its turn in flight (none: a new chain)."""
-        turn = sender.turn
+        turn = sender.slot.turn
         current = await self._store.delivery(turn, sender.name) \
             if turn else None
-        task = None if self.working_on is None else await self.working_on(sender.team,
-                                                                           sender.name)
+        task = await self._working_on(sender.team, sender.name)
         if current is None:
             return Origin(sender=sender.name, depth=1, task_id=task)
         return Origin(sender=sender.name, chain_id=current.origin.chain_id,

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 
 from orchestrator.config import TeamConfig
-from orchestrator.daemon.accounts import Accounts
-from orchestrator.daemon.messages import Messages
+from orchestrator.daemon.ledger import Accounts
+from orchestrator.daemon.mailbox import Messages
 from orchestrator.daemon.roster import Roster
 from orchestrator.daemon.worktree_ops import WorktreeOps
 from orchestrator.errors import TeamAlreadyRunning, TeamctlError
+from orchestrator.protocol.teams import StatusDoc, TeamStatus
 from orchestrator.redaction import add_secrets, secret_name
-from orchestrator.wire import StatusDoc, TeamStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,20 +33,23 @@ if TYPE_CHECKING:
 
     from orchestrator.attachments.planner import Planner
     from orchestrator.contracts import Capabilities
+    from orchestrator.daemon.admission import Admission
     from orchestrator.daemon.describe import Descriptions
     from orchestrator.daemon.ledger import Ledger
     from orchestrator.daemon.mailbox import Mailbox
-    from orchestrator.daemon.store import AsyncStore
-    from orchestrator.daemon.supervisor import MemberState, Supervisor
+    from orchestrator.daemon.members import MemberState, Supervisor
+    from orchestrator.daemon.queue import AsyncStore
+    from orchestrator.daemon.slots import Slots
     from orchestrator.daemon.worktrees import PlacedWorktrees
     from orchestrator.git_run import GitViews
-    from orchestrator.wire import EgressStatus
+    from orchestrator.protocol.teams import EgressStatus, ForgeStatusDoc
 
 __all__ = ["Teams"]
 
 log = structlog.get_logger("teamctl.teams")
 
 _SETTLE_MARGIN = 5.0
+_RESERVE_CHANGED = "[team] memory_reserve changed"
 # a section of the validated file by the name the operator wrote it under
 _SECTIONS = {"kubernetes_hosts": "hosts"}
 
@@ -53,14 +57,26 @@ _SECTIONS = {"kubernetes_hosts": "hosts"}
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
                  planner: Planner, capabilities: Mapping[str, Capabilities], *,
-                 worktree_root: Path, ledger: Ledger | None = None,
-                 descriptions: Descriptions | None = None,
-                 placed: PlacedWorktrees | None = None,
+                 worktree_root: Path, ledger: Ledger, descriptions: Descriptions,
+                 slots: Slots, placed: PlacedWorktrees | None = None,
                  git_views: GitViews | None = None,
-                 launch_checks: Sequence[Callable[[TeamConfig], None]] = ()) -> None:
+                 launch_checks: Sequence[Callable[[TeamConfig], Awaitable[None] | None]] = (),
+                 on_change: Callable[[], None],
+                 tasks_of: Callable[[str], Awaitable[dict[str, str]]],
+                 egress_of: Callable[[str, str], EgressStatus | None],
+                 admission: Admission,
+                 forge_of: Callable[[str], ForgeStatusDoc | None] = lambda _team: None
+                 ) -> None:
+        """``on_change()``: the set of running teams changed (the change feed: the notify
+        service follows it); ``tasks_of(team)``: each member's current task, by member (the
+        board's); ``egress_of(team, member)``: a sandboxed member's egress proxy, allowed and
+        denied (None: it has none); ``admission``: memory admission, told each team's
+        ``memory_reserve``; ``forge_of(team)``: its forge's loop as status shows it."""
+        self._admission = admission
         self._descriptions = descriptions
         self._launch_checks = tuple(launch_checks)  # each raises where the team cannot run
         self._ledger = ledger
+        self._slots = slots
         self._store = store
         self._supervisor = supervisor
         self._mailbox = mailbox
@@ -85,11 +101,10 @@ class Teams:
         self.diff = self._worktree_ops.diff
         self.resolve = roster.resolve
         self.resolve_member = roster.resolve_member
-        # each member's current task, by member (the board's; set by build_core)
-        self.tasks_of: Callable[[str], Awaitable[dict[str, str]]] | None = None
-        # the set of running teams changed (the change feed: the notify service follows it)
-        self.on_change: Callable[[], None] | None = None
-        self.egress_of: Callable[[str, str], EgressStatus | None] | None = None
+        self._tasks_of = tasks_of
+        self._on_change = on_change
+        self._egress_of = egress_of
+        self._forge_of = forge_of
 
     def running(self, team: str) -> TeamConfig | None:
         """The running team named ``team`` (None if it does not run)."""
@@ -107,31 +122,61 @@ class Teams:
         written = config.model_dump(mode="json")  # before anything is handed the config
         if config.name in self._roster.teams:
             differences = _differences(self._written[config.name], written)
+            applied = []
+            if differences == [_RESERVE_CHANGED]:  # applied to the running team
+                await self._new_reserve(config, written)
+                differences, applied = [], ["memory_reserve"]
             if differences:
                 raise TeamAlreadyRunning(config.name, differences)
-            if wait:
-                await self._settle(config, timeout)
-            status = await self._team_status(config.name)
-            return status.model_copy(update={"already_running": True,
+            status = await self._settled(config, timeout, wait=wait)
+            return status.model_copy(update={"already_running": True, "applied": applied,
                                              "resumed": config.name in self._roster.resumed})
         for check in self._launch_checks:  # a [notify] that cannot start: refused first
-            check(config)
-        if self._descriptions is not None:  # a describer that cannot see: refused first
-            self._descriptions.check(config, file)
-        if self._ledger is not None:  # an unenforceable budget is refused before anything
-            await self._ledger.configure(config)
-        workdirs = await self._worktree_ops.prepare(config)  # before anything is journaled
-        await self._store.save_team(config.name, file, written,
-                                    [(m.name, m.runtime) for m in config.members])
+            asking = check(config)  # (a ceiling on an SSH host asks the host)
+            if asking is not None:
+                await asking
+        self._admission.check(config)  # a reserve no member of this machine fits under
+        self._descriptions.check(config, file)  # a describer that cannot see: refused first
+        await self._ledger.configure(config)  # an unenforceable budget: refused before anything
+        await self._slots.assign(config)  # a range with nothing left: refused before anything
+        try:
+            workdirs = await self._worktree_ops.prepare(config)  # before anything is journaled
+            await self._store.save_team(config.name, file, written,
+                                        [(m.name, m.runtime) for m in config.members])
+        except BaseException:
+            self._slots.stopped(config.name)  # it does not run: its values may be taken back
+            raise
         self._start(config, written, workdirs)
         log.info("team_launched", team=config.name, members=len(config.members), file=file)
-        if wait:
-            await self._settle(config, timeout)
-        return await self._team_status(config.name)
+        return await self._settled(config, timeout, wait=wait)
 
-    async def _settle(self, config: TeamConfig, timeout: float | None) -> None:
+    async def _new_reserve(self, config: TeamConfig, written: dict[str, Any]) -> None:
+        """A file launched again that changes ``[team] memory_reserve`` alone: the running
+        team takes the new reserve (members waiting for memory are looked at again at once),
+        journaled for a restarted daemon's resume."""
+        running = self._roster.teams[config.name]
+        self._admission.check(config)
+        await self._store.set_team_config(config.name, written)
+        self._written[config.name] = written
+        self._admission.configure(config)
+        log.info("memory_reserve_changed", team=config.name,
+                 was=running.team.memory_reserve, now=config.team.memory_reserve)
+
+    async def _settled(self, config: TeamConfig, timeout: float | None, *,
+                       wait: bool) -> TeamStatus:
+        """The team's status — with ``wait``, once each member is ready, has failed, or
+        waits for memory (within ``timeout``): one admitted while the status was read is
+        waited for and the status read again."""
         limit = timeout or max(m.start_timeout for m in config.members) + _SETTLE_MARGIN
-        await self._supervisor.wait_settled(config.name, limit)
+        deadline = anyio.current_time() + limit
+        while True:
+            if wait:
+                await self._supervisor.wait_settled(config.name,
+                                                    max(deadline - anyio.current_time(), 0.0))
+            status = await self._team_status(config.name)
+            if not wait or self._supervisor.settled(config.name) \
+                    or anyio.current_time() >= deadline:
+                return status
 
     def _start(self, config: TeamConfig, written: dict[str, Any],
                workdirs: Mapping[str, Path]) -> None:
@@ -141,8 +186,8 @@ class Teams:
             add_secrets(value for key, value in member.env.items() if secret_name(key))
         self._written[config.name] = written
         self._roster.teams[config.name] = config
-        if self.on_change is not None:
-            self.on_change()
+        self._on_change()
+        self._admission.configure(config)  # before any member asks it
         self._supervisor.start_team(config, workdirs)
         for member in config.members:
             self._mailbox.open_member(config.name, member.name)
@@ -154,10 +199,11 @@ class Teams:
             config = TeamConfig.model_validate(record.config)
             written = config.model_dump(mode="json")  # as a launch of the same file has it
             try:
-                if self._ledger is not None:
-                    await self._ledger.configure(config)
+                await self._ledger.configure(config)
+                await self._slots.assign(config)
                 workdirs = await self._worktree_ops.prepare(config)
             except TeamctlError as exc:
+                self._slots.stopped(config.name)
                 log.error("team_resume_failed", team=config.name, code=exc.code,
                           error=exc.message)
                 continue
@@ -186,11 +232,12 @@ class Teams:
         reverse start order."""
         await self._mailbox.close_team(name)
         await self._supervisor.stop_team(name)
+        self._admission.forget(name)
         self._roster.teams.pop(name, None)
+        self._slots.stopped(name)
         self._written.pop(name, None)
         self._roster.resumed.discard(name)
-        if self.on_change is not None:  # after the members' own: the team is gone now
-            self.on_change()
+        self._on_change()  # after the members' own: the team is gone now
 
     async def status(self, team: str | None) -> StatusDoc:
         names = [self._roster.resolve(team).name] if team else list(self._roster.teams)
@@ -200,19 +247,18 @@ class Teams:
         queued = await self._store.queued_counts(team)
         members = [state.snapshot(queued.get(state.name, 0))
                    for state in self._supervisor.members(team)]
-        if self.egress_of is not None:  # sandboxed members' proxies: allowed and denied
-            members = [m.model_copy(update={"egress": self.egress_of(team, m.name)})
-                       for m in members]
-        if self.tasks_of is not None:  # the board: each member's current task
-            tasks = await self.tasks_of(team)
-            members = [m.model_copy(update={"task": tasks.get(m.name)}) for m in members]
-        if self._ledger is None:
-            return TeamStatus(name=team, members=members)
+        tasks = await self._tasks_of(team)
+        members = [m.model_copy(update={"egress": self._egress_of(team, m.name),
+                                        "task": tasks.get(m.name),
+                                        "slots": self._slots.env_of(team, m.name)})
+                   for m in members]
         accounts = self._accounts
         members = [m.model_copy(update={"spend": accounts.spend(team, m.name),
-                                        "hold": accounts.hold(team, m.name)})
+                                        "hold": accounts.hold(team, m.name),
+                                        "account": accounts.account(team, m.name)})
                    for m in members]
-        return TeamStatus(name=team, members=members, spend=accounts.spend(team, None))
+        return TeamStatus(name=team, members=members, spend=accounts.spend(team, None),
+                          forge=self._forge_of(team))
 
     async def restart(self, team: str | None, member: str) -> TeamStatus:
         config, member = self._roster.resolve_member(team, member)

@@ -24,14 +24,14 @@ from orchestrator.daemon import worktrees
 from orchestrator.daemon.worktrees import PlacedWorktrees, Worktree
 from orchestrator.errors import GitFailed, NotFound, TeamctlError
 from orchestrator.git_run import Git
-from orchestrator.wire import DiffDoc, KeptWorktree, WorktreeInfo, WorktreesDoc
+from orchestrator.protocol.worktrees import DiffDoc, KeptWorktree, WorktreeInfo, WorktreesDoc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orchestrator.config import MemberConfig
+    from orchestrator.daemon.queue import AsyncStore
     from orchestrator.daemon.roster import Roster
-    from orchestrator.daemon.store import AsyncStore
     from orchestrator.git_run import Confine, GitViews
 
 __all__ = ["WorktreeOps"]
@@ -86,18 +86,18 @@ class WorktreeOps:
         self._placed.clear(config.name)
         workdirs: dict[str, Path] = {}
         for member in config.members:
-            if config.member_worktree(member):
+            if config.resolved(member).worktree:
                 tree = await self._made(config, member, known.get(member.name))
                 self._placed.put(tree)
                 workdirs[member.name] = await anyio.to_thread.run_sync(
-                    worktrees.workdir_in, tree, config.member_workdir(member))
+                    worktrees.workdir_in, tree, config.resolved(member).workdir)
         return workdirs
 
     async def _made(self, config: TeamConfig, member: MemberConfig,
                     known: Worktree | None) -> Worktree:
         tree, refused = await anyio.to_thread.run_sync(
             worktrees.create, self._worktree_root, config.name, member.name,
-            config.member_workdir(member), config.member_base(member), known)
+            config.resolved(member).workdir, config.resolved(member).base, known)
         for refusal in refused:
             log.warning("worktree_include_refused", team=config.name, member=member.name,
                         path=refusal.path, reason=refusal.reason)
@@ -106,7 +106,7 @@ class WorktreeOps:
             if known is None:
                 log.info("worktree_created", team=config.name, member=member.name,
                          path=str(tree.path), branch=tree.branch, base=tree.base)
-        if config.member_sandbox(member) != "none":
+        if config.resolved(member).sandbox != "none":
             await anyio.to_thread.run_sync(worktrees.ensure_ref_dirs, tree)
         return tree
 
@@ -178,7 +178,7 @@ class WorktreeOps:
             config = TeamConfig.model_validate(record.config)
         member = config.member(tree.member)
         return (config.team.sandbox if member is None
-                else config.member_sandbox(member)) != "none"
+                else config.resolved(member).sandbox) != "none"
 
 
 # each in a worker thread, with a scratch dir of its own (0700, removed after)

@@ -27,10 +27,10 @@ from orchestrator.contracts import (
     read_beneath,
     read_regular,
 )
-from runtimes.base import member_environ, private_file
 from runtimes.codex.helper import helper_dirs, helper_env, helper_problem
 from runtimes.codex.provider import merged_config, resolve_provider
-from runtimes.logins import codex_home
+from runtimes.kit.base import member_environ, private_file
+from runtimes.kit.logins import codex_home
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,10 +55,8 @@ APPROVAL_POLICY = {"ask": "on-request"}  # the others: never
 
 def sandbox_mode(spec: LaunchSpec) -> str:
     """The member's codex sandbox (``profile_sandbox``), inside teamctl's sandbox or not."""
-    from runtimes.sandbox_host import SandboxHost
-
-    return profile_sandbox(spec.permissions, in_teamctl_sandbox=isinstance(spec.host,
-                                                                             SandboxHost))
+    return profile_sandbox(spec.permissions,
+                           in_teamctl_sandbox=spec.host.profile.confines_processes)
 
 
 def profile_sandbox(permissions: str, *, in_teamctl_sandbox: bool) -> str:
@@ -99,7 +97,7 @@ def build_env(spec: LaunchSpec) -> dict[str, str]:
     env = member_environ({"CODEX_HOME": str(home), **helper_env(spec.runtime_home)}, spec.env)
     # this machine's PATH and TMPDIR are the member's; a host elsewhere is not looked at here
     problem = helper_problem(home, env, sandbox_mode(spec)) \
-        if spec.host.checks_local_login else None
+        if spec.host.profile.checks_local_login else None
     if problem is not None:
         raise CodexSandboxUnusable(spec.member, *problem)
     return env
@@ -134,7 +132,7 @@ def _operator_links(spec: LaunchSpec) -> list[Placed]:
 def operator_config(spec: LaunchSpec) -> dict[str, Any]:
     """The operator's own config.toml (operator login), without the keys never passed on;
     none for a member on another host (the one there applies)."""
-    if spec.login != "operator" or not spec.host.checks_local_login:
+    if spec.login != "operator" or not spec.host.profile.checks_local_login:
         return {}
     path = codex_home() / "config.toml"
     try:

@@ -55,13 +55,7 @@ from orchestrator.contracts import (
     TurnFailed,
     TurnResult,
     UsageReading,
-)
-from runtimes.base import (
-    OnSent,
-    Spawner,
-    on_host,
-    owned_process,
-    token_count,
+    WindowReading,
 )
 from runtimes.codex._shared import (
     APPROVAL_POLICY,
@@ -73,7 +67,6 @@ from runtimes.codex._shared import (
     sandbox_refusal,
 )
 from runtimes.codex.legend import legend
-from runtimes.documents import CODEX_WHY, refused
 from runtimes.kit import (
     OperatorBridge,
     UsageStop,
@@ -82,7 +75,15 @@ from runtimes.kit import (
     spawn_member,
     starting,
 )
-from runtimes.kit_stdio import JsonRpcProcess
+from runtimes.kit.base import (
+    OnSent,
+    Spawner,
+    on_host,
+    owned_process,
+    token_count,
+)
+from runtimes.kit.documents import CODEX_WHY, refused
+from runtimes.kit.stdio import JsonRpcProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,7 +130,7 @@ def native_binary(executable: str) -> tuple[str, dict[str, str]]:
 
 
 async def _start(spec: LaunchSpec, spawner: Spawner, tg: TaskGroup) -> CodexAppServer:
-    if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
+    if spec.host.profile.checks_local_login:  # on a host, its own CLI says whether it is logged in
         check_login(spec, codex_member_home(spec))
     local = spec.host.local_path(spec.executable)  # None: the host's own file
     executable, wrapper_env = (spec.executable, {}) if local is None else native_binary(local)
@@ -300,7 +301,8 @@ class CodexAppServer(JsonRpcProcess):
             message = error.get("message") or state.fatal_error
             if isinstance(info, str) and info in _LIMIT_ERRORS:
                 raise RateLimited(self._spec.member, str(message or info),
-                                  until=limit_reset(self._rate_limits))
+                                  until=limit_reset(self._rate_limits),
+                                  window=window_of(self._rate_limits).window)
             raise _failed(self._spec.member, message, info)
         if status == "interrupted":
             raise RuntimeStuck(self._spec.member, self._spec.turn_idle_timeout)
@@ -416,12 +418,20 @@ class CodexAppServer(JsonRpcProcess):
             state.stop.request()
 
     def _log_rate_limits(self, limits: Any) -> None:
+        """``account/rateLimits/updated`` (docs/costs.md, "Quota windows"): a limit reached
+        holds the member's account until the spent window's reset; otherwise its most-used
+        window's percentage goes to the quota (the reserve reads it)."""
         if not isinstance(limits, dict) or limits == self._rate_limits:
             return
         self._rate_limits = limits
         reached = limits.get("rateLimitReachedType")
-        if reached and self._spec.meter is not None:
-            self._spec.meter.rate_limited(limit_reset(limits), str(reached).replace("_", " "))
+        meter = self._spec.meter
+        reading = window_of(limits)
+        if reached and meter is not None:
+            meter.rate_limited(limit_reset(limits), str(reached).replace("_", " "),
+                               window=reading.window)
+        elif meter is not None and reading.used is not None:
+            meter.window(reading)
         windows = {name: (limits.get(name) or {}).get("usedPercent")
                    for name in ("primary", "secondary") if isinstance(limits.get(name), dict)}
         log.info("rate_limits", team=self._spec.team, member=self._spec.member,
@@ -457,6 +467,29 @@ def _doing(item: dict[str, Any]) -> str | None:
 
 # codexErrorInfo values that mean the account's limit, not a failing request (the schema)
 _LIMIT_ERRORS = frozenset({"usageLimitExceeded"})
+
+
+def window_of(limits: Any) -> WindowReading:
+    """A rate-limit snapshot as a report of its most-used window (``primary``: five hours,
+    ``secondary``: a week, each with ``usedPercent``, ``windowDurationMins``, ``resetsAt``);
+    nothing used reported (an API key: both null) is a report of nothing."""
+    windows = [w for w in (limits.get("primary"), limits.get("secondary"))
+               if isinstance(w, dict) and isinstance(w.get("usedPercent"), int | float)] \
+        if isinstance(limits, dict) else []
+    if not windows:
+        return WindowReading("allowed")
+    most = max(windows, key=lambda w: float(w["usedPercent"]))
+    minutes, resets = most.get("windowDurationMins"), most.get("resetsAt")
+    return WindowReading("allowed", _window_name(minutes), float(most["usedPercent"]) / 100,
+                         float(resets) if isinstance(resets, int | float) else None)
+
+
+def _window_name(minutes: Any) -> str | None:
+    """Codex's window length in Claude's words: 300 minutes ``five_hour``, 10080
+    ``seven_day``; another ``N_minute``."""
+    if not isinstance(minutes, int) or minutes <= 0:
+        return None
+    return {300: "five_hour", 10080: "seven_day"}.get(minutes, f"{minutes}_minute")
 
 
 def limit_reset(limits: Any) -> float | None:

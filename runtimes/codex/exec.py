@@ -48,7 +48,16 @@ from orchestrator.contracts import (
     UsageReading,
     map_exceptions,
 )
-from runtimes.base import (
+from runtimes.codex._shared import (
+    api_status,
+    build_env,
+    check_login,
+    codex_member_home,
+    sandbox_refusal,
+)
+from runtimes.codex.legend import legend
+from runtimes.kit import retryable_status
+from runtimes.kit.base import (
     OnSent,
     Spawner,
     StderrRing,
@@ -59,17 +68,8 @@ from runtimes.base import (
     token_count,
     unwrap_group,
 )
-from runtimes.codex._shared import (
-    api_status,
-    build_env,
-    check_login,
-    codex_member_home,
-    sandbox_refusal,
-)
-from runtimes.codex.legend import legend
-from runtimes.documents import CODEX_WHY, refused
-from runtimes.framing import decode_line, iter_lines
-from runtimes.kit import retryable_status
+from runtimes.kit.documents import CODEX_WHY, refused
+from runtimes.kit.framing import decode_line, iter_lines
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -90,7 +90,7 @@ async def open_exec(spec: LaunchSpec, spawner: Spawner) -> AsyncIterator[CodexMe
     """Check the executable (``--version``) and the login; yield the member; stop its
     turn on exit."""
     version = await _version(spec)
-    if spec.host.checks_local_login:  # on a host, its own CLI says whether it is logged in
+    if spec.host.profile.checks_local_login:  # on a host, its own CLI says whether it is logged in
         check_login(spec, codex_member_home(spec))
     member = CodexMember(spec, spec.host.spawn, version)
     log.info("runtime_ready", team=spec.team, member=spec.member, version=version,

@@ -4,7 +4,8 @@ exec`` per turn (``exec``). The two transports share ``_shared`` and never impor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
 from orchestrator.contracts import Capabilities
 from runtimes.codex.exec import open_exec
@@ -14,9 +15,28 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from orchestrator.contracts import LaunchSpec
-    from runtimes.base import RuntimeProcess
+    from runtimes.kit.base import RuntimeProcess
 
-__all__ = ["CodexRuntime"]
+__all__ = ["CodexOptions", "CodexRuntime"]
+
+Transport = Literal["exec", "app-server"]
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """The member's keys only Codex reads (``LaunchSpec.options``, the runtime table's
+    ``options``), typed: a key or a value it does not know is a TypeError, never ignored."""
+
+    transport: Transport = "app-server"
+
+    def __post_init__(self) -> None:
+        if self.transport not in get_args(Transport):
+            raise TypeError(f"codex transport {self.transport!r} is not one of "
+                            f"{', '.join(get_args(Transport))}")
+
+    @classmethod
+    def of(cls, spec: LaunchSpec) -> CodexOptions:
+        return cls(**spec.options)
 
 
 class CodexRuntime(Adapter, runtime="codex"):
@@ -35,7 +55,7 @@ class CodexRuntime(Adapter, runtime="codex"):
     def open(self, spec: LaunchSpec) -> AbstractAsyncContextManager[RuntimeProcess]:
         """The member on its transport: one ``codex app-server`` (``transport =
         "app-server"``), or one ``codex exec`` per turn."""
-        if spec.transport == "app-server":
+        if CodexOptions.of(spec).transport == "app-server":
             from runtimes.codex.app_server import open_app_server
 
             return open_app_server(spec, self._spawner)

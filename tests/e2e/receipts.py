@@ -10,14 +10,14 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from tests import images
-from tests.pdfs import text_pdf
+from tests.support import images
+from tests.support.pdfs import text_pdf
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_provider import FakeProvider
+    from tests.support.driver import Teamctl
+    from tests.support.fake_provider import FakeProvider
 
 NOTES = "# Release notes\n\n- the login form posts to /api/session\n"
 # what an agent puts in place of media it decided not to send (Qwen Code's placeholders)

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.asking import launch, next_request, wait_answered
-from tests.e2e import fake_chat, fake_gemini
-from tests.e2e.conftest import gemini_member, qwen_member
-from tests.integration.test_acp_launcher_killed import kill_the_agent
+from tests.support import fake_chat, fake_gemini
+from tests.support.asking import launch, next_request, wait_answered
+from tests.support.daemon import kill_the_agent
+from tests.support.real_members import gemini_member, qwen_member
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.e2e.fake_provider import FakeProvider
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fake_provider import FakeProvider
 
 pytestmark = pytest.mark.e2e
 

@@ -17,30 +17,30 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestrator.contracts import LaunchSpec
-from runtimes.acp import AcpRuntime
-from runtimes.local_host import LocalHost
-from tests import images
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.hosts.local.host import LocalHost
 from tests.e2e import receipts
-from tests.e2e.conftest import (
-    GEMINI_VERSION,
-    first_acp_turn,
-    gemini_member,
-    message_the_peer,
-    send_planned_image,
-)
-from tests.e2e.fake_gemini import (
+from tests.support import images
+from tests.support.fake_gemini import (
     OUTPUT_TOKENS,
     PROMPT_TOKENS,
     declared_tools,
     newest_user_images,
     newest_user_text,
 )
+from tests.support.real_members import (
+    GEMINI_VERSION,
+    first_acp_turn,
+    gemini_member,
+    message_the_peer,
+    send_planned_image,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_gemini import FakeGemini
+    from tests.support.driver import Teamctl
+    from tests.support.fake_gemini import FakeGemini
 
 pytestmark = pytest.mark.e2e
 
@@ -102,18 +102,13 @@ def test_real_gemini_refusing_yolo_in_an_untrusted_folder_still_starts_and_full_
     assert target.exists() and done.stdout.startswith("done: ")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_real_gemini_drops_every_image_block_of_a_prompt_that_carries_a_resource(
         tmp_path: Path, gemini_bin: Path, gemini: FakeGemini) -> None:
     """Gemini CLI 0.61.0's own rule, sent raw (not through teamctl's prompt): an image block
     alone reaches the API; beside an embedded resource it does not — only the resource's bytes
     do, and the client is told nothing (the prompt ends ``end_turn``). Why teamctl sends such
-    a prompt's images as resources (runtimes/acp_prompt.py)."""
+    a prompt's images as resources (runtimes/acp/prompt.py)."""
     png = images.png_bytes(images.screenshot(640, 400))
     image = {"type": "image", "mimeType": "image/png",
              "data": base64.b64encode(png).decode()}
@@ -122,7 +117,8 @@ async def test_real_gemini_drops_every_image_block_of_a_prompt_that_carries_a_re
     (tmp_path / "state").mkdir()
     spec = LaunchSpec(team="t", member="m", executable=str(gemini_bin), model="gemini-2.5-flash",
                       prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
-                      args=("--acp", "--skip-trust"), agent="gemini", start_timeout=90.0,
+                      args=("--acp", "--skip-trust"), options={"acp_agent": "gemini"},
+                      start_timeout=90.0,
                       env={"GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": gemini.base_url},
                       host=LocalHost())
     seen: list[set[str]] = []

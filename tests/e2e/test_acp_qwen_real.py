@@ -16,23 +16,23 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestrator.contracts import ImagePart, LaunchSpec, TextPart, Turn
-from runtimes.acp import AcpRuntime
-from runtimes.local_host import LocalHost
-from tests import images
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.hosts.local.host import LocalHost
 from tests.e2e import receipts
-from tests.e2e.conftest import (
+from tests.support import images
+from tests.support.fake_chat import FakeChat, newest_user_images, newest_user_text
+from tests.support.real_members import (
     QWEN_VERSION,
     first_acp_turn,
     message_the_peer,
     qwen_member,
     send_planned_image,
 )
-from tests.e2e.fake_chat import FakeChat, newest_user_images, newest_user_text
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 
@@ -76,11 +76,6 @@ def test_real_qwen_sends_the_planned_image_bytes_to_the_api(
         planned["sha256"], planned["mime"], planned["width"])
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _sent() -> None:
     pass
 
@@ -99,7 +94,7 @@ async def test_real_qwen_gates_an_image_by_the_model_name_unless_teamctl_gives_m
     (tmp_path / "state").mkdir()
     spec = LaunchSpec(team="t", member="m", executable=str(qwen_bin), model="text-model",
                       prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
-                      args=("--acp", "--auth-type", "openai"), agent="qwen",
+                      args=("--acp", "--auth-type", "openai"), options={"acp_agent": "qwen"},
                       start_timeout=90.0, image_input=image_input, host=LocalHost(),
                       env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": chat.base_url})
     turn = Turn("msg_1", (TextPart("look"), ImagePart("image/png", 640, 400, sha, png)))

@@ -14,18 +14,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.asking import launch, next_request, wait_answered
-from tests.conftest import REPO, wait_pid_exit
-from tests.e2e.conftest import claude_member, codex_member, opencode_member
-from tests.e2e.fake_anthropic import newest_tool_result
+from tests.support.asking import launch, next_request, wait_answered
+from tests.support.driver import REPO
+from tests.support.fake_anthropic import newest_tool_result
+from tests.support.processes import wait_pid_exit
+from tests.support.real_members import claude_member, codex_member, opencode_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 

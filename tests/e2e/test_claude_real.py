@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.e2e.conftest import CLAUDE_VERSION, claude_member
-from tests.e2e.fake_anthropic import FakeAnthropic, newest_user_images, newest_user_text
+from tests.support import images
+from tests.support.fake_anthropic import FakeAnthropic, newest_user_images, newest_user_text
+from tests.support.real_members import CLAUDE_VERSION, claude_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.conftest import fake_member
-from tests.xserver import clipboard_owner, x_server
+from tests.support import images
+from tests.support.members import fake_member
+from tests.support.xserver import clipboard_owner, x_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from runtimes.codex.schema import check
-from tests import images
-from tests.e2e.conftest import codex_member
-from tests.e2e.fake_responses import newest_user_images, newest_user_text
+from tests.support import images
+from tests.support.fake_responses import newest_user_images, newest_user_text
+from tests.support.real_members import codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.e2e.conftest import CODEX_VERSION, codex_member
-from tests.e2e.fake_responses import FakeResponses, newest_user_images, newest_user_text
+from tests.support import images
+from tests.support.fake_responses import FakeResponses, newest_user_images, newest_user_text
+from tests.support.real_members import CODEX_VERSION, codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import codex_member
+from tests.support.real_members import codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 

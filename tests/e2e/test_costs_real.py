@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import claude_member, codex_member
+from tests.support.real_members import claude_member, codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +81,8 @@ def test_real_claude_subscription_limit_pauses_until_its_reset_then_answers(
         "the reset time the CLI's rate_limit_event named"
     anthropic.error_status = None  # the window resets; the member must wait for it anyway
     [row] = teamctl.json("status")["teams"][0]["members"]
-    assert row["hold"].startswith("rate-limited until " + time.strftime(
+    assert row["hold"].startswith("held: claude:token…")
+    assert row["hold"].endswith(" five-hour window until " + time.strftime(
         "%H:%M", time.localtime(reset)))
     answered = follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                                     and e.get("message_id") == message_id, timeout=120)

@@ -22,28 +22,23 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestrator.contracts import DocumentPart, LaunchSpec, TextPart, Turn
-from runtimes.acp import AcpRuntime
-from runtimes.claude import ClaudeRuntime
-from runtimes.local_host import LocalHost
-from runtimes.opencode import OpenCodeRuntime
-from tests.pdfs import text_pdf
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.claude.runtime import ClaudeRuntime
+from runtimes.hosts.local.host import LocalHost
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support.pdfs import text_pdf
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 PDF = text_pdf("Page one: the contract", "Page two: the price", "Page three: the date")
 NOTES = "Release notes — ünïcode\nline two\n".encode()
 TEXT = "read [Doc #1] then [Doc #2], and answer"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _sha(data: bytes) -> str:
@@ -162,7 +157,7 @@ async def test_real_opencode_replaces_a_pdf_by_an_error_text_when_the_modalities
 
 async def _qwen_turn(tmp_path: Path, qwen_bin: Path, chat: FakeChat,
                      model: str) -> list[dict[str, Any]]:
-    spec = _spec(tmp_path, qwen_bin, model=model, agent="qwen",
+    spec = _spec(tmp_path, qwen_bin, model=model, options={"acp_agent": "qwen"},
                  args=("--acp", "--auth-type", "openai"),
                  env={"OPENAI_API_KEY": "sk-e2e-dummy-qwen-key", "OPENAI_BASE_URL": chat.base_url})
     async with AcpRuntime().open(spec) as member:

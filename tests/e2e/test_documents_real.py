@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.e2e import fake_chat, fake_responses
-from tests.e2e.conftest import claude_member, codex_member, opencode_member, qwen_member
-from tests.pdfs import text_pdf
+from tests.support import fake_chat, fake_responses
+from tests.support.pdfs import text_pdf
+from tests.support.real_members import claude_member, codex_member, opencode_member, qwen_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import wait_pid_exit
-from tests.e2e.conftest import claude_member
-from tests.e2e.fake_anthropic import FakeAnthropic, newest_tool_result, newest_user_text
-from tests.faults.test_daemon_faults import _start_daemon
+from tests.support.daemon import start_daemon
+from tests.support.fake_anthropic import FakeAnthropic, newest_tool_result, newest_user_text
+from tests.support.processes import wait_pid_exit
+from tests.support.real_members import claude_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +95,7 @@ def test_real_claude_continues_a_turn_cut_by_a_daemon_kill_and_messages_once(
     os.kill(daemon, signal.SIGKILL)
     assert wait_pid_exit(daemon, 10)
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     continued = follow_logs.wait_for(lambda e: e["event"] == "delivery_continued"
                                      and e.get("message_id") == message_id, timeout=120)
     assert continued["cut"] == "daemon_restarted"

@@ -1,5 +1,5 @@
 """The real Claude Code CLI (pinned) as a member "in a pod": the fake Kubernetes API server
-(tests/k8s_fake.py) execs it through the member's relay, as a local process in the pod's
+(tests/support/k8s_fake.py) execs it through the member's relay, as a local process in the pod's
 volume, against the fake Anthropic API. Not a cluster (docs/scaling.md, "On Kubernetes")."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from runtimes.kube_manifests import object_name
-from tests.e2e.conftest import claude_member
-from tests.e2e.fake_anthropic import newest_user_text
-from tests.e2e.fake_provider import fingerprint
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.manifests import object_name
+from tests.support.fake_anthropic import newest_user_text
+from tests.support.fake_provider import fingerprint
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.real_members import claude_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
 

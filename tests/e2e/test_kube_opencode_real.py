@@ -1,7 +1,8 @@
 """The real OpenCode (pinned) as a member "in a pod": the fake Kubernetes API server
-(tests/k8s_fake.py) execs its ``serve`` through the member's relay, as a local process in the
-pod's volume, and the daemon reaches its server only through the port-forward
-(runtimes/kube_forward.py), against the fake chat API. Not a cluster (docs/scaling.md, "On
+(tests/support/k8s_fake.py) execs its ``serve`` through the member's relay, as a local process in
+the pod's volume, and the daemon reaches its server only through the port-forward
+(runtimes/hosts/kubernetes/forward.py), against the fake chat API. Not a cluster (docs/scaling.md,
+"On
 Kubernetes")."""
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from runtimes.kube_manifests import object_name
-from tests.e2e.conftest import opencode_member
-from tests.e2e.fake_chat import newest_user_text
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.manifests import object_name
+from tests.support.fake_chat import newest_user_text
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.real_members import opencode_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_chat import FakeChat
+    from tests.support.driver import Teamctl
+    from tests.support.fake_chat import FakeChat
 
 pytestmark = pytest.mark.e2e
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import wait_pid_exit
-from tests.e2e.conftest import claude_member
+from tests.support.processes import wait_pid_exit
+from tests.support.real_members import claude_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
 

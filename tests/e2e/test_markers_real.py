@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests import images
-from tests.e2e.conftest import claude_member, codex_member
+from tests.support import images
+from tests.support.real_members import claude_member, codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 TEXT = "is [Image #3] wider than [Image #1]?"

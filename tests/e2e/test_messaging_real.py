@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.e2e.conftest import claude_member, codex_member, opencode_member
-from tests.e2e.fake_anthropic import newest_user_text as claude_text
-from tests.e2e.fake_chat import newest_user_text as chat_text
-from tests.e2e.fake_responses import newest_user_text as responses_text
+from tests.support.fake_anthropic import newest_user_text as claude_text
+from tests.support.fake_chat import newest_user_text as chat_text
+from tests.support.fake_responses import newest_user_text as responses_text
+from tests.support.real_members import claude_member, codex_member, opencode_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 
@@ -102,8 +102,8 @@ def test_real_opencode_messages_a_real_claude(
 def test_an_image_sent_by_a_teammate_reaches_the_recipients_api_as_planned(
         teamctl: Teamctl, claude_bin: Path, codex_bin: Path, anthropic: FakeAnthropic,
         responses: FakeResponses) -> None:
-    from tests import images
-    from tests.e2e.fake_responses import newest_user_images
+    from tests.support import images
+    from tests.support.fake_responses import newest_user_images
 
     team = teamctl.write_team("e2e", [claude_member("lead", claude_bin, anthropic),
                                       codex_member("rev", codex_bin, responses)])

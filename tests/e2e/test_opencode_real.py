@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.e2e.conftest import OPENCODE_VERSION, opencode_member
-from tests.e2e.fake_chat import FakeChat, newest_user_images, newest_user_text, replaced_images
+from tests.support import images
+from tests.support.fake_chat import FakeChat, newest_user_images, newest_user_text, replaced_images
+from tests.support.real_members import OPENCODE_VERSION, opencode_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 

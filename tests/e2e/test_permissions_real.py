@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import claude_member, codex_member, opencode_member
+from tests.support.real_members import claude_member, codex_member, opencode_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import REPO, wait_pid_exit
-from tests.e2e.conftest import opencode_member
-from tests.e2e.test_sandbox_real import SANDBOXED, _send, _try
+from tests.support.driver import REPO
+from tests.support.processes import wait_pid_exit
+from tests.support.real_members import opencode_member
+from tests.support.sandboxed import SANDBOXED, escape_command, send_waited
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_chat import FakeChat
+    from tests.support.driver import Teamctl
+    from tests.support.fake_chat import FakeChat
 
 pytestmark = pytest.mark.e2e
 
@@ -66,15 +67,15 @@ def test_real_opencode_with_its_network_cut_answers_through_the_relay_and_its_pr
     [row] = teamctl.json("status")["teams"][0]["members"]
     assert row["sandbox"] == f"process, network {network}"
 
-    assert "pong: hello through the relay" in _send(teamctl, "o", "hello through the relay")
+    assert "pong: hello through the relay" in send_waited(teamctl, "o", "hello through the relay")
     calls = len(chat.recorded("/chat/completions"))
     assert calls >= 1
     egress = teamctl.json("status")["teams"][0]["members"][0]["egress"]
     assert egress["allowed"] >= calls, (egress, calls)
 
-    reply = _send(teamctl, "o", f"DO_BASH {_try('TRY proxy example.com:443')}")
+    reply = send_waited(teamctl, "o", f"DO_BASH {escape_command('TRY proxy example.com:443')}")
     assert "try proxy example.com:443: ok HTTP/1.1 403" in reply, reply
-    reply = _send(teamctl, "o", f"DO_BASH {_try('TRY tcp 1.1.1.1:443')}")
+    reply = send_waited(teamctl, "o", f"DO_BASH {escape_command('TRY tcp 1.1.1.1:443')}")
     assert "try tcp 1.1.1.1:443: refused ENETUNREACH" in reply, reply
     logs = teamctl.run("logs")
     assert logs.returncode == 0
@@ -83,7 +84,7 @@ def test_real_opencode_with_its_network_cut_answers_through_the_relay_and_its_pr
 
     restarted = teamctl.run("restart", "o", timeout=180)
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-    assert "pong: after a restart" in _send(teamctl, "o", "after a restart")
+    assert "pong: after a restart" in send_waited(teamctl, "o", "after a restart")
 
     pids, [*_, inbound] = _sandbox_pids(teamctl), _ready_inbound(teamctl)
     assert pids and Path(inbound).exists()
@@ -93,4 +94,4 @@ def test_real_opencode_with_its_network_cut_answers_through_the_relay_and_its_pr
     assert not Path(inbound).exists() and not Path(inbound).parent.exists()
 
     assert teamctl.run("launch", str(team), timeout=180).returncode == 0
-    assert "pong: launched again" in _send(teamctl, "o", "launched again")
+    assert "pong: launched again" in send_waited(teamctl, "o", "launched again")

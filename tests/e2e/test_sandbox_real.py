@@ -6,29 +6,26 @@ own checks off: the sandbox is the boundary)."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import REPO
-from tests.e2e.conftest import claude_member, codex_member, opencode_member
+from tests.support.driver import REPO
+from tests.support.real_members import claude_member, codex_member, opencode_member
+from tests.support.sandboxed import SANDBOXED, escape_command, send_waited
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
-
-SANDBOXED = {"sandbox": "process", "permissions": "full"}
 
 
 @pytest.fixture
@@ -39,26 +36,20 @@ def outside() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _send(teamctl: Teamctl, member: str, text: str) -> str:
-    done = teamctl.run("send", member, text, "--wait", "--timeout", "120", timeout=180)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def _writes_stay_inside(teamctl: Teamctl, member: str, outside: Path) -> dict[str, str]:
     """The member's turn answered; its write tool and a command write inside its workdir;
     the same to the operator's home and to ``outside`` never land. The replies, by step."""
-    replies = {"turn": _send(teamctl, member, "hello from outside")}
+    replies = {"turn": send_waited(teamctl, member, "hello from outside")}
     assert "hello from outside" in replies["turn"], replies["turn"]
     home = Path(teamctl.env["HOME"])
     inside, by_bash = teamctl.workdir / "inside.txt", teamctl.workdir / "inside-bash.txt"
-    replies["write"] = _send(teamctl, member, f"DO_WRITE {inside}")
-    replies["bash"] = _send(teamctl, member, f"DO_BASH touch {by_bash}")
+    replies["write"] = send_waited(teamctl, member, f"DO_WRITE {inside}")
+    replies["bash"] = send_waited(teamctl, member, f"DO_BASH touch {by_bash}")
     assert inside.exists(), replies["write"]
     assert by_bash.exists(), replies["bash"]
     for target in (home / "escape.txt", outside / "escape.txt"):
-        replies[f"write {target}"] = _send(teamctl, member, f"DO_WRITE {target}")
-        replies[f"bash {target}"] = _send(teamctl, member, f"DO_BASH touch {target}-bash")
+        replies[f"write {target}"] = send_waited(teamctl, member, f"DO_WRITE {target}")
+        replies[f"bash {target}"] = send_waited(teamctl, member, f"DO_BASH touch {target}-bash")
         assert not target.exists(), replies[f"write {target}"]
         assert not Path(f"{target}-bash").exists(), replies[f"bash {target}"]
     return replies
@@ -92,13 +83,6 @@ def test_real_opencode_sandboxed_writes_only_its_workdir(
     _writes_stay_inside(teamctl, "o", outside)
 
 
-def _try(step: str) -> str:
-    """A command that makes one escape attempt (fixtures/escape.py) and prints its answer."""
-    code = (f"import sys; sys.path.insert(0, {str(REPO / 'fixtures')!r}); import escape; "
-            f"print(escape.attempt({step!r}))")
-    return shlex.join([sys.executable, "-c", code])
-
-
 def test_real_claude_with_an_allowlist_reaches_its_api_through_the_proxy_only(
         teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic) -> None:
     """``network = "allowlist"``: the real Claude in an empty network namespace answers its
@@ -109,10 +93,10 @@ def test_real_claude_with_an_allowlist_reaches_its_api_through_the_proxy_only(
                            allow_hosts=["pypi.org"], sandbox_ro=[str(REPO / "fixtures")],
                            **SANDBOXED)
     assert teamctl.run("launch", str(teamctl.write_team("e2e", [member]))).returncode == 0
-    assert "pong: through the proxy" in _send(teamctl, "c", "through the proxy")
-    reply = _send(teamctl, "c", f"DO_BASH {_try('TRY proxy example.com:443')}")
+    assert "pong: through the proxy" in send_waited(teamctl, "c", "through the proxy")
+    reply = send_waited(teamctl, "c", f"DO_BASH {escape_command('TRY proxy example.com:443')}")
     assert "try proxy example.com:443: ok HTTP/1.1 403" in reply, reply
-    reply = _send(teamctl, "c", f"DO_BASH {_try('TRY tcp 1.1.1.1:443')}")
+    reply = send_waited(teamctl, "c", f"DO_BASH {escape_command('TRY tcp 1.1.1.1:443')}")
     assert "try tcp 1.1.1.1:443: refused ENETUNREACH" in reply, reply
     denied = [e for e in teamctl.log_events() if e.get("event") == "egress_denied"]
     assert [(e["member"], e["host"]) for e in denied] == [("c", "example.com")], denied
@@ -130,6 +114,6 @@ def test_real_codex_sandboxed_edit_and_read_run_commands(
     replies = _writes_stay_inside(teamctl, "edit", outside)
     assert "uid map" not in "".join(replies.values()), replies
     target = teamctl.workdir / "read.txt"
-    reply = _send(teamctl, "read", f"DO_BASH echo ran-$((6 * 7)) && touch {target}")
+    reply = send_waited(teamctl, "read", f"DO_BASH echo ran-$((6 * 7)) && touch {target}")
     assert "ran-42" in reply and "Read-only file system" in reply, reply
     assert not target.exists()

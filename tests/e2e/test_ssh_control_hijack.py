@@ -1,6 +1,6 @@
 """Another local user cannot catch a remote member's secrets at its ssh ControlMaster: the
 ControlPath lives in a 0700 directory of the operator's own, never at the old predictable
-``/tmp/tc-<uid>-<hash>`` that anyone could create first. Real sshd (tests/sshd.py), whose
+``/tmp/tc-<uid>-<hash>`` that anyone could create first. Real sshd (tests/support/sshd.py), whose
 throwaway user is the second uid that plants the directory and a fake master."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtimes import ssh
-from runtimes.ssh import SshHost, SshTarget
-from tests.sshd import sshd
-from tests.xserver import wait_line
+from runtimes.hosts.ssh import host as ssh
+from runtimes.hosts.ssh.host import SshHost, SshTarget
+from tests.support.sshd import sshd
+from tests.support.xserver import wait_line
 
 pytestmark = pytest.mark.e2e
 SECRET = "sk-ant-never-to-another-user-0000"

@@ -1,32 +1,34 @@
-"""Members on another machine over SSH, against a real sshd on 127.0.0.1 (tests/sshd.py): a fake
-runtime and the real CLIs answer as remote members; kill -9 of the local ssh and a stopped sshd
+"""Members on another machine over SSH, against a real sshd on 127.0.0.1 (tests/support/sshd.py): a
+fake runtime and the real CLIs answer as remote members; kill -9 of the local ssh and a stopped sshd
 are survived (the message answered once); typed start failures; nothing left on the host."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pwd
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.conftest import FAKE_CLAUDE, fake_member
-from tests.e2e.conftest import claude_member, codex_member
-from tests.e2e.fake_anthropic import newest_user_images
-from tests.e2e.fake_responses import newest_user_images as responses_images
-from tests.sshd import sshd
+from tests.support import images
+from tests.support.fake_anthropic import newest_user_images
+from tests.support.fake_responses import newest_user_images as responses_images
+from tests.support.members import FAKE_CLAUDE, fake_member
+from tests.support.real_members import claude_member, codex_member
+from tests.support.sshd import sshd
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.e2e.fake_anthropic import FakeAnthropic
-    from tests.e2e.fake_chat import FakeChat
-    from tests.e2e.fake_responses import FakeResponses
-    from tests.sshd import Sshd
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_chat import FakeChat
+    from tests.support.fake_responses import FakeResponses
+    from tests.support.sshd import Sshd
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 30.0
@@ -245,8 +247,8 @@ def test_a_crashed_daemon_leaves_no_orphan_on_the_host(
     import os
     import signal
 
-    from tests.conftest import wait_pid_exit
-    from tests.faults.test_daemon_faults import _start_daemon
+    from tests.support.daemon import start_daemon
+    from tests.support.processes import wait_pid_exit
 
     team = teamctl.write_team("web", [remote_member(
         "far", env={"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000",
@@ -261,7 +263,7 @@ def test_a_crashed_daemon_leaves_no_orphan_on_the_host(
     assert daemon is not None
     os.kill(daemon, signal.SIGKILL)
     assert wait_pid_exit(daemon, 10)
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id, timeout=60)
     _until("only the new runtime runs on the host", lambda: [
@@ -282,7 +284,7 @@ def test_a_stale_control_master_is_replaced_not_waited_on(
     import tempfile
     from pathlib import Path
 
-    from runtimes.ssh import SshHost, SshTarget, control_dir
+    from runtimes.hosts.ssh.host import SshHost, SshTarget, control_dir
 
     # the home's path is too long for a socket: the daemon and this test share the control
     # dir through $XDG_RUNTIME_DIR (a fallback mkdtemp would be each process's own)
@@ -312,8 +314,8 @@ def test_a_stale_control_master_is_replaced_not_waited_on(
 
 def test_a_remote_opencode_serve_is_reached_through_a_forwarded_port(
         teamctl: Teamctl, box: Sshd, opencode_bin: Path, chat: FakeChat) -> None:
-    from tests.e2e.conftest import opencode_member
-    from tests.e2e.fake_chat import newest_user_images as chat_images
+    from tests.support.fake_chat import newest_user_images as chat_images
+    from tests.support.real_members import opencode_member
 
     team = teamctl.write_team("web", [opencode_member(
         "far", opencode_bin, chat, model="fake/vision-model", vision=True, host="box",
@@ -336,7 +338,7 @@ def test_a_remote_opencode_serve_is_reached_through_a_forwarded_port(
 
 def test_the_ask_profile_works_for_a_remote_member(teamctl: Teamctl, box: Sshd,
                                                    follow_logs: LogFollower) -> None:
-    from tests.asking import next_request, wait_answered
+    from tests.support.asking import next_request, wait_answered
 
     team = teamctl.write_team("web", [remote_member("far", permissions="ask")],
                               hosts={"box": box.host()})
@@ -350,3 +352,146 @@ def test_the_ask_profile_works_for_a_remote_member(teamctl: Teamctl, box: Sshd,
     assert teamctl.run("approve", row["id"]).returncode == 0
     wait_answered(follow_logs, message_id)
     assert written.read_text() == "hello\n", "written on the host, once approved here"
+
+
+def test_a_remote_member_falls_asleep_leaves_nothing_running_there_and_wakes_on_its_session(
+        teamctl: Teamctl, box: Sshd, follow_logs: LogFollower) -> None:
+    """``pause_after`` on an SSH member: idle past it, its process there ends (nothing of the
+    member runs there, only the host's master connection) and it reads asleep; its next
+    message starts it there again on its recorded session, the receipt saying "resuming",
+    answered once."""
+    team = teamctl.write_team("web", [remote_member("far", pause_after=1.0)],
+                              hosts={"box": box.host()})
+    assert teamctl.run("launch", str(team)).returncode == 0
+    one = teamctl.json("send", "far", "remember kiwi", "--wait")
+    assert one["ok"], one
+    session = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
+    follow_logs.wait_after(lambda e: e["event"] == "delivery_answered",
+                           lambda e: e["event"] == "member_asleep", timeout=DEADLINE)
+    # what stays there is the host's ControlMaster connection (its other members', the wake's)
+    _until("nothing but the master's session runs there", lambda: all(
+        p.split(" ", 1)[1].startswith("sshd: ") for p in box.user_processes()))
+    assert teamctl.json("status")["teams"][0]["members"][0]["launch"] == "asleep"
+    two = teamctl.run("send", "far", "still there?", "--wait")
+    assert two.returncode == 0, two.stderr
+    assert "resuming: far was asleep on box since " in two.stderr
+    assert two.stdout.strip().endswith("received: still there?")
+    woken = follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("woken"))
+    assert (woken["resumed"], woken["session_id"]) == (True, session)
+    assert [m["attempts"] for m in teamctl.json("history", "far")["messages"]] == [1, 1]
+
+
+def _memory_cgroup(pid: str) -> str:
+    """The memory cgroup a process of the host is in (its v1 path)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        if "memory" in names.split(","):
+            return path
+    return ""
+
+
+def test_a_remote_member_past_its_memory_max_is_killed_alone_on_its_host(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """issue 47's ceiling on an SSH host: the host's user was given a memory cgroup (as an
+    administrator delegates one); the member's runtime runs in a cgroup of its own made there
+    with its limit, the teammate beside it on the same host does not; told to allocate past
+    64 MiB it is killed there alone — the daemon and the teammate answer, the event names the
+    host and the peak, the turn is continued on the restarted process — and at the stop its
+    cgroup there is gone, nothing of the user's left running."""
+    with sshd(delegate=("memory", "pids")) as box:
+        hog = remote_member("hog", memory_max="64M", pids_max=256, backoff=[0.05, 0.5],
+                            env={"ANTHROPIC_API_KEY": "sk-ant-remote-test-0000",
+                                 "FAKE_CLAUDE_ALLOCATE_ON_TURN": "1",
+                                 "FAKE_CLAUDE_ALLOCATE_MIB": "400"})
+        team = teamctl.write_team("ceil", [hog, remote_member("calm")],
+                                  hosts={"box": box.host()})
+        launched = teamctl.run("launch", str(team), "--timeout", "60")
+        assert launched.returncode == 0, launched.stderr
+        rows = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+        assert rows["hog"]["ceiling"] == "memory_max 64 MiB, pids_max 256"
+        runtimes = {p.split()[0]: _memory_cgroup(p.split()[0]) for p in box.user_processes()
+                    if str(FAKE_CLAUDE) in p}
+        delegated = box.cgroups["memory"]
+        [group] = delegated.glob("teamctl-*/ceil.hog")
+        assert sorted(path.removeprefix(_memory_cgroup(str(os.getpid())))
+                      for path in runtimes.values()) == sorted([
+            f"/{delegated.name}", f"/{delegated.name}/{group.parent.name}/ceil.hog"]), \
+            "the runtime with a ceiling in its own cgroup there, its teammate in the session's"
+        assert int((group / "memory.limit_in_bytes").read_text()) == 64 << 20
+        assert (box.cgroups["pids"] / group.parent.name / "ceil.hog" / "pids.max"
+                ).read_text().strip() == "256"
+        assert group.stat().st_uid == pwd.getpwnam(box.user).pw_uid, \
+            "made with the ssh user's rights"
+        calm_pid = rows["calm"]["pid"]
+
+        done = teamctl.run("send", "hog", "hold 400 MiB", "--wait", "--timeout", "90")
+        assert done.returncode == 0, done.stderr
+        [exceeded] = [e for e in teamctl.log_events() if e["event"] == "member_memory_exceeded"]
+        assert (exceeded["member"], exceeded["host"], exceeded["cgroup"]) == (
+            "hog", "box", str(group))
+        assert exceeded["oom_kills"] >= 1 and exceeded["memory_max"] == 64 << 20
+        assert exceeded["peak"] is not None and 32 << 20 < exceeded["peak"] <= 64 << 20
+        [exited] = [e for e in teamctl.log_events() if e["event"] == "member_exited"]
+        assert exited["member"] == "hog" and exited["reason"].startswith(
+            "memory_max 64 MiB exceeded: the kernel's OOM killer ended")
+        [message] = teamctl.json("history", "hog")["messages"]
+        assert message["state"] == "answered" and message["attempts"] == 2
+
+        daemon = teamctl.daemon_pid()
+        assert daemon is not None and os.path.exists(f"/proc/{daemon}")
+        reply = teamctl.run("send", "calm", "still there?", "--wait", "--timeout", "30")
+        assert reply.returncode == 0, reply.stderr
+        after = {m["name"]: m for m in teamctl.json("status")["teams"][0]["members"]}
+        assert after["calm"]["pid"] == calm_pid and after["calm"]["restarts"] == 0
+        assert after["hog"]["restarts"] == 1 and after["hog"]["launch"] == "running"
+        assert "hog: last exit: memory_max 64 MiB exceeded" in teamctl.run("status").stdout
+        assert group.exists(), "the restarted runtime is held to its ceiling again"
+
+        assert teamctl.run("stop", "ceil").returncode == 0
+        follow_logs.wait_for(lambda e: e["event"] == "member_stopped" and e["member"] == "hog")
+        assert not group.exists() and not group.parent.exists(), "removed there at the stop"
+        _until("no process of the host's user is left", lambda: not box.user_processes())
+
+
+def test_a_host_that_cannot_hold_a_ceiling_refuses_the_launch_naming_it_and_the_fix(
+        teamctl: Teamctl, box: Sshd) -> None:
+    """No cgroup of the host is the ssh user's: the launch is refused before anything
+    starts, naming the host and what to enable there — never run unlimited; doctor --host
+    says what the host supports."""
+    team = teamctl.write_team("web", [remote_member("far", memory_max="64M")],
+                              hosts={"box": box.host()})
+    refused = teamctl.run("launch", str(team))
+    assert refused.returncode != 0
+    [failed] = [e for e in teamctl.log_events() if e["event"] == "control_request_failed"]
+    assert (failed["method"], failed["code"]) == ("launch", "resource_limits_unavailable")
+    assert "its memory_max cannot be held: no cgroup of host box can take the memory " \
+        "controller" in refused.stderr
+    assert "not writable by this user" in refused.stderr
+    assert f"run its members there as root (user = \"root\"), or delegate a cgroup to " \
+        f"{box.user} there" in refused.stderr
+    assert not [p for p in box.user_processes() if str(FAKE_CLAUDE) in p]
+    report = teamctl.json("doctor", str(team), "--host", "box")
+    assert report["cgroups"]["ok"] is False
+    assert "delegate a cgroup" in report["cgroups"]["fix"]
+    [check] = report["checks"]
+    assert (check["check"], check["ok"]) == ("ceiling of far (memory_max 64 MiB)", False)
+    shown = teamctl.run("doctor", str(team), "--host", "box")
+    assert shown.returncode == 1 and "ceilings: cgroups none" in shown.stdout, shown.stdout
+
+
+def test_doctor_says_which_controllers_a_host_holds_members_to(teamctl: Teamctl) -> None:
+    with sshd(delegate=("memory", "pids")) as box:
+        team = teamctl.write_team("web", [remote_member("far", memory_max="64M")],
+                                  hosts={"box": box.host()})
+        report = teamctl.json("doctor", str(team), "--host", "box")
+        rows = {row["controller"]: row for row in report["cgroups"]["controllers"]}
+        assert (rows["memory"]["version"], rows["pids"]["version"], rows["cpu"]["version"]) \
+            == (1, 1, None)
+        assert rows["memory"]["base"] == str(box.cgroups["memory"])
+        assert report["checks"] == [{"check": "ceiling of far (memory_max 64 MiB)", "ok": True,
+                                     "detail": "held in a cgroup there (v1)"}]
+        shown = teamctl.run("doctor", str(team), "--host", "box")
+        assert shown.returncode == 0, shown.stdout
+        assert "ceilings: cgroups memory (v1), pids (v1)" in shown.stdout, shown.stdout
+        assert not [p for p in box.cgroups["memory"].iterdir() if p.is_dir()], \
+            "what doctor made there is removed"

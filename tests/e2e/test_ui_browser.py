@@ -21,15 +21,16 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests import images
-from tests.conftest import REPO, fake_member
+from tests.support import images
+from tests.support.driver import REPO
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from selenium.webdriver.remote.webdriver import WebDriver
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = Path(os.environ.get("TEAMCTL_E2E_CHROMIUM", "/usr/bin/chromium"))

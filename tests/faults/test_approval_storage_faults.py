@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import fake_member
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 
 @pytest.fixture

@@ -7,9 +7,14 @@ import os
 import re
 import signal
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from tests.conftest import LogFollower, Teamctl, fake_member, wait_pid_exit
-from tests.faults.test_daemon_faults import _start_daemon
+from tests.support.daemon import start_daemon
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
+
+if TYPE_CHECKING:
+    from tests.support.driver import LogFollower, Teamctl
 
 MEMBERS = ["m0", "m1", "m2", "m3"]
 
@@ -36,7 +41,7 @@ def test_daemon_killed_mid_claim_leaves_no_task_with_two_owners_and_none_lost(
     os.kill(daemon, signal.SIGKILL)
     assert wait_pid_exit(daemon, 10)
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     for member in MEMBERS:  # handed before the kill (its task is in the journal), or after
         follow_logs.wait_for(lambda e, m=member: e.get("member") == m and e["event"] in (
             "task_offered", "tasks_adopted"), timeout=60)

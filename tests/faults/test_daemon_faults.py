@@ -1,27 +1,20 @@
-"""kill -9 of the daemon: nothing lost, nothing answered twice, no member duplicated."""
+"""kill -9 of the daemon: nothing lost, nothing answered twice, no member duplicated; and a
+daemon out of file descriptors keeps running."""
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
 from collections import Counter
 
-from tests.conftest import REPO, LogFollower, Teamctl, fake_member, pid_alive, wait_pid_exit
-from tests.integration.test_codex_member import codex_member
-from tests.integration.test_opencode_member import opencode_member
-
-
-def _start_daemon(teamctl: Teamctl) -> subprocess.Popen[str]:
-    process = subprocess.Popen([sys.executable, "-m", "orchestrator", "daemon"],
-                               env=teamctl.env, cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    assert process.stdout is not None
-    assert "teamctl daemon ready" in process.stdout.readline()
-    process.stdout.close()
-    teamctl.spawned.append(process)
-    return process
+from tests.support.daemon import start_daemon
+from tests.support.driver import REPO, LogFollower, Teamctl
+from tests.support.members import codex_member, fake_member, opencode_member
+from tests.support.processes import cgroup_dir, pid_alive, wait_for_path, wait_pid_exit
 
 
 def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
@@ -44,7 +37,7 @@ def test_daemon_killed_mid_delivery_resumes_the_team_and_redelivers(
     os.kill(daemon, signal.SIGKILL)
     assert wait_pid_exit(daemon, 10)
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     gate.touch()
     follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
                          and e.get("message_id") == message_id, timeout=60)
@@ -78,7 +71,7 @@ def test_stale_socket_and_pid_file_are_replaced(teamctl: Teamctl) -> None:
     assert wait_pid_exit(daemon, 10)
     assert (teamctl.home / "teamctl.sock").exists(), "left behind by the dead daemon"
     assert teamctl.run("status").returncode == 4
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     assert teamctl.daemon_pid() != daemon and pid_alive(teamctl.daemon_pid() or 0)
     done = teamctl.run("send", "lead", "after", "--wait")
     assert done.returncode == 0, done.stderr
@@ -97,7 +90,7 @@ def test_a_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
     os.kill(daemon, signal.SIGKILL)
     assert wait_pid_exit(daemon, 10)
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     second = follow_logs.wait_for(lambda e: e["event"] == "approval_requested"
                                   and e["approval_id"] != first["approval_id"], timeout=60)
     stale = teamctl.run("approve", first["approval_id"])
@@ -109,3 +102,76 @@ def test_a_request_waiting_when_the_daemon_dies_expires_and_is_asked_again(
     assert (teamctl.workdir / "out.txt").read_text() == "kept\n"
     states = [(r["id"], r["state"]) for r in teamctl.json("approvals", "--all")["approvals"]]
     assert states == [(first["approval_id"], "expired"), (second["approval_id"], "approved")]
+
+
+def _limit_fds() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+def test_running_out_of_file_descriptors_does_not_stop_the_daemon(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """EMFILE on accept killed the daemon: now it is logged and retried, and the daemon
+    answers again once connections close."""
+    daemon = subprocess.Popen([sys.executable, "-m", "orchestrator", "daemon"],
+                              env=teamctl.env, cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, preexec_fn=_limit_fds,
+                              start_new_session=True)
+    teamctl.spawned.append(daemon)
+    assert daemon.stdout is not None
+    assert "teamctl daemon ready" in daemon.stdout.readline()
+    daemon.stdout.close()
+    path = str(teamctl.home / "teamctl.sock")
+    flood = []
+    for _ in range(120):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(path)  # the kernel queues what the daemon cannot accept yet
+        flood.append(sock)
+    failed = follow_logs.wait_for(lambda e: e["event"] == "control_accept_failed")
+    assert "Too many open files" in failed["error"]
+    for sock in flood:
+        sock.close()
+    assert daemon.poll() is None, "the daemon is still up"
+    done = teamctl.run("status")
+    assert done.returncode == 0, done.stderr
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))
+                       ).returncode == 0
+    assert teamctl.run("send", "lead", "hello", "--wait").returncode == 0
+
+
+def test_a_daemon_killed_leaves_a_member_s_cgroup_the_next_one_takes_it_over(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """A member with a ceiling left a server running outside its process group (setsid):
+    after kill -9 of the daemon, the orphan reaper stops the runtime, and the next daemon
+    kills what is still in the member's cgroup (``cgroup_orphans_stopped``) and starts the
+    member again in its cgroup, with its limit, nothing else in it."""
+    teamctl.run("launch", str(teamctl.write_team("web", [fake_member(
+        "lead", memory_max="256M", permissions="full")])))
+    [old] = teamctl.member_pids()
+    group = cgroup_dir(old)
+    server = teamctl.workdir / "server.pid"
+    done = teamctl.run("send", "lead", f"TRY run setsid sh -c 'echo $$ > {server}.new; mv "
+                       f"{server}.new {server}; exec sleep 300' </dev/null >/dev/null 2>&1 &",
+                       "--wait")
+    assert done.returncode == 0, done.stderr
+    assert wait_for_path(server, 30)
+    follow = int(server.read_text())
+    assert cgroup_dir(follow) == group, "the server the member started is in its cgroup"
+    daemon = teamctl.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_pid_exit(daemon, 10)
+
+    start_daemon(teamctl)
+    follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("member") == "lead"
+                         and e.get("pid") != old, timeout=60)
+    assert wait_pid_exit(old, 10) and wait_pid_exit(follow, 10), "no orphan left"
+    [stopped] = [e for e in teamctl.log_events() if e["event"] == "cgroup_orphans_stopped"]
+    assert follow in stopped["pids"]
+    [new] = teamctl.member_pids()
+    assert cgroup_dir(new) == group
+    limit = group / ("memory.limit_in_bytes" if (group / "memory.limit_in_bytes").exists()
+                     else "memory.max")
+    assert int(limit.read_text()) == 256 << 20
+    held = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+    assert new in held and follow not in held
+

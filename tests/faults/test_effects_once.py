@@ -12,11 +12,12 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import fake_member, wait_pid_exit
-from tests.faults.test_daemon_faults import _start_daemon
+from tests.support.daemon import start_daemon
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 CONTINUATION = "[teamctl] your previous turn on message "
 
@@ -84,7 +85,7 @@ def test_a_daemon_killed_mid_turn_continues_the_turn_and_its_message_reaches_the
     assert daemon is not None
     _kill(daemon)
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     continued = follow_logs.wait_for(lambda e: e["event"] == "delivery_continued"
                                      and e.get("message_id") == message_id, timeout=60)
     assert continued["cut"] == "daemon_restarted"
@@ -131,7 +132,7 @@ def test_a_reply_journaled_answered_but_not_routed_when_the_daemon_died_is_route
         db.execute("DELETE FROM messages WHERE id = ?", (reply,))
     db.close()
 
-    _start_daemon(teamctl)
+    start_daemon(teamctl)
     routed = follow_logs.wait_for(lambda e: e["event"] == "reply_routed"
                                   and e.get("message_id") != reply, timeout=60)
     assert routed["reply_to"] == sent["message_id"]
@@ -145,7 +146,7 @@ def test_a_member_killed_mid_turn_gets_a_continuation_without_its_images(
         teamctl: Teamctl, follow_logs: LogFollower) -> None:
     """The member's process dies mid-turn: the restarted CLI resumes the session and is told
     the turn was interrupted; the image it already has is not sent again."""
-    from tests import images
+    from tests.support import images
 
     shot = images.save(images.screenshot(400, 300), teamctl.workdir / "shot.png", "PNG")
     team = teamctl.write_team("web", [fake_member("lead", backoff=[0.05, 0.5])])

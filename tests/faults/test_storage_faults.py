@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import images
-from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
+from tests.support import images
+from tests.support.driver import REPO, LogFollower, Teamctl, queue_behind_a_busy_turn
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

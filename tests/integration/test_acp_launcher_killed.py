@@ -6,16 +6,14 @@ app-server)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tests.conftest import FAKE_CLAUDE, fake_member, wait_pid_exit
-from tests.integration.test_acp_member import FAKE_ACP, acp_member
+from tests.support.daemon import kill_the_agent
+from tests.support.members import FAKE_ACP, FAKE_CLAUDE, acp_member, fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 LAUNCHER = f"""import subprocess, sys
 sys.exit(subprocess.call([{str(FAKE_ACP)!r}, "--acp"]))
@@ -56,13 +54,3 @@ sys.exit(subprocess.call([{str(FAKE_CLAUDE)!r}, *sys.argv[1:]]))
     assert "received: again" in done.stdout
 
 
-def kill_the_agent(teamctl: Teamctl, follow_logs: LogFollower, *, timeout: float
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """kill -9 of the one member's process: its ``runtime_ready`` before, and the next."""
-    [before] = [e for e in teamctl.log_events() if e["event"] == "runtime_ready"]
-    [pid] = teamctl.member_pids()
-    os.kill(pid, signal.SIGKILL)
-    assert wait_pid_exit(pid, 10)
-    after = follow_logs.wait_for(lambda e: e["event"] == "runtime_ready" and e["pid"] != pid,
-                                 timeout=timeout)
-    return before, after

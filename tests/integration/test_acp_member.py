@@ -10,22 +10,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests import images
-from tests.asking import launch, next_request, reply_to
-from tests.conftest import socket_exchange, wait_pid_exit
+from tests.support import images
+from tests.support.asking import launch, next_request, reply_to
+from tests.support.driver import socket_exchange
+from tests.support.members import FAKE_ACP, acp_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
-
-
-def acp_member(name: str, **extra: Any) -> dict[str, Any]:
-    member = {"name": name, "runtime": "acp", "command": [str(FAKE_ACP), "--acp"],
-              "start_timeout": 20.0}
-    member.update(extra)
-    return member
 
 
 def _row(teamctl: Teamctl) -> dict[str, Any]:
@@ -130,23 +124,6 @@ def test_ask_puts_the_request_in_the_needs_you_queue_and_the_turn_goes_on_once_a
     assert settled["confirmed_at"], "the agent read the answer"
 
 
-def test_a_stuck_turn_is_cancelled_and_redelivered_on_the_same_process(
-        teamctl: Teamctl) -> None:
-    """A silent turn gets session/cancel; the agent ends it ``cancelled``; the message is
-    delivered again on the same process and answered."""
-    member = acp_member("qw", turn_idle_timeout=1.0, env={"FAKE_ACP_HANG_ON_TURN": "1"})
-    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
-    [pid] = teamctl.member_pids()
-    done = teamctl.run("send", "qw", "are you there?", "--wait", "--timeout", "60")
-    assert done.returncode == 0, done.stderr
-    assert "turn 2 received:" in done.stdout
-    [message] = teamctl.json("history", "qw")["messages"]
-    assert (message["state"], message["attempts"]) == ("answered", 2)
-    assert teamctl.member_pids() == [pid], "the cancel ended the turn: no restart"
-    actions = [e["action"] for e in teamctl.log_events() if e["event"] == "turn_stuck"]
-    assert actions == ["interrupt"]
-
-
 def test_an_ignored_cancel_kills_the_agent_and_the_loaded_session_takes_the_turn(
         teamctl: Teamctl) -> None:
     member = acp_member("qw", turn_idle_timeout=1.0, interrupt_grace=0.2, backoff=[0.1, 1.0],
@@ -190,17 +167,6 @@ def test_authentication_required_makes_the_member_fatal_with_the_login_named(
     assert teamctl.run("status").returncode == 0
 
 
-def test_an_isolated_preset_member_without_its_key_fails_before_it_starts(
-        teamctl: Teamctl) -> None:
-    member = acp_member("qw", acp_agent="qwen", login="isolated")
-    teamctl.run("launch", str(teamctl.write_team("web", [member])))
-    row = _row(teamctl)
-    assert row["launch"] == "fatal"
-    assert "qwen is not logged in for this member: set OPENAI_API_KEY in the member's env" \
-        in row["error"]
-    assert row["pid"] is None
-
-
 def test_an_agent_that_never_answers_initialize_or_speaks_another_version_fails_its_start(
         teamctl: Teamctl) -> None:
     """Each is a typed start failure with its reason; the daemon stays up."""
@@ -227,21 +193,6 @@ def test_a_flood_of_updates_and_a_malformed_line_do_not_break_the_turn(
     assert done.stdout.startswith("fake-acp (fake-small) turn 1 received: FLOOD 5000")
     events = [e["event"] for e in teamctl.log_events()]
     assert "runtime_corrupt_line" in events and "runtime_noise" in events
-
-
-def test_an_oversized_line_kills_the_agent_and_the_turn_is_redelivered(
-        teamctl: Teamctl) -> None:
-    """A line past the 16 MiB bound is a protocol error: the agent is killed (never an
-    unbounded buffer), restarted, and the turn goes to the loaded session."""
-    member = acp_member("qw", backoff=[0.1, 1.0], env={"FAKE_ACP_HUGE_ON_TURN": "1"})
-    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
-    [pid] = teamctl.member_pids()
-    done = teamctl.run("send", "qw", "hello", "--wait", "--timeout", "60")
-    assert done.returncode == 0, done.stderr
-    assert "turn 2 received:" in done.stdout
-    assert "protocol_line_too_long" in [e.get("code") for e in teamctl.log_events()
-                                        if e["event"] == "runtime_protocol_error"]
-    assert wait_pid_exit(pid, 10) and _row(teamctl)["restarts"] == 1
 
 
 def test_doctor_runs_each_acp_members_own_command_and_names_its_presets_key(

@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.asking import launch, next_request, reply_to, wait_answered
-from tests.conftest import fake_member
-from tests.integration.test_codex_member import codex_member
-from tests.integration.test_opencode_member import opencode_member
+from tests.support.asking import launch, next_request, reply_to, wait_answered
+from tests.support.members import codex_member, fake_member, opencode_member
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 
 TEAM = "web"

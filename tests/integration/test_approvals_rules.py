@@ -9,11 +9,11 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tests.asking import launch, next_request, wait_answered
-from tests.conftest import fake_member
+from tests.support.asking import launch, next_request, wait_answered
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 TEAM = "web"
 

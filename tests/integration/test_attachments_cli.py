@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-from tests import images
-from tests.conftest import REPO, LogFollower, Teamctl, fake_member, queue_behind_a_busy_turn
+from tests.support import images
+from tests.support.driver import REPO, LogFollower, Teamctl, queue_behind_a_busy_turn
+from tests.support.members import fake_member
 
 
 def test_dry_run_plan_matches_what_the_runtime_receives(teamctl: Teamctl) -> None:

@@ -1,12 +1,23 @@
-"""Bad input gets a clear error, the documented exit code, and loses nothing."""
+"""Bad input gets a clear error, the documented exit code, and loses nothing — hostile calls on
+every socket method and team-file key too (export, markers, ``describe_with``, approvals paging,
+the strict budget call): refused typed, the daemon up, a queued message answered."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
-from tests.conftest import REPO, Teamctl, fake_member, socket_exchange, wait_pid_exit
+import pytest
+
+from tests.support import images
+from tests.support.driver import REPO, Teamctl, socket_exchange
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
+
+if TYPE_CHECKING:
+    from tests.support.driver import LogFollower, Teamctl
 
 
 def test_invalid_team_file_names_file_line_key_and_exits_2(teamctl: Teamctl) -> None:
@@ -248,3 +259,112 @@ def test_send_wait_to_a_fatal_member_says_so_and_keeps_the_message(teamctl: Team
     assert "teamctl restart lead" in done.stderr
     [message] = teamctl.json("history", "lead")["messages"]
     assert message["state"] == "queued"
+
+
+def test_hostile_calls_are_refused_and_nothing_queued_is_lost(teamctl: Teamctl) -> None:
+    gate = teamctl.workdir / "gate"  # lead's turn stays in flight through the hostile calls
+    team = teamctl.write_team("web", [fake_member("lead", env={"FAKE_CLAUDE_TURN_GATE": str(gate)}),
+                                      fake_member("rev")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
+    shot = images.save(images.screenshot(200, 100), teamctl.workdir / "s.png", "PNG")
+    for params in ({"member": "../lead"}, {"member": ["lead"]}, {"team": "../etc"},
+                   {"member": "lead", "all": True}, {"member": "lead" * 40}):
+        answer = teamctl.rpc("export", params)
+        assert answer["error"]["code"] == "usage_error", (params, answer)
+    assert teamctl.rpc("export", {"member": "nobody"})["error"]["code"] == "not_found"
+    for text in ("[Image #0]", "[Image #2]", "[Image #999999999]", "[Image #1][Image #-1]"
+                 "[Image #3]"):
+        answer = teamctl.rpc("send", {"member": "rev", "text": text,
+                                      "attachments": [str(shot)]})
+        assert answer["error"]["code"] == "attachment_refused", (text, answer)
+        codes = [f["code"] for f in answer["error"]["data"]["details"]["failures"]]
+        assert codes == ["attachment_marker_unknown"], (text, codes)
+    staged = teamctl.home / "paste" / "x" / "clipboard.png"  # what --paste would stage
+    staged.parent.mkdir(parents=True)
+    staged.write_text("not an image at all")
+    answer = teamctl.rpc("send", {"member": "rev", "text": "[Image #1]",
+                                  "attachments": [str(staged)]})
+    assert answer["error"]["code"] == "attachment_refused"
+    assert teamctl.json("history", "rev")["messages"] == [], "nothing was journaled"
+
+    gate.touch()
+    args = json.dumps({"to": "rev", "text": "see [Image #4]", "attachments": [str(shot)]})
+    done = teamctl.run("send", "lead", f"MCP send_message {args}", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert "attachment_marker_unknown" in done.stdout, done.stdout
+    assert teamctl.json("history", "rev")["messages"] == [], "the teammate's message was refused"
+
+    hostile = teamctl.run("doctor", str(team), "--host", "-oProxyCommand=touch /tmp/pwned")
+    assert hostile.returncode == 2
+    assert "neither a [hosts.NAME] of the team file" in hostile.stderr
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
+    assert states[queued] == "answered", "the queued message was not lost"
+
+
+def test_hostile_describe_with_settings_are_refused_with_their_key(teamctl: Teamctl) -> None:
+    for describe, key in (({"runtime": "gpt", "model": "x"}, "describe_with.runtime"),
+                          ({"runtime": "claude", "model": ""}, "describe_with.model"),
+                          ({"runtime": "claude", "model": "m", "timeout": -1},
+                           "describe_with.timeout"),
+                          ({"runtime": "claude", "model": "m", "tools": ["Bash"]},
+                           "describe_with.tools")):
+        team = teamctl.write_team("web", [fake_member("blind", vision=False,
+                                                      describe_with=describe)])
+        done = teamctl.run("launch", str(team))
+        assert done.returncode == 2, (describe, done.stderr)
+        assert f"members[0].{key}" in done.stderr, done.stderr
+
+
+def test_hostile_calls_on_the_new_socket_methods_are_refused_and_nothing_is_lost(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("lead")]))) \
+        .returncode == 0
+    gate = teamctl.workdir / "gate"
+    teamctl.run("send", "lead", f"GATE {gate}")
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_sent")
+    queued = teamctl.run("send", "lead", "kept through it all").stdout.strip()
+    apv = "apv_" + "A" * 26
+    for method, params in (
+            ("approvals", {"limit": 0}), ("approvals", {"limit": 10**6}),
+            ("approvals", {"offset": -1}), ("approvals", {"offset": 2**80}),
+            ("approvals", {"limit": "all"}), ("approvals", {"offset": 1.5}),
+            ("approval_rules", {"member": "../lead"}), ("approval_rules", {"all": "maybe"}),
+            ("approval_rules", {"member": ["lead"]}),
+            ("revoke_rule", {"rule": ""}), ("revoke_rule", {"rule": "W" * 10_000}),
+            ("revoke_rule", {"rule": None}), ("revoke_rule", {"member": "-x", "rule": "Write"}),
+            ("approve", {"id": apv, "preview": "maybe"}),
+            ("approve", {"id": apv, "always": True, "rule": "x" * 5000}),
+            ("approve", {"id": "apv_../../x"}),
+            ("budget", {"member": "lead", "usd": "5"}), ("budget", {"member": "lead",
+                                                                    "usd": True}),
+            ("budget", {"member": "lead", "tokens": 2**70}),
+            # issue 47-49's methods: the merge queue and the accounts
+            ("queue", {"pause": True, "resume": True}), ("queue", {"pause": "yes"}),
+            ("queue", {"team": "../web"}), ("integrate", {"id": 0}),
+            ("integrate", {"id": "T1; rm -rf /"}), ("integrate", {"id": 2**80}),
+            ("integrate", {}), ("accounts", {"team": "-x"}), ("accounts", {"team": ["web"]})):
+        answer = teamctl.rpc(method, params)
+        assert answer["error"]["code"] == "usage_error", (method, params, answer)
+    unknown = teamctl.rpc("revoke_rule", {"rule": "Write(docs/**)"})  # nothing kept: no-op
+    assert unknown.get("error", {}).get("code") != "internal_error", unknown
+    assert teamctl.run("status").returncode == 0, "the daemon is up"
+    gate.touch()
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == queued)
+    states = {m["id"]: m["state"] for m in teamctl.json("history", "lead")["messages"]}
+    assert states[queued] == "answered", "the queued message was not lost"
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("interrupt_grace", -1.0), ("interrupt_grace", "soon"), ("liveness_deadline", 0),
+    ("liveness_deadline", float("inf")), ("recycle_check_interval", -5.0),
+    ("recycle_check_interval", 1e9), ("liveness_interval", "fast")])
+def test_hostile_values_of_the_new_member_keys_are_refused_naming_the_key(
+        teamctl: Teamctl, key: str, value: object) -> None:
+    team = teamctl.write_team("web", [fake_member("lead", **{key: value})])
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 2, done.stderr
+    assert f"members[0].{key}" in done.stderr
+    assert teamctl.run("status").returncode == 4, "nothing was started for it"

@@ -18,10 +18,12 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import REPO, fake_member, wait_pid_exit
+from tests.support.driver import REPO
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 # not in a key's shape, so the redactor would not hide it: seen in the output if it was read
 KEY = "fake-operator-ssh-key-7f3a9c"

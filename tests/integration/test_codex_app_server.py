@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tests import images
-from tests.conftest import wait_pid_exit
-from tests.integration.test_codex_member import codex_member
+from tests.support import images
+from tests.support.members import codex_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 
 def _member(name: str, **extra: Any) -> dict[str, Any]:

@@ -4,25 +4,17 @@ one long-lived `codex app-server`, is tests/integration/test_codex_app_server.py
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests import images
-from tests.conftest import REPO, Teamctl
+from tests.support import images
+from tests.support.members import codex_member
 
-FAKE_CODEX = REPO / "fixtures" / "bin" / "codex"
-
-
-def codex_member(name: str, **extra: Any) -> dict[str, Any]:
-    member = {"name": name, "runtime": "codex", "model": "gpt-5.4-mini",
-              "command": str(FAKE_CODEX), "start_timeout": 20.0}
-    member.update(extra)
-    return member
+if TYPE_CHECKING:
+    from tests.support.driver import Teamctl
 
 
 def exec_member(name: str, **extra: Any) -> dict[str, Any]:
     return codex_member(name, **{"transport": "exec", **extra})
-
-
 
 
 def test_turns_continue_one_thread_and_survive_a_relaunch(teamctl: Teamctl) -> None:

@@ -10,12 +10,12 @@ import json
 import os
 from typing import TYPE_CHECKING
 
-from tests.integration.test_codex_member import codex_member
+from tests.support.members import codex_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 
 def _members(teamctl: Teamctl, tmp_path: Path) -> Path:

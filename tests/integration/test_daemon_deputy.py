@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests import images
-from tests.conftest import REPO, fake_member, socket_exchange, wait_pid_exit
+from tests.support import images
+from tests.support.driver import REPO, socket_exchange
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 FIXTURES = REPO / "fixtures" / "bin"
 ORIGINAL = "ssh-ed25519 AAAA-the-operators-own-key operator@laptop\n"
@@ -296,7 +298,7 @@ def test_a_workdir_that_holds_teamctls_state_cannot_move_it_aside(
     by path, would have used the member's. Every directory between the workdir and the state
     is pinned in the sandbox: the rename and the exchange are refused (EBUSY), the daemon's
     state is where it was, and it answers."""
-    from tests.conftest import Teamctl as Ctl
+    from tests.support.driver import Teamctl as Ctl
 
     nest = tmp_path / "nest"
     home = nest / "state" / "teamctl"

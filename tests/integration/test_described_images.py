@@ -5,11 +5,14 @@ message whole; a describer that cannot see is refused at launch."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.daemon.describe import INSTRUCTION
-from tests import images
-from tests.conftest import FAKE_CLAUDE, Teamctl, fake_member
+from tests.support import images
+from tests.support.members import FAKE_CLAUDE, fake_member
+
+if TYPE_CHECKING:
+    from tests.support.driver import Teamctl
 
 
 def describer(**extra: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Every team file the README and docs/ show (tests/doc_examples.py), launched as a user would
-with the fake CLIs: again while it runs, and again after a kill -9 of the daemon — the
+"""Every team file the README and docs/ show (tests/support/doc_examples.py), launched as a user
+would with the fake CLIs: again while it runs, and again after a kill -9 of the daemon — the
 documented recovery. Issue 45: a Codex member whose ``config`` has a ``features`` table made
 the second launch exit 1 (``reviewer: config changed``), teamctl comparing the
 ``features.multi_agent`` it derives with the file. The examples that need a machine or a
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import wait_pid_exit
-from tests.doc_examples import Example, for_fakes, team_examples, toml_text
+from tests.support.doc_examples import Example, for_fakes, team_examples, toml_text
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 RUNNABLE = [e for e in team_examples() if e.offline is None]
 

@@ -14,15 +14,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tests import images, pdfs
-from tests.conftest import (
-    REPO,
-    LogFollower,
-    Teamctl,
-    children_of,
-    fake_member,
-    queue_behind_a_busy_turn,
-)
+from tests.support import images, pdfs
+from tests.support.driver import REPO, LogFollower, Teamctl, queue_behind_a_busy_turn
+from tests.support.members import fake_member
+from tests.support.processes import children_of
 
 FAKES = REPO / "fixtures" / "bin"
 NOTES = "# Notes\n\n- the login form posts to /api/session\n- été: UTF-8 kept\n"

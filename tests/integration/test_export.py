@@ -6,9 +6,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
-from tests import images
-from tests.conftest import Teamctl, fake_member
+from tests.support import images
+from tests.support.members import fake_member
+
+if TYPE_CHECKING:
+    from tests.support.driver import Teamctl
 
 
 def _team_with_images(teamctl: Teamctl) -> list[str]:

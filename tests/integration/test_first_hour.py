@@ -12,12 +12,12 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from tests.asking import next_request
-from tests.conftest import FAKE_CLAUDE, fake_member
-from tests.terminal import Terminal
+from tests.support.asking import next_request
+from tests.support.members import FAKE_CLAUDE, fake_member
+from tests.support.terminal import Terminal
 
 if TYPE_CHECKING:
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 
 def test_a_launch_whose_notify_cannot_start_is_refused_naming_notify_init(
@@ -133,7 +133,8 @@ def test_a_task_is_t3_in_every_output_with_one_state_and_the_operator_finishes_i
     ``status`` and ``state``: it is ``T3`` everywhere, with one state. ``teamctl task done``
     finishes it as its owner would — the check runs first (a failing one keeps it in
     progress, exit 1) — and the owner is told, by teamctl."""
-    check = f"{sys.executable} -c \"import os, sys; sys.exit(0 if os.path.exists('ok') else 3)\""
+    check = (f"{shlex.quote(sys.executable)} -c "
+             "\"import os, sys; sys.exit(0 if os.path.exists('ok') else 3)\"")
     path = teamctl.write_team("web", [fake_member("dev", claims=True)])
     path.write_text(path.read_text().replace("\n[[members]]", f"\n[board]\ncheck = "
                                              f"{json.dumps(check)}\n\n[[members]]", 1))

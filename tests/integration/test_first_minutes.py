@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import fake_member
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 FAKE_CODEX = Path(__file__).resolve().parents[2] / "fixtures/bin/codex"
 

@@ -18,10 +18,11 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import REPO, fake_member
+from tests.support.driver import REPO
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 def _git(cwd: Path, *args: str) -> str:
     """The operator's own git, plainly (a test's: not teamctl's)."""

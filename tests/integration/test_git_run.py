@@ -2,7 +2,7 @@
 so that git runs a program is planted in a worktree's repository; the operator's plain git
 runs it (the plant is live), ``Git`` at the worktree's recorded place does not. Then the
 bounds: a driver name git's ``-c`` would split, a deadline that kills the whole process
-group, and the read-only, network-less view runtimes/git_view.py confines it in."""
+group, and the read-only, network-less view runtimes/hosts/sandbox/git_view.py confines it in."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from orchestrator.errors import GitFailed
 from orchestrator.git_run import Git, GitPlace, driver_overrides, execute
-from runtimes.git_view import GitViewSandbox
-from tests.conftest import wait_pid_exit
+from runtimes.hosts.sandbox.git_view import GitViewSandbox
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
     from pathlib import Path

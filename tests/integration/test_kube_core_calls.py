@@ -1,7 +1,7 @@
 """The Kubernetes host's core-API calls (pods, claims, a Secret, the exec stream) against the
-fake API server (tests/k8s_fake.py), in a process of their own: answered as JSON through the
-client's transport (runtimes/kube_rest.py), never through the generated ``CoreV1Api``, whose
-import costs ~1.2 s of CPU in each daemon and each ``doctor --host``."""
+fake API server (tests/support/k8s_fake.py), in a process of their own: answered as JSON through the
+client's transport (runtimes/hosts/kubernetes/rest.py), never through the generated ``CoreV1Api``,
+whose import costs ~1.2 s of CPU in each daemon and each ``doctor --host``."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from runtimes import kube_exec, kube_rest
-from runtimes.kube_errors import classify
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes import exec as kube_exec
+from runtimes.hosts.kubernetes import rest as kube_rest
+from runtimes.hosts.kubernetes.errors import classify
+from tests.support.k8s_fake import fake_cluster, kubeconfig
 
 NS = "agents"
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +28,9 @@ _SCRIPT = textwrap.dedent("""
 
     import anyio
 
-    from runtimes import kube_doctor
-    from runtimes.kube_host import KubernetesHost
-    from runtimes.kube_manifests import PodPlan
+    from runtimes.hosts.kubernetes import doctor as kube_doctor
+    from runtimes.hosts.kubernetes.host import KubernetesHost
+    from runtimes.hosts.kubernetes.manifests import PodPlan
 
     async def main() -> None:
         plan = PodPlan(team="web", member="far", namespace="agents", image="img:1",

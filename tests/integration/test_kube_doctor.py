@@ -1,5 +1,6 @@
 """``teamctl doctor --host NAME`` for a Kubernetes host, against the fake API server
-(tests/k8s_fake.py, the real ``kubernetes`` client); and its ``--json`` stdout kept a document."""
+(tests/support/k8s_fake.py, the real ``kubernetes`` client); and its ``--json`` stdout kept a
+document."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tests.conftest import fake_member
-from tests.k8s_fake import fake_cluster, kubeconfig
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 NS = "agents"
 

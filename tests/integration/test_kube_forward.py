@@ -1,5 +1,6 @@
-"""A pod's port reached from here (runtimes/kube_forward.py): ``KubernetesHost.forward_port``
-against the fake API server (tests/k8s_fake.py, ``pods/{name}/portforward`` over WebSocket)
+"""A pod's port reached from here (runtimes/hosts/kubernetes/forward.py):
+``KubernetesHost.forward_port``
+against the fake API server (tests/support/k8s_fake.py, ``pods/{name}/portforward`` over WebSocket)
 driven by the real ``kubernetes`` client; the "pod" is local, so its loopback port is ours.
 Then the fake OpenCode served in a pod and answering a turn through it, the adapter alone."""
 
@@ -17,33 +18,28 @@ from structlog.testing import capture_logs
 
 from orchestrator.config import KubernetesHostConfig
 from orchestrator.contracts import HostUnavailable, LaunchSpec, TextPart, Turn
-from runtimes.kube_host import kubernetes_host
-from runtimes.kube_manifests import object_name
-from runtimes.opencode import OpenCodeRuntime
-from tests.conftest import REPO, fakes_path
-from tests.integration.test_opencode_member import opencode_member
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.host import kubernetes_host
+from runtimes.hosts.kubernetes.manifests import object_name
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support.driver import REPO, fakes_path
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.members import opencode_member
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
-    from runtimes.kube_host import KubernetesHost
-    from tests.conftest import Teamctl
-    from tests.k8s_fake import FakeCluster
+    from runtimes.hosts.kubernetes.host import KubernetesHost
+    from tests.support.driver import Teamctl
+    from tests.support.k8s_fake import FakeCluster
 
-# the host's side calls (runtimes/kube_exec.py ``run``) leave their WebSocket's socket to the
-# API server for the collector when the server closed first: not this module's, found here
+# the host's side calls (runtimes/hosts/kubernetes/exec.py ``run``) leave their WebSocket's socket
+# to the API server for the collector when the server closed first: not this module's, found here
 # because this test runs the host in its own process (elsewhere it is the daemon's)
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 
 NS = "agents"
 FAKE_OPENCODE = REPO / "fixtures" / "bin" / "opencode"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
@@ -53,8 +49,12 @@ def cluster(tmp_path: Path) -> Iterator[tuple[FakeCluster, str]]:
 
 
 @pytest.fixture
-async def host(tmp_path: Path, cluster: tuple[FakeCluster, str]) -> AsyncIterator[KubernetesHost]:
-    """A member's pod on the fake cluster; let go of (its forward closed) at the end."""
+async def host(tmp_path: Path, cluster: tuple[FakeCluster, str],
+               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubernetesHost]:
+    """A member's pod on the fake cluster; let go of (its forward closed) at the end. The
+    operator's home is apart from the checkout, as the daemon's is in these tests: a path under
+    it is the pod's home there (a clone under ~ made the fake CLI "not in the image")."""
+    monkeypatch.setenv("HOME", str(tmp_path / "operator"))
     _, url = cluster
     state = tmp_path / "state" / "members" / "t" / "m"
     state.mkdir(parents=True, mode=0o700)
@@ -183,9 +183,9 @@ async def test_the_listener_goes_with_the_next_launch_and_at_stop(
 
 
 @pytest.mark.anyio
-async def test_a_paused_member_keeps_no_listener_here(host: KubernetesHost) -> None:
-    """``pause_after``: when the idle member's pod is suspended its forward's listener goes
-    too (its runtime is stopped); the resume's start makes a new one."""
+async def test_an_asleep_member_keeps_no_listener_here(host: KubernetesHost) -> None:
+    """``pause_after``: when the asleep member's pod is suspended its forward's listener goes
+    too (its runtime is stopped); the wake's start makes a new one."""
     local = _free_port()
     await host.forward_port(local)
     await host.suspend()

@@ -1,6 +1,6 @@
-"""Members in Kubernetes pods, against the fake API server (tests/k8s_fake.py) driven by the real
-``kubernetes`` Python client, a fake Claude running "in the pod" (a local process in the pod's
-volume, exec'd over the WebSocket channel protocol). Not a real cluster: docs/scaling.md."""
+"""Members in Kubernetes pods, against the fake API server (tests/support/k8s_fake.py) driven by
+the real ``kubernetes`` Python client, a fake Claude running "in the pod" (a local process in the
+pod's volume, exec'd over the WebSocket channel protocol). Not a real cluster: docs/scaling.md."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from runtimes.kube_manifests import object_name
-from tests.conftest import fake_member, socket_exchange
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.manifests import object_name
+from tests.support.driver import socket_exchange
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.k8s_fake import FakeCluster
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.k8s_fake import FakeCluster
 
 NS = "agents"
 KEY = "sk-ant-pod-test-0000"
@@ -106,28 +107,28 @@ def test_keep_suspends_the_sandbox_at_stop_and_the_next_launch_resumes_it(
     assert done.returncode == 0, done.stderr
 
 
-def test_an_idle_member_is_paused_after_pause_after_and_its_next_message_resumes_it(
+def test_an_idle_member_falls_asleep_its_sandbox_suspended_and_its_next_message_wakes_it(
         teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower) -> None:
-    """``pause_after``: idle past it, the member's runtime stops and its Sandbox is suspended
-    (no pod, the volume kept), status says paused; a message resumes it — the receipt says
-    "resuming", the Sandbox runs again, the same session goes on and the message is answered
-    once."""
+    """``pause_after`` (the host's: its members' default): idle past it, the member's runtime
+    stops and its Sandbox is suspended (no pod, the volume kept), status says asleep; a
+    message wakes it — the receipt says "resuming", the Sandbox runs again, the same session
+    goes on and the message is answered once."""
     fake, url = cluster
     team = _team(teamctl, fake, url, "far", pause_after=0.5)
     assert teamctl.run("launch", str(team)).returncode == 0
     session = _member(teamctl, "far")["session_id"]
     name = object_name("web", "far")
-    follow_logs.wait_for(lambda e: e["event"] == "member_paused")
+    follow_logs.wait_for(lambda e: e["event"] == "member_asleep")
     assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Suspended"
     assert ("pods", NS, name) not in fake.objects
     member = _member(teamctl, "far")
-    assert (member["launch"], member["readiness"]) == ("paused", "not_ready"), member
+    assert (member["launch"], member["readiness"]) == ("asleep", "not_ready"), member
     done = teamctl.run("send", "far", "wake up", "--wait")
     assert done.returncode == 0, done.stderr
-    assert "resuming: far was paused (k8s" in done.stderr
+    assert "resuming: far was asleep on k8s since " in done.stderr
     assert done.stdout.strip().endswith("received: wake up")
     assert fake.objects[("sandboxes", NS, name)]["spec"]["operatingMode"] == "Running"
-    ready = follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("resumed"))
+    ready = follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("woken"))
     assert ready["session_id"] == session
     [message] = teamctl.json("history", "far")["messages"]
     assert (message["state"], message["attempts"]) == ("answered", 1)
@@ -187,16 +188,17 @@ def test_without_the_sandbox_crd_a_pod_and_its_claim_are_made(
         teamctl.shutdown()
 
 
-def test_without_the_crd_a_paused_member_keeps_its_claim_and_gets_a_new_pod(
+def test_without_the_crd_an_asleep_member_keeps_its_claim_and_gets_a_new_pod(
         teamctl: Teamctl, tmp_path: Path, follow_logs: LogFollower) -> None:
-    """The Pod + PVC fallback pauses by deleting the pod (its claim kept: the working tree and
-    the session); the next message makes the pod again and is answered on the same session."""
+    """The Pod + PVC fallback suspends an asleep member's place by deleting the pod (its claim
+    kept: the working tree and the session); the next message makes the pod again and is
+    answered on the same session."""
     with fake_cluster(tmp_path / "plain", crd=False) as (fake, url):
         fake.secrets[(NS, "claude-key")] = {"ANTHROPIC_API_KEY": KEY}
         team = _team(teamctl, fake, url, "far", pause_after=0.5)
         assert teamctl.run("launch", str(team)).returncode == 0
         session = _member(teamctl, "far")["session_id"]
-        follow_logs.wait_for(lambda e: e["event"] == "member_paused")
+        follow_logs.wait_for(lambda e: e["event"] == "member_asleep")
         assert _kinds(fake) == {"persistentvolumeclaims"}
         done = teamctl.run("send", "far", "a new pod", "--wait")
         assert done.returncode == 0, done.stderr
@@ -225,7 +227,7 @@ def test_an_rbac_denial_is_fatal_and_names_the_fix(
 def test_a_member_in_a_pod_messages_a_teammate_through_its_mcp_tools(
         teamctl: Teamctl, cluster: tuple[FakeCluster, str], follow_logs: LogFollower) -> None:
     """teamctl's MCP tools from a pod: the member's ``teamctl mcp`` runs in the pod and
-    reaches the daemon over a second exec stream of its relay (runtimes/kube_mux.py) — a
+    reaches the daemon over a second exec stream of its relay (runtimes/hosts/kubernetes/mux.py) — a
     socket in the pod (0600, in a 0700 dir), the daemon's member socket here; send_message is
     queued for ``near``, delivered and answered. The MCP config names the pod's socket and
     nothing listens on a TCP port."""

@@ -1,5 +1,5 @@
 """Members in Kubernetes pods after a daemon crash (``kill -9``), against the fake API server
-(tests/k8s_fake.py): re-attached, never duplicated; objects no wanted member owns let go of
+(tests/support/k8s_fake.py): re-attached, never duplicated; objects no wanted member owns let go of
 at the next start; another teamctl home's objects never touched (docs/scaling.md)."""
 
 from __future__ import annotations
@@ -10,16 +10,23 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from runtimes.kube_manifests import LABEL_HOME, LABEL_MEMBER, LABEL_OWNER, LABEL_TEAM, object_name
-from tests.conftest import fake_member, wait_pid_exit
-from tests.k8s_fake import fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes.manifests import (
+    LABEL_HOME,
+    LABEL_MEMBER,
+    LABEL_OWNER,
+    LABEL_TEAM,
+    object_name,
+)
+from tests.support.k8s_fake import fake_cluster, kubeconfig
+from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-    from tests.k8s_fake import FakeCluster
+    from tests.support.driver import LogFollower, Teamctl
+    from tests.support.k8s_fake import FakeCluster
 
 NS = "agents"
 

@@ -1,5 +1,5 @@
-"""The member's relay process (runtimes/kube_relay.py) against the fake API server
-(tests/k8s_fake.py): light (no ``kubernetes`` import), its credential only on stdin, the
+"""The member's relay process (runtimes/hosts/kubernetes/relay.py) against the fake API server
+(tests/support/k8s_fake.py): light (no ``kubernetes`` import), its credential only on stdin, the
 command's exit code, a cut stream told apart."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from runtimes import kube_exec
-from runtimes.kube_relay import DROPPED
-from tests.k8s_fake import TOKEN, fake_cluster, kubeconfig
+from runtimes.hosts.kubernetes import exec as kube_exec
+from runtimes.hosts.kubernetes.relay import DROPPED
+from tests.support.k8s_fake import TOKEN, fake_cluster, kubeconfig
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.k8s_fake import FakeCluster
+    from tests.support.k8s_fake import FakeCluster
 
 REPO = Path(__file__).resolve().parents[2]
 

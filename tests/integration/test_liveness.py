@@ -6,21 +6,18 @@ continued before the deadline stays as it was."""
 
 from __future__ import annotations
 
-import os
-import signal
-from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import fake_member, wait_pid_exit
-from tests.integration.test_codex_member import codex_member
-from tests.integration.test_opencode_member import opencode_member
+from tests.support.daemon import stopped
+from tests.support.members import codex_member, fake_member, opencode_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 # probed every 0.3 s, 1.5 s to answer; the first restart waits 1 s (status is read in it, on
 # the socket: a few milliseconds once the event is seen)
@@ -38,17 +35,6 @@ def _row(teamctl: Teamctl) -> dict[str, Any]:
     return row  # type: ignore[no-any-return]
 
 
-@contextmanager
-def _stopped(pid: int) -> Iterator[None]:
-    """SIGSTOP ``pid`` for the block (continued after it, if it still exists)."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-
 @pytest.mark.parametrize("runtime", list(MEMBERS))
 def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes_on(
         teamctl: Teamctl, follow_logs: LogFollower, runtime: str) -> None:
@@ -62,7 +48,7 @@ def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes
     first = _row(teamctl)
     assert (first["liveness"], first["epoch"]) == ("alive", 1)
     frozen = first["pid"]
-    with _stopped(frozen):
+    with stopped(frozen):
         event = follow_logs.wait_for(lambda e: e["event"] == "member_unresponsive")
         assert (event["pid"], event["epoch"], event["stopped"]) == (frozen, 1, True)
         # the kill's exit seen and the restart decided (launch "backoff" from then on; the
@@ -88,21 +74,3 @@ def test_a_frozen_idle_member_reads_unresponsive_is_restarted_and_its_queue_goes
     assert back["pid"] != frozen
 
 
-def test_a_member_continued_before_the_deadline_stays_alive(
-        teamctl: Teamctl, follow_logs: LogFollower) -> None:
-    """A stopped process continued within the deadline (SIGCONT, a debugger detaching)
-    answers the probe that was waiting and stays: same process, same epoch, no restart. (A
-    stopped Claude used to be refused at once, without waiting for its answer.)"""
-    # late at half the deadline (1.5 s): the test continues it with 1.5 s to spare
-    member = fake_member("lead", liveness_interval=0.3, liveness_deadline=3.0)
-    assert teamctl.run("launch", str(teamctl.write_team("web", [member]))).returncode == 0
-    pid = _row(teamctl)["pid"]
-    with _stopped(pid):
-        late = follow_logs.wait_for(lambda e: e["event"] == "member_probe_late")
-        assert late["pid"] == pid
-    follow_logs.wait_for(lambda e: e["event"] == "member_probe_recovered")
-    row = _row(teamctl)
-    assert (row["pid"], row["epoch"], row["restarts"], row["liveness"]) == (pid, 1, 0, "alive")
-    assert not [e for e in teamctl.log_events() if e["event"] == "member_unresponsive"]
-    done = teamctl.run("send", "lead", "still there?", "--wait", "--timeout", "30")
-    assert done.returncode == 0 and _row(teamctl)["pid"] == pid

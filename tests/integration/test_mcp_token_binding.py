@@ -9,25 +9,25 @@ from __future__ import annotations
 import json
 import os
 import select
-import sys
 import time
 from typing import TYPE_CHECKING
 
 from fixtures.mcp_client import call_tool
-from tests.conftest import FAKE_CLAUDE, REPO, fake_member
+from tests.support.driver import REPO
+from tests.support.members import FAKE_CLAUDE, fake_member
+from tests.support.scripts import python_script
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 DEADLINE = 60.0
 
 # mallory's runtime: before it becomes the fake claude (exec, same pid), it forks a child that
 # waits for "go" on a FIFO, then calls send_message with bob's token from bob's mcp.json (as
 # bob's own CLI would start teamctl mcp) and writes what it got to a second FIFO
-WRAPPER = """#!{python}
-import json, os, sys
+WRAPPER = """import json, os, sys
 sys.path.insert(0, {fixtures!r})
 if "--mcp-config" in sys.argv and os.fork() == 0:
     with open({go!r}) as go:
@@ -71,10 +71,9 @@ def test_a_teammates_token_from_another_members_process_is_refused(
     os.mkfifo(go)
     os.mkfifo(got)
     wrapper = tmp_path / "mallory-claude"
-    wrapper.write_text(WRAPPER.format(
-        python=sys.executable, fixtures=str(REPO / "fixtures"), go=str(go), got=str(got),
+    python_script(wrapper, WRAPPER.format(
+        fixtures=str(REPO / "fixtures"), go=str(go), got=str(got),
         members=str(teamctl.home / "members" / "web"), claude=str(FAKE_CLAUDE)))
-    wrapper.chmod(0o700)
     team = teamctl.write_team("web", [fake_member("mallory", command=str(wrapper)),
                                       fake_member("bob"), fake_member("carol")])
     assert teamctl.run("launch", str(team)).returncode == 0

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import REPO, fake_member
+from tests.support.driver import REPO
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 _REFUSED = "mcp error: attachment_outside_member_view: "
 _GUARDS = {"pair_cooldown": 0.0, "max_messages_per_minute": 600}  # the good cases in a row
@@ -174,10 +175,10 @@ def test_an_unsandboxed_members_attachments_outside_its_workdir_are_refused(
     """The same attack from a member without a sandbox (it works in its git worktree): the
     same refusals; a file of its workdir (the operator's checkout), of its worktree, of an
     ``attach_paths`` directory, and a symlink inside its worktree go through."""
-    from tests.integration.test_worktrees import _repo
+    from tests.support.git import project_repo
 
     secrets = _secrets(teamctl, tmp_path)
-    repo = _repo(tmp_path / "repo")
+    repo = project_repo(tmp_path / "repo")
     granted = tmp_path / "granted"
     granted.mkdir()
     (tmp_path / "b").mkdir()

@@ -6,8 +6,12 @@ recipient's history with its sender, the reply routed back, typed tool errors fo
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from tests.conftest import Teamctl, fake_member
+from tests.support.members import fake_member
+
+if TYPE_CHECKING:
+    from tests.support.driver import Teamctl
 
 
 def _wait_answered(teamctl: Teamctl, member: str, count: int) -> list[dict[str, object]]:
@@ -83,7 +87,7 @@ def test_an_old_token_is_refused_after_a_restart(teamctl: Teamctl) -> None:
 
 
 def test_attachments_a_recipient_cannot_take_are_typed_tool_errors(teamctl: Teamctl) -> None:
-    from tests import images
+    from tests.support import images
 
     team = teamctl.write_team("web", [fake_member("lead"),
                                       fake_member("blind", model="glm-5.1-text-only")])
@@ -140,8 +144,7 @@ def test_fake_codex_and_opencode_members_call_the_tools_as_their_clis_do(
         teamctl: Teamctl) -> None:
     """Codex starts the server with its filtered env plus the server's `env` (so the token must
     be there, not inherited); OpenCode with its `environment`: both reach the router."""
-    from tests.integration.test_codex_member import codex_member
-    from tests.integration.test_opencode_member import opencode_member
+    from tests.support.members import codex_member, opencode_member
 
     team = teamctl.write_team("web", [codex_member("rev"), opencode_member(
         "des", model="openrouter/z-ai/glm-4.5v"), fake_member("lead")])

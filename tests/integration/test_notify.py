@@ -1,32 +1,27 @@
 """Needs you, on the phone (docs/notify.md), through a real daemon, the fake CLIs taught to ask
-and a local ntfy server (tests/ntfy_fake.py: ntfy's documented publish and subscribe API; no
+and a local ntfy server (tests/support/ntfy_fake.py: ntfy's documented publish and subscribe API; no
 real ntfy server is installable here). The "phone" is this test: it reads the published
 notification's action and POSTs its body to its URL, as the ntfy app does on a tap."""
 
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
-from orchestrator.daemon.notify_tokens import Signer
-from orchestrator.wire import NotifyTestDoc
-from tests.asking import next_request, reply_to, wait_answered
-from tests.conftest import fake_member, toml_value
-from tests.ntfy_fake import FakeNtfy
+from orchestrator.daemon.notify._tokens import Signer
+from orchestrator.protocol.notify import NotifyTestDoc
+from tests.support.asking import next_request, reply_to, wait_answered
+from tests.support.members import fake_member
+from tests.support.notifying import TEAM, launch_notifying, setup_notify
+from tests.support.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
-    from tests.conftest import LogFollower, Teamctl
-
-TEAM = "web"
-# reconnects in tenths of a second; refused posts counted in logged fifths of a second
-SHORT_WAITS = {"TEAMCTL_NOTIFY_BACKOFF": "0.05,0.2", "TEAMCTL_NOTIFY_REFUSED_INTERVAL": "0.2"}
+    from tests.support.driver import LogFollower, Teamctl
 
 
 @pytest.fixture
@@ -36,27 +31,6 @@ def ntfy() -> Iterator[FakeNtfy]:
     yield server
     if server._server is not None:
         server.stop()
-
-
-def setup_notify(teamctl: Teamctl, ntfy: FakeNtfy, **notify: Any) -> dict[str, Any]:
-    """``notify init`` against the fake server; the operator file's settings."""
-    teamctl.env.update(SHORT_WAITS)
-    done = teamctl.run("notify", "init", "--server", ntfy.url)
-    assert done.returncode == 0, done.stderr
-    path = teamctl.home / "notify.toml"
-    assert path.stat().st_mode & 0o777 == 0o600
-    return tomllib.loads(path.read_text())
-
-
-def launch_notifying(teamctl: Teamctl, *members: dict[str, Any], board: str = "",
-                     check: bool = True, **notify: Any) -> Path:
-    path = teamctl.write_team(TEAM, list(members))
-    section = {"ntfy": {}, **notify}
-    path.write_text(path.read_text() + board + "\n[notify]\n" + "".join(
-        f"{k} = {toml_value(v)}\n" for k, v in section.items()))
-    done = teamctl.run("launch", str(path), "--timeout", "30")
-    assert done.returncode == 0 or not check, done.stdout + done.stderr
-    return path
 
 
 def pushed(ntfy: FakeNtfy, topic: str, needle: str, timeout: float = 30.0) -> dict[str, Any]:
@@ -260,10 +234,11 @@ def test_notify_test_sends_each_kind_and_makes_the_round_trip(
     done = teamctl.json("notify", "test", "--timeout", "20")
     NotifyTestDoc.model_validate(done)  # docs/json.md's notify-test
     assert [c["what"] for c in done["checks"]] == [
-        "approval", "question", "fatal", "budget", "review", "round trip"]
+        "approval", "question", "fatal", "budget", "review", "integrate", "quota",
+        "round trip"]
     assert all(c["ok"] for c in done["checks"]), done
     titles = [m.get("title", "") for m in ntfy.messages(operator["topic"])]
-    assert sum("[test]" in t for t in titles) == 5 and "teamctl: applied: test" in titles
+    assert sum("[test]" in t for t in titles) == 7 and "teamctl: applied: test" in titles
 
 
 def test_a_question_is_answered_through_the_response_topic(

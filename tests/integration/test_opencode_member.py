@@ -4,21 +4,13 @@ where provider is not model, events as liveness, failures typed."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tests import images
-from tests.conftest import REPO, LogFollower, Teamctl
+from tests.support import images
+from tests.support.members import opencode_member
 
-FAKE_OPENCODE = REPO / "fixtures" / "bin" / "opencode"
-
-
-def opencode_member(name: str, **extra: Any) -> dict[str, Any]:
-    member = {"name": name, "runtime": "opencode", "model": "openrouter/moonshotai/kimi-k2.6",
-              "command": str(FAKE_OPENCODE), "start_timeout": 20.0}
-    member.update(extra)
-    return member
-
-
+if TYPE_CHECKING:
+    from tests.support.driver import LogFollower, Teamctl
 
 
 def test_text_and_image_turns_on_one_session_that_survives_a_relaunch(

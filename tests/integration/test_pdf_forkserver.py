@@ -3,7 +3,7 @@ from one process that loaded PDFium once read exactly what a reader started afre
 server is started once, started again when it went away (between reads or in the middle of
 one — that read is not lost), serves readers at once from many threads, leaks no descriptor,
 holds none of the daemon's environment, and survives a malformed request. Real processes: the
-integration layer's (docs/testing.md)."""
+integration layer's (docs/dev/testing.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from orchestrator.attachments import pdf
 from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.pdf import PdfLimits, PdfReading, read_pdf
 from orchestrator.attachments.pdf_forkserver import ForkedReader, ForkServer
-from tests import pdfs
-from tests.conftest import children_of
+from tests.support import pdfs
+from tests.support.processes import children_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

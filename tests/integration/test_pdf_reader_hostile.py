@@ -11,7 +11,7 @@ address-space cap stops it); JavaScript and embedded files → counted, a plan w
 or extracted; bytes after ``%PDF-`` that are no PDF → attachment_corrupt_document.
 
 The subject is the reader's process — its address-space and CPU caps, its deadline, its kill —
-so these are the integration layer's (docs/testing.md), not the in-process unit layer's."""
+so these are the integration layer's (docs/dev/testing.md), not the in-process unit layer's."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.pdf import FORK_SERVER, PdfLimits, PdfReading, read_pdf
 from orchestrator.attachments.sniff import sniff
 from orchestrator.attachments.text import TEXT_INLINE_BYTES
-from runtimes.claude import ClaudeRuntime
+from runtimes.claude.runtime import ClaudeRuntime
 from runtimes.codex.runtime import CodexRuntime
-from tests import pdfs
-from tests.conftest import children_of
+from tests.support import pdfs
+from tests.support.processes import children_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -10,10 +10,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import REPO, fake_member, pid_alive
+from tests.support.driver import REPO
+from tests.support.members import fake_member
+from tests.support.processes import pid_alive
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 
 def _team(teamctl: Teamctl, tmp_path: Path, **extra: object) -> Path:
@@ -99,7 +101,7 @@ def test_a_members_own_socket_serves_only_member_calls_with_its_own_token(
         teamctl: Teamctl, tmp_path: Path) -> None:
     """``a``'s socket (in its private dir, 0600 in 0700) answers no operator method
     (``status``: method not found) and refuses ``b``'s token (``mcp_token_not_yours``)."""
-    from tests.conftest import socket_exchange
+    from tests.support.driver import socket_exchange
 
     assert teamctl.run("launch", str(_team(teamctl, tmp_path))).returncode == 0
     # a's socket: in its private dir, or a short private one where that path is too long

@@ -5,44 +5,17 @@ stand for the provider's API (allowed) and anything else (not)."""
 
 from __future__ import annotations
 
-import http.server
-import threading
-from contextlib import contextmanager
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import REPO, fake_member
+from tests.support.driver import REPO
+from tests.support.http_servers import api_servers
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
 
-    from tests.conftest import Teamctl
-
-
-class _Api(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"api on {self.server.server_address[1]}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
-@contextmanager
-def _servers() -> Iterator[tuple[int, int]]:
-    """Two local HTTP servers: (the fake API's port, another's)."""
-    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Api) for _ in range(2)]
-    for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield servers[0].server_address[1], servers[1].server_address[1]
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
+    from tests.support.driver import Teamctl
 
 
 def _launch(teamctl: Teamctl, tmp_path: Path, **extra: object) -> None:
@@ -52,6 +25,24 @@ def _launch(teamctl: Teamctl, tmp_path: Path, **extra: object) -> None:
                     sandbox_ro=[str(REPO / "fixtures")], **extra)])
     done = teamctl.run("launch", str(path))
     assert done.returncode == 0, done.stderr
+
+
+def _tree(pid: int) -> list[str]:
+    """The command lines of ``pid`` and every process under it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        todo += children.get(current, [])
+        with suppress(OSError):
+            found.append(Path(f"/proc/{current}/cmdline").read_bytes()
+                          .replace(b"\0", b" ").decode(errors="replace"))
+    return found
 
 
 def _tries(teamctl: Teamctl, *steps: str) -> list[str]:
@@ -67,7 +58,7 @@ def test_an_allowlisted_member_reaches_its_api_and_nothing_else(
     directly (nothing listens in the sandbox's namespace), the outside world is unreachable,
     and through the proxy that port and the metadata service are denied (403) — each denial an
     ``egress_denied`` event with member, host and port."""
-    with _servers() as (api, other):
+    with api_servers() as (api, other):
         _launch(teamctl, tmp_path, network="allowlist", allow_hosts=[f"127.0.0.1:{api}"])
         lines = _tries(teamctl, f"http http://127.0.0.1:{api}/v1/models",
                        f"proxy 127.0.0.1:{api}", f"tcp 127.0.0.1:{other}", "tcp 1.1.1.1:443",
@@ -84,6 +75,14 @@ def test_an_allowlisted_member_reaches_its_api_and_nothing_else(
     denied = [(e["member"], e["host"], e["port"]) for e in teamctl.log_events()
               if e.get("event") == "egress_denied"]
     assert denied == [("a", "127.0.0.1", other), ("a", "169.254.169.254", 80)]
+    # the relay handed its listeners (the proxy port, the API's) to the daemon and became
+    # the runtime: no relay process stays in the member's tree
+    taken = [(e["member"], e["ports"][1:]) for e in teamctl.log_events()
+             if e.get("event") == "egress_listeners_taken"]
+    assert taken == [("a", [api])]
+    [pid] = teamctl.member_pids()
+    inside = [argv for argv in _tree(pid) if not argv.split(" ", 1)[0].endswith("bwrap")]
+    assert inside and [argv for argv in inside if "import relay" in argv] == [], inside
     shown = teamctl.run("logs")
     assert shown.returncode == 0 and "egress_denied" in shown.stdout
 
@@ -92,7 +91,7 @@ def test_status_shows_a_members_network_and_its_proxys_counts(
         teamctl: Teamctl, tmp_path: Path) -> None:
     """``teamctl status`` shows a sandboxed member's network mode and how many connections
     its egress proxy allowed and denied (``egress`` in ``--json``; null without a proxy)."""
-    with _servers() as (api, other):
+    with api_servers() as (api, other):
         _launch(teamctl, tmp_path, network="allowlist", allow_hosts=[f"127.0.0.1:{api}"])
         _tries(teamctl, f"proxy 127.0.0.1:{api}", f"proxy 127.0.0.1:{api}",
                f"proxy 127.0.0.1:{other}")
@@ -108,7 +107,7 @@ def test_a_member_with_network_off_reaches_only_its_provider(
         teamctl: Teamctl, tmp_path: Path) -> None:
     """``network = "off"``: the provider (its ``ANTHROPIC_BASE_URL``) and nothing else — not
     even the package registries an allowlist has by default."""
-    with _servers() as (api, other):
+    with api_servers() as (api, other):
         _launch(teamctl, tmp_path, network="off",
                 env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{api}"})
         lines = _tries(teamctl, f"http http://127.0.0.1:{api}/", "proxy pypi.org:443",

@@ -18,14 +18,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.contracts import TextPart, Turn
-from runtimes.opencode import OpenCodeRuntime
-from tests.conftest import REPO, wait_pid_exit
-from tests.integration.test_opencode_member import opencode_member
-from tests.integration.test_sandbox_network import _servers
-from tests.opencode_sandbox import sandbox_host, spec
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support.driver import REPO
+from tests.support.http_servers import api_servers
+from tests.support.members import opencode_member
+from tests.support.opencode_sandbox import sandbox_host, spec
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 
 def _member(tmp_path: Path, api: int, **extra: object) -> dict[str, object]:
@@ -85,7 +86,7 @@ def test_a_sandboxed_opencode_with_network_off_answers_through_the_relays_socket
     relay's socket (a 0600 socket in a 0700 directory), a turn answers; from inside, a TCP
     connection to an outside host is unreachable, to this machine's loopback refused (the
     namespace's own is empty), and the proxy denies anything but the provider."""
-    with _servers() as (api, other):
+    with api_servers() as (api, other):
         team = teamctl.write_team("web", [_member(tmp_path, api)])
         launched = teamctl.run("launch", str(team))
         assert launched.returncode == 0, launched.stdout + launched.stderr
@@ -117,7 +118,7 @@ def test_a_sandboxed_opencode_with_network_off_stops_clean_and_restarts(
     """Its relay and its server go with the member (no process of its launch is left) and so
     does the relay's socket and its directory; a restart (``teamctl restart``) makes a new
     socket and answers; so does a new launch after ``teamctl stop``, on the same session."""
-    with _servers() as (api, _other):
+    with api_servers() as (api, _other):
         team = teamctl.write_team("web", [_member(tmp_path, api)])
         assert teamctl.run("launch", str(team)).returncode == 0
         running = _member_processes(teamctl)
@@ -176,6 +177,3 @@ async def _sent() -> None:
     pass
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

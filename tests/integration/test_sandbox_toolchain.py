@@ -1,6 +1,6 @@
 """A sandboxed member's toolchain works inside (issue 44, item 7 and attack 6; docs/security.md,
 "Sandbox"): version managers' shims resolve in the real bubblewrap — pyenv's (this machine's
-own where it has one), asdf's, mise's, nvm's bin (tests/toolchains.py's layouts) — a member
+own where it has one), asdf's, mise's, nvm's bin (tests/support/toolchains.py's layouts) — a member
 whose ``#!/usr/bin/env python3`` is pyenv's shim starts and answers, and ``teamctl doctor
 TEAMFILE`` starts each sandboxed member's command with ``--version`` inside its sandbox and
 names the fix when it does not start there."""
@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from runtimes.local_host import LocalHost
-from runtimes.sandbox_host import SandboxHost
-from runtimes.sandbox_plan import SandboxPolicy
-from tests.conftest import REPO, fake_member
-from tests.toolchains import LAYOUTS, VERSION, pyenv, real_pyenv
+from runtimes.hosts.local.host import LocalHost
+from runtimes.hosts.sandbox.host import SandboxHost
+from runtimes.hosts.sandbox.plan import SandboxPolicy
+from tests.support.driver import REPO
+from tests.support.members import fake_member
+from tests.support.toolchains import LAYOUTS, VERSION, pyenv, real_pyenv
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 
 def _inside(policy: SandboxPolicy, argv: list[str], path_env: str) -> tuple[int, str]:

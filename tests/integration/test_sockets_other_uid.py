@@ -30,12 +30,13 @@ from orchestrator.attachments import pdf
 from orchestrator.attachments.pdf import PdfLimits, read_pdf
 from orchestrator.attachments.pdf_forkserver import ForkServer
 from orchestrator.contracts import TextPart, Turn
-from runtimes import kube_mux
-from runtimes.opencode import OpenCodeRuntime
-from tests import pdfs
-from tests.conftest import REPO, fake_member, socket_exchange
-from tests.opencode_sandbox import sandbox_host, spec
-from tests.other_uid import (
+from runtimes.hosts.kubernetes import mux as kube_mux
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support import pdfs
+from tests.support.driver import REPO, socket_exchange
+from tests.support.members import fake_member
+from tests.support.opencode_sandbox import sandbox_host, spec
+from tests.support.other_uid import (
     OtherUser,
     connect_as,
     open_to_everyone,
@@ -47,7 +48,7 @@ from tests.other_uid import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import LogFollower, Teamctl
+    from tests.support.driver import LogFollower, Teamctl
 
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
 CONNECT = b"CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n"
@@ -175,11 +176,6 @@ def _on_stderr(server: Any, needle: str) -> anyio.Event:
     return said
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _frame(stdout: Any, timeout: float = 20.0) -> tuple[int, int, bytes]:
     """The next frame on kube_mux's stdout (unbuffered: ``select`` sees all), within
     ``timeout``."""
@@ -198,7 +194,7 @@ def test_a_pods_mcp_socket_refuses_another_uid_and_opens_no_connection_for_it(
     stream — the operator's next connection is connection 1 — and the refusal is said once
     on stderr."""
     path = tmp_path / "mcp" / "teamctl.sock"
-    mux = subprocess.Popen([sys.executable, "-I", str(REPO / "runtimes" / "kube_mux.py"),
+    mux = subprocess.Popen([sys.executable, "-I", str(Path(kube_mux.__file__)),
                             "listen", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, bufsize=0)
     try:

@@ -2,7 +2,7 @@
 sshd: tests/e2e/test_ssh_members.py): its runtime dies with its channel, an earlier run of the
 member is stopped, a signal to it leaves no zombie, images are kept verified on the host. The
 remote side's subject is processes — their groups, their death, their reaping — so this is the
-integration layer's (docs/testing.md); the launcher's pure parts are tests/unit/test_ssh.py."""
+integration layer's (docs/dev/testing.md); the launcher's pure parts are tests/unit/test_ssh.py."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runtimes import ssh
+from runtimes.hosts.ssh import host as ssh
 
-SIDE = Path(ssh.__file__).with_name("remote_side.py")
+SIDE = Path(ssh.__file__).parents[1] / "remote_side.py"
 
 def _side(home: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, str(SIDE), *args], input=stdin, capture_output=True,

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.wire import TaskDoc, TaskListDoc, TaskShowDoc
-from tests.asking import launch
-from tests.conftest import fake_member
+from orchestrator.protocol.board import TaskDoc, TaskListDoc, TaskShowDoc
+from tests.support.asking import launch
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
-    from tests.conftest import Teamctl
+    from tests.support.driver import Teamctl
 
 TEAM = "web"
 

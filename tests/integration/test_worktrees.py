@@ -4,39 +4,19 @@ work in it (real git, real daemon, the fake claude writing files as its Write to
 
 from __future__ import annotations
 
-import subprocess
 from typing import TYPE_CHECKING
 
-from tests.conftest import Teamctl, fake_member
+from tests.support.git import git, project_repo
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                          check=True, timeout=60, env={"PATH": "/usr/bin:/bin",
-                          "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
-                          "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-                          "HOME": str(cwd)}).stdout
-
-
-def _repo(path: Path) -> Path:
-    path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("the project\n")
-    (path / ".gitignore").write_text(".env\nnode_modules/\n")
-    (path / ".env").write_text("LOCAL=1\n")
-    (path / "node_modules").mkdir()
-    (path / "node_modules" / "big.js").write_text("x")
-    (path / ".worktreeinclude").write_text(".env\nnode_modules/**\n")
-    _git(path, "add", "README.md", ".gitignore", ".worktreeinclude")
-    _git(path, "commit", "-q", "-m", "initial")
-    return path
+    from tests.support.driver import Teamctl
 
 
 def test_two_members_edit_the_same_path_each_in_their_own_worktree(teamctl: Teamctl) -> None:
-    repo = _repo(teamctl.workdir / "repo")
+    repo = project_repo(teamctl.workdir / "repo")
     team = teamctl.write_team("web", [fake_member("a"), fake_member("b"), fake_member("c")],
                               workdir="repo", worktree=True)
     assert teamctl.run("launch", str(team)).returncode == 0
@@ -49,7 +29,7 @@ def test_two_members_edit_the_same_path_each_in_their_own_worktree(teamctl: Team
     assert not (repo / "notes.txt").exists(), "the operator's checkout is untouched"
     assert (trees / "a" / ".env").read_text() == "LOCAL=1\n", ".worktreeinclude is copied"
     assert not (trees / "a" / "node_modules").exists(), "never node_modules"
-    assert _git(trees / "a", "branch", "--show-current").strip() == "teamctl/web/a/work"
+    assert git(trees / "a", "branch", "--show-current").strip() == "teamctl/web/a/work"
 
     diff = teamctl.run("diff", "a")
     assert diff.returncode == 0 and "+written by a" in diff.stdout
@@ -72,7 +52,7 @@ def test_two_members_edit_the_same_path_each_in_their_own_worktree(teamctl: Team
 
 
 def test_a_relaunch_reuses_the_worktree_and_its_work(teamctl: Teamctl) -> None:
-    _repo(teamctl.workdir / "repo")
+    project_repo(teamctl.workdir / "repo")
     team = teamctl.write_team("web", [fake_member("a", worktree=True)], workdir="repo")
     assert teamctl.run("launch", str(team)).returncode == 0
     assert teamctl.run("send", "a", "WRITE work.txt kept", "--wait").returncode == 0
@@ -93,8 +73,8 @@ def test_worktree_outside_a_repository_is_an_invalid_team_file(teamctl: Teamctl)
 
 
 def test_a_branch_checked_out_elsewhere_is_a_typed_error_at_launch(teamctl: Teamctl) -> None:
-    repo = _repo(teamctl.workdir / "repo")
-    _git(repo, "checkout", "-q", "-b", "teamctl/web/a/work")
+    repo = project_repo(teamctl.workdir / "repo")
+    git(repo, "checkout", "-q", "-b", "teamctl/web/a/work")
     team = teamctl.write_team("web", [fake_member("a", worktree=True)], workdir="repo")
     done = teamctl.run("launch", str(team))
     assert done.returncode == 1
@@ -104,7 +84,7 @@ def test_a_branch_checked_out_elsewhere_is_a_typed_error_at_launch(teamctl: Team
 
 
 def test_a_base_that_does_not_exist_is_a_typed_error(teamctl: Teamctl) -> None:
-    _repo(teamctl.workdir / "repo")
+    project_repo(teamctl.workdir / "repo")
     team = teamctl.write_team("web", [fake_member("a", worktree=True, base="nope")],
                               workdir="repo")
     done = teamctl.run("launch", str(team))
@@ -147,15 +127,15 @@ def test_a_worktree_recorded_before_schema_17_is_completed_and_moved_to_a_branch
     follows it), and its work is where it was."""
     from orchestrator.daemon import worktrees
 
-    repo = _repo(tmp_path / "repo")
+    repo = project_repo(tmp_path / "repo")
     path = tmp_path / "trees" / "web" / "a"
-    _git(repo, "worktree", "add", "-q", "-b", "teamctl/web/a", str(path))
+    git(repo, "worktree", "add", "-q", "-b", "teamctl/web/a", str(path))
     (path / "work.txt").write_text("kept\n")
-    base = _git(repo, "rev-parse", "HEAD").strip()
+    base = git(repo, "rev-parse", "HEAD").strip()
     old = worktrees.Worktree("web", "a", path, "teamctl/web/a", "HEAD", base, repo)
     tree, refused = worktrees.create(tmp_path / "trees", "web", "a", repo, None, old)
     assert (tree.common_dir, tree.admin_dir) == (repo / ".git", repo / ".git" / "worktrees" / "a")
     assert tree.branch == "teamctl/web/a/work" and refused == []
-    assert _git(path, "branch", "--show-current").strip() == "teamctl/web/a/work"
+    assert git(path, "branch", "--show-current").strip() == "teamctl/web/a/work"
     assert (path / "work.txt").read_text() == "kept\n"
     assert worktrees.create(tmp_path / "trees", "web", "a", repo, None, tree) == (tree, [])

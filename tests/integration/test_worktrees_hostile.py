@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tests.conftest import Teamctl, fake_member
-from tests.integration.test_worktrees import _git
+from tests.support.git import git
+from tests.support.members import fake_member
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tests.support.driver import Teamctl
 
 HOSTILE_NAMES = ("sp ace.txt", "new\nline.txt", "-dash.txt", "--output=X", "sub/deep/q.txt",
                  "sub/y.txt", "dir with space/-z.txt", "sub/--stat")
@@ -23,13 +25,13 @@ def _team(teamctl: Teamctl, members: tuple[str, ...]) -> Path:
     launched (making the worktrees) and stopped; the worktrees' directory."""
     repo = teamctl.workdir / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "README.md").write_text("the project\n")
     (repo / ".gitignore").write_text(".env\nbuild/\nnotes.md\n")
     (repo / ".env").write_text("LOCAL=1\n")
     (repo / ".worktreeinclude").write_text(".env\n")
-    _git(repo, "add", "README.md", ".gitignore", ".worktreeinclude")
-    _git(repo, "commit", "-q", "-m", "initial")
+    git(repo, "add", "README.md", ".gitignore", ".worktreeinclude")
+    git(repo, "commit", "-q", "-m", "initial")
     team = teamctl.write_team("web", [fake_member(m) for m in members], workdir="repo",
                               worktree=True)
     assert teamctl.run("launch", str(team)).returncode == 0
@@ -66,7 +68,7 @@ def test_prune_with_a_locked_worktree_keeps_it_and_prunes_the_others(
     """A locked worktree is kept with the reason "locked" — not a raw git error that stops the
     prune — the clean ones are still pruned, and the output lists both."""
     trees = _team(teamctl, ("a", "b"))
-    _git(trees / "a", "worktree", "lock", str(trees / "a"))
+    git(trees / "a", "worktree", "lock", str(trees / "a"))
     done = teamctl.run("worktrees", "--prune")
     assert done.returncode == 0, done.stderr
     assert "pruned web/b" in done.stdout
@@ -133,14 +135,14 @@ def test_worktreeinclude_never_copies_from_or_to_outside_the_worktree(
     copies."""
     repo = teamctl.workdir / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (teamctl.workdir / "outside.txt").write_text("not the repo's\n")
     (repo / ".gitignore").write_text(".env\nlink\n")
     (repo / ".env").write_text("LOCAL=1\n")
     (repo / "link").symlink_to(teamctl.workdir / "outside.txt")
     (repo / ".worktreeinclude").write_text("../outside.txt\n/etc/hostname\nlink\n.env\n")
-    _git(repo, "add", ".gitignore", ".worktreeinclude")
-    _git(repo, "commit", "-q", "-m", "initial")
+    git(repo, "add", ".gitignore", ".worktreeinclude")
+    git(repo, "commit", "-q", "-m", "initial")
     team = teamctl.write_team("web", [fake_member("a")], workdir="repo", worktree=True)
     done = teamctl.run("launch", str(team))
     assert done.returncode == 0, done.stderr

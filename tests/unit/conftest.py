@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from tests.conftest import fakes_path
+from tests.support.driver import fakes_path
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,23 +21,18 @@ from orchestrator.contracts import (
     Turn,
     UsageReading,
 )
-from orchestrator.daemon.approval_rules import kept_rule, target_of
+from orchestrator.daemon.approvals._rules import kept_rule, target_of
 from orchestrator.errors import RuntimeNotLoggedIn, TeamFileError
-from runtimes.acp import AcpRuntime
-from runtimes.acp_launch import allowed, build_env, check_login, choose_option, mcp_servers
-from runtimes.local_host import LocalHost
-from tests.conftest import REPO
+from runtimes.acp.launch import allowed, build_env, check_login, choose_option, mcp_servers
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.hosts.local.host import LocalHost
+from tests.support.driver import REPO
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 pytestmark = pytest.mark.anyio
 FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _team(tmp_path: Path, member: str) -> TeamConfig:
@@ -75,13 +70,15 @@ def test_an_acp_member_without_an_agent_or_a_preset_elsewhere_is_refused(
         _team(tmp_path, member)
 
 
-def _spec(tmp_path: Path, **fields: object) -> LaunchSpec:
+def _spec(tmp_path: Path, agent: str | None = None, **fields: object) -> LaunchSpec:
+    """A member's launch; ``agent``: its ACP preset (the ``acp_agent`` of its options)."""
     (tmp_path / "state").mkdir(exist_ok=True)
     base: dict[str, object] = {"team": "t", "member": "m", "executable": str(FAKE_ACP),
                                "model": None, "prompt": None, "workdir": tmp_path,
                                "state_dir": tmp_path / "state", "login": "isolated",
                                "start_timeout": 20.0, "host": LocalHost()}
-    return LaunchSpec(**(base | fields))  # type: ignore[arg-type]
+    options = {} if agent is None else {"acp_agent": agent}
+    return LaunchSpec(**(base | {"options": options} | fields))  # type: ignore[arg-type]
 
 
 def test_each_profile_answers_a_tool_kind_as_documented(tmp_path: Path) -> None:

@@ -19,12 +19,12 @@ from structlog.testing import capture_logs
 from orchestrator.acp_agents import ACP_AGENTS
 from orchestrator.attachments.catalog import load_catalog
 from orchestrator.contracts import DocumentPart, ImagePart, LaunchSpec, TextPart, Turn
-from runtimes.acp import AcpRuntime
-from runtimes.acp_launch import build_env
-from runtimes.acp_prompt import PromptRules, prompt_blocks
-from runtimes.local_host import LocalHost
-from tests import images
-from tests.conftest import REPO
+from runtimes.acp.launch import build_env
+from runtimes.acp.prompt import PromptRules, prompt_blocks
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.hosts.local.host import LocalHost
+from tests.support import images
+from tests.support.driver import REPO
 
 FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
 PNG = images.png_bytes(Image.new("RGB", (40, 30), (200, 30, 30)))
@@ -32,11 +32,6 @@ NOTES = b"the release notes\n"
 # every model docs/runtimes.md names for a preset (its example, its advertised models)
 PRESET_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-3.8-flash",
                  "gemini-3.5-flash-lite", "qwen3-coder-plus", "qwen3-vl-plus", "qwen3.5-plus")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _sha(data: bytes) -> str:
@@ -51,13 +46,15 @@ def _notes() -> DocumentPart:
     return DocumentPart("text/plain", "notes.txt", _sha(NOTES), NOTES, number=2)
 
 
-def _spec(tmp_path: Path, **fields: object) -> LaunchSpec:
+def _spec(tmp_path: Path, agent: str | None = None, **fields: object) -> LaunchSpec:
+    """A member's launch; ``agent``: its ACP preset (the ``acp_agent`` of its options)."""
     (tmp_path / "state").mkdir(exist_ok=True)
     base: dict[str, object] = {"team": "t", "member": "m", "executable": str(FAKE_ACP),
                                "model": None, "prompt": None, "workdir": tmp_path,
                                "state_dir": tmp_path / "state", "login": "operator",
                                "start_timeout": 20.0, "host": LocalHost()}
-    return LaunchSpec(**(base | fields))  # type: ignore[arg-type]
+    options = {} if agent is None else {"acp_agent": agent}
+    return LaunchSpec(**(base | {"options": options} | fields))  # type: ignore[arg-type]
 
 
 # -- the catalog ---------------------------------------------------------------------------------

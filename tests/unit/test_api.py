@@ -17,20 +17,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator import rpc
-from orchestrator.daemon.api import ControlServer, peer_uid
-from orchestrator.daemon.connections import ControlSocket
-from tests.settle import all_blocked
+from orchestrator.daemon.control import ControlServer, ControlSocket, peer_uid
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class StubTeams:

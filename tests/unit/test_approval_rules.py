@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.contracts import ApprovalRequest
-from orchestrator.daemon.approval_rules import kept_rule, parse_rule, target_of
+from orchestrator.daemon.approvals import parse_rule
+from orchestrator.daemon.approvals._rules import kept_rule, target_of
 from orchestrator.errors import UsageError
-from tests.conftest import REPO
+from tests.support.driver import REPO
 
 if TYPE_CHECKING:
     from pathlib import Path

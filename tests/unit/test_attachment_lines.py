@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator import wire
 from orchestrator.client.attachment_lines import plan_lines, sent_line
+from orchestrator.protocol.messages import AttachmentRef, Original, PlannedDoc, VariantDoc
 
 SHA = "ab" * 32
 
 
 def _variant(purpose: str, mime: str, size: int, width: int = 0, height: int = 0,
              sha: str = SHA) -> dict[str, Any]:
-    return wire.VariantDoc(purpose=purpose, mime=mime, width=width, height=height,
+    return VariantDoc(purpose=purpose, mime=mime, width=width, height=height,
                            bytes=size, sha256=sha).model_dump()
 
 
 def _plan(**extra: Any) -> dict[str, Any]:
-    doc = wire.PlannedDoc(name="spec.pdf", number=2, original=wire.Original(
+    doc = PlannedDoc(name="spec.pdf", number=2, original=Original(
         sha256=SHA, mime="application/pdf", bytes=9000), variants=[], **extra)
     return doc.model_dump()
 
@@ -54,15 +54,15 @@ def test_an_image_keeps_its_plan_line_with_the_full_sha256() -> None:
 
 
 def test_a_journaled_document_and_image_on_one_line_each_never_their_bytes() -> None:
-    page = wire.VariantDoc(purpose="claude-inline-image", mime="image/png", width=10,
+    page = VariantDoc(purpose="claude-inline-image", mime="image/png", width=10,
                            height=10, bytes=5, sha256="ef" * 32)
-    ref = wire.AttachmentRef(name="spec.pdf", number=1, sha256=SHA, mime="text/plain",
+    ref = AttachmentRef(name="spec.pdf", number=1, sha256=SHA, mime="text/plain",
                              width=0, height=0, bytes=90, original_sha256=SHA,
                              kind="document", route="pages", pages=7,
                              page_variants=[page, page]).model_dump()
     assert sent_line(ref) == ("[Doc #1] spec.pdf — pages (pages 7, page images 2): "
                               "text/plain 90 bytes sha256=abababababab")
-    image = wire.AttachmentRef(name="s.png", number=2, sha256=SHA, mime="image/png",
+    image = AttachmentRef(name="s.png", number=2, sha256=SHA, mime="image/png",
                                width=64, height=32, bytes=500, original_sha256=SHA,
                                described_by="claude:haiku").model_dump()
     assert sent_line(image) == ("[Image #2] s.png: image/png 64x32 500 bytes "

@@ -13,9 +13,9 @@ from orchestrator.attachments.catalog import load_catalog
 from orchestrator.attachments.names import name_warning
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.client.attachment_lines import sent_line
-from runtimes.claude import ClaudeRuntime
-from tests import images, pdfs
-from tests.conftest import REPO
+from runtimes.claude.runtime import ClaudeRuntime
+from tests.support import images, pdfs
+from tests.support.driver import REPO
 
 if TYPE_CHECKING:
     from pathlib import Path

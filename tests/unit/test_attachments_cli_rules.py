@@ -30,8 +30,8 @@ from orchestrator.attachments.normalize import Limits, target_size
 from orchestrator.attachments.sniff import sniff
 from orchestrator.attachments.variants import PlannedVariant, derive
 from orchestrator.daemon.web.render import conversation
-from orchestrator.wire import AttachmentRef, MessageDoc
-from tests import screens
+from orchestrator.protocol.messages import AttachmentRef, MessageDoc
+from tests.support import screens
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog()

@@ -13,7 +13,7 @@ from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.intake import read_original
 from orchestrator.attachments.normalize import Limits, decode, make_variant
 from orchestrator.attachments.sniff import sniff
-from tests import images
+from tests.support import images
 
 CLAUDE = Limits(1568, 1.15, 3_932_160)
 

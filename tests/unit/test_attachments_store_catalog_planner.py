@@ -23,14 +23,14 @@ from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.attachments.sniff import sniff
 from orchestrator.contracts import Capabilities
-from runtimes.claude import ClaudeRuntime
-from tests import images
-from tests.conftest import REPO
+from runtimes.claude.runtime import ClaudeRuntime
+from tests.support import images
+from tests.support.driver import REPO
+from tests.support.plan_cache import MemoryPlanCache
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.attachments.variants import PlannedVariant
 
 CLAUDE_CAPS = ClaudeRuntime.capabilities
 SHOT = (1920, 1080)  # over Claude's 1568 px: each plan makes a variant of its own
@@ -109,19 +109,6 @@ def test_catalog_limits() -> None:
 
 # -- planner -------------------------------------------------------------------------------------
 
-class _MemoryCache:
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str, Limits, str], tuple[PlannedVariant, tuple[str, ...]]] = {}
-
-    async def get(self, original_sha256: str, purpose: str, limits: Limits, optimizer: str
-                  ) -> tuple[PlannedVariant, tuple[str, ...]] | None:
-        return self.rows.get((original_sha256, purpose, limits, optimizer))
-
-    async def put(self, original_sha256: str, original_mime: str, variant: PlannedVariant,
-                  warnings: tuple[str, ...], optimizer: str) -> None:
-        self.rows[(original_sha256, variant.purpose, variant.limits, optimizer)] = (variant,
-                                                                                   warnings)
-
 
 def _target(model: str | None = "claude-sonnet-4-5", *, vision: bool | None = None,
             caps: Capabilities = CLAUDE_CAPS, runtime: str = "claude") -> Target:
@@ -129,7 +116,7 @@ def _target(model: str | None = "claude-sonnet-4-5", *, vision: bool | None = No
 
 
 def _planner(tmp_path: Path) -> Planner:
-    return Planner(ArtifactStore(tmp_path / "artifacts"), load_catalog(), _MemoryCache())
+    return Planner(ArtifactStore(tmp_path / "artifacts"), load_catalog(), MemoryPlanCache())
 
 
 def _plan(planner: Planner, target: Target, paths: list[Path], text: str = "look"):  # type: ignore[no-untyped-def]

@@ -11,27 +11,23 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from orchestrator.daemon.board import OPERATOR, Actor, Assignee, Board, GateResult
+from orchestrator.daemon.board import OPERATOR, Board
+from orchestrator.daemon.board._service import Actor, Assignee, GateResult
 from orchestrator.errors import TaskCycle, TaskInvalid, TaskNotFound, TaskRefused
 from orchestrator.limits import MAX_PAGE_ROWS
-from tests.fakes import core
+from tests.support.fakes import core
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from orchestrator.daemon.journal import Journal
-    from orchestrator.wire import TaskDoc
-    from tests.fakes import Core
+    from orchestrator.protocol.board import TaskDoc
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
 
 TEAM = "web"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """The board, live in the daemon's core (docs/board.md): leases that follow the supervisor's
 launches, idle claimers handed the next ready task, the check before done, reviews, and the
 current task in ``status`` — in process, on the daemon's own ``build_core`` around a fake
-runtime (tests/fakes.py)."""
+runtime (tests/support/fakes.py)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,10 @@ import pytest
 
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import TextPart
-from orchestrator.daemon.board import OPERATOR, Actor, Assignee
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
 from orchestrator.errors import TaskRefused
-from tests.fakes import Core, FakeRuntime, core
+from tests.support.fakes import Core, FakeRuntime, core
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
     from orchestrator.daemon.board import Board
 
 pytestmark = pytest.mark.anyio
-PY = sys.executable
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
+PY = shlex.quote(sys.executable)  # one word of a check command, from any checkout
 
 
 def _team(tmp_path: Path, members: list[dict[str, Any]], **board: Any) -> TeamConfig:
@@ -153,13 +156,14 @@ async def test_an_idle_claimer_is_handed_a_ready_task_not_a_blocked_one(tmp_path
     a message naming the task and task_complete); a blocked task is never handed; once its
     dependency is done, the dependent goes to the next idle claimer."""
     async with _running(tmp_path, [{"name": "lead"}, {"name": "dev", "claims": True}]) as c:
-        board, mailbox = _board(c), c.mailbox
+        board = _board(c)
         first = await board.create("web", "schema", created_by=OPERATOR,
                                    assignee=Assignee("lead", 1))
         blocked = await board.create("web", "api", body="on the schema",
                                      blocked_by=[first.id], created_by=OPERATOR)
-        assert mailbox.on_idle is not None
-        assert not await mailbox.on_idle("web", "dev")  # only a blocked task: nothing
+        assert c.built is not None
+        offers = c.built.offers
+        assert not await offers.on_idle("web", "dev")  # only a blocked task: nothing
         assert await _status(c, blocked.id) == ("pending", None, None)
         await board.complete(first.id, by=Actor("lead"), summary="done")
         text = await _turn_with(c, "dev", f"you now own task T{blocked.id}")
@@ -176,17 +180,18 @@ async def test_no_task_is_handed_to_a_held_or_busy_member(tmp_path: Path) -> Non
     """A claimer the ledger holds (a budget, a rate limit) or that is not ready is never
     handed a task; released, it is."""
     async with _running(tmp_path, [{"name": "dev", "claims": True}]) as c:
-        assert c.built is not None and c.mailbox.on_idle is not None
+        assert c.built is not None
+        offers = c.built.offers
         ledger, board = c.built.ledger, _board(c)
         ledger.hold_budget("web", "dev", "over its budget")
         task = await board.create("web", "x", created_by=OPERATOR)
-        assert not await c.mailbox.on_idle("web", "dev")
+        assert not await offers.on_idle("web", "dev")
         assert await _status(c, task.id) == ("pending", None, None)
         state = c.supervisor.member("web", "dev")
-        state.busy = True
+        state.slot.busy = True
         ledger._holds.release("web", "dev")
-        assert not await c.mailbox.on_idle("web", "dev")  # busy: not ready
-        state.busy = False
+        assert not await offers.on_idle("web", "dev")  # busy: not ready
+        state.slot.busy = False
         state.notify()
         await _turn_with(c, "dev", f"you now own task T{task.id}")
 
@@ -197,12 +202,13 @@ async def test_a_released_task_cools_down_before_it_is_handed_back(tmp_path: Pat
     async with _running(tmp_path, [{"name": "dev", "claims": True}],
                         offer_cooldown=300) as c:
         board = _board(c)
-        assert c.mailbox.on_idle is not None
+        assert c.built is not None
+        offers = c.built.offers
         task = await board.create("web", "x", created_by=OPERATOR)
         await _turn_with(c, "dev", f"you now own task T{task.id}")
         await _ready(c, "dev")  # idle, so a refusal below is the cooldown's, not "busy"
         await board.release(task.id, by=Actor("dev"), reason="not mine")
-        assert not await c.mailbox.on_idle("web", "dev")
+        assert not await offers.on_idle("web", "dev")
         assert await _status(c, task.id) == ("pending", None, None)
         later = board.clock() + 301
         board.clock = lambda: later
@@ -222,7 +228,7 @@ async def test_the_end_of_a_released_tasks_cooldown_wakes_the_teams_claimers_onc
     its queue look (the test above pokes by hand; a liveness probe's end sometimes did). The
     board's cooldown check (``Offers.wake_cooled``, every lease interval) pokes the team's
     claimers when a cooldown ends in the interval, once."""
-    from orchestrator.daemon.board_offers import Offers
+    from orchestrator.daemon.board import Offers
 
     async with _running(tmp_path, [{"name": "dev", "claims": True}],
                         offer_cooldown=300) as c:
@@ -367,7 +373,7 @@ async def test_the_lease_check_reads_the_journal_only_once_a_lease_may_be_due() 
     never before — and learns the next one from the journal after each release."""
     from types import SimpleNamespace
 
-    from orchestrator.daemon.board_leases import Leases
+    from orchestrator.daemon.board import Leases
 
     calls: list[str] = []
     clock = [1000.0]

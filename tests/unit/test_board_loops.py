@@ -1,4 +1,4 @@
-"""The board's two sleeping loops (daemon/board_leases.py, daemon/board_offers.py) against a
+"""The board's two sleeping loops (daemon/board/_leases.py, daemon/board/_offers.py) against a
 journal that refuses: each logs the failure, tries again, and sleeps again once it could read —
 neither ends (a lapsed lease or a cooled task would never be seen again) nor spins."""
 
@@ -11,11 +11,11 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.daemon.board_leases import Leases
-from orchestrator.daemon.board_offers import Offers
-from tests.settle import all_blocked
+from orchestrator.daemon.board import Leases, Offers
+from tests.support.settle import all_blocked
 
 pytestmark = pytest.mark.anyio
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
 
 class _Board:

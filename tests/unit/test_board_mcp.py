@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from orchestrator.daemon.api import ControlServer
-from orchestrator.daemon.board import OPERATOR
-from orchestrator.daemon.board_members import MEMBER_PAGE_ROWS, MemberBoardApi
+from orchestrator.daemon.board import OPERATOR, MemberBoardApi
+from orchestrator.daemon.board._members import MEMBER_PAGE_ROWS
+from orchestrator.daemon.control import ControlServer
 from orchestrator.daemon.router import MessageRefused
-from tests.fakes import core, team_config
+from tests.support.fakes import core, team_config
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -24,14 +24,9 @@ if TYPE_CHECKING:
 
     from orchestrator.daemon.journal import Journal
     from orchestrator.daemon.router import Router
-    from tests.fakes import Core
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class _Caller:

@@ -1,24 +1,22 @@
-"""The board's MCP tools in ``teamctl mcp`` (in process, a fake daemon socket that records each
-request and answers a task): each tool calls its ``member.task_*`` method with the member's
-token, ``T3``/``3``/the integer 3 mean task 3, results are small JSON texts (a body cut past
-its bound), a daemon refusal is a tool error starting with its code, and hostile arguments
-are refused before anything reaches the daemon."""
+"""The board's MCP tools in the daemon's MCP server (in process, a fake of the member methods
+that records each call and answers a task): each tool calls its ``member.task_*`` method with
+the member's token, ``T3``/``3``/the integer 3 mean task 3, results are small JSON texts (a body
+cut past its bound), a refusal is a tool error starting with its code, and hostile arguments
+are refused before any method is called."""
 
 from __future__ import annotations
 
-import io
 import json
-import socketserver
-import threading
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 
-from orchestrator.client import mcp_server
+from orchestrator.daemon.mcp import Caller, McpServer
+from orchestrator.errors import error_from_wire
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
+    from orchestrator import protocol
 
 TOKEN = "t" * 32
 
@@ -32,43 +30,33 @@ def _task(task_id: int, **fields: Any) -> dict[str, Any]:
             "updated_at": 0.0, **fields}
 
 
-class _Daemon(socketserver.ThreadingUnixStreamServer):
-    """The control socket: records each request, answers ``answers[method]`` (a result, or
-    an ``error`` object as the daemon sends a refusal)."""
+class _Daemon:
+    """The member methods: records each call, answers ``answers[method]`` (a result, or an
+    ``error`` object as the control server sends a refusal)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.answers: dict[str, dict[str, Any]] = {}
-        super().__init__(str(home / "teamctl.sock"), _Handler)
-        threading.Thread(target=self.serve_forever, args=(0.01,), daemon=True).start()
 
-
-class _Handler(socketserver.StreamRequestHandler):
-    server: _Daemon
-
-    def handle(self) -> None:
-        request = json.loads(self.rfile.readline())
-        self.server.requests.append(request)
-        answer = self.server.answers.get(request["method"], {"result": _task(1)})
-        self.wfile.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], **answer})
-                         .encode() + b"\n")
+    async def call(self, row: protocol.Method, params: dict[str, Any]) -> Any:
+        self.requests.append({"method": row.name, "params": dict(params)})
+        answer = self.answers.get(row.name, {"result": _task(1)})
+        if "error" in answer:
+            raise error_from_wire(answer["error"]["data"])
+        return answer["result"]
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Daemon]:
-    monkeypatch.setenv("TEAMCTL_MEMBER_TOKEN", TOKEN)
-    monkeypatch.setenv("TEAMCTL_MCP_HOME", str(tmp_path))
-    with _Daemon(tmp_path) as fake:
-        yield fake
-        fake.shutdown()
+def daemon() -> _Daemon:
+    return _Daemon()
 
 
-def _call(tool: str, arguments: Any) -> tuple[str, bool]:
+def _call(daemon: _Daemon, tool: str, arguments: Any) -> tuple[str, bool]:
     line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": tool, "arguments": arguments}}).encode() + b"\n"
-    out = io.BytesIO()
-    assert mcp_server.serve(io.BytesIO(line), out) == 0
-    result = json.loads(out.getvalue())["result"]
+    server = McpServer(daemon.call)
+    reply = anyio.run(server.answer, Caller(TOKEN), line)
+    result = json.loads(reply.line)["result"]
     return result["content"][0]["text"], result["isError"]
 
 
@@ -91,7 +79,7 @@ def test_each_task_tool_calls_its_member_method_with_the_token_and_ids_as_number
     daemon.answers["member.task_get"] = {"result": {"task": _task(3), "depends_on": [],
                                                     "dependents": [], "events": []}}
     for tool, arguments in calls:
-        text, is_error = _call(tool, arguments)
+        text, is_error = _call(daemon, tool, arguments)
         assert not is_error, text
     sent = [(r["method"], r["params"]) for r in daemon.requests]
     assert [m for m, _ in sent] == [f"member.{tool}" for tool, _ in calls]
@@ -110,7 +98,7 @@ def test_results_are_small_json_and_a_long_body_is_cut(daemon: _Daemon) -> None:
         "task": _task(3, body="b" * 100_000, blocked_by=["T1"], state="blocked",
                       blocked="blocked by T1 (pending)"),
         "depends_on": ["T1"], "dependents": ["T4"], "events": events}}
-    text, _ = _call("task_get", {"id": "T3"})
+    text, _ = _call(daemon, "task_get", {"id": "T3"})
     shown = json.loads(text)
     assert len(text) < 20_000  # body, summary, evidence: 4000 each; 20 notes of 300
     assert (shown["id"], shown["state"], shown["blocked_by"], shown["dependents"]) == (
@@ -120,10 +108,10 @@ def test_results_are_small_json_and_a_long_body_is_cut(daemon: _Daemon) -> None:
     daemon.answers["member.task_list"] = {"result": {
         "team": "web", "tasks": [_task(n, body="x" * 60_000) for n in range(1, 51)],
         "total": 10_000, "next_after": "T50"}}
-    listed = json.loads(_call("task_list", {})[0])
+    listed = json.loads(_call(daemon, "task_list", {})[0])
     assert (listed["total"], listed["next_after"], len(listed["tasks"])) == (10_000, "T50", 50)
     assert "body" not in listed["tasks"][0], "a list never carries bodies"
-    claimed = json.loads(_call("task_claim", {})[0])
+    claimed = json.loads(_call(daemon, "task_claim", {})[0])
     assert claimed == {"id": "T1", "title": "task 1", "state": "ready", "owner": None,
                        "blocked_by": []}
 
@@ -133,7 +121,7 @@ def test_a_daemon_refusal_is_a_tool_error_starting_with_its_code(daemon: _Daemon
         "code": 1, "message": "T3 is held by dev",
         "data": {"code": "task_not_owner", "message": "T3 is held by dev, not ops",
                  "retryable": False, "exit_code": 1}}}
-    text, is_error = _call("task_complete", {"id": "T3", "summary": "mine"})
+    text, is_error = _call(daemon, "task_complete", {"id": "T3", "summary": "mine"})
     assert is_error and text.startswith("task_not_owner: T3 is held by dev"), text
 
 
@@ -158,7 +146,7 @@ def test_a_daemon_refusal_is_a_tool_error_starting_with_its_code(daemon: _Daemon
 ])
 def test_hostile_task_tool_arguments_never_reach_the_daemon(
         daemon: _Daemon, tool: str, arguments: Any, expected: str) -> None:
-    text, is_error = _call(tool, arguments)
+    text, is_error = _call(daemon, tool, arguments)
     assert is_error and text.startswith(f"mcp_arguments_invalid: {tool}: "), text
     assert expected in text, text
     assert daemon.requests == []

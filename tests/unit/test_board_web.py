@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from orchestrator.attachments.artifacts import ArtifactStore
-from orchestrator.daemon.board import OPERATOR, Actor
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor
 from orchestrator.daemon.web.app import View, build_app
-from tests.fakes import core, team_config
+from tests.support.fakes import core, team_config
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,11 +25,6 @@ PORT = 8765
 ORIGIN = f"http://127.0.0.1:{PORT}"
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(1)>', "it's & <u>x</u>",
            "abc\u202edcba txt.exe", "zero\u2066width\u2069 \u200f"]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_the_board_column_and_a_tasks_page_escape_every_hostile_text(
@@ -78,3 +74,47 @@ async def test_the_board_column_and_a_tasks_page_escape_every_hostile_text(
     assert "claimed" in shown and "updated" in shown
     assert "about it &lt;script&gt;" in shown, "the message sent while holding it"
     assert "pick a task" in missing and junk.status_code == 200 and "pick a task" in junk.text
+
+
+async def test_the_board_shows_the_merge_queue_and_a_tasks_notices_escaped(
+        tmp_path: Path) -> None:
+    """Under each board, its merge queue (docs/land.md): the entries with their state and
+    what happened — a conflict in a file named like markup shown escaped — and a task's page
+    lists the notices told about it and to whom."""
+    from pathlib import Path as RealPath
+
+    from orchestrator.daemon.board._service import Assignee
+    from tests.support.land import commit_in, integrating_team, land_repo, settled_entry
+
+    repo = land_repo(tmp_path / "repo")
+    hostile = '<img src=x onerror=alert(1)>.txt'
+    async with core(tmp_path) as c:
+        assert c.built is not None
+        board, land = c.built.board, c.built.land
+        await c.teams.launch(integrating_team(repo, "a", "b"), "t.toml", wait=True,
+                             timeout=10)
+        trees = {m: RealPath(c.supervisor.member("web", m).workdir) for m in ("a", "b")}
+        t1 = await board.create("web", "one", created_by=OPERATOR, assignee=Assignee("a", 1))
+        t2 = await board.create("web", "two", created_by=OPERATOR, assignee=Assignee("b", 1))
+        commit_in(trees["a"], hostile, "a\n")
+        commit_in(trees["b"], hostile, "b\n")
+        await board.complete(t1.id, by=Actor("a"), summary="s", team="web")
+        assert (await settled_entry(land, t1.id)).state == "landed"
+        await board.complete(t2.id, by=Actor("b"), summary="s", team="web")
+        assert (await settled_entry(land, t2.id)).state == "sent_back"
+        uploads = tmp_path / "uploads"
+        uploads.mkdir()
+        view = View(c.teams, c.store, c.approvals, c.built.changes,
+                    ArtifactStore(c.home.artifacts), c.home.logs / "teamctl.jsonl", uploads,
+                    board=board, land=land)
+        view.sessions.port = PORT
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(view)),
+                                     base_url=ORIGIN) as client:
+            await client.get(f"/?token={view.sessions.new_token()}")
+            column = (await client.get("/fragments/board")).text
+            shown = (await client.get(f"/fragments/task?id={t2.id}")).text
+    assert "Merge queue → teamctl/web/main" in column
+    assert f'data-task-link="{t1.id}">T{t1.id}</a> a <span class="state">landed' in column
+    assert 'data-state="sent_back"' in column
+    assert "<img" not in column and "&lt;img src=x onerror=alert(1)&gt;.txt" in column
+    assert "<h3>Told</h3>" in shown and "integration → <b>b</b>" in shown

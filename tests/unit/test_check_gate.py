@@ -1,4 +1,4 @@
-"""The board's check runs inside its owner's boundary (orchestrator/daemon/board_gate.py;
+"""The board's check runs inside its owner's boundary (orchestrator/daemon/board/_gate.py;
 docs/board.md, "The check before done"; issue 44, item 3), in process on the daemon's own
 core: the gate runs the command line the owner's host gives (``Host.confine``) with the
 environment it gives, never the raw command; a check the boundary does not run is
@@ -8,6 +8,7 @@ bubblewrap runs it in tests/integration/test_check_boundary.py."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,18 +20,20 @@ from structlog.testing import capture_logs
 
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import Confined, SandboxUnavailable
-from orchestrator.daemon.board import OPERATOR, Actor, Assignee
-from runtimes.local_host import LocalHost
-from tests.fakes import Core, FakeRuntime, core
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
+from runtimes.hosts.local.host import LocalHost
+from tests.support.fakes import Core, FakeRuntime, core
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
     from pathlib import Path
 
-    from orchestrator.wire import TaskEventDoc
+    from orchestrator.protocol.board import TaskEventDoc
 
 pytestmark = pytest.mark.anyio
-PY = sys.executable
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
+PY = shlex.quote(sys.executable)  # one word of a check command, from any checkout
 # stands for bubblewrap: says it ran the command "inside", then runs it
 WRAPPER = ("/bin/sh", "-c", 'echo "inside: $*"; exec "$@"', "wrapper")
 
@@ -46,8 +49,8 @@ class ConfiningHost(LocalHost):
     unavailable: bool = False
     calls: list[tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=list)
 
-    async def confine(self, argv: Sequence[str], *,
-                      env: Mapping[str, str]) -> Confined | None:
+    async def confine(self, argv: Sequence[str], *, env: Mapping[str, str],
+                      workdir: Path | None = None) -> Confined | None:
         self.calls.append((tuple(argv), dict(env)))
         if self.unavailable:
             raise SandboxUnavailable("a", "bubblewrap (bwrap) is not installed")

@@ -70,7 +70,7 @@ COMMANDS = [
 def answers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The daemon, as the CLI sees it: each method answers its hostile document."""
     monkeypatch.setenv("TEAMCTL_HOME", str(tmp_path))
-    monkeypatch.setattr(client, "call", lambda home, method, params, **_: ANSWERS[method])
+    monkeypatch.setattr(client, "call", lambda home, method, params, **_: ANSWERS[method.name])
 
 
 @pytest.mark.usefixtures("answers")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from orchestrator import client, rpc
+from orchestrator import client, protocol, rpc
 from orchestrator.errors import ConnectionLost, RequestTooLarge
 from orchestrator.paths import Home
 
@@ -40,7 +40,7 @@ def test_a_send_cut_after_its_request_was_written_says_check_history(tmp_path: P
     home = Home(tmp_path)
     thread = _server_that_hangs_up(home.socket)
     with pytest.raises(ConnectionLost) as caught:
-        client.call(home, "send", {"member": "lead", "text": "hi"}, timeout=10)
+        client.call(home, protocol.SEND, {"member": "lead", "text": "hi"}, timeout=10)
     thread.join(10)
     assert "it may have been journaled: check 'teamctl history lead'" in caught.value.message
     assert caught.value.exit_code == 4
@@ -50,7 +50,7 @@ def test_a_status_cut_does_not_mention_history(tmp_path: Path) -> None:
     home = Home(tmp_path)
     thread = _server_that_hangs_up(home.socket)
     with pytest.raises(ConnectionLost) as caught:
-        client.call(home, "status", {}, timeout=10)
+        client.call(home, protocol.STATUS, {}, timeout=10)
     thread.join(10)
     assert "went away before answering 'status'" in caught.value.message
     assert "journaled" not in caught.value.message
@@ -59,7 +59,7 @@ def test_a_status_cut_does_not_mention_history(tmp_path: Path) -> None:
 def test_a_request_over_the_limit_is_refused_before_connecting(tmp_path: Path) -> None:
     """A >1 MiB send was reported as "no daemon reachable" (exit 4): now a usage error."""
     with pytest.raises(RequestTooLarge) as caught:
-        client.call(Home(tmp_path), "send",
+        client.call(Home(tmp_path), protocol.SEND,
                     {"member": "lead", "text": "x" * rpc.REQUEST_LIMIT_BYTES})
     assert caught.value.exit_code == 2 and "1 MiB limit" in caught.value.message
 

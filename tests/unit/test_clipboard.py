@@ -5,14 +5,14 @@ real xclip on a real X server: tests/e2e/test_clipboard_x11.py.)"""
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 from orchestrator.client.clipboard import Clipped, read_clipboard, staged
 from orchestrator.errors import ClipboardError
-from tests import images
+from tests.support import images
+from tests.support.scripts import python_script
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,9 +22,7 @@ PNG = images.png_bytes(images.screenshot(40, 30))
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
     """A reader: Python (by absolute path: PATH holds only ``bin_dir``) with argv in ``args``."""
-    path = bin_dir / name
-    path.write_text(f"#!{sys.executable}\nimport sys, os, time\nargs = sys.argv[1:]\n{body}\n")
-    path.chmod(0o700)
+    python_script(bin_dir / name, f"import sys, os, time\nargs = sys.argv[1:]\n{body}\n")
 
 
 def _read(bin_dir: Path, *, platform: str = "linux", timeout: float = 10.0,

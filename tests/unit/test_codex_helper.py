@@ -14,8 +14,8 @@ import pytest
 from orchestrator.contracts import CodexSandboxUnusable, LaunchSpec
 from runtimes.codex._shared import build_env
 from runtimes.codex.helper import describe_helper, helper_problem
-from runtimes.local_host import LocalHost
-from tests.conftest import REPO
+from runtimes.hosts.local.host import LocalHost
+from tests.support.driver import REPO
 
 FAKE_CODEX = REPO / "fixtures" / "bin" / "codex"
 HOME = PurePath("/tmp/teamctl/members/t/m/runtime/codex-home")

@@ -10,8 +10,8 @@ from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
 from runtimes.codex import _shared as codex
 from runtimes.codex.provider import apply_overrides, resolve_provider
-from runtimes.local_host import LocalHost
-from tests.conftest import operator_home
+from runtimes.hosts.local.host import LocalHost
+from tests.support.driver import operator_home
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,25 +12,21 @@ import anyio
 import pytest
 
 from orchestrator.contracts import RuntimeStuck, Turn, TurnResult
-from orchestrator.daemon import mailbox_records
-from orchestrator.daemon.store import Store
+from orchestrator.daemon.mailbox import _records as mailbox_records
+from orchestrator.daemon.migrations import MIGRATIONS
+from orchestrator.daemon.queue import Store
 from orchestrator.errors import (
     MemberStartFailed,
     MemberUnavailable,
     ReplyTimeout,
     StoreError,
 )
-from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+from tests.support.fakes import FakeProcess, FakeRuntime, core, team_config
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class FlakyStore(Store):
@@ -40,7 +36,7 @@ class FlakyStore(Store):
     broken = False
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path)
+        super().__init__(path, MIGRATIONS)
         self.answered = threading.Event()
 
     def mark_answered(self, message_id: str, member: str, reply: str,
@@ -66,7 +62,7 @@ async def test_error_group_from_a_stuck_turn_goes_back_to_the_queue(tmp_path: Pa
         result = await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
         assert result.state == "answered" and result.attempts == 2
         assert result.reply.startswith("echo: [teamctl] your previous turn on message "), \
-            "continued on the process it was cut on (docs/architecture.md, Effects once)"
+            "continued on the process it was cut on (docs/dev/architecture.md, Effects once)"
 
 
 async def test_an_unexpected_bug_fails_only_that_delivery(tmp_path: Path) -> None:

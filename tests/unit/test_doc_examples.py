@@ -1,4 +1,4 @@
-"""The team files the README and docs/ show (tests/doc_examples.py), in process: each one —
+"""The team files the README and docs/ show (tests/support/doc_examples.py), in process: each one —
 those that need a cluster or a machine included, which tests/integration/test_doc_examples.py
 cannot start — launched again while it runs, and again after a daemon restart resumed it, on
 runtimes that change what they are handed as Codex's adapter does (issue 45)."""
@@ -11,26 +11,21 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.config import load_team_file
-from orchestrator.daemon.store import Store
+from orchestrator.daemon.migrations import open_journal
 from orchestrator.runtime_table import RUNTIMES
-from tests.doc_examples import Example, team_examples
-from tests.fakes import FakeProcess, FakeRuntime, core
+from tests.support.doc_examples import Example, team_examples
+from tests.support.fakes import FakeProcess, FakeRuntime, core
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from orchestrator.contracts import LaunchSpec
-    from tests.fakes import Core
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
 
 EXAMPLES = team_examples()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class DerivingRuntime(FakeRuntime):
@@ -63,7 +58,7 @@ async def _daemon(tmp_path: Path) -> AsyncIterator[Core]:
     next share it), every runtime a ``DerivingRuntime``."""
     (tmp_path / "home").mkdir(exist_ok=True)
     runtime = DerivingRuntime()
-    async with core(tmp_path, store=Store(tmp_path / "home" / "state.db"),
+    async with core(tmp_path, store=open_journal(tmp_path / "home" / "state.db"),
                     runtimes={r.name: runtime for r in RUNTIMES}) as c:
         yield c
 

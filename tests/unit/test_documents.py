@@ -27,9 +27,9 @@ from orchestrator.attachments.normalize import Limits
 from orchestrator.attachments.sniff import sniff
 from orchestrator.attachments.text import TEXT_INLINE_BYTES
 from orchestrator.contracts import Capabilities
-from runtimes.claude import ClaudeRuntime
+from runtimes.claude.runtime import ClaudeRuntime
 from runtimes.codex.runtime import CodexRuntime
-from tests import pdfs
+from tests.support import pdfs
 
 PDF_MIME, TEXT_MIME = "application/pdf", "text/plain"
 THREE = pdfs.text_pdf("one", "two", "three")

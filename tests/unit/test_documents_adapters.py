@@ -21,17 +21,17 @@ from orchestrator.contracts import (
     Turn,
     TurnFailed,
 )
-from runtimes.acp import AcpRuntime
-from runtimes.claude import ClaudeRuntime, user_line
+from runtimes.acp.runtime import AcpRuntime
+from runtimes.claude.runtime import ClaudeRuntime, user_line
 from runtimes.codex.app_server import CodexAppServer
 from runtimes.codex.exec import CodexMember
 from runtimes.codex.runtime import CodexRuntime
-from runtimes.documents import safe_name
-from runtimes.local_host import LocalHost
-from runtimes.opencode import OpenCodeRuntime, OpenCodeServer
-from runtimes.opencode_message import message_body
-from tests.conftest import REPO
-from tests.pdfs import text_pdf
+from runtimes.hosts.local.host import LocalHost
+from runtimes.kit.documents import safe_name
+from runtimes.opencode.message import message_body
+from runtimes.opencode.runtime import OpenCodeRuntime, OpenCodeServer
+from tests.support.driver import REPO
+from tests.support.pdfs import text_pdf
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,11 +42,6 @@ FAKE_ACP = REPO / "fixtures" / "bin" / "fake-acp"
 PDF = text_pdf("one", "two", "three")
 NOTES = "notes: ünïcode, \"quotes\", a {brace}\n".encode()
 HOSTILE = 'a"b\n../../etc/passwd\\..\\x\u202e.pdf'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _doc(data: bytes, mime: str, name: str = "spec.pdf", number: int = 1,
@@ -119,7 +114,7 @@ def test_claude_puts_each_document_right_after_the_marker_that_names_it() -> Non
 def test_claude_titles_a_hostile_document_with_its_safe_base_name_on_one_json_line() -> None:
     """The block's ``title`` (which Claude Code passes to the API) is the safe base name, and
     no name breaks the stdin line: it stays one line of valid JSON."""
-    from runtimes.framing import encode_line
+    from runtimes.kit.framing import encode_line
 
     part = _doc(NOTES, "text/plain", HOSTILE)
     line = encode_line(user_line(Turn("01A", (TextPart("see"), part))))

@@ -17,11 +17,11 @@ from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.attachments.loader import VariantLoader
 from orchestrator.attachments.planner import Planner, Target
 from orchestrator.contracts import DocumentPart, DocumentText, ImagePart
-from orchestrator.daemon.delivery import ATTACHMENT_COLUMNS, attachment_of, attachment_row
-from orchestrator.daemon.store import MIGRATIONS
-from runtimes.claude import ClaudeRuntime
+from orchestrator.daemon.migrations import MIGRATIONS
+from orchestrator.daemon.queue._delivery import ATTACHMENT_COLUMNS, attachment_of, attachment_row
+from runtimes.claude.runtime import ClaudeRuntime
 from runtimes.codex.runtime import CodexRuntime
-from tests import images, pdfs
+from tests.support import images, pdfs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -133,8 +133,8 @@ def test_a_lost_page_artifact_is_rebuilt_to_the_same_bytes(tmp_path: Path,
 
 def _turn_parts(tmp_path: Path, planned: list[PlannedAttachment], text: str
                 ) -> tuple[object, ...]:
-    from orchestrator.daemon.delivery import Delivery
-    from orchestrator.daemon.mailbox_turns import TurnDelivery
+    from orchestrator.daemon.mailbox._turns import TurnDelivery
+    from orchestrator.daemon.queue import Delivery
 
     runner = TurnDelivery.__new__(TurnDelivery)
     runner._loader = VariantLoader(ArtifactStore(tmp_path / "artifacts"))

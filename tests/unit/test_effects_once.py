@@ -20,24 +20,19 @@ from orchestrator.contracts import (
     Turn,
     TurnResult,
 )
-from orchestrator.daemon.store import SCHEMA_VERSION, Store
-from tests.fakes import FakeProcess, FakeRuntime, ManualClock, core, team_config
+from orchestrator.daemon.migrations import SCHEMA_VERSION, open_journal
+from tests.support.fakes import FakeProcess, FakeRuntime, ManualClock, core, team_config
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from orchestrator.contracts import LaunchSpec
-    from tests.fakes import Core
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
 
 CONTINUATION = "[teamctl] your previous turn on message "
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _text(turn: Turn) -> str:
@@ -181,7 +176,7 @@ async def test_a_continuation_that_finds_its_session_gone_is_sent_whole_next(
 async def test_the_journal_keeps_the_session_a_delivery_was_sent_on(tmp_path: Path) -> None:
     """``sent`` records the session (kept when a later attempt's is unknown); a cut attempt
     records the one it learnt during the turn; the schema is one migration newer."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     try:
         assert store.schema_version == SCHEMA_VERSION
         store.add_message("m1", "web", "hi", ["lead"])

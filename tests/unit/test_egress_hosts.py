@@ -1,4 +1,4 @@
-"""Which hosts a sandboxed member may reach by default (runtimes/sandbox_network.py): its
+"""Which hosts a sandboxed member may reach by default (runtimes/hosts/sandbox/network.py): its
 provider's (a base URL in its env or config, else the provider's API hosts), the git remote's
 host and the package registries — and the plan that cuts its network (docs/security.md)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runtimes.sandbox_network import (
+from runtimes.hosts.sandbox.network import (
     INSIDE_SOCKET,
     REGISTRIES,
     default_hosts,
@@ -46,8 +46,10 @@ def test_the_plan_cuts_the_network_and_maps_loopback_entries() -> None:
     plan = network_plan("allowlist", Path("/h/egress/x.sock"),
                         ["api.anthropic.com", "127.0.0.1:8123", "127.0.0.2:9"], python="py")
     assert plan.bwrap_args == ("--unshare-net", "--bind", "/h/egress/x.sock", INSIDE_SOCKET)
-    assert plan.relay[:3] == ("py", "-I", "-c") and plan.relay[-1] == "--"
-    assert list(plan.relay[3 + 1:-1]) == ["--socket", INSIDE_SOCKET, "--map", "8123"]
+    assert plan.relay[:4] == ("py", "-I", "-S", "-c") and plan.relay[-1] == "--"
+    assert "import relay" in plan.relay[4]  # from teamctl's directory, its compiled file
+    assert list(plan.relay[4 + 1:-1]) == ["--socket", INSIDE_SOCKET, "--hand-over", "--map",
+                                          "8123"]
     assert not plan.env  # the relay sets the proxy variables itself, with the port it bound
 
 

@@ -1,6 +1,6 @@
-"""The egress policy of a sandboxed member (orchestrator/daemon/egress_policy.py): exact
+"""The egress policy of a sandboxed member (orchestrator/daemon/egress/_policy.py): exact
 host:port matching, IP literals, the metadata service and loopback, and the request heads the
-proxy accepts (orchestrator/daemon/egress.py ``parse_head``)."""
+proxy accepts (orchestrator/daemon/egress/_proxy.py ``parse_head``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import ipaddress
 
 import pytest
 
-from orchestrator.daemon.egress import parse_head
-from orchestrator.daemon.egress_policy import EgressPolicy, parse_entry, parse_target
+from orchestrator.daemon.egress._policy import EgressPolicy, parse_entry, parse_target
+from orchestrator.daemon.egress._proxy import parse_head
 from orchestrator.errors import EgressRefused
 
 POLICY = EgressPolicy.from_strings(["api.anthropic.com", "github.com:443", "pypi.org",

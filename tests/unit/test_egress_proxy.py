@@ -1,23 +1,24 @@
-"""A member's egress proxy with real sockets (orchestrator/daemon/egress.py): it tunnels to an
-allowed local server, refuses the rest with a typed answer and a logged ``egress_denied``, and no
-bad input — garbage, a 1 MB request line, a silent or half-open connection, a thousand
-connections — does more than end that connection."""
+"""A member's egress proxy with real sockets (orchestrator/daemon/egress/_proxy.py): it tunnels
+to an allowed local server, refuses the rest with a typed answer and a logged
+``egress_denied``, and no bad input — garbage, a 1 MB request line, a silent or half-open
+connection, a thousand connections — does more than end that connection."""
 
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.daemon.egress import EgressLimits, EgressProxy
-from orchestrator.daemon.egress_policy import EgressPolicy
+from orchestrator.daemon.egress._policy import EgressPolicy
+from orchestrator.daemon.egress._proxy import EgressLimits, EgressProxy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
     from anyio.abc import SocketStream
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _echo(stream: SocketStream) -> None:
@@ -142,9 +138,19 @@ async def test_a_denied_target_is_refused_with_a_logged_event() -> None:
         assert proxy.counts.denied == 2 and proxy.counts.allowed == 0
 
 
-async def test_a_name_resolving_to_loopback_is_not_connected() -> None:
+async def test_a_name_resolving_to_loopback_is_not_connected(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """``localhost`` listed by name still never reaches the operator's loopback (the live
-    view, any local service): only a loopback literal entry does."""
+    view, any local service): only a loopback literal entry does. The name resolves to loopback
+    here whatever the machine's ``/etc/hosts`` says (a fresh debootstrap root has none)."""
+    real = anyio.getaddrinfo
+
+    async def resolve(host: str, port: int, **kwargs: Any) -> Any:
+        if host == "localhost":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return await real(host, port, **kwargs)
+
+    monkeypatch.setattr(anyio, "getaddrinfo", resolve)
     async with _world() as (path, allowed, _, proxy):
         proxy.policy = EgressPolicy.from_strings([f"localhost:{allowed}"])
         with capture_logs() as logs:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.errors import LineTooLong, ProtocolError
-from runtimes.framing import decode_line, encode_line, iter_lines
+from runtimes.kit.framing import decode_line, encode_line, iter_lines
 
 
 class _Chunks:

@@ -1,5 +1,5 @@
 """What a sandboxed member in a worktree sees of git (orchestrator/daemon/worktrees/_sandbox.py)
-and where those binds go in its bubblewrap command line (runtimes/sandbox_plan.py), without
+and where those binds go in its bubblewrap command line (runtimes/hosts/sandbox/plan.py), without
 starting a sandbox (tests/integration/test_git_boundary.py runs the real one)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from orchestrator.daemon.worktrees import Worktree, sandbox_view
-from runtimes.sandbox_plan import SandboxPolicy, bwrap_argv
+from runtimes.hosts.sandbox.plan import SandboxPolicy, bwrap_argv
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

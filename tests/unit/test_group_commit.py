@@ -10,20 +10,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from orchestrator.daemon import journal
-from orchestrator.daemon.store import AsyncStore, Store
+from orchestrator.daemon.journal import _engine as journal
+from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.queue import AsyncStore
 from orchestrator.errors import StoreError
-from tests.settle import all_blocked
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_fsync]  # grouping needs a flush that takes time
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -43,7 +39,7 @@ async def test_a_burst_of_sends_shares_fsyncs_and_every_message_is_journaled(
     """Under a fan-out, each durable write used to cost its own fsync (the journal's ceiling
     was ~1/fsync-latency messages a second): 200 concurrent add_message calls now commit in
     far fewer fsyncs, and each is readable once its call returned."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     db = AsyncStore(store)
     fsyncs = _fsyncs(monkeypatch)
 
@@ -57,14 +53,14 @@ async def test_a_burst_of_sends_shares_fsyncs_and_every_message_is_journaled(
     assert len(fsyncs) < 100, f"{len(fsyncs)} fsyncs for 200 writes: no grouping"
     assert len(store.history("t", "lead")[0]) == 200
     store.close()
-    reopened = Store(tmp_path / "j.db")
+    reopened = open_journal(tmp_path / "j.db")
     assert len(reopened.history("t", "lead")[0]) == 200, "every grouped write is on disk"
 
 
 async def test_one_failing_call_in_a_group_fails_alone(tmp_path: Path) -> None:
     """A call that fails (a transition that does not apply) rolls back its own savepoint; the
     other calls of its group are written."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     db = AsyncStore(store)
     results: dict[str, object] = {}
 
@@ -86,7 +82,7 @@ async def test_one_failing_call_in_a_group_fails_alone(tmp_path: Path) -> None:
 def test_a_failed_commit_fails_every_call_that_wrote_and_keeps_reads(tmp_path: Path) -> None:
     """If the group's commit fails, no call that wrote is told it was written; a call that
     only read keeps its answer."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     store.add_message("x", "t", "x", ["lead"])
 
     def broken_commit(*, durable: bool) -> None:
@@ -105,7 +101,7 @@ def test_a_failed_commit_fails_every_call_that_wrote_and_keeps_reads(tmp_path: P
 async def test_a_cancelled_leader_hands_the_queue_on(tmp_path: Path) -> None:
     """The caller that leads a group may be cancelled; calls that queued behind it are still
     written and answered (a waiting call takes over), never left waiting forever."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     db = AsyncStore(store)
     gate = anyio.Event()
     entered = anyio.Event()
@@ -144,7 +140,7 @@ def test_a_durable_write_is_fsynced_and_a_transition_is_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``synchronous=NORMAL`` plus an fsync of the WAL per durable commit: add_message and
     mark_answered pay one each, claim (recovery undoes it) none."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     fsyncs = _fsyncs(monkeypatch)
     store.add_message("m", "t", "x", ["lead"])
     assert len(fsyncs) == 1
@@ -162,7 +158,7 @@ async def test_the_calls_on_a_messages_way_run_at_once_while_the_writer_is_idle(
     """A claim, ``sent`` and a delivery's row need no fsync: with no group being written they
     run on the caller's thread (no hop to the writer and back), and pay no fsync; a durable
     write still goes to the writer thread."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     db = AsyncStore(store)
     hops: list[str] = []
     real = anyio.to_thread.run_sync
@@ -188,7 +184,7 @@ async def test_the_calls_on_a_messages_way_run_at_once_while_the_writer_is_idle(
 async def test_a_quick_call_waits_for_the_group_being_written(tmp_path: Path) -> None:
     """While the writer thread holds the connection, a quick call queues behind it like any
     call (never two users of the one connection at once) and sees what the group wrote."""
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     db = AsyncStore(store)
     gate, entered = anyio.Event(), anyio.Event()
 
@@ -219,7 +215,7 @@ def test_the_wal_is_checkpointed_after_a_durable_commit_only(
     crossed its threshold — a quick call on the event loop's thread); the writer copies the
     WAL into the database and truncates it after a durable commit that finds it large."""
     monkeypatch.setattr(journal, "_CHECKPOINT_BYTES", 64 << 10)
-    store = Store(tmp_path / "j.db")
+    store = open_journal(tmp_path / "j.db")
     wal = tmp_path / "j.db-wal"
     assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     store.add_message("m", "t", "x", ["lead"])
@@ -233,6 +229,6 @@ def test_the_wal_is_checkpointed_after_a_durable_commit_only(
     assert wal.stat().st_size < grown, "the durable commit checkpointed"
     assert wal.stat().st_size < 64 << 10
     store.close()
-    reopened = Store(tmp_path / "j.db")
+    reopened = open_journal(tmp_path / "j.db")
     delivery = reopened.delivery("m", "lead")
     assert delivery is not None and delivery.text == "last"

@@ -16,7 +16,7 @@ import click
 import pytest
 
 from orchestrator.client.cli import cli
-from tests.conftest import REPO
+from tests.support.driver import REPO
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,6 +31,7 @@ _VALUES = {
     "member": "lead", "member.name": "lead", "who": "lead", "owner": "lead",
     "_e(member.name)": "lead", "task.owner": "lead", "team": "web", "task.team": "web",
     "edge": "T3 --remove T2", "ref": "T1",
+    "entry.task": "3", "task.id": "3", "task_ref": "T3", "task_id": "3", "entry.owner": "lead",
     # metavars: what the reader writes in their place
     "TEAMFILE": "team.toml", "MEMBER": "lead", "TEXT": "yes", "USD": "5", "ID": "T1",
     "ID2": "T2", "RULE": "Write(docs/**)",

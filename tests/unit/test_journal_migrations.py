@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.daemon.journal import collect
-from orchestrator.daemon.store import MIGRATIONS, SCHEMA_VERSION, Store
+from orchestrator.daemon.migrations import MIGRATIONS, SCHEMA_VERSION, open_journal
 
 _DATA = Path(__file__).parent / "data"
 EARLIER = json.loads((_DATA / "journal_migrations_v12.json").read_text())
@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 6 == 18
+    assert SCHEMA_VERSION == len(EARLIER) + 11 == 23
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -87,6 +87,52 @@ def test_version_18_says_why_a_turns_usage_is_a_lower_bound_and_nothing_else() -
     assert _statements(MIGRATIONS[17]) == ["ALTER TABLE usage ADD COLUMN unreported TEXT"]
 
 
+def test_version_19_adds_the_slots_table_and_nothing_else() -> None:
+    """Schema 19 (a port and a database name of its own, issue 47): one new table owned by
+    ``daemon/slots``, each value unique in its space — no earlier table changes."""
+    assert _statements(MIGRATIONS[18]) == [
+        "CREATE TABLE slots (\n    team TEXT NOT NULL,\n    member TEXT NOT NULL,\n"
+        "    var TEXT NOT NULL,\n    kind TEXT NOT NULL,\n    space TEXT NOT NULL,\n"
+        "    value TEXT NOT NULL,\n    PRIMARY KEY (team, member, var),\n"
+        "    UNIQUE (space, value)\n)"]
+
+
+def test_version_20_adds_the_footprints_memory_admission_learns_and_nothing_else() -> None:
+    """Schema 20 (starts that fit, issue 47): one new table owned by ``admission`` — each
+    launch's peak resident memory by kind and place, with an index to keep the newest —
+    no earlier table changes."""
+    assert _statements(MIGRATIONS[19]) == [
+        "CREATE TABLE member_footprints (\n    launch TEXT PRIMARY KEY,\n    kind TEXT NOT NULL,"
+        "\n    place TEXT NOT NULL,\n    peak_bytes INTEGER NOT NULL,\n    at REAL NOT NULL\n)",
+        "CREATE INDEX member_footprints_by_kind ON member_footprints (kind, place, at)"]
+
+
+def test_version_21_adds_the_merge_queue_and_the_tasks_notices_and_nothing_else() -> None:
+    """Schema 21 (work that lands, issue 49): new tables only — the board's ``task_notices``
+    (the events told about a task, once per source id) and the merge queue's
+    ``land_entries``, ``land_teams`` and ``land_snapshots``; no earlier table changes."""
+    statements = _statements(MIGRATIONS[20])
+    assert all(s.startswith(("CREATE TABLE", "CREATE INDEX")) for s in statements)
+    created = [s.split("(")[0].split()[-1] for s in statements if s.startswith("CREATE TABLE")]
+    assert created == ["task_notices", "land_entries", "land_teams", "land_snapshots"]
+
+
+def test_version_22_adds_the_held_quota_accounts_and_nothing_else() -> None:
+    """Schema 22 (quota windows, issue 48): one new table owned by the quota, an account held
+    until its reset — no earlier table changes."""
+    assert _statements(MIGRATIONS[21]) == [
+        "CREATE TABLE quota_holds (\n    account TEXT PRIMARY KEY,\n    window_name TEXT,\n"
+        "    until REAL NOT NULL,\n    reason TEXT NOT NULL,\n    named INTEGER NOT NULL,\n"
+        "    probing INTEGER NOT NULL,\n    held_at REAL NOT NULL\n)"]
+
+
+def test_version_23_adds_the_forges_taken_issues_and_nothing_else() -> None:
+    """Schema 23 (the forge, issue 50): one new table owned by the forge, each issue taken as
+    a task by its id — no earlier table changes."""
+    statements = _statements(MIGRATIONS[22])
+    assert len(statements) == 1 and statements[0].startswith("CREATE TABLE forge_issues (")
+
+
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:
     """Schema 12 (the board: tasks, task_deps, task_events) came after the eleven the one
     tuple held, which stay as they were."""
@@ -110,8 +156,8 @@ def test_a_journal_an_earlier_teamctl_left_opens_and_migrates_as_before(
     raw.execute(f"PRAGMA user_version = {version}")
     raw.commit()
     raw.close()
-    Store(old).close()
-    Store(tmp_path / "new.db").close()
+    open_journal(old).close()
+    open_journal(tmp_path / "new.db").close()
     assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert _schema(old) == _schema(tmp_path / "new.db")
 

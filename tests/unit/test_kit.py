@@ -12,11 +12,6 @@ from runtimes.kit import TurnWatch, retryable_status
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_one_rule_says_which_http_status_is_worth_another_attempt() -> None:
     """Every adapter asks ``retryable_status``: a timeout, a conflict, a rate limit and any
     server error (529 included) are retried; another 4xx is the request's own fault; an unknown

@@ -9,14 +9,9 @@ import anyio
 import pytest
 
 from orchestrator.contracts import RuntimeExited
-from runtimes.kit_stdio import StdioJsonProcess, Waiter
+from runtimes.kit.stdio import StdioJsonProcess, Waiter
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _process() -> StdioJsonProcess:

@@ -40,13 +40,13 @@ def test_a_kubernetes_host_is_read_beside_ssh_hosts(tmp_path: Path) -> None:
                              '[hosts.gpu]\naddress = "10.0.0.1"\n' + _HOST + _MEMBER +
                              '[[members]]\nname = "b"\nruntime = "claude"\nhost = "gpu"\n')
     [builder, other] = team.members
-    name, host = team.member_kubernetes(builder) or ("", None)
+    name, host = team.resolved(builder).kubernetes or ("", None)
     assert name == "k8s" and host is not None
     assert (host.namespace, host.image, host.secret, host.storage, host.workdir, host.keep) == (
         "agents", "ghcr.io/x/agent:1", "claude-key", "10Gi", "/workspace", False)
-    assert team.member_host(builder) is None and team.member_kubernetes(other) is None
-    assert team.member_host(other) is not None and list(team.hosts) == ["gpu"]
-    assert team.remote_workdir(builder) == "/workspace"
+    assert team.resolved(builder).ssh_host is None and team.resolved(other).kubernetes is None
+    assert team.resolved(other).ssh_host is not None and list(team.hosts) == ["gpu"]
+    assert team.resolved(builder).remote_workdir == "/workspace"
     assert builder.messaging is True
 
 
@@ -83,7 +83,7 @@ def test_a_sandbox_template_without_an_image_is_a_host(tmp_path: Path) -> None:
     (the table's ``image`` optional), and the member is placed on the host."""
     host = _HOST.replace('image = "ghcr.io/x/agent:1"\n', 'template = "python"\n')
     team = _load(tmp_path, '[team]\nname = "w"\nlogin = "isolated"\n' + host + _MEMBER)
-    name, table = team.member_kubernetes(team.members[0]) or ("", None)
+    name, table = team.resolved(team.members[0]).kubernetes or ("", None)
     assert name == "k8s" and table is not None
     assert (table.template, table.image) == ("python", None)
 

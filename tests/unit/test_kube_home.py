@@ -1,12 +1,12 @@
-"""The teamctl home's id on its Kubernetes objects (orchestrator/daemon/orphans.py,
-runtimes/kube_manifests.py)."""
+"""The teamctl home's id on its Kubernetes objects (orchestrator/daemon/members/_orphans.py,
+runtimes/hosts/kubernetes/manifests.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon.orphans import home_id
-from runtimes.kube_manifests import LABEL_HOME, PodPlan, pod, pvc, sandbox
+from orchestrator.daemon.members._orphans import home_id
+from runtimes.hosts.kubernetes.manifests import LABEL_HOME, PodPlan, pod, pvc, sandbox
 
 if TYPE_CHECKING:
     from pathlib import Path

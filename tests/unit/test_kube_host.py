@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from orchestrator.contracts import Host
-from runtimes.kube_host import KubernetesHost, classify
+from runtimes.hosts.kubernetes.host import KubernetesHost, classify
 
 if TYPE_CHECKING:
     from kubernetes.client.exceptions import ApiException

@@ -6,105 +6,46 @@ as the API server's strict field validation (``kubectl``'s default) reports it."
 from __future__ import annotations
 
 import copy
-import json
 import re
-from functools import cache
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
-import yaml
 
-from runtimes.kube_manifests import (
+from orchestrator.ceilings import Ceiling
+from runtimes.hosts.kubernetes.manifests import (
     LABEL_MEMBER,
     LABEL_TEAM,
     PodPlan,
     object_name,
     pod,
     pvc,
+    resources,
     sandbox,
 )
+from tests.support.k8s_schemas import _META, core_errors, sandbox_errors
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "k8s"
-_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _PLAN = PodPlan(team="web", member="builder", namespace="agents", image="ghcr.io/x/agent:1",
                 storage="20Gi", storage_class="fast", runtime_class="gvisor",
                 service_account="agent", secret="claude-key")
 
 
-def _strict(schema: Any) -> Any:
-    """Every object schema that lists its properties refuses others (strict field validation);
-    the ``x-kubernetes-preserve-unknown-fields`` ones and maps keep theirs."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "properties" in node and "additionalProperties" not in node and \
-                    not node.get("x-kubernetes-preserve-unknown-fields"):
-                node["additionalProperties"] = False
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return schema
-
-
-@cache
-def _definitions() -> dict[str, Any]:
-    loaded = json.loads((DATA / "core_v1_pod_pvc.json").read_text())
-    return dict(_strict(loaded["definitions"]))
-
-
-@cache
-@cache
-def crd_schema(file: str) -> dict[str, Any]:
-    """The v1beta1 schema (served and stored) of one of agent-sandbox's CRDs, strict (read
-    once per process, with libyaml: the pure-Python loader took seconds per read)."""
-    crd = yaml.load((DATA / file).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
-    assert version["served"] and version["storage"]
-    return dict(_strict(version["schema"]["openAPIV3Schema"]))
-
-
-def _sandbox_schema() -> dict[str, Any]:
-    return crd_schema("agents.x-k8s.io_sandboxes.yaml")
-
-
-def _errors(document: dict[str, Any], schema: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft4Validator(schema)
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in validator.iter_errors(document)]
-
-
-def _core(document: dict[str, Any], definition: str) -> list[str]:
-    return _errors(document, {"$ref": f"#/definitions/{definition}",
-                              "definitions": _definitions()})
-
-
-def _sandbox_errors(document: dict[str, Any]) -> list[str]:
-    """The CRD's schema, then the parts it leaves open checked as the core types they are:
-    the metadata (ObjectMeta) and the pod template's spec (PodSpec)."""
-    return (_errors(document, _sandbox_schema())
-            + _core(document["metadata"], _META)
-            + _core(document["spec"]["podTemplate"]["spec"], "io.k8s.api.core.v1.PodSpec"))
-
-
 def test_the_sandbox_validates_against_the_agent_sandbox_crd() -> None:
     """The member's Sandbox is one the v1beta1 CRD (served and stored) and Kubernetes take."""
     document = sandbox(_PLAN)
-    assert _sandbox_errors(document) == []
+    assert sandbox_errors(document) == []
     assert document["apiVersion"] == "agents.x-k8s.io/v1beta1"
     assert document["spec"]["operatingMode"] == "Running"
-    assert _sandbox_errors(sandbox(_PLAN, running=False)) == []
+    assert sandbox_errors(sandbox(_PLAN, running=False)) == []
 
 
 def test_the_fallback_pod_and_claim_validate_against_core_v1() -> None:
     """Where the CRD is absent: a Pod and its PersistentVolumeClaim of core/v1."""
-    assert _core(pod(_PLAN), "io.k8s.api.core.v1.Pod") == []
-    assert _core(pvc(_PLAN), "io.k8s.api.core.v1.PersistentVolumeClaim") == []
+    assert core_errors(pod(_PLAN), "io.k8s.api.core.v1.Pod") == []
+    assert core_errors(pvc(_PLAN), "io.k8s.api.core.v1.PersistentVolumeClaim") == []
     minimal = PodPlan(team="w", member="a", namespace="default", image="agent")
-    assert _core(pod(minimal), "io.k8s.api.core.v1.Pod") == []
-    assert _sandbox_errors(sandbox(minimal)) == []
+    assert core_errors(pod(minimal), "io.k8s.api.core.v1.Pod") == []
+    assert sandbox_errors(sandbox(minimal)) == []
 
 
 def test_the_validation_can_fail() -> None:
@@ -114,11 +55,11 @@ def test_the_validation_can_fail() -> None:
     broken["spec"]["runtimeClasName"] = "gvisor"
     broken["spec"]["containers"][0]["ports"] = "80"
     del broken["spec"]["containers"][0]["name"]
-    assert len(_core(broken, "io.k8s.api.core.v1.Pod")) == 3
+    assert len(core_errors(broken, "io.k8s.api.core.v1.Pod")) == 3
     wrong = copy.deepcopy(sandbox(_PLAN))
     wrong["spec"]["operatingMode"] = "Paused"
     wrong["spec"]["replicas"] = 0  # v1alpha1's field, gone from v1beta1
-    assert len(_sandbox_errors(wrong)) == 2
+    assert len(sandbox_errors(wrong)) == 2
 
 
 def test_credentials_are_a_secret_reference_and_nothing_else() -> None:
@@ -143,13 +84,31 @@ def test_objects_are_named_and_labelled_for_their_owner() -> None:
     long = object_name("t" * 64, "m_" * 32)
     assert len(long) <= 63 and long == long.lower()
     odd = PodPlan(team="t_", member="-m", namespace="default", image="agent")
-    assert _sandbox_errors(sandbox(odd)) == []
+    assert sandbox_errors(sandbox(odd)) == []
 
 
 @pytest.mark.parametrize(("team", "member"), [("a", "b"), ("A_B", "c-d"), ("9" * 64, "x" * 64)])
 def test_names_are_dns_labels(team: str, member: str) -> None:
     """Every name is an RFC 1123 label Kubernetes takes for a Pod, a Sandbox and a claim."""
     name = object_name(team, member)
-    assert _core({"name": name, "generateName": ""}, _META) == []
+    assert core_errors({"name": name, "generateName": ""}, _META) == []
     assert len(f"work-{name}") <= 63
     assert re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name), name
+
+
+def test_a_member_s_ceiling_is_its_container_s_resources() -> None:
+    """memory_max the memory limit, memory_high the memory request, cpu_weight the CPU
+    request (weight × 10 millicores: 100 is one CPU); quantities Kubernetes takes, in the
+    Sandbox and the fallback Pod alike; no ceiling, no resources."""
+    ceiling = Ceiling(memory_max=2 << 30, memory_high=3 << 29, cpu_weight=50)
+    assert resources(ceiling) == {"limits": {"memory": str(2 << 30)},
+                                  "requests": {"memory": str(3 << 29), "cpu": "500m"}}
+    assert resources(Ceiling(memory_max=1 << 30)) == {"limits": {"memory": str(1 << 30)}}
+    assert resources(None) == {}
+    plan = PodPlan(team="web", member="builder", namespace="agents", image="agent",
+                   ceiling=ceiling)
+    [container] = sandbox(plan)["spec"]["podTemplate"]["spec"]["containers"]
+    assert container["resources"] == resources(ceiling)
+    assert sandbox_errors(sandbox(plan)) == []
+    assert core_errors(pod(plan), "io.k8s.api.core.v1.Pod") == []
+    assert "resources" not in pod(_PLAN)["spec"]["containers"][0]

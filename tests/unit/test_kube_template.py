@@ -1,4 +1,5 @@
-"""A member's Sandbox rendered from an agent-sandbox SandboxTemplate (runtimes/kube_template.py):
+"""A member's Sandbox rendered from an agent-sandbox SandboxTemplate
+(runtimes/hosts/kubernetes/template.py):
 the template's pod settings kept, the team file's keys over them, teamctl's essentials over
 both — and the result still a Sandbox the published CRD and Kubernetes' PodSpec take
 (tests/data/k8s; the same strict validation as tests/unit/test_kube_manifests.py)."""
@@ -12,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from runtimes.kube_manifests import HOME, LABEL_MEMBER, LABEL_OWNER, PodPlan, sandbox
-from runtimes.kube_template import TemplateError, agent_index, sandbox_from
-from tests.unit.test_kube_manifests import _core, _errors, _sandbox_errors, crd_schema
+from orchestrator.ceilings import Ceiling
+from runtimes.hosts.kubernetes.manifests import HOME, LABEL_MEMBER, LABEL_OWNER, PodPlan, sandbox
+from runtimes.hosts.kubernetes.template import TemplateError, agent_index, sandbox_from
+from tests.support.k8s_schemas import core_errors, crd_schema, sandbox_errors, schema_errors
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "k8s"
 # the team file names only what it must: the template gives the image and the runtime class
@@ -41,20 +43,20 @@ def test_the_template_fixture_validates_against_the_sandboxtemplate_crd() -> Non
     """The fixture is a SandboxTemplate the v1beta1 CRD (served, stored) and PodSpec take — and
     that check can fail (a v1alpha1-only field, a misspelt pod field)."""
     template = _template()
-    assert _errors(template, _template_schema()) == []
-    assert _core(template["spec"]["podTemplate"]["spec"], "io.k8s.api.core.v1.PodSpec") == []
+    assert schema_errors(template, _template_schema()) == []
+    assert core_errors(template["spec"]["podTemplate"]["spec"], "io.k8s.api.core.v1.PodSpec") == []
     broken = copy.deepcopy(template)
     broken["spec"]["replicas"] = 1
     broken["spec"]["podTemplate"]["spec"]["nodeSelektor"] = {}
-    assert len(_errors(broken, _template_schema())) == 2
+    assert len(schema_errors(broken, _template_schema())) == 2
 
 
 def test_a_sandbox_from_a_template_validates_against_the_crd_and_podspec() -> None:
     """The rendered Sandbox (running and suspended) is one the Sandbox CRD and Kubernetes take:
     the template's claim-only fields (networkPolicyManagement…) are not carried into it."""
-    assert _sandbox_errors(sandbox_from(_PLAN, _template())) == []
+    assert sandbox_errors(sandbox_from(_PLAN, _template())) == []
     suspended = sandbox_from(_PLAN, _template(), running=False)
-    assert _sandbox_errors(suspended) == [] and suspended["spec"]["operatingMode"] == "Suspended"
+    assert sandbox_errors(suspended) == [] and suspended["spec"]["operatingMode"] == "Suspended"
     assert "networkPolicyManagement" not in sandbox_from(_PLAN, _template())["spec"]
 
 
@@ -132,7 +134,7 @@ def test_the_team_files_keys_win_over_the_template() -> None:
     work = document["spec"]["volumeClaimTemplates"][0]["spec"]
     assert (work["resources"]["requests"]["storage"], work["storageClassName"]) == (
         "50Gi", "fast")
-    assert _sandbox_errors(document) == []
+    assert sandbox_errors(document) == []
 
 
 def test_the_agents_container_is_the_one_named_agent_else_the_first() -> None:
@@ -179,3 +181,19 @@ def test_a_missing_template_names_the_command_that_lists_them() -> None:
         sandbox_from(_PLAN, None)
     assert info.value.code == "kube_template_missing"
     assert "kubectl get sandboxtemplates -n agents" in str(info.value)
+
+
+def test_a_member_s_ceiling_wins_over_the_template_s_resources_key_by_key() -> None:
+    """The template's resources stay where the ceiling names nothing (a GPU); the ceiling's
+    memory limit and CPU request replace the template's, and the template's memory request
+    (4Gi) above the ceiling's limit (1Gi) is lowered to it: the API server takes no request
+    above its limit."""
+    plan = PodPlan(team="web", member="builder", namespace="agents", image=None,
+                   template="gpu-agent", ceiling=Ceiling(memory_max=1 << 30, cpu_weight=200))
+    theirs = _template()["spec"]["podTemplate"]["spec"]["containers"][1]["resources"]
+    document = sandbox_from(plan, _template())
+    got = _agent(document)["resources"]
+    assert got["limits"] == {**theirs.get("limits", {}), "memory": str(1 << 30)}
+    assert got["requests"] == {**theirs.get("requests", {}), "cpu": "2000m",
+                               "memory": str(1 << 30)}
+    assert sandbox_errors(document) == []

@@ -1,8 +1,10 @@
-"""The layout of docs/architecture.md ("Dependency rules"), read from the import graph.
+"""The layout of docs/dev/architecture.md ("Dependency rules"), read from the import graph.
 
 Every module of ``orchestrator/`` and ``runtimes/`` is parsed with ``ast``; every import counts,
 the ones inside functions too (a lazy import is still a dependency), except those under
-``if TYPE_CHECKING:`` (never run). A rule broken names the module and the import that breaks it.
+``if TYPE_CHECKING:`` (never run) — but for the check of circles, where a type shared both ways
+ties two modules as surely as a call does. A rule broken names the module and the import that
+breaks it.
 """
 
 from __future__ import annotations
@@ -11,150 +13,31 @@ import ast
 import functools
 import subprocess
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeGuard, get_args
+from typing import TYPE_CHECKING, get_args
 
+from orchestrator.client.lazy_commands import LAZY_COMMANDS
 from orchestrator.runtime_table import RUNTIMES
-from tests.conftest import REPO
+from tests.support.driver import REPO
+from tests.support.import_graph import (
+    Edge,
+    circles,
+    find_cycle,
+    import_graph,
+    imports_in,
+    module_edges,
+    modules_under,
+    parsed,
+    project_modules,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
-PACKAGES = ("orchestrator", "runtimes")
-# the shared modules the CLI and the MCP server may load: they must not pull in pydantic
-STDLIB_ONLY = ("orchestrator.client.mcp_server", "orchestrator.limits", "orchestrator.rpc",
-               "orchestrator.visible")
+# the shared modules the CLI and the MCP relay may load: they must not pull in pydantic
+STDLIB_ONLY = ("orchestrator.client.mcp_bridge", "orchestrator.limits", "orchestrator.protocol",
+               "orchestrator.rpc", "orchestrator.visible")
 # orchestrator.paths finds the home with platformdirs (pure Python, a few modules)
 LIGHT = {"platformdirs"}
-
-
-@dataclass(frozen=True)
-class Edge:
-    source: str
-    target: str
-    lazy: bool  # inside a function: runs when called, not when the module loads
-    line: int
-
-
-def _modules(root: Path) -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
-    return found
-
-
-@functools.cache
-def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(), filename=str(path))
-
-
-def _is_type_checking(node: ast.AST) -> TypeGuard[ast.If]:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def _imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Each import statement and whether it sits inside a function. Only statements are
-    walked (an import is a statement; no expression holds one), and the body of an
-    ``if TYPE_CHECKING:`` is not (its ``else`` is)."""
-    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
-    while todo:
-        node, lazy = todo.pop()
-        for child in _statements(node):
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                yield child, lazy
-            elif _is_type_checking(child):
-                todo.extend((stmt, lazy) for stmt in child.orelse)
-            else:
-                todo.append((child, lazy or isinstance(child, ast.FunctionDef
-                                                        | ast.AsyncFunctionDef)))
-
-
-_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements are held
-
-
-def _statements(node: ast.AST) -> Iterator[ast.AST]:
-    """The statements (and except handlers, match cases) directly inside ``node``: only these
-    can hold an import, so expressions are never walked (a third of the graph's time)."""
-    for field in _BODIES:
-        for child in getattr(node, field, ()):
-            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
-                yield child
-
-
-def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
-             modules: dict[str, Path]) -> Iterator[str]:
-    """The project modules one import statement loads (``from a import b``: ``a.b`` if that is a
-    module, else ``a``); standard-library and third-party names are left out."""
-    if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names]
-    else:
-        base = node.module or ""
-        if node.level:
-            package = source.split(".") if is_package else source.split(".")[:-1]
-            package = package[:len(package) - node.level + 1]
-            base = ".".join([*package, base] if base else package)
-        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                 for alias in node.names]
-    for name in names:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        if name and name != source:
-            yield name
-
-
-def _edges_from(source: str, modules: dict[str, Path]) -> set[Edge]:
-    path = modules[source]
-    return {Edge(source, target, lazy, node.lineno) for node, lazy in _imports(_tree(path))
-            for target in _targets(node, source, path.name == "__init__.py", modules)}
-
-
-def import_graph(root: Path) -> list[Edge]:
-    """Every import between the project's modules under ``root``."""
-    modules = _modules(root)
-    edges = set().union(*(_edges_from(source, modules) for source in modules))
-    return sorted(edges, key=lambda e: (e.source, e.line, e.target))
-
-
-@functools.cache
-def module_edges(source: str) -> frozenset[Edge]:
-    """The imports of one module of this checkout (only the modules a check reaches are
-    parsed, not the whole graph)."""
-    return frozenset(_edges_from(source, _project_modules()))
-
-
-@functools.cache
-def _project_modules() -> dict[str, Path]:
-    return _modules(REPO)
-
-
-def find_cycle(edges: list[Edge]) -> list[str] | None:
-    """One import cycle as a path (first module repeated at the end), or None."""
-    graph: dict[str, set[str]] = {}
-    for edge in edges:
-        graph.setdefault(edge.source, set()).add(edge.target)
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(module: str) -> list[str] | None:
-        state[module] = 1
-        path.append(module)
-        for target in sorted(graph.get(module, ())):
-            if state.get(target) == 1:
-                return [*path[path.index(target):], target]
-            if target not in state and (cycle := visit(target)) is not None:
-                return cycle
-        path.pop()
-        state[module] = 2
-        return None
-
-    for module in sorted(graph):
-        if module not in state and (cycle := visit(module)) is not None:
-            return cycle
-    return None
 
 
 def _side(module: str) -> str:
@@ -189,6 +72,85 @@ def test_no_module_of_orchestrator_or_runtimes_is_part_of_an_import_cycle() -> N
     assert find_cycle(project_graph()) is None, " -> ".join(find_cycle(project_graph()) or [])
 
 
+@functools.cache
+def typed_graph() -> list[Edge]:
+    return import_graph(REPO, typed=True)
+
+
+def test_no_import_circle_even_counting_the_imports_made_only_for_type_checking() -> None:
+    """A type two modules both need lives below both: an ``if TYPE_CHECKING:`` import back up
+    ties them into one as surely as a call does (issue 46 counted five such circles)."""
+    assert circles(typed_graph()) == []
+
+
+def test_the_circle_finder_finds_every_circle_and_nothing_else() -> None:
+    edges = [Edge("a", "b", lazy=False, line=1), Edge("b", "a", lazy=False, line=1),
+             Edge("c", "d", lazy=False, line=1), Edge("d", "e", lazy=False, line=1),
+             Edge("e", "c", lazy=False, line=1), Edge("e", "f", lazy=False, line=1)]
+    assert circles(edges) == [["a", "b"], ["c", "d", "e"]]
+    assert circles(edges[2:4]) == []
+
+
+def _private_parts(module: str) -> str | None:
+    """The daemon's package a private module (``a.b._c``, or under one) belongs to; None: a
+    public one, or not the daemon's."""
+    if not module.startswith("orchestrator.daemon."):
+        return None
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def test_a_package_s_private_modules_are_imported_only_inside_it() -> None:
+    """A subsystem is a package with one face: ``daemon/board/__init__.py`` is what the rest of
+    the daemon imports, ``board/_offers.py`` and its siblings are the package's own
+    (docs/dev/architecture.md, "Layout")."""
+    wrong = [e for e in project_graph() + typed_graph()
+             if (owner := _private_parts(e.target)) is not None
+             and not e.source.startswith(owner + ".") and e.source != owner]
+    assert not wrong, _shown(sorted(set(wrong), key=lambda e: (e.source, e.line)))
+    assert _private_parts("orchestrator.daemon.board._offers") == "orchestrator.daemon.board"
+
+
+def _on_another_object(target: ast.expr) -> bool:
+    """``x.y`` (x not ``self`` nor ``late``) or ``self.x.y``."""
+    base = target.value if isinstance(target, ast.Attribute) else None
+    if isinstance(base, ast.Name):
+        return base.id not in ("self", "late")
+    return isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)
+
+
+def _wired_after(tree: ast.AST) -> list[int]:
+    """The lines that wire a part after it was built: an attribute of another object assigned
+    (``mailbox.on_idle = offers.on_idle``, ``self._sockets.handler = ...``) or a hook list
+    appended to (``supervisor.on_exit.append(...)``). A module's own attributes (``self.x``)
+    and the late-bound parts of the construction (``late.x``) are not wiring."""
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        found += [node.lineno for target in targets if _on_another_object(target)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("append", "extend") \
+                and isinstance(node.func.value, ast.Attribute) \
+                and node.func.value.attr.startswith("on_"):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_core_is_built_whole_no_part_is_wired_after_it_was_built() -> None:
+    """``build_core`` (and the composition root around it) reads as the construction, in
+    dependency order: each part gets its collaborators when it is built, so no reader has to
+    find an ``x.on_y = z`` further down to know what a part calls. The check sees one."""
+    for name in ("core", "main"):
+        path = REPO / "orchestrator" / "daemon" / f"{name}.py"
+        assert _wired_after(parsed(path)) == [], f"{path.name}: {_wired_after(parsed(path))}"
+    wired = ast.parse("mailbox.on_idle = offers.on_idle\nself._s.handler = h\n"
+                      "supervisor.on_exit.append(leases.exited)\nself.x = 1\nlate.board = b\n")
+    assert _wired_after(wired) == [1, 2, 3]
+
+
 def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
     """The check above can fail: two modules importing each other, one inside a function."""
     edges = [Edge("a", "b", lazy=False, line=1), Edge("b", "c", lazy=False, line=1),
@@ -198,7 +160,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
 
 
 def test_the_shared_modules_import_neither_side_nor_the_runtimes() -> None:
-    """``orchestrator/`` (config, contracts, errors, limits, rpc, wire, attachments/...) is what
+    """``orchestrator/`` (config, contracts, errors, limits, rpc, protocol, attachments/...) is what
     both sides share: it imports neither the client, the daemon nor a runtime."""
     wrong = [e for e in project_graph()
              if _side(e.source) == "shared" and _side(e.target) != "shared"]
@@ -256,10 +218,10 @@ def _closure(start: str, *, lazy: bool) -> set[str]:
 
 
 def _third_party(modules: set[str]) -> set[str]:
-    paths = _modules(REPO)
+    paths = modules_under(REPO)
     found = set()
     for module in modules:
-        for node, _lazy in _imports(_tree(paths[module])):
+        for node, _lazy in imports_in(parsed(paths[module])):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [] if node.level else [node.module or ""])
             found |= {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {
@@ -267,24 +229,28 @@ def _third_party(modules: set[str]) -> set[str]:
     return found
 
 
-def test_the_mcp_server_and_the_limits_load_only_the_standard_library() -> None:
-    """The MCP server is started by each member's CLI (one per member: it must start fast and
-    small), and the limits are read by it and by the CLI: neither may load pydantic (the home's
-    ``platformdirs`` aside)."""
+def test_the_mcp_relay_and_the_limits_load_only_the_standard_library() -> None:
+    """The MCP relay is started by each member's CLI (one per member: it must start fast and
+    small; tests/unit/test_mcp_bridge.py holds what it loads to a list), and the limits are
+    read by the CLI: neither may load pydantic (the home's ``platformdirs`` aside)."""
     for module in STDLIB_ONLY:
         assert _third_party(_closure(module, lazy=True)) <= LIGHT, module
 
 
 def test_the_cli_loads_click_and_the_standard_library_only_when_it_starts() -> None:
     """``teamctl status`` must start fast: what a command loads when it runs (pydantic for
-    ``launch``) is imported inside that command."""
-    assert _third_party(_closure("orchestrator.client.cli", lazy=False)) == {"click", *LIGHT}
+    ``launch``) is imported inside that command — in the CLI and in each command module it
+    imports by name when one of their commands runs (``LAZY_COMMANDS``)."""
+    # the CLI itself loads platformdirs only when a command asks for the home (not for --help)
+    assert _third_party(_closure("orchestrator.client.cli", lazy=False)) == {"click"}
+    for module in sorted({r.module for r in LAZY_COMMANDS.values()}):
+        assert {"click"} <= _third_party(_closure(module, lazy=False)) <= {"click", *LIGHT}, module
 
 
 def test_the_core_imports_no_runtime_adapter_only_the_composition_root_does() -> None:
     """``orchestrator/daemon`` names runtimes only through the port (``orchestrator.ports``)
     and the table's capability fields: one module, ``daemon.main``, wires the adapters in (the
-    registry, this machine's and the SSH host)."""
+    runtime registry, and the hosts wing's, which builds every member's host)."""
     wrong = [e for e in _crossing("daemon", "runtimes") if e.source != "orchestrator.daemon.main"]
     assert not wrong, _shown(wrong)
 
@@ -294,7 +260,7 @@ def _runtime_names_spelt(path: Path) -> list[str]:
 
     names = set(get_args(RuntimeName))
     return [f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}"
-            for node in ast.walk(_tree(path))
+            for node in ast.walk(parsed(path))
             if isinstance(node, ast.Constant) and node.value in names]
 
 
@@ -315,14 +281,15 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
     uvicorn, Starlette and the page's routes wait for the first ``teamctl ui`` (LazyLiveView);
     Pillow's decoder (~3 MiB) waits for the first image planned."""
     assert _loaded_by("orchestrator.daemon.main", (
-        "httpx", "runtimes.opencode", "runtimes.claude", "runtimes.codex",
+        "httpx", "runtimes.opencode", "runtimes.claude", "runtimes.acp", "runtimes.codex",
         "runtimes.describers", "uvicorn", "starlette", "h11", "multipart", "python_multipart",
         "PIL.Image",
         # the daemon runs as ``python -m orchestrator.daemon``: the CLI is not its to carry
         "click", "orchestrator.client.cli",
         # hosts other than this machine, and the egress proxies: for the members that use them
-        "runtimes.ssh", "runtimes.sandbox_host", "runtimes.sandbox_network",
-        "orchestrator.daemon.egress_proxies")) == []
+        "runtimes.hosts.ssh", "runtimes.hosts.kubernetes", "runtimes.hosts.sandbox.host",
+        "runtimes.hosts.sandbox.network",
+        "orchestrator.daemon.egress")) == []
     from runtimes.registry import default_runtimes
 
     adapters = default_runtimes()
@@ -333,7 +300,7 @@ def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
 def _adapter(module: str) -> str | None:
     """The runtime adapter a module belongs to (None: shared by all, or no adapter)."""
     for prefix in ("runtimes.codex.exec", "runtimes.codex.app_server", "runtimes.codex",
-                   "runtimes.claude", "runtimes.opencode"):
+                   "runtimes.claude", "runtimes.opencode", "runtimes.acp"):
         if module.startswith(prefix):
             return prefix
     return None
@@ -359,13 +326,16 @@ def test_no_adapter_imports_another_and_codex_transports_never_each_other() -> N
 
 
 def test_the_cli_loads_no_command_s_own_modules_at_start() -> None:
-    """Every ``teamctl`` call pays the CLI's imports (issue 26's start-up figure): a command's
-    own modules load when it runs — ``notify init``'s operator file (tomllib, secrets), the
-    clipboard, the MCP server — and nothing of the daemon's (pydantic, anyio, structlog)."""
+    """Every ``teamctl`` call pays the CLI's imports (issue 26's start-up figure, issue 45's
+    1.5×): a command's own modules load when it runs — ``notify init``'s operator file
+    (tomllib, secrets), the clipboard, the MCP server, the approvals, costs, export, task,
+    live-view and notify commands, the socket's client — and nothing of the daemon's
+    (pydantic, anyio, structlog)."""
     assert _loaded_by("orchestrator.client.cli", (
         "orchestrator.notify_operator", "tomllib", "secrets", "PIL", "pydantic", "anyio",
         "structlog", "httpx", "orchestrator.client.clipboard",
-        "orchestrator.client.mcp_server")) == []
+        "orchestrator.client.mcp_bridge", "orchestrator.client.calls", "socket", "tempfile",
+        *sorted({row.module for row in LAZY_COMMANDS.values()}))) == []
 
 
 def _loaded_by(module: str, names: tuple[str, ...]) -> list[str]:
@@ -375,3 +345,53 @@ def _loaded_by(module: str, names: tuple[str, ...]) -> list[str]:
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=True)
     return done.stdout.split()
+
+
+_ADAPTERS = ("runtimes.claude", "runtimes.opencode", "runtimes.acp", "runtimes.codex",
+             "runtimes.kit", "runtimes.describers")
+
+
+def _asks_a_host_class(tree: ast.AST) -> list[int]:
+    """The lines where ``isinstance``/``issubclass``/``type`` is asked of a host."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass", "type") and node.args
+            and "host" in ast.unparse(node.args[0]).lower()]
+
+
+def _host_imports(tree: ast.AST) -> list[int]:
+    """The lines importing from the hosts wing, type-only imports among them."""
+    return [node.lineno for node in ast.walk(tree)
+            if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "runtimes.hosts"))
+            or (isinstance(node, ast.Import)
+                and any(a.name.startswith("runtimes.hosts") for a in node.names))]
+
+
+def test_no_adapter_imports_a_host_or_asks_which_host_it_has() -> None:
+    """An adapter reads ``spec.host.profile`` (``HostProfile``: ``confines_processes``,
+    ``inbound_socket``, ``checks_local_login``, ``pauses``), never the host's class: Codex
+    asked ``isinstance(spec.host, SandboxHost)`` and OpenCode ``InboundHost``, both importing
+    the sandbox's module. The rule sees such a question and such an import."""
+    wrong = [f"{name}:{line}" for name, path in project_modules().items()
+             if name.startswith(_ADAPTERS)
+             for line in _asks_a_host_class(parsed(path)) + _host_imports(parsed(path))]
+    assert not wrong, wrong
+    asked = ast.parse("from runtimes.hosts.sandbox.host import SandboxHost\n"
+                      "boxed = isinstance(spec.host, SandboxHost)\n")
+    assert _asks_a_host_class(asked) == [2] and _host_imports(asked) == [1]
+
+
+def test_every_package_of_the_tree_is_in_the_wheel() -> None:
+    """pyproject.toml lists its packages by hand (the editable install stays a plain .pth): a
+    package missing there is missing from a built wheel — four were (control, members,
+    protocol, worktrees) until the daemon's packages were checked against this list."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    tree = {init.parent.relative_to(REPO).as_posix().replace("/", ".")
+            for root in ("orchestrator", "runtimes")
+            for init in (REPO / root).rglob("__init__.py")}
+    assert tree <= listed, sorted(tree - listed)
+    assert all((REPO / name.replace(".", "/")).is_dir() for name in listed)

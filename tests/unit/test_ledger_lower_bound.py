@@ -14,16 +14,18 @@ from orchestrator.config import TeamConfig
 from orchestrator.contracts import TokenUsage, UsageReading
 from orchestrator.costs.coverage import GEMINI_ROUTED, QWEN, UNKNOWN_AGENT, unreported
 from orchestrator.costs.text import cost_text, lower_bound_note
-from orchestrator.daemon.accounts import Accounts
-from orchestrator.daemon.ledger import Ledger
+from orchestrator.daemon.ledger import Accounts
+from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.queue import AsyncStore
 from orchestrator.daemon.roster import Roster
-from orchestrator.daemon.store import AsyncStore, Store
+from tests.support.fakes import ledger_alone
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
 SONNET = "claude-sonnet-4-5"
 
@@ -39,7 +41,7 @@ QWEN_MEMBER = {"acp_agent": "qwen", "model": "qwen3-coder-plus"}
 
 @pytest.fixture
 async def journal(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    store = Store(tmp_path / "state.db")
+    store = open_journal(tmp_path / "state.db")
     store.add_message("m1", "web", "hello", ["qw", "rev"])
     yield AsyncStore(store)
     store.close()
@@ -64,7 +66,7 @@ async def test_a_qwen_members_spend_usage_and_turns_were_counted_whole_without_a
     bound and why; a member that counts every call says nothing. The turns' rows keep it
     after a restart, whatever the member runs then."""
     async with anyio.create_task_group() as tg:
-        ledger = Ledger(journal, tg)
+        ledger = ledger_alone(journal, tg)
         await ledger.load()
         await ledger.configure(_team(QWEN_MEMBER))
         assert ledger.spent(("web", "qw")).unreported == QWEN, "known before the first turn"
@@ -85,7 +87,7 @@ async def test_a_qwen_members_spend_usage_and_turns_were_counted_whole_without_a
     assert delivery is not None and delivery.usage is not None
     assert delivery.usage["lower_bound"] == QWEN
     async with anyio.create_task_group() as tg:  # a new daemon; qw now names Gemini's model
-        again = Ledger(journal, tg)
+        again = ledger_alone(journal, tg)
         await again.load()
         await again.configure(_team({"acp_agent": "gemini", "model": "gemini-2.5-flash"}))
         assert again.spent(("web", "qw")).unreported == QWEN, "its turns' rows say so"

@@ -8,7 +8,6 @@ Each process is an epoch: nothing a replaced process reports reaches its success
 from __future__ import annotations
 
 import socket
-import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -16,24 +15,20 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.contracts import Turn, TurnResult
-from runtimes.ssh import SshHost, SshTarget
-from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+from runtimes.hosts.ssh.host import SshHost, SshTarget
+from tests.support.fakes import FakeProcess, FakeRuntime, core, team_config
+from tests.support.scripts import python_script
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from orchestrator.daemon.supervisor import MemberState
-    from tests.fakes import Core
+    from orchestrator.daemon.members import MemberState
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
 
 FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.3, "backoff": [0.01, 0.1]}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _launch(c: Core, tmp_path: Path, **member: object) -> MemberState:
@@ -105,7 +100,7 @@ async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
         else:
             with anyio.fail_after(10):
                 await asked.wait()
-        assert c.supervisor.member("web", "lead").probing
+        assert c.supervisor.member("web", "lead").slot.probing
         result = await c.teams.send(None, "lead", "hello", wait=True, timeout=20)
         assert result.state == "answered"
         assert frozen.turns == [], "nothing was written to the frozen process"
@@ -137,7 +132,7 @@ async def test_a_probe_answered_before_the_deadline_keeps_the_member(
             else:
                 with anyio.fail_after(10):
                     await answered.wait()
-            assert not state.probing  # the answer ended the probe: a turn may be claimed
+            assert not state.slot.probing  # the answer ended the probe: a turn may be claimed
         events = [e["event"] for e in logs]
         assert "member_probe_late" in events and "member_probe_recovered" in events
         assert "member_unresponsive" not in events
@@ -156,16 +151,16 @@ async def test_one_round_probes_every_idle_member_and_judges_each_alone(
         await c.teams.launch(config, "team.toml", wait=True, timeout=10)
         dev, busy = (c.supervisor.member("web", n) for n in ("dev", "busy"))
         processes = {p.spec.member: p for p in runtime.opened}
-        busy.busy = True  # a turn is out: its own watchdog covers it
+        busy.slot.busy = True  # a turn is out: its own watchdog covers it
         before = {name: p.probed for name, p in processes.items()}
         processes["lead"].responsive = False
         await _until(c, lambda s: s.liveness == "unresponsive")
         assert processes["lead"].exit_code == -9
-        assert (dev.liveness, dev.epoch) == ("alive", 1) and not dev.probing
+        assert (dev.liveness, dev.epoch) == ("alive", 1) and not dev.slot.probing
         assert processes["dev"].probed > before["dev"], "probed in the same rounds"
         assert (busy.liveness, busy.epoch) == ("alive", 1)
         assert processes["busy"].probed == before["busy"], "a busy member is not probed"
-        busy.busy = False
+        busy.slot.busy = False
 
 
 async def test_a_turn_end_from_an_old_epoch_never_changes_the_new_process(
@@ -194,7 +189,7 @@ async def test_a_turn_end_from_an_old_epoch_never_changes_the_new_process(
         assert "session-of-the-dead-process" not in recorded
         assert state.session_id == kept == runtime.opened[1].session_id
         assert await c.store.session_id("web", "lead") == kept
-        assert state.process_turns == 1, "only the new process's own turn"
+        assert state.slot.on_process == 1, "only the new process's own turn"
         [stale] = [e for e in logs if e["event"] == "stale_event_ignored"]
         assert (stale["epoch"], stale["current"], stale["what"]) == (1, 2, "turn_end")
 
@@ -228,7 +223,7 @@ async def test_a_member_whose_ssh_master_stops_answering_is_unresponsive(
         await runtime.wait_probes(runtime.probes + 1)
         with anyio.fail_after(10):
             await host.asked_once.wait()
-        assert state.liveness == "alive" and not state.probing
+        assert state.liveness == "alive" and not state.slot.probing
         host.up = False
         await _until(c, lambda s: s.liveness == "unresponsive")
         assert runtime.opened[0].exit_code == -9
@@ -236,9 +231,7 @@ async def test_a_member_whose_ssh_master_stops_answering_is_unresponsive(
 
 def _fake_ssh(tmp_path: Path, body: str) -> str:
     path = tmp_path / "ssh"
-    path.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
-    path.chmod(0o700)
-    return str(path)
+    return str(python_script(path, f"import sys, time\n{body}\n"))
 
 
 async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -> None:
@@ -273,7 +266,7 @@ async def test_an_answered_probe_changes_nothing_anyone_sees_and_wakes_only_a_wa
         before = c.built.changes.version
         woken = state.changed()
         await runtime.wait_probes(runtime.probes + 3)
-        assert not state.probing and c.built.changes.version == before
+        assert not state.slot.probing and c.built.changes.version == before
         assert not woken.is_set(), "an answered probe woke the member's waiters"
         done = await c.teams.send("web", "lead", "after the probes", wait=True, timeout=10)
         assert done.ok  # type: ignore[union-attr]
@@ -283,7 +276,7 @@ def test_members_of_one_interval_are_probed_on_one_tick() -> None:
     """The probe schedule is a grid of the interval on the loop's clock: members that became
     idle at different moments wake at the same instant (one loop wake-up for the team), always
     after now and at most one interval later."""
-    from orchestrator.daemon.liveness import next_tick
+    from orchestrator.daemon.members._liveness import next_tick
 
     assert next_tick(91.0, 15.0) == next_tick(104.9, 15.0) == 105.0
     assert next_tick(105.0, 15.0) == 120.0, "a tick is never now"
@@ -298,7 +291,7 @@ async def test_the_late_warning_timer_fires_while_a_probe_waits_and_never_after(
     """The probe's late warning is a loop timer on asyncio (the daemon) and a task elsewhere
     (the core's tests run on trio too): it fires while the block still waits, and a block
     that ends first leaves nothing behind (an uncancelled timer task would hold the exit)."""
-    from orchestrator.daemon.liveness import _timer
+    from orchestrator.daemon.members._liveness import _timer
 
     fired = anyio.Event()
     with anyio.fail_after(5):

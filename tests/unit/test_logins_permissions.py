@@ -13,12 +13,13 @@ import pytest
 
 from orchestrator.config import TeamConfig
 from orchestrator.contracts import LaunchSpec, RuntimeNotLoggedIn
-from runtimes import claude, opencode
+from runtimes.claude import runtime as claude
 from runtimes.codex import _shared as codex
 from runtimes.codex import exec as codex_exec
-from runtimes.local_host import LocalHost
-from runtimes.opencode_message import denial_notes
-from tests.conftest import operator_home
+from runtimes.hosts.local.host import LocalHost
+from runtimes.opencode import runtime as opencode
+from runtimes.opencode.message import denial_notes
+from tests.support.driver import operator_home
 
 
 @pytest.fixture
@@ -196,13 +197,13 @@ def _team(tmp_path: Path, team: dict[str, object], member: dict[str, object]) ->
 def test_profiles_and_logins_default_from_the_team(tmp_path: Path) -> None:
     config = _team(tmp_path, {"permissions": "read", "login": "isolated"}, {})
     [member] = config.members
-    assert config.member_permissions(member) == "read"
-    assert config.member_login(member) == "isolated"
+    assert config.resolved(member).permissions == "read"
+    assert config.resolved(member).login == "isolated"
     config = _team(tmp_path, {"permissions": "read"}, {"permissions": "full"})
-    assert config.member_permissions(config.members[0]) == "full"
+    assert config.resolved(config.members[0]).permissions == "full"
     default = _team(tmp_path, {}, {})
-    assert (default.member_permissions(default.members[0]),
-            default.member_login(default.members[0])) == ("edit", "operator")
+    assert (default.resolved(default.members[0]).permissions,
+            default.resolved(default.members[0]).login) == ("edit", "operator")
 
 
 def test_ask_needs_a_runtime_that_can_ask_and_rules_have_one_form(tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_ask_needs_a_runtime_that_can_ask_and_rules_have_one_form(tmp_path: Path
     with pytest.raises(ValueError, match=r"Input should be"):
         _team(tmp_path, {}, {"permissions": "root"})
     config = _team(tmp_path, {"allow": ["Write"]}, {"allow": ["Bash(npm test*)"]})
-    assert config.member_allow(config.members[0]) == ["Write", "Bash(npm test*)"]
+    assert config.resolved(config.members[0]).allow == ["Write", "Bash(npm test*)"]
     for bad in ("Bash(rm (x))", "", "1tool"):
         with pytest.raises(ValueError, match="should match pattern"):
             _team(tmp_path, {}, {"allow": [bad]})
@@ -284,7 +285,7 @@ def test_opencode_is_told_the_model_reads_pdfs_when_teamctl_sends_it_pdfs(tmp_pa
     "ERROR: Cannot read" text (seen with the real 1.18.33): when teamctl sends a member PDFs
     natively, the config it writes lists pdf — and only then."""
     from orchestrator.config import MemberConfig
-    from orchestrator.daemon.launch import native_pdfs
+    from orchestrator.daemon.members._launch import native_pdfs
 
     model = "anthropic/claude-sonnet-4-5"
     member = MemberConfig(name="d", runtime="opencode", model=model)

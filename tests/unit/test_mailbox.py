@@ -10,21 +10,16 @@ import anyio.lowlevel
 import pytest
 
 from orchestrator.contracts import TextPart, Turn, TurnResult
-from orchestrator.daemon.store import MAX_ATTEMPTS
-from tests.fakes import FakeProcess, FakeRuntime, core, team_config
-from tests.settle import all_blocked
+from orchestrator.daemon.queue._delivery import MAX_ATTEMPTS
+from tests.support.fakes import FakeProcess, FakeRuntime, core, team_config
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.fakes import Core
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _launch(c: Core, tmp_path: Path, **member: object) -> None:

@@ -1,4 +1,4 @@
-"""Reading a member's attachments in its own view (orchestrator/daemon/member_attachments.py):
+"""Reading a member's attachments in its own view (orchestrator/daemon/members/_attachments.py):
 each path opened once (``O_PATH``), proven where it really is, what it is and that the member
 may read it, then read through its descriptor — so a name swapped afterwards changes nothing.
 The rules of docs/security.md's "A member's attachments are read with its own rights" that are
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.attachments.failures import AttachmentRefused
-from orchestrator.daemon.member_attachments import Credentials, open_in_view, read_in_view
-from orchestrator.daemon.member_view import local_view
+from orchestrator.daemon.members._attachments import Credentials, open_in_view, read_in_view
+from orchestrator.daemon.members._view import local_view
 from orchestrator.errors import AttachmentOutsideMemberView
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.daemon.member_view import MemberView
+    from orchestrator.daemon.members._view import MemberView
 
 
 def _view(tmp_path: Path) -> MemberView:
@@ -177,7 +177,7 @@ def test_one_path_outside_refuses_the_message_before_any_is_read(tmp_path: Path)
 
 
 def test_a_closed_view_refuses_every_path_with_its_reason(tmp_path: Path) -> None:
-    from orchestrator.daemon.member_view import MemberView
+    from orchestrator.daemon.members._view import MemberView
 
     view = MemberView("a", "~", closed=("elsewhere", "you run on host box"))
     error = _refused(view, "/home/u/x.png")

@@ -1,4 +1,4 @@
-"""A member's private dir put right at each start (orchestrator/daemon/member_dirs.py): what a
+"""A member's private dir put right at each start (orchestrator/daemon/members/_dirs.py): what a
 member could plant there before the dir became read-only to it is removed, never followed,
 and the runtime's own dirs of the old layout move into ``runtime/``."""
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from structlog.testing import capture_logs
 
-from orchestrator.daemon.member_dirs import private_dirs
+from orchestrator.daemon.members._dirs import private_dirs
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from orchestrator.daemon.member_sockets import socket_dir
+from orchestrator.daemon.control import socket_dir
 
 if TYPE_CHECKING:
     from pathlib import Path

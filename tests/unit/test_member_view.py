@@ -1,4 +1,4 @@
-"""A member's view (orchestrator/daemon/member_view.py): read from the bubblewrap command line
+"""A member's view (orchestrator/daemon/members/_view.py): read from the bubblewrap command line
 its sandbox is made from (``sandbox_plan.bwrap_argv``, what ``Host.confine`` returns), or built
 from an unsandboxed member's workdir, worktree, runtime home and ``attach_paths``; a member
 elsewhere has none. Each rule of docs/security.md's "A member's attachments are read with its
@@ -14,25 +14,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestrator.contracts import Confined
-from orchestrator.daemon.member_view import local_view, sandbox_view, view_of
+from orchestrator.daemon.members._view import local_view, sandbox_view, view_of
 from orchestrator.errors import SandboxUnavailable
 from orchestrator.paths import Home
-from runtimes.sandbox_plan import SandboxPolicy, bwrap_argv
-from tests.fakes import team_config
+from runtimes.hosts.sandbox.plan import SandboxPolicy, bwrap_argv
+from tests.support.fakes import team_config
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from orchestrator.config import TeamConfig
-    from orchestrator.daemon.member_view import MemberView
+    from orchestrator.daemon.members._view import MemberView
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _policy(tmp_path: Path) -> SandboxPolicy:
@@ -141,7 +136,8 @@ class _Host:
         self.answer = answer
         self.name = name
 
-    async def confine(self, argv: Sequence[str], *, env: Mapping[str, str]) -> Confined | None:
+    async def confine(self, argv: Sequence[str], *, env: Mapping[str, str],
+                      workdir: Path | None = None) -> Confined | None:
         if isinstance(self.answer, Exception):
             raise self.answer
         if self.answer is None:
@@ -193,10 +189,10 @@ def test_every_option_a_sandbox_host_writes_is_one_the_view_reads(tmp_path: Path
     runtime's own (its socket bound in), with the network on or cut off behind the egress
     proxy's socket — parse to an open view: a new bubblewrap option in the policy fails here
     rather than closing every sandboxed member's attachments."""
-    from runtimes.local_host import LocalHost
-    from runtimes.sandbox_host import SandboxHost
-    from runtimes.sandbox_network import network_plan
-    from runtimes.sandbox_plan import NETWORK_ON
+    from runtimes.hosts.local.host import LocalHost
+    from runtimes.hosts.sandbox.host import SandboxHost
+    from runtimes.hosts.sandbox.network import network_plan
+    from runtimes.hosts.sandbox.plan import NETWORK_ON
 
     plan = NETWORK_ON if network == "on" else network_plan(
         "off", tmp_path / "egress.sock", ["api.anthropic.com"])

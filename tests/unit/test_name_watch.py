@@ -1,4 +1,4 @@
-"""The control socket's watch (orchestrator/daemon/name_watch.py): the kernel tells the daemon
+"""The control socket's watch (daemon/control/_name_watch.py): the kernel tells the daemon
 when its socket's name is removed or replaced — an idle daemon does not poll for it."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from orchestrator.daemon import name_watch
-from orchestrator.daemon.name_watch import NameWatch
+from orchestrator.daemon.control import _name_watch as name_watch
+from orchestrator.daemon.control._name_watch import NameWatch
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
 _NEVER = 3600.0  # a poll this slow never answers within a test: an answer is the kernel's
 

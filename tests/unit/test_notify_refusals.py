@@ -14,17 +14,17 @@ from structlog.testing import capture_logs
 
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.journal import AsyncJournal
-from orchestrator.daemon.needs_you import NeedsYou
-from orchestrator.daemon.notify import Channel, TeamNotifier
-from orchestrator.daemon.notify_journal import NotifyJournal
-from orchestrator.daemon.notify_ntfy import Ntfy
-from orchestrator.daemon.notify_policy import Backoff
-from orchestrator.daemon.notify_refusals import RefusalTally
-from orchestrator.daemon.notify_responses import Responder
-from orchestrator.daemon.notify_tokens import Signer
-from orchestrator.daemon.store import Store
+from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.notify._journal import NotifyJournal
+from orchestrator.daemon.notify._needs_you import NeedsYou
+from orchestrator.daemon.notify._ntfy import Ntfy
+from orchestrator.daemon.notify._policy import Backoff
+from orchestrator.daemon.notify._refusals import RefusalTally
+from orchestrator.daemon.notify._responses import Responder
+from orchestrator.daemon.notify._service import Channel, TeamNotifier
+from orchestrator.daemon.notify._tokens import Signer
 from orchestrator.notify_config import NotifySection
-from tests.ntfy_fake import FakeNtfy
+from tests.support.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -34,11 +34,6 @@ pytestmark = pytest.mark.anyio
 KEY = bytes(range(32))
 NOW = 1_000_000.0
 MARK = "JUNK-MARK-7f3a"  # in every junk post: never in a log line
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
@@ -61,13 +56,13 @@ class _Receipts:
 
 @pytest.fixture
 async def responder(tmp_path: Path) -> AsyncIterator[tuple[Responder, _Receipts]]:
-    store = Store(tmp_path / "state.db")
+    store = open_journal(tmp_path / "state.db")
     journal = AsyncJournal(store)
     receipts = _Receipts()
     # approvals and board: no post of these tests gets as far as deciding anything
     yield Responder("web", signer=Signer(KEY), nonces=NotifyJournal(journal),
                     approvals=None,  # type: ignore[arg-type]
-                    store=journal, board=None, receipt=receipts,
+                    store=journal, board=None, receipt=receipts, on_test=lambda action: None,
                     refused=RefusalTally("web"), clock=lambda: NOW), receipts
     store.close()
 

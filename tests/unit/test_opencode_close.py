@@ -7,20 +7,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.contracts import LaunchSpec, TextPart, Turn
-from runtimes.local_host import LocalHost
-from runtimes.opencode import OpenCodeRuntime
-from tests.conftest import REPO
+from runtimes.hosts.local.host import LocalHost
+from runtimes.opencode.runtime import OpenCodeRuntime
+from tests.support.driver import REPO
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 FAKE_OPENCODE = REPO / "fixtures" / "bin" / "opencode"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_closing_a_server_slower_than_the_event_reconnect_raises_nothing(

@@ -8,9 +8,9 @@ import pytest
 
 from orchestrator.contracts import LaunchSpec
 from orchestrator.errors import RuntimeNotLoggedIn
-from runtimes import opencode
-from runtimes.local_host import LocalHost
-from runtimes.opencode_provider import api_key_source, env_reference
+from runtimes.hosts.local.host import LocalHost
+from runtimes.opencode import runtime as opencode
+from runtimes.opencode.provider import api_key_source, env_reference
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""The peer check every Unix socket of the daemon makes first (orchestrator/daemon/peers.py,
+"""The peer check every Unix socket of the daemon makes first (daemon/control/_peers.py,
 docs/security.md "No socket answers another uid"), in-process: a refusal is logged without
 letting the peer flood the log, and a refused peer takes no connection slot and evicts no one.
 The real second uid against each socket is tests/integration/test_sockets_other_uid.py."""
@@ -13,19 +13,14 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.daemon.connections import ControlSocket
-from orchestrator.daemon.peers import PeerRefusals, peer
-from tests.settle import all_blocked
+from orchestrator.daemon.control._connections import ControlSocket
+from orchestrator.daemon.control._peers import PeerRefusals, peer
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.daemon.connections import Connection
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+    from orchestrator.daemon.control._connections import Connection
 
 
 def test_the_peer_is_the_connecting_process_as_the_kernel_saw_it() -> None:

@@ -1,5 +1,5 @@
 """A liveness round writes each probe without an await (``RuntimeProcess.send_probe``,
-orchestrator/daemon/liveness.py): against each runtime's fake CLI, the probe is written at once
+daemon/members/_liveness.py): against each runtime's fake CLI, the probe is written at once
 where the runtime's channel is a JSON-lines pipe (Claude, the Codex app-server, ACP) and its
 answer, read by the member's own read loop, is told by the callback; OpenCode's probe is an HTTP
 request and stays awaited."""
@@ -11,17 +11,12 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from tests.unit.test_turn_clock import RUNTIMES, launch_spec
+from tests.support.runtimes import RUNTIMES, launch_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the daemon's loop (another backend: see the last test)
 
 
 @pytest.mark.parametrize("name", ["acp", "claude", "codex"])
@@ -73,6 +68,8 @@ async def test_a_probe_is_not_written_at_once_past_a_write_in_progress(tmp_path:
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_on_another_backend_the_probe_is_awaited(tmp_path: Path, anyio_backend: str
                                                        ) -> None:
+    """trio, not the suite's asyncio: the probe sent beside a turn needs asyncio's loop; on any
+    other backend it is awaited instead."""
     runtime = RUNTIMES["claude"][0]
     async with runtime.open(launch_spec("claude", tmp_path, idle=600.0)) as member:
         assert member.send_probe(lambda: None) is None

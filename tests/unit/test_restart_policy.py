@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from orchestrator.daemon.restart_policy import RestartPolicy
+from orchestrator.daemon.members._restart_policy import RestartPolicy
 
 
 def _policy(**kwargs: object) -> RestartPolicy:

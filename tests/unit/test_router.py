@@ -14,23 +14,19 @@ from structlog.testing import capture_logs
 from orchestrator.contracts import Confined, TextPart, TurnResult
 from orchestrator.daemon.router import MessageRefused
 from orchestrator.errors import AttachmentOutsideMemberView
-from runtimes.local_host import LocalHost
-from tests.fakes import FakeRuntime, ManualClock, core, team_config
-from tests.settle import all_blocked
+from orchestrator.protocol.members import receipt_of
+from runtimes.hosts.local.host import LocalHost
+from tests.support.fakes import FakeRuntime, ManualClock, core, team_config
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from orchestrator.contracts import Turn
-    from tests.fakes import Core, FakeProcess
+    from tests.support.fakes import Core, FakeProcess
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _text(turn: Turn) -> str:
@@ -233,8 +229,8 @@ class _Elsewhere(LocalHost):
 
     name = "gpu1"
 
-    async def confine(self, argv: Sequence[str], *,
-                      env: Mapping[str, str]) -> Confined | None:
+    async def confine(self, argv: Sequence[str], *, env: Mapping[str, str],
+                      workdir: Path | None = None) -> Confined | None:
         return None
 
 
@@ -255,3 +251,35 @@ async def test_a_member_on_another_host_attaches_nothing_read_here(tmp_path: Pat
         assert caught.value.rule == "elsewhere" and "host gpu1" in caught.value.message
         assert (await c.teams.history(None, "rev")).messages == []
         await c.router.send_message(token, "rev", "the text still goes")
+
+
+async def test_a_senders_receipt_says_queued_then_read_then_answered(tmp_path: Path) -> None:
+    """``message_status``'s receipt (issue 49): queued until the recipient's turn takes it
+    (prepared too), read once the turn that carries the message began, answered at its
+    end."""
+    gate = anyio.Event()
+    began = anyio.Event()
+
+    async def held(process: FakeProcess, turn: Turn) -> TurnResult:
+        began.set()
+        await gate.wait()
+        return TurnResult(reply="looked")
+
+    runtime = FakeRuntime([held])
+    async with core(tmp_path, runtime) as c:
+        await c.teams.launch(team_config(tmp_path, {"name": "lead"}, {"name": "rev"}), "t.toml",
+                             wait=True, timeout=10)
+        token = c.supervisor.member("web", "lead").token
+        assert token is not None
+        receipt = await c.router.send_message(token, "rev", "look at this")
+        with anyio.fail_after(10):
+            await began.wait()
+        read = await c.router.message_status(token, receipt.id)
+        gate.set()
+        with anyio.fail_after(10):
+            while (done := await c.router.message_status(token, receipt.id)).state != "answered":
+                await all_blocked()
+    assert (read.state, read.receipt) == ("sent", "read")
+    assert done.receipt == "answered" and done.reply == "looked"
+    assert [receipt_of(s) for s in ("queued", "prepared", "failed")] == [
+        "queued", "queued", "failed"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import tomllib
@@ -12,12 +13,14 @@ import anyio
 import pytest
 
 from orchestrator.contracts import ExecutableNotFound, ImagePart, LaunchSpec, TextPart, Turn
-from runtimes.base import BASE_ENV_NAMES, StderrRing, resolve_executable
-from runtimes.claude import build_argv, build_env, user_line
-from runtimes.claude_launch import write_files as _write_files
+from runtimes.claude.launch import write_files as _write_files
+from runtimes.claude.runtime import build_argv, build_env, user_line
 from runtimes.codex._shared import build_env as codex_env
 from runtimes.codex.exec import build_exec_argv
-from runtimes.local_host import LocalHost
+from runtimes.hosts.local.host import LocalHost
+from runtimes.kit.base import BASE_ENV_NAMES, StderrRing, resolve_executable
+
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
 
 def test_stderr_ring_is_bounded_and_redacted() -> None:
@@ -123,8 +126,10 @@ def test_claude_env_is_private_minimal_and_member_env_wins(
     assert env["PATH"] == os.environ["PATH"]
     for name in ("ANTHROPIC_API_KEY", "TEAMCTL_HOME", "SOME_TEAMMATE_VAR"):
         assert name not in env
-    assert set(env) <= BASE_ENV_NAMES | {"LC_ALL", "K", "CLAUDE_CONFIG_DIR", "TMPDIR",
-                                         "CLAUDE_CODE_TMPDIR", "XDG_RUNTIME_DIR"}
+    # the locale is inherited whole: Python itself sets LC_CTYPE where none is (PEP 538)
+    locale = {name for name in env if name.startswith("LC_")}
+    assert set(env) <= BASE_ENV_NAMES | locale | {"K", "CLAUDE_CONFIG_DIR", "TMPDIR",
+                                                  "CLAUDE_CODE_TMPDIR", "XDG_RUNTIME_DIR"}
 
 
 def test_user_line_shape() -> None:
@@ -154,6 +159,29 @@ def test_the_registry_has_one_adapter_per_row_of_the_runtime_table() -> None:
         adapter = adapters[row.name]
         assert (adapter.name, adapter.env_var, adapter.default_executable) == (
             row.name, row.env_var, row.default_executable)
+
+
+def test_a_runtimes_own_keys_reach_its_adapter_as_options_it_types(tmp_path: Path) -> None:
+    """The per-runtime keys of a member (Codex's ``transport``, ACP's ``acp_agent``) are named
+    once, in the runtime table's ``options``; the core hands them on as ``LaunchSpec.options``
+    and the adapter types them — a key or value it does not know is refused, never ignored."""
+    from orchestrator.config import MemberConfig
+    from orchestrator.runtime_table import RUNTIMES
+    from runtimes.acp.launch import AcpOptions
+    from runtimes.codex.runtime import CodexOptions
+
+    for row in RUNTIMES:
+        assert set(row.options) <= set(MemberConfig.model_fields), row.name
+    spec = dataclasses.replace(_spec(tmp_path), options={"transport": "exec"})
+    assert CodexOptions.of(spec).transport == "exec"
+    assert CodexOptions.of(_spec(tmp_path)).transport == "app-server"  # the team file's default
+    assert AcpOptions.of(dataclasses.replace(spec, options={"acp_agent": "qwen"})).acp_agent \
+        == "qwen"
+    for wrong in ({"transport": "pipe"}, {"transport": "exec", "acp_agent": "qwen"}):
+        with pytest.raises(TypeError):
+            CodexOptions.of(dataclasses.replace(spec, options=wrong))
+    with pytest.raises(TypeError):
+        AcpOptions.of(dataclasses.replace(spec, options={"transport": "exec"}))
 
 
 def test_user_line_places_each_image_right_after_the_marker_that_names_it() -> None:
@@ -192,7 +220,7 @@ async def test_stop_process_returns_when_the_process_outlives_sigkill() -> None:
     """The stop ladder is bounded after SIGKILL too: a process that has still not exited
     ``kill_timeout`` after it is logged and left, and stop_process returns (None) instead of
     hanging the member's task (and the daemon's shutdown) forever."""
-    from runtimes.base import stop_process
+    from runtimes.kit.base import stop_process
 
     child = await anyio.open_process(["sleep", "60"], start_new_session=True)
     stuck = _Unkillable(child.pid)

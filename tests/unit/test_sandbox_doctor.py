@@ -1,5 +1,5 @@
 """What ``teamctl doctor TEAMFILE`` says when a sandboxed member's command runs here but not
-inside its sandbox (runtimes/sandbox_doctor.py ``why_not_inside``): the fix is named from what
+inside its sandbox (runtimes/hosts/sandbox/doctor.py ``why_not_inside``): the fix is named from what
 the command said there and what the sandbox shows — the path it runs that is not there, a
 version manager's shim that found no version, a script whose directory is not bound, a
 credential path it can never have. The real start inside is
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtimes.sandbox_doctor import why_not_inside
-from runtimes.sandbox_plan import SandboxPolicy
-from tests.toolchains import mise, pyenv
+from runtimes.hosts.sandbox.doctor import why_not_inside
+from runtimes.hosts.sandbox.plan import SandboxPolicy
+from tests.support.toolchains import mise, pyenv
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,4 +1,5 @@
-"""The sandbox's command line (runtimes/sandbox_plan.py), its probe and the team file's sandbox
+"""The sandbox's command line (runtimes/hosts/sandbox/plan.py), its probe and the team file's
+sandbox
 keys, without starting a sandbox (tests/integration/test_sandbox.py runs the real one)."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import pytest
 
 from orchestrator.config import load_team_file
 from orchestrator.errors import TeamFileError
-from runtimes.sandbox_host import describe, mcp_toolchain, member_policy, probe
-from runtimes.sandbox_plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
+from runtimes.hosts.sandbox.host import describe, mcp_toolchain, member_policy, probe
+from runtimes.hosts.sandbox.network import RELAY_DIR
+from runtimes.hosts.sandbox.plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -142,11 +144,11 @@ def test_sandbox_keys_member_wins_paths_expanded(tmp_path: Path,
         tmp_path, 'sandbox = "process"\nsandbox_ro = ["~/sdk/../sdk2"]\nsandbox_hide = ["/x"]',
         'sandbox = "none"\nsandbox_rw = ["/cache"]\nsandbox_hide = ["~/.kube"]'))
     member = config.members[0]
-    assert config.member_sandbox(member) == "process"
-    assert config.member_sandbox_paths(member) == {
+    assert config.resolved(member).sandbox == "process"
+    assert config.resolved(member).sandbox_paths == {
         "rw": ["/cache"], "ro": [str(tmp_path / "op" / "sdk2")],
         "hide": [str(tmp_path / "op" / ".kube"), "/x"]}
-    assert config.member_network(member) == "on"
+    assert config.resolved(member).network == "on"
 
 
 @pytest.mark.parametrize(("member", "expected"), [
@@ -169,7 +171,7 @@ def test_allow_hosts_take_names_wildcards_and_addresses(tmp_path: Path) -> None:
     config = load_team_file(_team(
         tmp_path, 'sandbox = "process"\nnetwork = "allowlist"\nallow_hosts = ["API.x.com", '
         '"*.github.com:443", "10.0.0.1:8080", "[::1]:3128"]'))
-    assert config.member_allow_hosts(config.members[0]) == [
+    assert config.resolved(config.members[0]).allow_hosts == [
         "api.x.com", "*.github.com:443", "10.0.0.1:8080", "[::1]:3128"]
 
 
@@ -191,6 +193,15 @@ def test_a_node_cli_sandboxed_still_has_the_python_that_runs_teamctl_mcp(
     tools = toolchain("/usr/bin/node", "/usr/bin", extra=mcp_toolchain())
     assert venv in tools
     assert base in tools
+
+
+def test_the_network_relays_directory_is_bound_inside_whatever_the_pythonpath(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay is imported from its own directory (its compiled file): that directory is in
+    the toolchain even where teamctl is installed and no PYTHONPATH names the checkout."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert RELAY_DIR in mcp_toolchain()
+    assert (RELAY_DIR / "relay.py").is_file()
 
 
 def _runtime_team(tmp_path: Path, runtime: str, keys: str) -> Path:
@@ -219,7 +230,7 @@ def test_opencode_with_its_network_cut_is_accepted(tmp_path: Path, network: str)
     "allowlist"`` is no longer refused for it (it was, while only loopback TCP reached it)."""
     team = load_team_file(_runtime_team(tmp_path, "opencode",
                                         f'sandbox = "process"\nnetwork = "{network}"'))
-    assert team.member_network(team.members[0]) == network
+    assert team.resolved(team.members[0]).network == network
 
 
 def test_a_read_member_sees_its_workdir_read_only(tmp_path: Path) -> None:
@@ -252,10 +263,10 @@ async def test_a_command_run_for_a_member_is_confined_like_the_member_without_it
     the member's own bubblewrap line and network plan — its relay in front of the command,
     its proxy's variables — but never teamctl's MCP socket; this machine gives the command
     as it is; a host elsewhere runs nothing here."""
-    from runtimes import sandbox_host
-    from runtimes.local_host import LocalHost
-    from runtimes.sandbox_host import SandboxHost
-    from runtimes.sandbox_probe import SandboxSupport
+    from runtimes.hosts.local.host import LocalHost
+    from runtimes.hosts.sandbox import host as sandbox_host
+    from runtimes.hosts.sandbox.host import SandboxHost
+    from runtimes.hosts.sandbox.probe import SandboxSupport
 
     sandbox_host._PROBED["bwrap-test"] = SandboxSupport(ok=True, path="/usr/bin/bwrap")
     network = NetworkPlan(mode="off", bwrap_args=("--unshare-net",),

@@ -1,5 +1,5 @@
 """The parts of a sandboxed member on an SSH host that need no sshd (the whole is
-tests/integration/test_sandbox_ssh.py): which team files are taken, the plan moved to a host,
+tests/e2e/test_sandbox_ssh.py): which team files are taken, the plan moved to a host,
 the remote side's sandboxed start and its image copy."""
 
 from __future__ import annotations
@@ -14,11 +14,18 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import TeamFileError, load_team_file
-from runtimes.sandbox_network import INSIDE_SOCKET, network_plan, on_host, proxy_socket
-from runtimes.sandbox_plan import SandboxPolicy, host_argv, policy_json
+from runtimes.hosts.sandbox.network import (
+    INSIDE_SOCKET,
+    RELAY_DIR,
+    network_plan,
+    on_host,
+    proxy_socket,
+    relay_command,
+)
+from runtimes.hosts.sandbox.plan import SandboxPolicy, host_argv, policy_json
 
-SIDE = Path(__file__).resolve().parents[2] / "runtimes" / "remote_side.py"
-PLAN = (SIDE.parent / "sandbox_plan.py").read_text(encoding="utf-8")
+SIDE = Path(__file__).resolve().parents[2] / "runtimes" / "hosts" / "remote_side.py"
+PLAN = (SIDE.parent / "sandbox" / "plan.py").read_text(encoding="utf-8")
 _HOSTS = ('[hosts.box]\naddress = "box.example"\n'
           '[hosts.pods]\nkind = "kubernetes"\nimage = "ghcr.io/x/agent:1"\n')
 
@@ -35,7 +42,7 @@ def test_a_sandboxed_member_on_an_ssh_host_is_taken(tmp_path: Path) -> None:
     for network in ("on", "off"):
         config = load_team_file(_team(tmp_path, f'runtime = "claude"\nhost = "box"\n'
                                                 f'sandbox = "process"\nnetwork = "{network}"'))
-        assert config.member_sandbox(config.members[0]) == "process"
+        assert config.resolved(config.members[0]).sandbox == "process"
 
 
 @pytest.mark.parametrize(("member", "expected"), [
@@ -53,13 +60,21 @@ def test_what_a_remote_sandbox_cannot_be_yet_is_refused_with_why(
 def test_the_network_plan_on_a_host_binds_the_forwarded_socket_and_runs_its_python(
         tmp_path: Path) -> None:
     """The egress proxy's socket here is found in the plan, and replaced by its forwarded
-    path there at the same inside path; the relay runs under the host's ``python3``."""
+    path there at the same inside path; the relay runs under the host's ``python3``, from its
+    source (nothing of teamctl is installed there), with the same arguments but the hand-over
+    (a descriptor does not cross the forwarding: it relays there) — where here it is imported
+    from teamctl's own directory and hands its listeners to the daemon."""
     plan = network_plan("off", tmp_path / "egress.sock", ["127.0.0.1:8080"], python="/venv/py")
     assert proxy_socket(plan) == str(tmp_path / "egress.sock")
     moved = on_host(plan, "/home/u/.teamctl-remote/x/egress.sock", "python3")
     assert moved.bwrap_args == ("--unshare-net", "--bind",
                                 "/home/u/.teamctl-remote/x/egress.sock", INSIDE_SOCKET)
-    assert moved.relay[0] == "python3" and moved.relay[1:] == plan.relay[1:]
+    here, there = relay_command("/venv/py"), relay_command("python3", source=True)
+    assert plan.relay[:len(here)] == here and str(RELAY_DIR) in here[-1]
+    assert moved.relay[:len(there)] == there and there[-1] == (RELAY_DIR / "relay.py").read_text()
+    assert plan.relay[len(here):] == ("--socket", INSIDE_SOCKET, "--hand-over", "--map", "8080",
+                                      "--")
+    assert moved.relay[len(there):] == ("--socket", INSIDE_SOCKET, "--map", "8080", "--")
     assert "--map" in moved.relay and proxy_socket(network_plan("off", tmp_path, [])) \
         == str(tmp_path)
 

@@ -1,8 +1,8 @@
-"""A sandboxed member's toolchain (runtimes/sandbox_plan.py ``toolchain``): what is bound
+"""A sandboxed member's toolchain (runtimes/hosts/sandbox/plan.py ``toolchain``): what is bound
 read-only so that its CLI, its ``#!`` interpreter and the tools on its PATH run inside —
 version managers' shims included (issue 44, item 7) — and never a path picked through a name
-the member can change. The layouts are tests/toolchains.py's; the real bubblewrap runs them in
-tests/integration/test_sandbox_toolchain.py."""
+the member can change. The layouts are tests/support/toolchains.py's; the real bubblewrap runs them
+in tests/integration/test_sandbox_toolchain.py."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from runtimes.sandbox_plan import SandboxPolicy, manager_of, toolchain, writable_paths
-from tests.toolchains import LAYOUTS
+from runtimes.hosts.sandbox.plan import SandboxPolicy, manager_of, toolchain, writable_paths
+from tests.support.toolchains import LAYOUTS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.toolchains import Layout
+    from tests.support.toolchains import Layout
 
 
 def _policy(tmp_path: Path) -> SandboxPolicy:

@@ -8,19 +8,14 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from orchestrator.daemon.connections import ControlSocket
+from orchestrator.daemon.control import ControlSocket
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.daemon.connections import Connection
+    from orchestrator.daemon.control import Connection
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _ignore(_connection: Connection) -> None:

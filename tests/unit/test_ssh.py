@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import stat
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,14 +17,18 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.contracts import ImagePart
-from runtimes import ssh
-from runtimes.ssh import SshHost, SshTarget, classify
+from runtimes.hosts.ssh import host as ssh
+from runtimes.hosts.ssh.host import SshHost, SshTarget, classify
+from tests.support.scripts import python_script
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-SIDE = Path(ssh.__file__).with_name("remote_side.py")
+SIDE = Path(ssh.__file__).parents[1] / "remote_side.py"
 TARGET = SshTarget("box", "10.0.0.5", "dev", 2222, "~/.ssh/id_box", ("Compression=yes",))
+
+
+ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
 
 @pytest.mark.parametrize(("stderr", "code", "expected"), [
@@ -88,9 +91,7 @@ def test_paths_and_the_private_dir_are_carried_to_the_host(tmp_path: Path) -> No
 
 def _fake_ssh(tmp_path: Path, body: str) -> str:
     path = tmp_path / "ssh"
-    path.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
-    path.chmod(0o700)
-    return str(path)
+    return str(python_script(path, f"import sys, time\n{body}\n"))
 
 
 @pytest.mark.anyio

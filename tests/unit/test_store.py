@@ -7,17 +7,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from orchestrator.daemon import team_records
-from orchestrator.daemon.store import MAX_ATTEMPTS, SCHEMA_VERSION, Store
+from orchestrator.daemon.journal import _team_records as team_records
+from orchestrator.daemon.migrations import SCHEMA_VERSION, open_journal
+from orchestrator.daemon.queue import NewMessage, Origin
+from orchestrator.daemon.queue._delivery import MAX_ATTEMPTS
 from orchestrator.errors import StoreError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.daemon.queue import Store
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    db = Store(tmp_path / "state.db")
+    db = open_journal(tmp_path / "state.db")
     team_records.save_team(db, "web", "/t.toml", {"k": 1}, [("lead", "claude"), ("rev", "codex")])
     return db
 
@@ -33,7 +37,7 @@ def test_wal_full_sync_and_schema_version(tmp_path: Path, store: Store) -> None:
 def test_reopening_does_not_migrate_again(tmp_path: Path, store: Store) -> None:
     store.add_message("01A", "web", "hello", ["lead"])
     store.close()
-    again = Store(tmp_path / "state.db")
+    again = open_journal(tmp_path / "state.db")
     assert again.next_queued("web", "lead") is not None
 
 
@@ -43,7 +47,34 @@ def test_a_newer_schema_is_refused(tmp_path: Path, store: Store) -> None:
     raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     raw.close()
     with pytest.raises(StoreError, match="newer than this teamctl"):
-        Store(tmp_path / "state.db")
+        open_journal(tmp_path / "state.db")
+
+
+def test_a_write_and_the_message_it_makes_are_one_transaction(store: Store) -> None:
+    """The board's hand-over: another owner's write and the message telling a member of it
+    are journaled together — a message that cannot be journaled takes the write with it, and
+    a write with nothing to tell sends nothing."""
+    store.connection.execute("CREATE TABLE claims (id INTEGER)")
+
+    def claim(db: sqlite3.Connection) -> int:
+        db.execute("INSERT INTO claims VALUES (7)")
+        return 7
+
+    def tell(task: int) -> NewMessage:
+        return NewMessage("web", f"you own T{task}", ["lead"], Origin(task_id=task))
+
+    def broken(task: int) -> NewMessage:
+        raise StoreError("the journal could not be written: database or disk is full")
+
+    with pytest.raises(StoreError):
+        store.add_message_after(claim, broken)
+    assert store.connection.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    assert store.add_message_after(lambda db: None, tell) is None
+    assert store.next_queued("web", "lead") is None
+    assert store.add_message_after(claim, tell) == 7
+    queued = store.next_queued("web", "lead")
+    assert queued is not None and queued.text == "you own T7" and queued.origin.task_id == 7
+    assert store.connection.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 1
 
 
 def test_fifo_by_journal_order_not_by_id(store: Store) -> None:
@@ -125,9 +156,9 @@ def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
     """Reads raised raw sqlite3 errors past the journal: now StoreError, as writes do."""
     import anyio
 
-    from orchestrator.daemon.store import AsyncStore
+    from orchestrator.daemon.queue import AsyncStore
 
-    store = Store(tmp_path / "state.db")
+    store = open_journal(tmp_path / "state.db")
     store.close()
 
     async def read() -> None:
@@ -140,7 +171,7 @@ def test_a_failed_journal_read_is_a_store_error(tmp_path: Path) -> None:
 def test_a_journal_of_the_first_round_is_migrated_with_its_messages(tmp_path: Path) -> None:
     """Schema 2 (the first round's) → today's: old messages keep their state and reply, come
     from the operator, and are a chain of their own (teamctl thread finds them)."""
-    from orchestrator.daemon import store as store_module
+    from orchestrator.daemon import migrations as store_module
 
     path = tmp_path / "state.db"
     db = sqlite3.connect(path)
@@ -154,7 +185,7 @@ def test_a_journal_of_the_first_round_is_migrated_with_its_messages(tmp_path: Pa
                "1, 'old reply', 0)")
     db.commit()
     db.close()
-    store = Store(path)
+    store = open_journal(path)
     assert store.schema_version == SCHEMA_VERSION
     [old] = store.chain("01JDQ3X2K3R9W0FQ6Z5N4M8P7D")
     assert (old.text, old.state, old.reply) == ("old message", "answered", "old reply")

@@ -9,20 +9,15 @@ import anyio
 import pytest
 
 from orchestrator.errors import MemberStartFailed, NotFound
-from tests.fakes import FakeRuntime, ManualClock, core, team_config
-from tests.settle import all_blocked
+from tests.support.fakes import FakeRuntime, ManualClock, core, team_config
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.fakes import Core
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _launch(c: Core, tmp_path: Path, *members: dict[str, object]) -> None:
@@ -169,8 +164,8 @@ def test_recycle_reason_counts_turns_memory_and_children() -> None:
     import subprocess
 
     from orchestrator.config import MemberConfig
-    from orchestrator.daemon.supervisor import recycle_reason
-    from runtimes.base import process_tree
+    from orchestrator.daemon.members._supervisor import recycle_reason
+    from runtimes.kit.base import process_tree
 
     member = MemberConfig(name="x", runtime="codex", recycle_turns=3, recycle_rss_mb=0,
                           recycle_children=1)
@@ -238,8 +233,9 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
     import os
     from types import SimpleNamespace
 
-    from orchestrator.config import MemberConfig
-    from orchestrator.daemon import supervisor
+    from orchestrator.config import TeamConfig
+    from orchestrator.daemon.members import _supervisor as supervisor
+    from orchestrator.daemon.members.state import LaunchState, MemberState
     from orchestrator.processes import TreeUsage
 
     measured: list[int] = []
@@ -252,19 +248,26 @@ def test_a_busy_members_tree_is_measured_at_most_once_per_recycle_check_interval
         return TreeUsage(rss_bytes=0, children=0)
 
     monkeypatch.setattr(supervisor, "process_tree", tree)
-    from runtimes.local_host import LocalHost
+    from runtimes.hosts.local.host import LocalHost
 
-    state = supervisor.MemberState(team="t", workdir="/", host=LocalHost(),
-                                   config=MemberConfig(name="x", runtime="claude",
-                                                       recycle_turns=3))
+    def running(**member: object) -> MemberState:
+        team = TeamConfig.model_validate({"team": {"name": "t"}, "members": [
+            {"name": "x", "runtime": "claude", **member}]})
+        state = MemberState(team="t", member=team.resolved(team.members[0]), workdir="/",
+                            host=LocalHost())
+        state.move(LaunchState.STARTING, "test")
+        state.move(LaunchState.RUNNING, "test")
+        return state
+
+    state = running(recycle_turns=3)
     process = SimpleNamespace(usable=True, pid=os.getpid())
     for _ in range(2):
         supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
-    assert measured == [os.getpid()] and state.recycle is None
+    assert measured == [os.getpid()] and state.launch_state is LaunchState.RUNNING
     supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
-    assert state.recycle is not None and "3 turns" in state.recycle, "turns: every turn"
-    state.recycle, state.config = None, state.config.model_copy(
-        update={"recycle_check_interval": 0.0, "recycle_turns": 0})
+    assert state.launch_state is LaunchState.RECYCLING and "3 turns" in (state.why or ""), \
+        "turns: every turn"
+    state = running(recycle_check_interval=0.0, recycle_turns=0)
     for _ in range(2):
         supervisor.Supervisor._turn_ended(state, process)  # type: ignore[arg-type]
     assert len(measured) == 3

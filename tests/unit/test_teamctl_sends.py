@@ -1,7 +1,7 @@
 """What teamctl itself sends is labelled ``teamctl``, not ``operator`` (issue 45): a task
 handed to an idle claimer, a gate's result told to the owner, and the prompt a cut turn was
 continued with — in the history and the live view — while the operator's own message stays
-the operator's. In process, on the daemon's ``build_core`` (tests/fakes.py)."""
+the operator's. In process, on the daemon's ``build_core`` (tests/support/fakes.py)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,18 @@ import anyio
 import pytest
 
 from orchestrator.config import TeamConfig
-from orchestrator.daemon.board import OPERATOR, Actor, Assignee
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
 from orchestrator.daemon.web import render
-from tests.fakes import FakeRuntime, core
+from tests.support.fakes import FakeRuntime, core
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.wire import MessageDoc
-    from tests.fakes import Core
+    from orchestrator.protocol.messages import MessageDoc
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _team(tmp_path: Path, **board: str) -> TeamConfig:

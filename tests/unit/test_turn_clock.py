@@ -17,37 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from orchestrator.contracts import LaunchSpec, TextPart, Turn
+from orchestrator.contracts import TextPart, Turn
 from runtimes import kit
-from runtimes.acp import AcpRuntime
-from runtimes.claude import ClaudeRuntime
-from runtimes.codex.runtime import CodexRuntime
-from runtimes.local_host import LocalHost
-from runtimes.opencode import OpenCodeRuntime
-from tests.conftest import REPO
+from tests.support.driver import REPO
+from tests.support.runtimes import RUNTIMES, launch_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.ports import Runtime
 
 pytestmark = pytest.mark.anyio
 BIN = REPO / "fixtures" / "bin"
 IDLE = 2.0  # the turn's idle timeout; the clock jumps well past it before the turn
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-RUNTIMES: dict[str, tuple[Runtime, str, str | None, dict[str, str]]] = {
-    "acp": (AcpRuntime(), "fake-acp", None, {}),
-    "claude": (ClaudeRuntime(), "claude", None, {"ANTHROPIC_API_KEY": "sk-ant-test"}),
-    "codex": (CodexRuntime(), "codex", "gpt-5.4", {"CODEX_API_KEY": "sk-test"}),
-    "opencode": (OpenCodeRuntime(stop_grace=0.0), "opencode", "fake/text", {}),  # no EOF wait:
-    # opencode serve does not read its stdin (the grace itself: test_opencode_close.py)
-}
 
 
 class _Clock:
@@ -59,18 +40,6 @@ class _Clock:
 
     def __call__(self) -> float:
         return time.monotonic() + self.ahead
-
-
-def launch_spec(name: str, tmp_path: Path, *, idle: float,
-                extra_env: dict[str, str] | None = None) -> LaunchSpec:
-    """The member ``m`` on runtime ``name``'s fake CLI, in ``tmp_path``."""
-    _runtime, executable, model, env = RUNTIMES[name]
-    (tmp_path / "state").mkdir()
-    argv: dict[str, Any] = {"args": ("--acp",)} if name == "acp" else {}
-    return LaunchSpec(team="t", member="m", executable=str(BIN / executable), model=model,
-                      prompt=None, workdir=tmp_path, state_dir=tmp_path / "state",
-                      start_timeout=20.0, turn_idle_timeout=idle, interrupt_grace=5.0,
-                      env={**env, **(extra_env or {})}, host=LocalHost(), **argv)
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIMES))

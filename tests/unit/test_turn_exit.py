@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.contracts import RuntimeExited, TextPart, Turn
 from runtimes import kit
-from tests.unit.test_turn_clock import RUNTIMES, launch_spec
+from tests.support.runtimes import RUNTIMES, launch_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,11 +25,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 HANG = {"acp": "FAKE_ACP_HANG_ON_TURN", "claude": "FAKE_CLAUDE_HANG_ON_TURN",
         "codex": "FAKE_CODEX_HANG_ON_TURN", "opencode": "FAKE_OPENCODE_HANG_ON_TURN"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIMES))

@@ -5,7 +5,6 @@ shown messages, approvals answered from the page, uploads bounded and refused wi
 from __future__ import annotations
 
 import json
-from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -13,55 +12,20 @@ import anyio
 import httpx
 import pytest
 
-from orchestrator.attachments.artifacts import ArtifactStore
 from orchestrator.contracts import ApprovalRequest, TurnResult
-from orchestrator.daemon.changes import Changes
-from orchestrator.daemon.store import Origin
-from orchestrator.daemon.web.app import MAX_TEXT_BYTES, MAX_UPLOAD_BYTES, View, build_app
-from runtimes.claude import ClaudeRuntime
-from tests import images
-from tests.fakes import FakeProcess, FakeRuntime, core, team_config
+from orchestrator.daemon.queue import Origin
+from orchestrator.daemon.web.app import MAX_TEXT_BYTES, MAX_UPLOAD_BYTES, build_app
+from tests.support import images
+from tests.support.fakes import FakeProcess, FakeRuntime
+from tests.support.web_page import ORIGIN, Page, SeeingRuntime, live_page
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from orchestrator.contracts import Turn
-    from tests.fakes import Core
 
 pytestmark = pytest.mark.anyio
-PORT = 8765
-ORIGIN = f"http://127.0.0.1:{PORT}"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class SeeingRuntime(FakeRuntime):
-    """The fake runtime with Claude's transport: it carries images."""
-
-    capabilities = ClaudeRuntime.capabilities
-
-
-class Page:
-    def __init__(self, c: Core, view: View, client: httpx.AsyncClient) -> None:
-        self.core, self.view, self.client = c, view, client
-        self.csrf = ""
-
-    async def sign_in(self) -> None:
-        token = self.view.sessions.new_token()
-        response = await self.client.get(f"/?token={token}")
-        assert response.status_code == 303
-        cookie = response.headers["set-cookie"]
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-        page = await self.client.get("/")
-        assert page.status_code == 200
-        self.csrf = page.text.split('name="csrf-token" content="')[1].split('"')[0]
-
-    async def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return await self.client.post(url, headers={"x-csrf-token": self.csrf}, **kwargs)
 
 
 def _message(response: httpx.Response) -> str:
@@ -69,25 +33,8 @@ def _message(response: httpx.Response) -> str:
     return message
 
 
-@asynccontextmanager
-async def _page(tmp_path: Path, runtime: FakeRuntime | None = None, **member: Any
-                ) -> AsyncIterator[Page]:
-    async with core(tmp_path, runtime) as c:
-        config = team_config(tmp_path, {"name": "lead", **member})
-        await c.teams.launch(config, "team.toml", wait=True, timeout=10)
-        uploads = tmp_path / "uploads"
-        uploads.mkdir()
-        view = View(c.teams, c.store, c.approvals, Changes(),
-                    ArtifactStore(c.home.artifacts),
-                    c.home.logs / "teamctl.jsonl", uploads)
-        view.sessions.port = PORT
-        transport = httpx.ASGITransport(app=build_app(view))
-        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
-            yield Page(c, view, client)
-
-
 async def test_sign_in_cookie_host_and_csrf(tmp_path: Path) -> None:
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         client = page.client
         assert (await client.get("/")).status_code == 401, "no cookie, no page"
         assert (await client.get("/?token=wrong")).status_code == 403
@@ -111,7 +58,7 @@ async def test_sign_in_cookie_host_and_csrf(tmp_path: Path) -> None:
 
 async def test_a_message_with_an_image_shows_its_thumbnail_and_nothing_else_is_served(
         tmp_path: Path) -> None:
-    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True) as page:
         await page.sign_in()
         shot = images.save(images.screenshot(640, 360), tmp_path / "shot.png", "PNG")
         sent = await page.post("/send", data={"member": "web/lead", "text": "look"},
@@ -131,7 +78,7 @@ async def test_a_message_with_an_image_shows_its_thumbnail_and_nothing_else_is_s
 
 
 async def test_uploads_are_bounded_and_refused_with_their_codes(tmp_path: Path) -> None:
-    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True) as page:
         await page.sign_in()
         huge = await page.post("/send", data={"member": "web/lead", "text": "x"},
                                files={"files": ("big.png", b"\0" * (MAX_UPLOAD_BYTES + 1),
@@ -164,7 +111,7 @@ async def test_an_approval_is_answered_from_the_page(tmp_path: Path) -> None:
         outcome.append(answer)
         return TurnResult(reply=answer.decision)
 
-    async with _page(tmp_path, FakeRuntime([asking]), permissions="ask") as page:
+    async with live_page(tmp_path, FakeRuntime([asking]), permissions="ask") as page:
         await page.sign_in()
         async with anyio.create_task_group() as tg:
             tg.start_soon(partial(page.core.teams.send, None, "lead", "test", wait=True,
@@ -207,7 +154,7 @@ async def test_the_page_shows_the_whole_hostile_request_and_its_buttons_bind_to_
         outcome.append(answer)
         return TurnResult(reply=answer.decision)
 
-    async with _page(tmp_path, FakeRuntime([asking]), permissions="ask") as page:
+    async with live_page(tmp_path, FakeRuntime([asking]), permissions="ask") as page:
         await page.sign_in()
         async with anyio.create_task_group() as tg:
             tg.start_soon(partial(page.core.teams.send, None, "lead", "test", wait=True,
@@ -235,7 +182,7 @@ async def test_the_page_declares_a_phones_viewport_and_labels_each_members_value
     """Without a viewport a phone drew the page 980 px wide, shrunk; on a phone the team
     table is a card per member whose values need their labels (static/app.css; measured in
     Chromium by tests/e2e/test_ui_browser.py)."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
         shell = await page.client.get("/")
         assert '<meta name="viewport" content="width=device-width, initial-scale=1">' \
@@ -250,7 +197,7 @@ async def test_what_teamctl_sends_is_shown_from_teamctl_never_between_teammates(
         tmp_path: Path) -> None:
     """A board message (a task handed over: no sender, a task) was shown from the operator;
     it reads ``teamctl`` in the conversation and is no teammate's message."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
         await page.core.teams.send(None, "lead", "teamctl: you now own task T3", wait=True,
                                    timeout=10, origin=Origin(task_id=3))
@@ -262,7 +209,7 @@ async def test_what_teamctl_sends_is_shown_from_teamctl_never_between_teammates(
 
 
 async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) -> None:
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
         await page.core.teams.send(None, "lead", "<script>alert(1)</script>", wait=True,
                                    timeout=10)
@@ -287,7 +234,8 @@ async def test_fragments_escape_what_members_and_messages_say(tmp_path: Path) ->
 
 def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() -> None:
     from orchestrator.daemon.web import render
-    from orchestrator.wire import EgressStatus, MemberStatus, Spend
+    from orchestrator.protocol.costs import Spend
+    from orchestrator.protocol.teams import EgressStatus, MemberStatus
 
     held = MemberStatus(
         name="rev", runtime="claude", model="claude-sonnet-4-5", pid=7, launch="running",
@@ -311,6 +259,12 @@ def test_the_team_shows_each_members_cost_and_needs_you_shows_a_held_member() ->
     assert "[sandbox process, network &lt;off&gt;; egress 12 allowed, 1 denied]" in table, \
         "a sandboxed member shows its boundary and its egress counts, escaped"
     assert "2 queued" in needs and "teamctl budget rev --add USD" in needs
+    slotted = held.model_copy(update={"name": "dev", "hold": None,
+                                      "slots": {"PORT": "20001", "DB_NAME": "web_<dev>"}})
+    table = render.members([("web", slotted), ("web", unknown)], {}, {})
+    assert '<td class="slots" data-label="slots">PORT=20001 DB_NAME=web_&lt;dev&gt;</td>' \
+        in table, "a member's slots show as status says them, escaped"
+    assert '<td class="slots" data-label="slots"></td>' in table, "a member without: none"
 
 
 def test_the_team_marks_a_cost_that_leaves_calls_out_as_a_lower_bound_and_says_why() -> None:
@@ -321,7 +275,8 @@ def test_the_team_marks_a_cost_that_leaves_calls_out_as_a_lower_bound_and_says_w
 
     from orchestrator.costs.coverage import QWEN
     from orchestrator.daemon.web import render
-    from orchestrator.wire import MemberStatus, Spend
+    from orchestrator.protocol.costs import Spend
+    from orchestrator.protocol.teams import MemberStatus
 
     qwen = MemberStatus(
         name="qw", runtime="acp", model="qwen3-coder-plus", pid=7, launch="running",
@@ -336,6 +291,22 @@ def test_the_team_marks_a_cost_that_leaves_calls_out_as_a_lower_bound_and_says_w
     assert f'<p class="note">web/qw: cost \u2265 (a lower bound): {escape(QWEN)}</p>' in table
 
 
+def test_the_team_shows_a_member_waiting_for_memory_and_why() -> None:
+    """docs/scaling.md, "Starts that fit": the live view says what status says."""
+    from orchestrator.daemon.web import render
+    from orchestrator.protocol.teams import MemberStatus
+
+    waiting = MemberStatus(
+        name="dev", runtime="claude", model=None, pid=None, launch="waiting",
+        liveness="unknown", readiness="not_ready", restarts=0, session_id=None,
+        last_exit=None, queued=1,
+        waiting="waiting for memory (needs ~260 MiB; 100 MiB free above the 2 GiB reserve)")
+    table = render.members([("web", waiting)], {}, {})
+    assert '<td class="launch" data-label="launch">waiting</td>' in table
+    assert ('<td data-label="activity">waiting for memory (needs ~260 MiB; 100 MiB free '
+            'above the 2 GiB reserve)</td>') in table
+
+
 SECRET = "sk-ant-api03-" + "Zq7" * 12  # a key shape the redactor knows (test_redaction.py)
 
 
@@ -344,7 +315,7 @@ async def test_the_live_view_redacts_secrets_history_redacts_on_every_conversati
     """The routes called Teams.history directly and showed a key `teamctl history` redacts.
     The promise: every fragment that shows conversation text (a message, its reply, a
     teammate's message) passes through the same redactor as the control socket's answers."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
         await page.core.teams.send(None, "lead", f"use {SECRET} for the deploy", wait=True,
                                    timeout=10)
@@ -398,7 +369,7 @@ async def test_a_chunked_upload_over_the_limit_is_refused_as_it_streams(
     """The 40 MiB limit was only a Content-Length check: a chunked upload was read whole (117
     MiB) before the planner refused it. The promise: the body is counted as it streams, and
     refused with the typed JSON error once it passes the limit; nothing is queued."""
-    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True) as page:
         await page.sign_in()
         sent: list[int] = []
         huge = await _post_chunked(page, {"member": b"web/lead", "text": b"look",
@@ -413,7 +384,7 @@ async def test_a_chunked_upload_over_the_limit_is_refused_as_it_streams(
 async def test_a_chunked_text_field_over_the_send_limit_is_refused(tmp_path: Path) -> None:
     """A chunked 30 MiB text field was queued, though `teamctl send` refuses text over 1 MiB.
     The promise: the composer's text has the CLI's limit (MAX_TEXT_BYTES), refused typed."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
         long = await _post_chunked(page, {"member": b"web/lead",
                                           "text": b"x" * (MAX_TEXT_BYTES * 2)})
@@ -427,7 +398,7 @@ async def test_a_chunked_text_field_over_the_send_limit_is_refused(tmp_path: Pat
 async def test_an_expired_session_is_refused(tmp_path: Path) -> None:
     """Sessions never expired. The promise: a session unused for ``session_idle`` seconds, or
     older than ``session_lifetime``, is refused (401) and its event stream ends."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         now = [1000.0]
         page.view.sessions.clock = lambda: now[0]
         page.view.sessions.idle, page.view.sessions.lifetime = 60.0, 300.0
@@ -469,7 +440,7 @@ async def test_every_route_refuses_in_one_json_error_shape(tmp_path: Path) -> No
     only sometimes, Starlette's plain-text 404/405/500, and an HTML fragment for /send. The
     promise: every refusal of every route is ``{"ok": false, "error": {"code", "message",
     "retryable"}}`` — the CLI's --json error — with the security headers."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         client = page.client
         for method, url in GUARDED:
             _assert_refusal(await client.request(method, url), 401, "not_signed_in")
@@ -504,7 +475,7 @@ async def test_a_route_that_fails_unexpectedly_answers_a_typed_internal_error(
     """An exception no route expected was Starlette's plain-text "Internal Server Error".
     The promise: it fails that request only, as a typed ``internal_error`` in the one shape,
     and the next request is served."""
-    async with _page(tmp_path) as page:
+    async with live_page(tmp_path) as page:
         await page.sign_in()
 
         async def broken(**_: Any) -> None:
@@ -538,7 +509,7 @@ async def test_a_refused_send_answers_json_with_its_typed_failures_not_an_html_f
     """/send answered a refused attachment with an HTML fragment while every other error was
     JSON. The promise: it is the one JSON error (code ``attachment_refused``) with each typed
     failure beside it, as ``send --json`` lists them; nothing is queued."""
-    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True) as page:
         await page.sign_in()
         refused = await page.post(
             "/send", data={"member": "web/lead", "text": "x"},
@@ -549,3 +520,42 @@ async def test_a_refused_send_answers_json_with_its_typed_failures_not_an_html_f
         assert "notes.png" in failure["attachment"] and failure["retryable"] is False
         assert "<ul" not in refused.text
         assert (await page.core.teams.history(None, "lead")).messages == []
+
+
+def test_the_accounts_panel_counts_down_to_each_reset_and_says_who_waits_why() -> None:
+    """docs/live-view.md, "Accounts": each account's window, its hold with a countdown the page
+    ticks (``data-until``), who is paused and why — every value escaped and shown visibly."""
+    from orchestrator.daemon.web import render
+    from orchestrator.protocol.quota import AccountsDoc
+
+    doc = AccountsDoc.model_validate({"now": 1000.0, "accounts": [{
+        "name": "claude:operator", "window": {
+            "status": "rejected", "window": "five_hour", "used": 1.0, "resets_at": 1723.0,
+            "reported_at": 990.0, "reported_by": "web/dev"},
+        "held": {"window": "five_hour", "until": 1723.0, "named": True, "probing": None,
+                 "reason": "five_hour limit reached"},
+        "members": [{"team": "web", "member": "lead", "priority": 1, "reserve": 0.2,
+                     "paused": "held: claude:operator five-hour window until 00:28"},
+                    {"team": "web", "member": "dev<b>", "priority": 0, "reserve": 0.2,
+                     "paused": "held: \u202e"}]}]})
+    html = render.accounts(doc)
+    assert 'data-key="account:claude:operator"' in html
+    assert "five-hour window 100% used (rejected)" in html
+    assert 'held  until' not in html and '<time data-until="1723">(in 12m 3s)</time>' in html
+    assert "web/dev&lt;b&gt;: held: &lt;U+202E&gt;" in html and "<b>dev" not in html
+    assert render.accounts(AccountsDoc(now=1.0, accounts=[])).count("no account") == 1
+
+
+def test_the_team_shows_an_asleep_member_since_when_and_no_alarm() -> None:
+    """The live view's team: launch asleep, its activity since when (the status snapshot's);
+    an asleep member is no alarm."""
+    from orchestrator.daemon.web import render
+    from orchestrator.protocol.teams import MemberStatus
+
+    asleep = MemberStatus(
+        name="dev", runtime="claude", model=None, pid=None, launch="asleep",
+        liveness="unknown", readiness="not_ready", restarts=0, session_id="s", last_exit=None,
+        activity="asleep since 14:02:11", asleep_since=1_800_000_000.0)
+    table = render.members([("web", asleep)], {}, {})
+    assert '<td class="launch" data-label="launch">asleep</td>' in table
+    assert "asleep since 14:02:11" in table and 'class="alarm"' not in table

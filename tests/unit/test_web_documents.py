@@ -12,22 +12,17 @@ import pytest
 
 from orchestrator.daemon.web import render
 from orchestrator.daemon.web.app import MAX_UPLOAD_BYTES
-from orchestrator.wire import AttachmentRef, MessageDoc
-from tests import pdfs
-from tests.unit.test_web import SeeingRuntime, _page
+from orchestrator.protocol.messages import AttachmentRef, MessageDoc
+from tests.support import pdfs
+from tests.support.web_page import SeeingRuntime, live_page
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.unit.test_web import Page
+    from tests.support.web_page import Page
 
 pytestmark = pytest.mark.anyio
 HOSTILE = '<img src=x onerror="alert(1)">'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _sent(page: Page, files: list[tuple[str, bytes, str]]) -> str:
@@ -42,7 +37,7 @@ async def _sent(page: Page, files: list[tuple[str, bytes, str]]) -> str:
 
 async def test_a_pdf_sent_as_pages_shows_its_first_page_and_serves_nothing_else_of_it(
         tmp_path: Path) -> None:
-    async with _page(tmp_path, SeeingRuntime(), vision=True, documents="pages") as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True, documents="pages") as page:
         await page.sign_in()
         fragment = await _sent(page, [(f"{HOSTILE}.pdf", pdfs.text_pdf("one", "two", "three"),
                                        "application/pdf")])
@@ -60,7 +55,7 @@ async def test_a_pdf_sent_as_pages_shows_its_first_page_and_serves_nothing_else_
 
 
 async def test_a_native_pdf_is_a_box_and_a_text_file_its_name_and_size(tmp_path: Path) -> None:
-    async with _page(tmp_path, SeeingRuntime(), model="claude-sonnet-4-5") as page:
+    async with live_page(tmp_path, SeeingRuntime(), model="claude-sonnet-4-5") as page:
         await page.sign_in()
         notes = b"# notes\nhello\n"
         fragment = await _sent(page, [("spec.pdf", pdfs.text_pdf("one", "two"), "application/pdf"),
@@ -79,7 +74,7 @@ async def test_a_native_pdf_is_a_box_and_a_text_file_its_name_and_size(tmp_path:
 
 async def test_the_composer_accepts_pdfs_and_text_files_and_still_bounds_uploads(
         tmp_path: Path) -> None:
-    async with _page(tmp_path, SeeingRuntime(), vision=True) as page:
+    async with live_page(tmp_path, SeeingRuntime(), vision=True) as page:
         await page.sign_in()
         shell = (await page.client.get("/")).text
         accept = shell.split('id="send-files" accept="')[1].split('"')[0]

@@ -39,7 +39,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from orchestrator.attachments.failures import AttachmentRefused
-from orchestrator.daemon.needs_you import waiting
+from orchestrator.daemon.notify import waiting
 from orchestrator.daemon.web import render
 from orchestrator.daemon.web.security import (
     COOKIE,
@@ -51,8 +51,8 @@ from orchestrator.daemon.web.security import (
 )
 from orchestrator.errors import NotFound, TeamctlError, UsageError
 from orchestrator.limits import APPROVAL_SHA256_PATTERN, MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
+from orchestrator.protocol.common import OPERATOR, TEAMCTL
 from orchestrator.redaction import redact_value
-from orchestrator.wire import OPERATOR, TEAMCTL
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -63,9 +63,13 @@ if TYPE_CHECKING:
     from orchestrator.daemon.approvals import Approvals
     from orchestrator.daemon.board import Board
     from orchestrator.daemon.changes import Changes
-    from orchestrator.daemon.store import AsyncStore
+    from orchestrator.daemon.land import Land
+    from orchestrator.daemon.queue import AsyncStore
     from orchestrator.daemon.teams import Teams
-    from orchestrator.wire import MemberStatus, MessageDoc, TaskListDoc
+    from orchestrator.protocol.board import TaskListDoc
+    from orchestrator.protocol.messages import MessageDoc
+    from orchestrator.protocol.quota import AccountsDoc
+    from orchestrator.protocol.teams import MemberStatus
 
 __all__ = ["MAX_TEXT_BYTES", "MAX_UPLOAD_BYTES", "View", "build_app"]
 
@@ -95,6 +99,9 @@ class View:
     sessions: Sessions = field(default_factory=Sessions)
     shown: set[str] = field(default_factory=set)  # artifact hashes of messages on the page
     board: Board | None = None  # the team's board (None: a daemon without one)
+    land: Land | None = None  # the merge queue (docs/land.md), shown under each board
+    # the quota's accounts (teamctl accounts; None: a daemon without one)
+    accounts: Callable[[], AccountsDoc] | None = None
 
 
 def _guarded(view: View, handler: Callable[[Request], Awaitable[Response]], *,
@@ -205,6 +212,11 @@ def build_app(view: View) -> Starlette:
                     for t in await db.worktrees(None)}
         return HTMLResponse(render.members(rows, turns, branches))
 
+    async def accounts(request: Request) -> Response:
+        if view.accounts is None:
+            return HTMLResponse("")
+        return HTMLResponse(render.accounts(_redacted(view.accounts())))
+
     async def conversation(request: Request) -> Response:
         wanted = request.query_params.get("member")
         rows = await _members(view)
@@ -227,8 +239,10 @@ def build_app(view: View) -> Starlette:
         if view.board is None:
             return HTMLResponse(render.board([]))
         teams = sorted({team for team, _ in await _members(view)})
+        queues = {team: _redacted(await view.land.queue(team)) for team in teams} \
+            if view.land is not None else {}
         return HTMLResponse(render.board([(team, await _columns(view.board, team))
-                                          for team in teams]))
+                                          for team in teams], queues))
 
     async def task(request: Request) -> Response:
         wanted = request.query_params.get("id", "")
@@ -323,6 +337,7 @@ def build_app(view: View) -> Starlette:
         route("/static/{name}", static),
         route("/fragments/needs-you", needs_you),
         route("/fragments/members", members),
+        route("/fragments/accounts", accounts),
         route("/fragments/conversation", conversation),
         route("/fragments/between", between),
         route("/fragments/board", board),

@@ -22,18 +22,17 @@ from orchestrator.limits import APPROVAL_SHA256_SHOWN, APPROVAL_SHOWN_CHARS
 from orchestrator.visible import clipped, visible
 
 if TYPE_CHECKING:
-    from orchestrator.wire import (
-        ApprovalDoc,
-        AttachmentRef,
-        MemberStatus,
-        MessageDoc,
-        TaskDoc,
-        TaskListDoc,
-        TaskShowDoc,
-    )
+    from collections.abc import Mapping
 
-__all__ = ["between", "board", "conversation", "log_tail", "members", "needs_you", "page",
-           "shown_artifacts", "signed_in", "task_page"]
+    from orchestrator.protocol.approvals import ApprovalDoc
+    from orchestrator.protocol.board import TaskDoc, TaskListDoc, TaskShowDoc
+    from orchestrator.protocol.land import QueueDoc
+    from orchestrator.protocol.messages import AttachmentRef, MessageDoc
+    from orchestrator.protocol.quota import AccountDoc, AccountsDoc
+    from orchestrator.protocol.teams import MemberStatus
+
+__all__ = ["accounts", "between", "board", "conversation", "log_tail", "members", "needs_you",
+           "page", "shown_artifacts", "signed_in", "task_page"]
 
 _ALARM = {"fatal", "backoff"}
 
@@ -64,6 +63,7 @@ def page(csrf: str, member_names: list[str]) -> str:
 <main>
 <section id="needs-you" data-fragment="/fragments/needs-you" aria-live="polite"></section>
 <section id="members" data-fragment="/fragments/members"></section>
+<section id="accounts" data-fragment="/fragments/accounts"></section>
 <section id="composer">
 <h2>Send</h2>
 <form id="send-form">
@@ -165,21 +165,60 @@ def members(rows: list[tuple[str, MemberStatus]], turns: dict[str, str],
             f'<td data-label="liveness">{_e(m.liveness)}</td>'
             f'<td class="readiness" data-label="readiness">{_e(m.readiness)}</td>'
             f'<td class="delivery" data-label="turn">{turn}</td>'
-            f'<td data-label="activity">{_e(m.activity or "")}</td>'
+            f'<td data-label="activity">{_e(m.waiting or m.activity or "")}</td>'
             f'<td data-label="queued">{m.queued}</td>'
             f'<td data-label="restarts">{m.restarts}</td>'
             f'<td class="cost" data-label="cost">{_e(_cost(m))}</td>'
             f'<td data-label="worktree">{_e(branch)}</td>'
+            f'<td class="slots" data-label="slots">{_e(_slots(m))}</td>'
             f'<td><a href="#conversation" data-member-link="{_e(m.name)}">conversation</a>'
             "</td></tr>")
     head = ("<tr><th>member</th><th>runtime</th><th>model</th><th>launch</th>"
             "<th>liveness</th><th>readiness</th><th>turn</th><th>activity</th>"
-            "<th>queued</th><th>restarts</th><th>cost</th><th>worktree</th><th></th></tr>")
-    body = "".join(cells) or '<tr><td colspan="13">no team runs</td></tr>'
+            "<th>queued</th><th>restarts</th><th>cost</th><th>worktree</th><th>slots</th>"
+            "<th></th></tr>")
+    body = "".join(cells) or '<tr><td colspan="14">no team runs</td></tr>'
     notes = "".join(f'<p class="note">{_e(team)}/{_e(m.name)}: {_e(note)}</p>'
                     for team, m in rows if m.spend is not None
                     and (note := lower_bound_note(m.spend.model_dump())))
     return f"<h2>Team</h2><table>{head}{body}</table>{notes}"
+
+
+def accounts(doc: AccountsDoc) -> str:
+    """Each quota account (docs/costs.md, "Quota windows"): its window's use, its hold with a
+    countdown to the reset (``data-until``: the page ticks it), and who is paused why."""
+    rows = [_account(a, doc.now) for a in doc.accounts]
+    body = "".join(rows) or '<li data-key="no-accounts">no account reported yet</li>'
+    return f'<h2>Accounts</h2><ul class="accounts">{body}</ul>'
+
+
+def _account(account: AccountDoc, now: float) -> str:
+    window, held = account.window, account.held
+    used = ("nothing reported yet" if window is None else
+            f"{(window.window or 'usage').replace('_', '-')} window "
+            + (f"{round(window.used * 100)}% used" if window.used is not None else "")
+            + f" ({window.status})")
+    resets = (_countdown(window.resets_at, now, "resets")
+              if window is not None and window.resets_at else "")
+    hold = (f' <span class="hold">held{_countdown(held.until, now, "until")}'
+            + ("" if held.named else ", then one member tries it") + "</span>"
+            if held is not None else "")
+    paused = "".join(f'<li data-key="paused:{_e(m.team)}/{_e(m.member)}">{_e(m.team)}/'
+                     f'{_e(m.member)}: {_e(m.paused)}</li>'
+                     for m in account.members if m.paused)
+    members = ", ".join(f"{m.team}/{m.member}" for m in account.members)
+    return (f'<li data-key="account:{_e(account.name)}"><b>{_e(account.name)}</b> '
+            f'({_e(members)}): {_e(used)}{resets}{hold}'
+            + (f"<ul>{paused}</ul>" if paused else "") + "</li>")
+
+
+def _countdown(at: float, now: float, word: str) -> str:
+    """``until 15:34 <time data-until=…>(in 12m 3s)</time>``: the page ticks the time."""
+    left = max(int(at - now), 0)
+    hours, rest = divmod(left, 3600)
+    span = f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m {rest % 60}s"
+    return (f' {word} {_e(time.strftime("%H:%M", time.localtime(at)))} '
+            f'<time data-until="{at:.0f}">(in {_e(span)})</time>')
 
 
 def _sandbox(m: MemberStatus) -> str:
@@ -190,6 +229,11 @@ def _sandbox(m: MemberStatus) -> str:
     egress = (f"; egress {m.egress.allowed} allowed, {m.egress.denied} denied"
               if m.egress is not None else "")
     return f" [sandbox {m.sandbox}{egress}]"
+
+
+def _slots(m: MemberStatus) -> str:
+    """``PORT=20001 DB_NAME=web_lead`` (as ``status`` says it), or nothing."""
+    return " ".join(f"{var}={value}" for var, value in m.slots.items())
 
 
 def _cost(member: MemberStatus) -> str:
@@ -280,9 +324,11 @@ _COLUMNS = (("ready", "ready"), ("blocked", "blocked"), ("in_progress", "in prog
             ("review", "review"), ("done", "done"))
 
 
-def board(pages: list[tuple[str, dict[str, TaskListDoc]]]) -> str:
+def board(pages: list[tuple[str, dict[str, TaskListDoc]]],
+          queues: Mapping[str, QueueDoc] | None = None) -> str:
     """Each running team's board: a column per state (its first tasks and how many), a
-    blocked task with what blocks it; every title escaped."""
+    blocked task with what blocks it, and its merge queue (what waits, runs, landed or went
+    back); every title escaped."""
     teams = []
     for team, columns in pages:
         cells = []
@@ -293,10 +339,27 @@ def board(pages: list[tuple[str, dict[str, TaskListDoc]]]) -> str:
                     " more (teamctl task list)</li>" if page.total > len(page.tasks) else "")
             cells.append(f'<div class="column" data-key="col:{_e(team)}/{state}">'
                          f"<h3>{label} ({page.total})</h3><ul>{rows}{more}</ul></div>")
+        queue = (queues or {}).get(team)
         teams.append(f'<div class="board" data-key="board:{_e(team)}"><h3>{_e(team)}</h3>'
-                     f'{"".join(cells)}</div>')
+                     f'{"".join(cells)}{_queue(team, queue) if queue else ""}</div>')
     body = "".join(teams) or "<p>no team runs</p>"
     return f"<h2>Board</h2>{body}"
+
+
+def _queue(team: str, queue: QueueDoc) -> str:
+    """The team's merge queue under its board (nothing when it has none)."""
+    if queue.branch is None:
+        return ""
+    rows = [*([queue.running] if queue.running else []), *queue.waiting[:20],
+            *queue.recent[:10]]
+    items = "".join(
+        f'<li data-key="entry:{e.id}" data-state="{_e(e.state)}">'
+        f'<a href="#task" data-task-link="{e.task}">T{e.task}</a> {_e(e.owner)} '
+        f'<span class="state">{_e(e.state)}{" (" + _e(e.phase) + ")" if e.phase else ""}'
+        f"</span> {_e(clipped(e.note or '', 160))}</li>" for e in rows) or "<li>empty</li>"
+    paused = " — paused" if queue.paused else ""
+    return (f'<div class="queue" data-key="queue:{_e(team)}"><h3>Merge queue → '
+            f"{_e(queue.branch)}{paused}</h3><ul>{items}</ul></div>")
 
 
 def _task_row(task: TaskDoc) -> str:
@@ -323,9 +386,16 @@ def task_page(shown: TaskShowDoc | None, messages: list[MessageDoc],
                    f'<span class="state">{_e(m.state)}</span>: {_e(clipped(m.text, 300))}</li>'
                    for m in messages) or "<li>no messages about it yet</li>"
     worktree = (f'<p class="diff">its diff: <code>{_e(diff)}</code></p>' if diff else "")
+    notices = "".join(
+        f'<li data-key="nt:{_e(n.source)}"><time>'
+        f'{_e(time.strftime("%H:%M:%S", time.localtime(n.at)))}</time> {_e(n.kind)} → '
+        f"<b>{_e(n.member or 'nobody yet')}</b> "
+        f'<span class="state">{_e(n.delivery or "-")}</span></li>'
+        for n in shown.notices) or "<li>none</li>"
     return (f'<h2>T{task.id} <span class="title">{_e(task.title)}</span></h2>'
             f'<div data-key="task-{task.id}"><p><span class="state">{_e(task.state)}</span>'
             f"{' — ' + _e(task.owner) if task.owner else ''}"
             f"{' — ' + _e(task.blocked) if task.blocked else ''}</p>"
             f'<pre class="body">{_e(task.body)}</pre>{worktree}'
-            f"<h3>Lifetime</h3><ol>{events}</ol><h3>Messages</h3><ol>{said}</ol></div>")
+            f"<h3>Lifetime</h3><ol>{events}</ol><h3>Told</h3><ol>{notices}</ol>"
+            f"<h3>Messages</h3><ol>{said}</ol></div>")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
+from orchestrator.protocol.failures import ErrorDoc, ErrorReply
 from orchestrator.redaction import redact
-from orchestrator.wire import ErrorDoc, ErrorReply
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -37,8 +37,8 @@ from orchestrator.daemon.worktrees._record import (
 from orchestrator.daemon.worktrees._sandbox import SandboxView, sandbox_view
 
 __all__ = ["MIGRATIONS", "Changes", "PlacedWorktrees", "Refusal", "SandboxView", "Worktree",
-           "WorktreeJournal", "branch_name", "changes", "checkout_of", "complete", "create",
-           "diff", "ensure_ref_dirs", "inspect", "prune_one", "sandbox_view", "workdir_in"]
+           "WorktreeJournal", "branch_name", "changes", "checkout_of", "complete", "create", "diff",
+           "ensure_ref_dirs", "inspect", "prune_one", "sandbox_view", "workdir_in"]
 
 
 class PlacedWorktrees:

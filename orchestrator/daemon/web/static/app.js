@@ -289,6 +289,18 @@ document.addEventListener("drop", (event) => {
   takeFiles(event.dataTransfer.files);
 });
 
+// a quota account's countdown to its reset ticks between refreshes (data-until: epoch seconds)
+function tick() {
+  const now = Date.now() / 1000;
+  for (const node of document.querySelectorAll("time[data-until]")) {
+    const left = Math.max(Math.floor(Number(node.dataset.until) - now), 0);
+    const hours = Math.floor(left / 3600), rest = left % 3600;
+    node.textContent = "(in " + (hours ? `${hours}h ${Math.floor(rest / 60)}m`
+      : `${Math.floor(rest / 60)}m ${rest % 60}s`) + ")";
+  }
+}
+setInterval(tick, 1000);
+
 const stream = new EventSource("/events");
 const indicator = document.getElementById("stream");
 stream.addEventListener("change", () => { indicator.dataset.state = "live";

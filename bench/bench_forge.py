@@ -1,0 +1,94 @@
+"""Issue 50 figures, the forge (docs/forge.md), measured in process on the daemon's own core
+around a fake runtime, with the real GitHub client over HTTP on localhost against the fake of
+GitHub's REST subset (no real GitHub is reachable here):
+
+- an issue labelled → a task on the board: one intake round (the list asked, the task made
+  and the issue's id recorded in one transaction); median and p95 of 20, each a new issue.
+  In a running daemon a round starts every ``poll_interval`` (60 s by default), so the wait
+  for the round — half the interval on average — is the rest of the latency;
+- requests one unchanged round sends, and what they cost of the rate limit (a 304 costs
+  nothing), hence requests an hour at the default interval;
+- the import of the GitHub module (httpx and teamctl's errors), in a fresh interpreter, and
+  that process's resident memory.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from _harness import REPO, figure, median, percentile
+
+sys.path.insert(0, str(REPO))
+
+from orchestrator.daemon.forge import Intake, open_forge
+from orchestrator.forge_config import ForgeSection
+from tests.support.fake_github import FakeGitHub
+from tests.support.fakes import FakeRuntime, core
+
+RUNS = 20
+TOKEN = "ghp_bench-token"
+DEFAULT_INTERVAL = ForgeSection.model_validate({"github": {"repo": "a/b"}}).poll_interval
+
+
+async def _rounds(tmp: Path) -> tuple[list[float], int, int]:
+    times: list[float] = []
+    with FakeGitHub(token=TOKEN) as fake:
+        section = ForgeSection.model_validate(
+            {"github": {"repo": "octo-org/web", "token_env": "T", "api": fake.url}})
+        async with core(tmp, FakeRuntime()) as c:
+            assert c.built is not None
+            forge = open_forge(section, {"T": TOKEN})
+            intake = Intake(team="web", repo="octo-org/web", label="teamctl", state="open",
+                            forge=forge, board=c.built.board, journal=c.store,
+                            clock=time.time)
+            try:
+                for n in range(RUNS):
+                    fake.add_issue(f"issue {n}", body="text", labels=("teamctl",))
+                    start = time.perf_counter()
+                    done = await intake.poll()
+                    times.append((time.perf_counter() - start) * 1000)
+                    assert len(done.created) == 1
+                sent, left = len(fake.state.requests), fake.state.remaining
+                await intake.poll()  # nothing changed
+                quiet_requests = len(fake.state.requests) - sent
+                quiet_cost = left - fake.state.remaining
+            finally:
+                await forge.aclose()
+    return times, quiet_requests, quiet_cost
+
+
+def _import_cost() -> tuple[float, float]:
+    code = ("import time, sys; t = time.perf_counter(); import orchestrator.forge.github; "
+            "ms = (time.perf_counter() - t) * 1000; rss = [l for l in open('/proc/self/status')"
+            " if l.startswith('VmRSS')][0].split()[1]; print(ms, int(rss) / 1024)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        times, quiet_requests, quiet_cost = anyio.run(_rounds, Path(tmp))
+    imports = [_import_cost() for _ in range(3)]
+    per_hour = quiet_requests * 3600 / DEFAULT_INTERVAL
+    print(f"issue labelled -> task: median {median(times):.1f} ms, p95 "
+          f"{percentile(times, 95):.1f} ms over {RUNS} rounds (plus the wait for the round: "
+          f"{DEFAULT_INTERVAL / 2:.0f} s on average at the default interval)")
+    print(f"an unchanged round: {quiet_requests} request(s), {quiet_cost} of the rate limit; "
+          f"{per_hour:.0f} requests an hour at {DEFAULT_INTERVAL:.0f} s")
+    print("import of orchestrator.forge.github: " + ", ".join(
+        f"{ms:.0f} ms / {rss:.1f} MiB" for ms, rss in imports))
+    figure("forge_issue_to_task_ms", median(times))
+    figure("forge_quiet_round_requests", quiet_requests)
+    figure("forge_intake_requests_per_hour", per_hour)
+    figure("forge_github_import_ms", median([ms for ms, _ in imports]))
+    figure("forge_github_import_rss_mib", median([rss for _, rss in imports]))
+
+
+if __name__ == "__main__":
+    main()

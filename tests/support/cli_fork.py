@@ -1,0 +1,110 @@
+"""The integration tests' ``teamctl`` calls, each a process of its own forked from an
+interpreter that has already imported the CLI.
+
+Why: ``make test`` is CPU-bound (both cores ~98 % busy), and ~1,800 CLI calls a run were a
+third of its CPU — each a new interpreter that spent ~45 of its ~60 ms importing click, the
+CLI and, for ``launch`` and ``doctor``, pydantic's config models (~0.19 s a ``launch``).
+Forked from a server that holds those modules (``multiprocessing``'s forkserver, one per test
+worker), a call is still its own process — its own pid, environment, working directory,
+stdin/stdout/stderr and exit status, killed at its timeout — and runs the same ``main()``;
+only the interpreter's start and the imports are shared. What that leaves untested (the CLI's
+own start: imports, ``python -m orchestrator``) is run by every test that starts a CLI with
+``Popen`` (``logs -f``, the MCP server), by the commands that stay long-lived processes
+here (``_EXEC``), by the e2e tests, and by ``bench_scale.py cli``.
+``TEAMCTL_TEST_CLI=exec`` runs every call as a new interpreter instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["run_cli"]
+
+# long-lived or terminal-bound commands: a new interpreter, as the operator starts them
+_EXEC = frozenset({"daemon", "mcp", "ui", "logs"})
+# what a call imports after the CLI's own module: a `launch`'s and a `doctor`'s validation
+_PRELOAD = ["orchestrator.client.cli", "orchestrator.config", "orchestrator.protocol.teams",
+            "orchestrator.diagnostics", "orchestrator.client.doctor"]
+_context: multiprocessing.context.ForkServerContext | None = None
+
+
+def run_cli(args: list[str], *, input: str | None, timeout: float, env: dict[str, str],
+            cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``[sys.executable, "-m", "orchestrator", *args]`` with ``subprocess.run``'s contract
+    (captured text output, TimeoutExpired past ``timeout``, the process killed)."""
+    argv = [sys.executable, "-m", "orchestrator", *args]
+    if (not args or args[0] in _EXEC or os.environ.get("TEAMCTL_TEST_CLI") == "exec"
+            or sys.platform != "linux"):
+        return subprocess.run(argv, input=input, capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=cwd, check=False)
+    with tempfile.TemporaryDirectory(prefix="tc-cli-") as tmp:
+        stdin, out, err = (Path(tmp) / name for name in ("stdin", "stdout", "stderr"))
+        stdin.write_text(input or "", encoding="utf-8")
+        process = _forkserver().Process(
+            target=_call, args=(args, env, str(cwd), str(stdin), str(out), str(err)))
+        process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(argv, timeout,
+                                            output=_read(out), stderr=_read(err))
+        return subprocess.CompletedProcess(argv, process.exitcode, _read(out), _read(err))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _forkserver() -> multiprocessing.context.ForkServerContext:
+    global _context
+    if _context is None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(_PRELOAD)
+        _context = context
+    assert _context is not None
+    return _context
+
+
+def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: str,
+          stderr: str) -> None:
+    """In the forked process: become the call (environment, directory, stdio), run the CLI's
+    ``main()``, exit with its status without the forkserver's own exit handling."""
+    code = 1
+    try:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        for fd, path, flags in ((0, stdin, os.O_RDONLY),
+                                (1, stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            opened = os.open(path, flags, 0o600)
+            os.dup2(opened, fd)
+            os.close(opened)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.argv = [sys.executable, *args]
+        from orchestrator.client.cli import main
+
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)

@@ -1,0 +1,181 @@
+"""The import graph of ``orchestrator/`` and ``runtimes/``, read with ``ast``: every import
+counts, the ones inside functions too (a lazy import is still a dependency), except those under
+``if TYPE_CHECKING:`` unless ``typed`` asks for them. What tests/unit/test_layering.py checks
+its rules on, and the host tests ask of a module."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeGuard
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("orchestrator", "runtimes")
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    lazy: bool  # inside a function: runs when called, not when the module loads
+    line: int
+
+
+def modules_under(root: Path) -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _is_type_checking(node: ast.AST) -> TypeGuard[ast.If]:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports_in(tree: ast.AST, *, typed: bool = False
+             ) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import statement and whether it sits inside a function. Only statements are
+    walked (an import is a statement; no expression holds one), and the body of an
+    ``if TYPE_CHECKING:`` is not (its ``else`` is) unless ``typed``."""
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, lazy = todo.pop()
+        for child in _statements(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                yield child, lazy
+            elif _is_type_checking(child) and not typed:
+                todo.extend((stmt, lazy) for stmt in child.orelse)
+            else:
+                todo.append((child, lazy or isinstance(child, ast.FunctionDef
+                                                        | ast.AsyncFunctionDef)))
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements are held
+
+
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """The statements (and except handlers, match cases) directly inside ``node``: only these
+    can hold an import, so expressions are never walked (a third of the graph's time)."""
+    for field in _BODIES:
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                yield child
+
+
+def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
+             modules: dict[str, Path]) -> Iterator[str]:
+    """The project modules one import statement loads (``from a import b``: ``a.b`` if that is a
+    module, else ``a``); standard-library and third-party names are left out."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = source.split(".") if is_package else source.split(".")[:-1]
+            package = package[:len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                 for alias in node.names]
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != source:
+            yield name
+
+
+def _edges_from(source: str, modules: dict[str, Path], *, typed: bool = False) -> set[Edge]:
+    path = modules[source]
+    return {Edge(source, target, lazy, node.lineno)
+            for node, lazy in imports_in(parsed(path), typed=typed)
+            for target in _targets(node, source, path.name == "__init__.py", modules)}
+
+
+def import_graph(root: Path, *, typed: bool = False) -> list[Edge]:
+    """Every import between the project's modules under ``root`` (``typed``: those made only
+    for type checking too)."""
+    modules = modules_under(root)
+    edges = set().union(*(_edges_from(source, modules, typed=typed) for source in modules))
+    return sorted(edges, key=lambda e: (e.source, e.line, e.target))
+
+
+@functools.cache
+def module_edges(source: str) -> frozenset[Edge]:
+    """The imports of one module of this checkout (only the modules a check reaches are
+    parsed, not the whole graph)."""
+    return frozenset(_edges_from(source, project_modules()))
+
+
+@functools.cache
+def project_modules() -> dict[str, Path]:
+    return modules_under(REPO)
+
+
+def find_cycle(edges: list[Edge]) -> list[str] | None:
+    """One import cycle as a path (first module repeated at the end), or None."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)) is not None:
+            return cycle
+    return None
+
+
+def circles(edges: list[Edge]) -> list[list[str]]:
+    """Every import circle: the modules that reach each other (Tarjan's strongly connected
+    components of more than one module), each sorted."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            circle = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(circle) > 1:
+                found.append(sorted(circle))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)

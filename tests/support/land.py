@@ -1,0 +1,76 @@
+"""The merge queue's test pieces (docs/land.md): a repository and a team of worktree members that
+integrates, a member's work committed in its worktree as it would commit it, and waits on the
+queue's journal (never on time)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config import TeamConfig
+from tests.support.git import git
+from tests.support.settle import until
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from orchestrator.daemon.land import Land
+    from orchestrator.protocol.land import QueueEntryDoc
+
+__all__ = ["commit_in", "integrating_team", "land_repo", "settled_entry", "tip"]
+
+
+def land_repo(path: Path) -> Path:
+    """A small repository on ``main``: a README and a check script the tests switch."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("the project\nline two\nline three\n")
+    (path / ".gitignore").write_text("build/\n")
+    git(path, "add", "README.md", ".gitignore")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def integrating_team(repo: Path, *members: str, name: str = "web", retries: int = 3,
+                     members_extra: dict[str, Any] | None = None,
+                     **integrate: Any) -> TeamConfig:
+    """A team of fake Claude members in worktrees of ``repo`` whose tasks land on
+    ``teamctl/<team>/main`` (``integrate``: the table's keys)."""
+    rows = [{"name": m, "runtime": "claude", "start_timeout": 5.0, **(members_extra or {})}
+            for m in members]
+    return TeamConfig.model_validate({
+        "team": {"name": name, "workdir": str(repo), "worktree": True,
+                 "integrate": integrate, "integrate_retries": retries},
+        "members": rows})
+
+
+def commit_in(worktree: Path, name: str, text: str, message: str | None = None) -> str:
+    """``name`` written with ``text`` in a member's worktree and committed there (as the
+    member would); the new commit."""
+    (worktree / name).parent.mkdir(parents=True, exist_ok=True)
+    (worktree / name).write_text(text)
+    git(worktree, "add", "--", name)
+    git(worktree, "commit", "-q", "-m", message or f"write {name}")
+    return git(worktree, "rev-parse", "HEAD").strip()
+
+
+def tip(repo: Path, branch: str) -> str | None:
+    """Where ``branch`` is, read with plain git (None: no such branch)."""
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").strip()
+    except Exception:
+        return None
+
+
+async def settled_entry(land: Land, task: int, *states: str,
+                        deadline: float = 20.0) -> QueueEntryDoc:
+    """The task's newest queue entry once it is in one of ``states`` (default: it ended)."""
+    wanted = states or ("landed", "sent_back", "needs_you")
+    found: list[QueueEntryDoc] = []
+
+    async def ended() -> bool:
+        entries = await land.entries(task)
+        found[:] = entries[:1]
+        return bool(entries) and entries[0].state in wanted
+
+    await until(ended, deadline)
+    return found[0]
