@@ -205,11 +205,14 @@ def test_the_relay_joins_every_way_and_loads_only_socket_os_and_select(
 
 
 def test_a_stop_signal_reaches_the_runtime_and_its_end_is_the_relays(tmp_path: Path) -> None:
-    """SIGTERM to the relay is passed on; the child ends by it, the relay exits 128 + 15."""
+    """SIGTERM to the relay is passed on; the child ends by it, the relay exits 128 + 15.
+
+    The child waits on nothing but a signal: one that read its stdin ended by itself (exit 0)
+    when ``communicate`` closed that pipe before the forwarded SIGTERM reached it."""
     with _proxy(tmp_path / "egress.sock", 0):
         relay = _start(tmp_path, "--socket", str(tmp_path / "egress.sock"), "--",
-                       sys.executable, "-c", "import sys; print('up', flush=True); "
-                       "sys.stdin.readline()")
+                       sys.executable, "-c", "import signal; print('up', flush=True); "
+                       "signal.pause()")
         assert relay.stdout is not None
         assert relay.stdout.readline() == b"up\n"
         relay.send_signal(signal.SIGTERM)
