@@ -134,7 +134,7 @@ _KEY_FIXES = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _bounded(value: str, separator: str, head: int, tail: int, what: str) -> str:

@@ -41,7 +41,7 @@ def check_branch(name: str) -> str:
 class Integrate(BaseModel):
     """``[team] integrate``: where finished tasks land, what must pass first, and how."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     branch: Annotated[str, AfterValidator(check_branch)] = DEFAULT_BRANCH
     check: Annotated[str, Field(min_length=1, max_length=2000)] | None = None

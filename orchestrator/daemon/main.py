@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 import structlog
 
-from orchestrator.daemon import stdio
+from orchestrator.daemon import heap, stdio
 from orchestrator.daemon.approvals import Approvals
 from orchestrator.daemon.board import BoardApi, MemberBoardApi
 from orchestrator.daemon.control import ControlServer, ControlSocket, MemberSockets
@@ -249,6 +249,7 @@ class Daemon:
 
     async def run(self, *, notify_fd: int | None = None) -> None:
         self.home.prepare()
+        heap.cap_arenas()  # before any thread allocates (orchestrator/daemon/heap.py)
         _watch_children_without_threads()
         # a hundred members started at once each check their workdir and login on a worker
         # thread: anyio's pool would grow to its 40 threads, each resident until pruned (~3
@@ -331,6 +332,7 @@ class Daemon:
             await tg.start(serve, name="control server")
             tg.start_soon(self._watch_signals, name="signals")
             tg.start_soon(notify.run, name="notify")  # docs/notify.md
+            tg.start_soon(heap.trim_when_quiet, core.changes, name="heap trim")
             await teams.resume_desired()
             tg.start_soon(self._reap_pods, store, name="kubernetes orphans")
             await core.router.route_owed_replies()

@@ -137,7 +137,7 @@ _IDS: Any = Field(default_factory=list, max_length=MAX_TASK_DEPS)
 class TaskParams(BaseModel):
     """Strict: "3" and true are refused, not coerced to 3 and 1."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     team: str | None = _NAME
 
 

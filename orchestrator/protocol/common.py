@@ -26,7 +26,9 @@ __all__ = [
 
 
 class Doc(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # built when first used, not when imported: the daemon answers a few of the ~110
+    # documents and parameters a session (docs/dev/performance.md, "The daemon's memory")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 _TASK_REF = re.compile(r"[Tt]?([0-9]{1,19})")
@@ -67,7 +69,7 @@ TEAMCTL = "teamctl"  # teamctl itself (the board's hand-overs, gate results, rev
 
 
 class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class EmptyParams(Params):

@@ -19,7 +19,7 @@ class LogEvent(BaseModel):
     """One line of ``teamctl logs --json``: these keys always, then the event's own fields
     (ids, counts, codes, sizes — redacted)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     ts: str
     level: str

@@ -42,7 +42,7 @@ def _text(description: str) -> Any:
 class MemberTaskParams(BaseModel):
     """Strict, no unknown key; the caller's token (as ``member.send_message``'s)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     token: str = Field(min_length=16, max_length=128)
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.daemon.mcp import TOOLS
+from orchestrator.daemon.mcp import tools
 from tests.support import images
 from tests.support.members import acp_member
 
@@ -142,7 +142,7 @@ def message_the_peer(teamctl: Teamctl, member: dict[str, Any], tool: str,
     declared = tools_of(first["body"])
     # every teamctl tool, as the agent names them: one whose inputSchema it refused is missing
     named = tool.removesuffix("send_message")
-    assert {named + t["name"] for t in TOOLS} <= declared, " ".join(sorted(declared))
+    assert {named + t["name"] for t in tools()} <= declared, " ".join(sorted(declared))
     assert done.returncode == 0, done.stderr
     assert "done: " in done.stdout and "queued as " in done.stdout
     peer = teamctl.json("history", "peer")["messages"]

@@ -12,7 +12,7 @@ import pytest
 from pydantic import Field
 
 from orchestrator import protocol
-from orchestrator.daemon.mcp import TOOLS, ToolArgumentsInvalid
+from orchestrator.daemon.mcp import ToolArgumentsInvalid, tools
 from orchestrator.daemon.mcp._schema import KINDS, input_schema
 from orchestrator.daemon.mcp._tools import checked
 from orchestrator.limits import TOOL_TASK_ID_PATTERN
@@ -43,10 +43,10 @@ def _keywords(schema: dict[str, Any]) -> set[str]:
 
 
 def test_the_tools_are_listed_in_their_order() -> None:
-    assert [tool["name"] for tool in TOOLS] == _NAMES
+    assert [tool["name"] for tool in tools()] == _NAMES
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=[tool["name"] for tool in TOOLS])
+@pytest.mark.parametrize("tool", tools(), ids=[tool["name"] for tool in tools()])
 def test_each_tool_s_schema_is_its_method_s_params_model_without_the_token(
         tool: dict[str, Any]) -> None:
     """The schema listed is the params model's, field for field: the same arguments (the
@@ -93,7 +93,7 @@ def test_a_description_written_on_the_model_is_the_tool_s() -> None:
         to: str = Field(max_length=200, description="who reads it")
 
     assert input_schema(Renamed)["properties"]["to"]["description"] == "who reads it"
-    send = next(tool for tool in TOOLS if tool["name"] == "send_message")
+    send = next(tool for tool in tools() if tool["name"] == "send_message")
     assert send["inputSchema"]["properties"]["to"]["description"] == "the teammate's name"
 
 

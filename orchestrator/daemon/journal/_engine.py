@@ -43,6 +43,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _CHECKPOINT_BYTES = 1000 * 4096  # SQLite's wal_autocheckpoint default, in bytes
+CACHE_KIB = 512  # SQLite's page cache for the journal (its default: 2000 KiB)
 
 # one owner's part of the journal's migrations: schema version → its statements (";"-separated,
 # no ";" inside a statement: the runner splits on it)
@@ -99,6 +100,9 @@ class Journal:
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
+            # SQLite's page cache is the daemon's own heap (2 MiB by default, filled by a burst
+            # of deliveries and kept): the journal's pages are in the OS's cache anyway
+            self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the journal {path}: {exc}") from exc

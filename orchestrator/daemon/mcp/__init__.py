@@ -12,7 +12,7 @@ opened with the member's token; the control server passes those connections here
 from __future__ import annotations
 
 from orchestrator.daemon.mcp._server import OPENING, McpServer, Reply, opened
-from orchestrator.daemon.mcp._tools import TOOLS, Call, Caller, ToolArgumentsInvalid
+from orchestrator.daemon.mcp._tools import Call, Caller, ToolArgumentsInvalid, tools
 
-__all__ = ["OPENING", "TOOLS", "Call", "Caller", "McpServer", "Reply", "ToolArgumentsInvalid",
-           "opened"]
+__all__ = ["OPENING", "Call", "Caller", "McpServer", "Reply", "ToolArgumentsInvalid",
+           "opened", "tools"]

@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator import protocol, rpc
-from orchestrator.daemon.mcp._tools import TOOLS, Caller, checked, run
+from orchestrator.daemon.mcp._tools import Caller, checked, run, tools
 from orchestrator.errors import TeamctlError
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class McpServer:
         if method == "ping":
             return _result(request_id, {})
         if method == "tools/list":
-            return _result(request_id, {"tools": TOOLS})
+            return _result(request_id, {"tools": list(tools())})
         if method == "tools/call":
             return _result(request_id, await self._call_tool(caller, params))
         return _error(request_id, rpc.METHOD_NOT_FOUND, f"method not found: {str(method)[:64]}")

@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator import protocol
 from orchestrator.daemon.mcp._schema import input_schema
 
-__all__ = ["TASK_TOOLS", "task_call", "task_id", "task_text"]
+__all__ = ["task_call", "task_id", "task_text", "task_tools"]
 
 _BODY_CHARS = 4000
 _NOTE_CHARS = 300
@@ -31,23 +31,27 @@ def _tool(name: str, description: str) -> dict[str, Any]:
             "inputSchema": input_schema(protocol.model(row.params))}
 
 
-TASK_TOOLS: list[dict[str, Any]] = [
-    _tool("task_list", "The team's board, one page (50 tasks, id order): id, title, state "
-          "(ready, blocked, in_progress, review, done, failed, cancelled), owner, what blocks "
-          "it. filter: all (default), mine, or a state; after: the next page's start."),
-    _tool("task_get", "One task: its body, summary, dependencies and its lifetime."),
-    _tool("task_create", "Add a task to the team's board. blocked_by: the tasks it waits on "
-          "(it is ready once they are all done); assignee: only the lead assigns."),
-    _tool("task_claim", "Take a ready task: the one named, or (no id) the next ready task for "
-          "you. You then own it until you complete or release it."),
-    _tool("task_update", "Add a progress note to a task you own."),
-    _tool("task_complete", "Say a task you own is done: a summary, and evidence (a test run, "
-          "a commit). A check may keep it in progress and send you its output."),
-    _tool("task_release", "Give a task you own back to the board (pending, nobody's), with "
-          "why."),
-    _tool("task_review", "As a task's reviewer: approve it (done) or send it back to its owner "
-          "(in progress) with a note."),
-]
+def task_tools() -> list[dict[str, Any]]:
+    """The board's tools, their schemas generated from the protocol table when first
+    listed (``tools()``: building them at import built every params model the daemon had
+    deferred)."""
+    return [
+        _tool("task_list", "The team's board, one page (50 tasks, id order): id, title, state "
+              "(ready, blocked, in_progress, review, done, failed, cancelled), owner, what blocks "
+              "it. filter: all (default), mine, or a state; after: the next page's start."),
+        _tool("task_get", "One task: its body, summary, dependencies and its lifetime."),
+        _tool("task_create", "Add a task to the team's board. blocked_by: the tasks it waits on "
+              "(it is ready once they are all done); assignee: only the lead assigns."),
+        _tool("task_claim", "Take a ready task: the one named, or (no id) the next ready task for "
+              "you. You then own it until you complete or release it."),
+        _tool("task_update", "Add a progress note to a task you own."),
+        _tool("task_complete", "Say a task you own is done: a summary, and evidence (a test run, "
+              "a commit). A check may keep it in progress and send you its output."),
+        _tool("task_release", "Give a task you own back to the board (pending, nobody's), with "
+              "why."),
+        _tool("task_review", "As a task's reviewer: approve it (done) or send it back to its owner "
+              "(in progress) with a note."),
+    ]
 
 
 def task_id(value: str) -> int:

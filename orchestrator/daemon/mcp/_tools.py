@@ -12,6 +12,7 @@ relay said (``Caller``), never the daemon's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -19,10 +20,10 @@ from typing import Any
 
 from orchestrator import protocol
 from orchestrator.daemon.mcp._schema import coerce_ids, described, input_schema, matches
-from orchestrator.daemon.mcp._tasks import TASK_TOOLS, task_call, task_text
+from orchestrator.daemon.mcp._tasks import task_call, task_text, task_tools
 from orchestrator.errors import TeamctlError, UsageError
 
-__all__ = ["TOOLS", "Call", "Caller", "ToolArgumentsInvalid", "checked", "run"]
+__all__ = ["Call", "Caller", "ToolArgumentsInvalid", "checked", "run", "tools"]
 
 # a member method called as the member (through the control server's dispatch: its checks,
 # its redaction); a refusal raised as TeamctlError
@@ -36,18 +37,25 @@ def _tool(row: protocol.Method, description: str) -> dict[str, Any]:
             "inputSchema": input_schema(protocol.model(row.params))}
 
 
-TOOLS: list[dict[str, Any]] = [
-    _tool(protocol.MEMBER_SEND_MESSAGE,
-          "Send a message to a teammate (by name). It is queued for them; their reply comes "
-          "back to you later as a new message. Returns the message id."),
-    _tool(protocol.MEMBER_LIST_TEAM,
-          "Your teammates: name, runtime, model, whether it sees images, its state."),
-    _tool(protocol.MEMBER_MESSAGE_STATUS,
-          "The state of a message you sent (queued, sent, answered, failed), its receipt "
-          "(read: the recipient's turn that carries it began) and its reply once answered."),
-    *TASK_TOOLS,  # the team's board (_tasks)
-]
-_TOOLS = {tool["name"]: tool for tool in TOOLS}
+@functools.cache
+def tools() -> tuple[dict[str, Any], ...]:
+    """Every tool, as ``tools/list`` answers; built when first asked for — each schema
+    builds its params model, which the protocol table defers (docs/dev/performance.md)."""
+    return (
+        _tool(protocol.MEMBER_SEND_MESSAGE,
+              "Send a message to a teammate (by name). It is queued for them; their reply comes "
+              "back to you later as a new message. Returns the message id."),
+        _tool(protocol.MEMBER_LIST_TEAM,
+              "Your teammates: name, runtime, model, whether it sees images, its state."),
+        _tool(protocol.MEMBER_MESSAGE_STATUS,
+              "The state of a message you sent (queued, sent, answered, failed), its receipt "
+              "(read: the recipient's turn that carries it began) and its reply once answered."),
+        *task_tools(),  # the team's board (_tasks)
+    )
+
+
+def _by_name() -> dict[str, dict[str, Any]]:
+    return {tool["name"]: tool for tool in tools()}
 
 
 @dataclass(frozen=True)
@@ -83,9 +91,9 @@ class ToolArgumentsInvalid(UsageError):
 def checked(name: Any, arguments: Any) -> tuple[str, dict[str, Any]]:
     """The tool and its arguments as its ``inputSchema`` says (ToolArgumentsInvalid if not):
     an object, its required keys, no other key, each as its schema says (``_schema.matches``)."""
-    tool = _TOOLS.get(name) if isinstance(name, str) else None
+    tool = _by_name().get(name) if isinstance(name, str) else None
     if tool is None:
-        raise TeamctlError(f"no tool named {str(name)[:64]!r}; tools: {', '.join(_TOOLS)}")
+        raise TeamctlError(f"no tool named {str(name)[:64]!r}; tools: {', '.join(_by_name())}")
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

@@ -26,27 +26,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.contracts import Confined, SandboxUnavailable
-from runtimes.hosts.sandbox.plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
-from runtimes.hosts.sandbox.probe import SandboxSupport, probe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from runtimes.hosts.sandbox.probe import SandboxSupport
+
 __all__ = ["GitViewSandbox", "git_view_argv"]
 
-_NO_NETWORK = NetworkPlan(mode="off", bwrap_args=("--unshare-net",))
+# the policy and the probe are imported when a sandboxed member's git first runs: the daemon
+# builds this view at start for every team, most of which sandbox nothing
 
 
 def git_view_argv(bwrap: str, argv: Sequence[str], *, reads: Sequence[Path], scratch: Path,
                   workdir: Path, home: Path, path_env: str) -> list[str]:
     """The bubblewrap command line that runs ``argv`` (``git ...``) in the view: pure. The
     scratch dir stands where a member's runtime home would (the one read-write bind)."""
+    from runtimes.hosts.sandbox.plan import NetworkPlan, SandboxPolicy, bwrap_argv, toolchain
+
     executable = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path_env)
     program = executable or argv[0]
     policy = SandboxPolicy(workdir=workdir, runtime_home=scratch, home=home, ro=tuple(reads),
                            workdir_writable=False,
                            toolchain=toolchain(program, os.path.dirname(program)))
-    return bwrap_argv(bwrap, policy, [program, *argv[1:]], network=_NO_NETWORK)
+    return bwrap_argv(bwrap, policy, [program, *argv[1:]],
+                      network=NetworkPlan(mode="off", bwrap_args=("--unshare-net",)))
 
 
 @dataclass
@@ -65,6 +69,8 @@ class GitViewSandbox:
                   argv: Sequence[str], env: Mapping[str, str]) -> Confined:
         support = self._support
         if support is None:  # blocking, once: teamctl's git runs on worker threads
+            from runtimes.hosts.sandbox.probe import probe
+
             support = self._support = probe(self.bwrap)
         if not support.ok:
             raise SandboxUnavailable("git", support.reason or "unknown")
