@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Daemon", "main"]
 
+_TELEMETRY_CLOSE_TIMEOUT = 5.0  # seconds each exporter may take to send what is queued
 log = structlog.get_logger("teamctl.daemon")
 
 
@@ -341,6 +342,7 @@ class Daemon:
             log.info("daemon_stopping")
             with anyio.CancelScope(shield=True):
                 await teams.shutdown()
+                await core.telemetry.close(_TELEMETRY_CLOSE_TIMEOUT)
                 serving.cancel()
                 self.home.socket.unlink(missing_ok=True)
             tg.cancel_scope.cancel()

@@ -7,75 +7,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
-from orchestrator.contracts import TextPart, TokenUsage, TurnResult, UsageReading
 from orchestrator.daemon.telemetry import TraceApi, TraceJournal, attempt_span_id
 from orchestrator.errors import NotFound, RuntimeExited
 from orchestrator.ids import span_id, trace_id
 from orchestrator.protocol.traces import TraceDoc, TraceParams
+from tests.support.chains import Chain, chain_team, quiet
 from tests.support.fakes import FakeRuntime, core, team_config
-from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from orchestrator.contracts import Turn
     from orchestrator.protocol.traces import SpanDoc
-    from tests.support.fakes import Core, FakeProcess
+    from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
-
-# what each member's turn costs, as its runtime reports it
-_USED = {"lead": (100, 10, 0.01), "reviewer": (200, 20, 0.02), "designer": (300, 30, 0.03)}
-_NEXT = {"lead": "reviewer", "reviewer": "designer"}
-
-
-class Chain:
-    """Members whose turn messages the next one down the chain (lead → reviewer → designer)
-    the first time, as a model calling the MCP tool would; every turn reports its usage."""
-
-    def __init__(self) -> None:
-        self.c: Core | None = None
-        self.sent: set[str] = set()
-
-    async def turn(self, process: FakeProcess, turn: Turn) -> TurnResult:
-        assert self.c is not None
-        member = process.spec.member
-        text = " ".join(p.text for p in turn.parts if isinstance(p, TextPart))
-        target = _NEXT.get(member)
-        if target and member not in self.sent and not text.startswith("reply from"):
-            self.sent.add(member)
-            token = self.c.supervisor.member("web", member).token
-            assert token is not None
-            await self.c.router.send_message(token, target, f"{member} asks: look at it")
-        tokens_in, tokens_out, cost = _USED[member]
-        meter = process.spec.meter
-        assert meter is not None
-        meter.reading(turn.message_id, UsageReading(
-            tokens=TokenUsage(input_tokens=tokens_in, output_tokens=tokens_out),
-            cost_usd=cost))
-        return TurnResult(reply=f"{member} done")
-
-
-def _runtimes(chain: Chain) -> dict[str, FakeRuntime]:
-    found = {}
-    for name in ("claude", "codex", "opencode"):
-        runtime = FakeRuntime([chain.turn] * 50)
-        runtime.name = name  # type: ignore[misc]
-        found[name] = runtime
-    return found
-
-
-async def _quiet(c: Core) -> None:
-    with anyio.fail_after(20):
-        while True:
-            await all_blocked()
-            if not any((await c.store.queued_counts("web")).values()):
-                return
-            await anyio.lowlevel.checkpoint()
-
 
 async def _trace(c: Core, message_id: str) -> TraceDoc:
     handler = TraceApi(TraceJournal(c.store)).handlers()["trace"]
@@ -92,16 +39,12 @@ def _by(doc: TraceDoc, kind: str, member: str, sender: str | None = None) -> lis
 async def test_a_chain_over_three_runtimes_is_one_trace_with_the_senders_turns_as_parents(
         tmp_path: Path) -> None:
     chain = Chain()
-    runtimes = _runtimes(chain)
-    config = team_config(tmp_path, {"name": "lead", "model": "claude-sonnet-4-5"},
-                         {"name": "reviewer", "runtime": "codex", "model": "gpt-5.4-mini"},
-                         {"name": "designer", "runtime": "opencode",
-                          "model": "openrouter/moonshotai/kimi-k2.6"})
-    async with core(tmp_path, runtimes=runtimes) as c:
+    config = chain_team(tmp_path)
+    async with core(tmp_path, runtimes=chain.runtimes()) as c:
         chain.c = c
         await c.teams.launch(config, "t.toml", wait=True, timeout=10)
         sent = await c.teams.send(None, "lead", "plan the login page", wait=True, timeout=10)
-        await _quiet(c)
+        await quiet(c)
         doc = await _trace(c, sent.id)
         [asked_reviewer] = _by(doc, "delivery", "reviewer", "lead")
         again = await _trace(c, asked_reviewer.message_id)

@@ -7,7 +7,10 @@ each waited on — so ``teamctl trace`` needs no collector:
 - ``_journal``: ``TraceJournal``, the rows of one conversation (read, never written here);
 - ``_model``: ``build_trace``, the spans from those rows, their ids derived from the
   journal's (``orchestrator.ids``);
-- ``_api``: ``TraceApi``, the ``trace`` control method.
+- ``_api``: ``TraceApi``, the ``trace`` control method;
+- ``_service``: ``Telemetry``, each ended attempt of a team with ``[telemetry]`` exported
+  as spans (and metrics) by ``_export``'s ``Pipeline`` — the OpenTelemetry SDK behind a
+  bounded queue, imported only when a team has ``[telemetry]``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from orchestrator.daemon.telemetry._api import TraceApi
 from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
 from orchestrator.daemon.telemetry._model import attempt_span_id, build_trace, delivery_span_id
+from orchestrator.daemon.telemetry._service import DROP_LOG_INTERVAL, Telemetry
 
-__all__ = ["TraceApi", "TraceJournal", "TraceRows", "attempt_span_id", "build_trace",
-           "delivery_span_id"]
+__all__ = ["DROP_LOG_INTERVAL", "Telemetry", "TraceApi", "TraceJournal", "TraceRows",
+           "attempt_span_id", "build_trace", "delivery_span_id"]

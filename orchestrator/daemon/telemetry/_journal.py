@@ -28,28 +28,35 @@ class TraceRows:
     approvals: list[Row]
 
 
+# ``{scope}``: the messages read — a whole chain (``chain_id = ?``) or one message (``id = ?``)
 _MESSAGES = ("SELECT id, team, text, created_at, sender, kind, reply_to, origin_delivery, "
-             "origin_attempt, task_id FROM messages WHERE chain_id = ? ORDER BY seq")
-_IN_CHAIN = "message_id IN (SELECT id FROM messages WHERE chain_id = ?)"
-_DELIVERIES = f"SELECT message_id, member, state, error_code, updated_at FROM deliveries " \
-              f"WHERE {_IN_CHAIN}"
-_ATTEMPTS = f"SELECT * FROM turn_attempts WHERE {_IN_CHAIN} ORDER BY message_id, member, ordinal"
+             "origin_attempt, task_id FROM messages WHERE {scope} ORDER BY seq")
+_IN = "message_id IN (SELECT id FROM messages WHERE {scope})"
+_DELIVERIES = f"SELECT message_id, member, state, error_code, updated_at, reply FROM " \
+              f"deliveries WHERE {_IN}"
+# a reply's parent is the replier's last attempt on the message it answers: read those too
+_ATTEMPTS = (f"SELECT * FROM turn_attempts WHERE {_IN} OR message_id IN (SELECT reply_to "
+             "FROM messages WHERE {scope}) ORDER BY message_id, member, ordinal")
 _USAGE = (f"SELECT message_id, member, model, input_tokens, cached_input_tokens, "
-          f"output_tokens, reasoning_output_tokens, cost_usd, at FROM usage WHERE {_IN_CHAIN} "
+          f"output_tokens, reasoning_output_tokens, cost_usd, at FROM usage WHERE {_IN} "
           "ORDER BY seq")
-_APPROVALS = (f"SELECT id, member, kind, tool, state, asked_at, settled_at, message_id "
-              f"FROM approvals WHERE {_IN_CHAIN} ORDER BY seq")
+_APPROVALS = (f"SELECT id, member, kind, tool, summary, state, asked_at, settled_at, "
+              f"message_id FROM approvals WHERE {_IN} ORDER BY seq")
 
 
-def _rows(journal: Journal, message_id: str) -> TraceRows | None:
+def _rows(journal: Journal, message_id: str, *, whole_chain: bool = True) -> TraceRows | None:
+    """The rows of the chain ``message_id`` belongs to (``whole_chain``), or of that one
+    message (what one ended attempt exports)."""
     db = journal.connection
     found = db.execute("SELECT chain_id FROM messages WHERE id = ?", (message_id,)).fetchone()
     if found is None:
         return None
     chain = str(found["chain_id"] or message_id)
+    scope, key = ("chain_id = ?", chain) if whole_chain else ("id = ?", message_id)
 
     def read(sql: str) -> list[Row]:
-        return [dict(r) for r in db.execute(sql, (chain,)).fetchall()]
+        query = sql.replace("{scope}", scope)
+        return [dict(r) for r in db.execute(query, (key,) * query.count("?")).fetchall()]
 
     return TraceRows(chain, read(_MESSAGES), read(_DELIVERIES), read(_ATTEMPTS), read(_USAGE),
                      read(_APPROVALS))
@@ -64,3 +71,7 @@ class TraceJournal:
     async def rows(self, message_id: str) -> TraceRows | None:
         """The rows of the conversation ``message_id`` belongs to; None: no such message."""
         return await self._journal.run(_rows, message_id)
+
+    async def message_rows(self, message_id: str) -> TraceRows | None:
+        """The rows of message ``message_id`` alone (and the attempts its parent is among)."""
+        return await self._journal.run(_rows, message_id, whole_chain=False)

@@ -39,8 +39,10 @@ def attempt_span_id(message_id: str, member: str, ordinal: int) -> str:
     return span_id("attempt", message_id, member, ordinal)
 
 
-def build_trace(rows: TraceRows) -> TraceDoc:
-    """The trace of one conversation's rows: its spans in start order, parents first."""
+def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
+    """The trace of one conversation's rows: its spans in start order, parents first.
+    ``rooted``: a span whose parent is not among them becomes a root (a whole chain's rows);
+    else it keeps its parent's id (one message's rows, exported beside its parents')."""
     attempts: defaultdict[tuple[str, str], list[Row]] = defaultdict(list)
     for a in rows.attempts:
         attempts[(a["message_id"], a["member"])].append(a)
@@ -56,7 +58,7 @@ def build_trace(rows: TraceRows) -> TraceDoc:
         spans += _attempts(message, tried, usage[(d["message_id"], d["member"])])
     spans += _approvals(rows.approvals, messages, attempts)
     known = {s.span_id for s in spans}
-    spans = [s if s.parent_id in known or s.parent_id is None
+    spans = [s if s.parent_id in known or s.parent_id is None or not rooted
              else s.model_copy(update={"parent_id": None}) for s in spans]
     spans.sort(key=lambda s: (s.start, _KIND_ORDER[s.kind]))
     return TraceDoc(trace_id=trace_id(rows.chain_id), chain_id=rows.chain_id, spans=spans,
