@@ -7,8 +7,10 @@ standard ``OTEL_EXPORTER_OTLP_*`` variables of the daemon's environment it falls
 variable of the daemon's environment that holds the headers (``key=value,key2=value2``: an
 API key is a secret, so it is never in the team file, a log or a member's environment);
 ``include_content``: message text, replies and approval summaries leave only when true, and
-then redacted; ``max_queue``: spans waiting for the exporter (past it, each is dropped and
-counted); ``metric_interval``: seconds between two metric exports.
+then redacted (the members' CLIs log prompts only then too); ``runtimes``: point the members'
+CLIs' own telemetry (Claude Code's variables, Codex's ``[otel]``) at the same collector;
+``max_queue``: spans waiting for the exporter (past it, each is dropped and counted);
+``metric_interval``: seconds between two metric exports.
 
 ``protocol = "grpc"`` is refused (docs/telemetry.md, "Why not gRPC"): teamctl exports over
 OTLP/HTTP only.
@@ -75,6 +77,8 @@ class TelemetrySection(_Strict):
 
     otlp: OtlpSettings = OtlpSettings()
     include_content: bool = False
+    # the members' CLIs' own telemetry pointed at the same collector (Claude Code, Codex)
+    runtimes: bool = True
     max_queue: int = Field(default=2048, ge=16, le=65536)
     metric_interval: float = Field(default=60.0, ge=1.0, le=3600.0, allow_inf_nan=False)
 

@@ -1,5 +1,5 @@
 """A local OTLP/HTTP receiver (a collector's ``otlp`` receiver, its HTTP half): ``POST
-/v1/traces`` and ``/v1/metrics`` with protobuf bodies (gzip or not), decoded with the
+/v1/traces``, ``/v1/metrics`` and ``/v1/logs`` with protobuf bodies (gzip or not), decoded with the
 OpenTelemetry protobuf definitions (opentelemetry-proto) and kept for the test to read.
 
 Switches: ``hang`` (a request is read, then not answered until ``release()`` or the end:
@@ -15,6 +15,10 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -55,6 +59,7 @@ class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
+        self.logs: list[dict[str, Any]] = []  # log records (Claude Code's events), decoded
         self.raw: list[bytes] = []
         self.headers: list[dict[str, str]] = []
         self.hang = False
@@ -83,7 +88,8 @@ class OtlpReceiver:
         with self._changed:
             self.raw.append(body)
             self.headers.append(headers)
-            answer = self._traces(body) if path == "/v1/traces" else self._metrics(body)
+            answer = {"/v1/traces": self._traces, "/v1/metrics": self._metrics,
+                      "/v1/logs": self._logs}[path](body)
             self._changed.notify_all()
         return answer
 
@@ -101,14 +107,26 @@ class OtlpReceiver:
                         "status": s.status.code})
         return ExportTraceServiceResponse().SerializeToString()
 
+    def _logs(self, body: bytes) -> bytes:
+        request = ExportLogsServiceRequest.FromString(body)
+        for rl in request.resource_logs:
+            resource = _attributes(rl.resource.attributes)
+            for sl in rl.scope_logs:
+                for record in sl.log_records:
+                    self.logs.append({"resource": resource, "scope": sl.scope.name,
+                                      "body": _value(record.body),
+                                      "attributes": _attributes(record.attributes)})
+        return ExportLogsServiceResponse().SerializeToString()
+
     def _metrics(self, body: bytes) -> bytes:
         request = ExportMetricsServiceRequest.FromString(body)
         for rm in request.resource_metrics:
+            resource = _attributes(rm.resource.attributes)
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
                     kind = m.WhichOneof("data")
                     points = getattr(m, kind).data_points if kind else []
-                    self.metrics.append({"name": m.name, "points": [
+                    self.metrics.append({"name": m.name, "resource": resource, "points": [
                         {"attributes": _attributes(p.attributes),
                          "value": p.as_double if p.WhichOneof("value") == "as_double"
                          else p.as_int} for p in points]})
@@ -123,7 +141,7 @@ class OtlpReceiver:
                 body = self.rfile.read(size)
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                if self.path not in ("/v1/traces", "/v1/metrics"):
+                if self.path not in ("/v1/traces", "/v1/metrics", "/v1/logs"):
                     self.send_response(404)
                     self.end_headers()
                     return

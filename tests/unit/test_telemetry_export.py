@@ -188,3 +188,51 @@ def test_the_daemon_does_not_import_the_sdk_until_a_team_exports() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip() == "[]"
+
+
+async def test_the_members_clis_are_pointed_at_the_collector_with_their_names_and_no_secret(
+        tmp_path: Path) -> None:
+    """Claude Code gets its telemetry variables, Codex its ``[otel]`` tables, each with the
+    resource attributes naming team and member; OpenCode (no OTel export) nothing; prompts
+    only with content; a member's own setting wins; headers (secrets) never."""
+    runtimes = {name: FakeRuntime() for name in ("claude", "codex", "opencode")}
+    for name, runtime in runtimes.items():
+        runtime.name = name  # type: ignore[misc]
+    telemetry = {"telemetry": {"otlp": {"endpoint": "http://127.0.0.1:4318"}}}
+    config = team_config(tmp_path, {"name": "lead"},
+                         {"name": "rev", "runtime": "codex", "model": "gpt-5.4-mini"},
+                         {"name": "des", "runtime": "opencode", "model": "openrouter/x/y"},
+                         {"name": "own", "env": {"OTEL_METRICS_EXPORTER": "none"}})
+    config = config.model_validate({**config.model_dump(exclude_defaults=True), **telemetry})
+    async with core(tmp_path, runtimes=runtimes, environ={}) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        specs = {p.spec.member: p.spec for r in runtimes.values() for p in r.opened}
+    lead = specs["lead"].env
+    assert lead["CLAUDE_CODE_ENABLE_TELEMETRY"] == "1"
+    assert lead["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
+    assert lead["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert lead["OTEL_RESOURCE_ATTRIBUTES"] == (
+        "teamctl.team=web,teamctl.member=lead,teamctl.runtime=claude")
+    assert "OTEL_LOG_USER_PROMPTS" not in lead and "OTEL_EXPORTER_OTLP_HEADERS" not in lead
+    assert specs["own"].env["OTEL_METRICS_EXPORTER"] == "none", "the member's own env wins"
+    otel = specs["rev"].config["otel"]
+    assert otel["exporter"] == {"otlp-http": {"endpoint": "http://127.0.0.1:4318/v1/logs",
+                                              "protocol": "binary"}}
+    assert otel["log_user_prompt"] is False
+    assert "teamctl.member=rev" in specs["rev"].env["OTEL_RESOURCE_ATTRIBUTES"]
+    assert not any(k.startswith("OTEL") for k in specs["des"].env)
+    assert "otel" not in specs["des"].config
+
+
+async def test_a_collector_that_takes_headers_is_never_handed_to_a_member(
+        tmp_path: Path) -> None:
+    telemetry = {"telemetry": {"otlp": {"endpoint": "http://127.0.0.1:4318",
+                                        "headers_env": "OTLP_KEY"}}}
+    config = team_config(tmp_path, {"name": "lead"})
+    config = config.model_validate({**config.model_dump(exclude_defaults=True), **telemetry})
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime, environ={"OTLP_KEY": "x-api-key=s3cr3t"}) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+    [process] = runtime.opened
+    assert not any(k.startswith(("OTEL", "CLAUDE_CODE_ENABLE")) for k in process.spec.env)
+    assert "s3cr3t" not in str(process.spec.env) + str(process.spec.config)

@@ -22,6 +22,7 @@ import structlog
 from orchestrator.daemon.telemetry._model import build_trace
 from orchestrator.errors import TelemetryConfigInvalid
 from orchestrator.redaction import redact
+from orchestrator.runtime_table import runtime_info
 from orchestrator.telemetry_config import ExportSettings, export_settings
 
 if TYPE_CHECKING:
@@ -77,6 +78,30 @@ class Telemetry:
     @property
     def exported(self) -> int:
         return sum(p.exported for p in self._pipelines.values())
+
+    def own(self, team: str, member: str) -> tuple[dict[str, str], dict[str, Any]]:
+        """What points ``member``'s CLI's own telemetry at its team's collector (env, config;
+        docs/telemetry.md, "The runtimes' own telemetry"): nothing without ``[telemetry]``, for
+        a runtime that exports none, or when the collector needs headers — they are secrets,
+        and a member is never handed one."""
+        config = self._config_of(team)
+        entry = None if config is None else config.member(member)
+        if config is None or config.telemetry is None or entry is None:
+            return {}, {}
+        point = runtime_info(entry.runtime).own_telemetry
+        try:
+            settings = export_settings(config.telemetry, self._environ)
+        except TelemetryConfigInvalid:
+            return {}, {}
+        if point is None or not config.telemetry.runtimes:
+            return {}, {}
+        if settings.headers:
+            log.info("telemetry_runtime_not_pointed", team=team, member=member,
+                     reason="the collector takes headers, which are never a member's")
+            return {}, {}
+        return point(settings.traces_url.removesuffix("/v1/traces"),
+                     {"teamctl.team": team, "teamctl.member": member,
+                      "teamctl.runtime": entry.runtime}, settings.include_content)
 
     def ended(self, delivery: Delivery) -> None:
         """An attempt of ``delivery`` ended (the mailbox's hook): export it soon. Never waits;
