@@ -53,6 +53,16 @@ def _attributes(pairs: Any) -> dict[str, Any]:
     return found
 
 
+def _items(resources: Any, scopes: str, items: str) -> Iterator[tuple[dict[str, Any], Any, Any]]:
+    """Each item of an OTLP request (a span, a log record, a metric) with its resource's
+    attributes and its scope."""
+    for resource in resources:
+        attributes = _attributes(resource.resource.attributes)
+        for scope in getattr(resource, scopes):
+            for item in getattr(scope, items):
+                yield attributes, scope, item
+
+
 class OtlpReceiver:
     """What the receiver was sent, and its switches."""
 
@@ -95,41 +105,31 @@ class OtlpReceiver:
 
     def _traces(self, body: bytes) -> bytes:
         request = ExportTraceServiceRequest.FromString(body)
-        for rs in request.resource_spans:
-            resource = _attributes(rs.resource.attributes)
-            for ss in rs.scope_spans:
-                for s in ss.spans:
-                    self.spans.append({
-                        "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                        "parent_id": s.parent_span_id.hex() or None, "name": s.name,
-                        "attributes": _attributes(s.attributes), "resource": resource,
-                        "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
-                        "status": s.status.code})
+        for resource, _scope, s in _items(request.resource_spans, "scope_spans", "spans"):
+            self.spans.append({
+                "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
+                "parent_id": s.parent_span_id.hex() or None, "name": s.name,
+                "attributes": _attributes(s.attributes), "resource": resource,
+                "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
+                "status": s.status.code})
         return ExportTraceServiceResponse().SerializeToString()
 
     def _logs(self, body: bytes) -> bytes:
         request = ExportLogsServiceRequest.FromString(body)
-        for rl in request.resource_logs:
-            resource = _attributes(rl.resource.attributes)
-            for sl in rl.scope_logs:
-                for record in sl.log_records:
-                    self.logs.append({"resource": resource, "scope": sl.scope.name,
-                                      "body": _value(record.body),
-                                      "attributes": _attributes(record.attributes)})
+        for resource, scope, r in _items(request.resource_logs, "scope_logs", "log_records"):
+            self.logs.append({"resource": resource, "scope": scope.scope.name,
+                              "body": _value(r.body), "attributes": _attributes(r.attributes)})
         return ExportLogsServiceResponse().SerializeToString()
 
     def _metrics(self, body: bytes) -> bytes:
         request = ExportMetricsServiceRequest.FromString(body)
-        for rm in request.resource_metrics:
-            resource = _attributes(rm.resource.attributes)
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    kind = m.WhichOneof("data")
-                    points = getattr(m, kind).data_points if kind else []
-                    self.metrics.append({"name": m.name, "resource": resource, "points": [
-                        {"attributes": _attributes(p.attributes),
-                         "value": p.as_double if p.WhichOneof("value") == "as_double"
-                         else p.as_int} for p in points]})
+        for resource, _scope, m in _items(request.resource_metrics, "scope_metrics", "metrics"):
+            kind = m.WhichOneof("data")
+            points = getattr(m, kind).data_points if kind else []
+            self.metrics.append({"name": m.name, "resource": resource, "points": [
+                {"attributes": _attributes(p.attributes),
+                 "value": p.as_double if p.WhichOneof("value") == "as_double" else p.as_int}
+                for p in points]})
         return ExportMetricsServiceResponse().SerializeToString()
 
     def start(self) -> None:
