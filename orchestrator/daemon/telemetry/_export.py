@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from orchestrator.protocol.traces import SpanDoc
     from orchestrator.telemetry_config import ExportSettings
 
-__all__ = ["Gauges", "Pipeline"]
+__all__ = ["EXPORT_DELAY", "Gauges", "Pipeline"]
 
 _BATCH = 512
+EXPORT_DELAY = 1.0  # seconds a span waits for others to share its request (or 512 of them)
 _SCOPE = InstrumentationScope("teamctl", "0.1.0")
 # what a gauge reads: (team, member) → value, per gauge name
 Gauges = dict[str, dict[tuple[str, ...], float]]
@@ -43,7 +44,8 @@ _FAILED = frozenset({"failed", "daemon_restarted"})
 class Pipeline:
     """Spans and metrics to one endpoint, off the daemon's loop."""
 
-    def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges]) -> None:
+    def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges],
+                 export_delay: float = EXPORT_DELAY) -> None:
         headers = dict(settings.headers)
         self._resource = Resource.create({"service.name": "teamctl",
                                           "service.instance.id": str(os.getpid())})
@@ -53,6 +55,7 @@ class Pipeline:
         self._queue: deque[tuple[str, SpanDoc, Mapping[str, Any]]] = deque()
         self._lock = threading.Condition()
         self._closing = False
+        self._export_delay = export_delay
         self.dropped = self.exported = self.failed = 0
         self._gauges = gauges
         reader = PeriodicExportingMetricReader(
@@ -104,6 +107,9 @@ class Pipeline:
             with self._lock:
                 while not self._queue and not self._closing:
                     self._lock.wait()
+                # a span waits up to export_delay for others to share its request
+                self._lock.wait_for(lambda: self._closing or len(self._queue) >= _BATCH,
+                                    self._export_delay)
                 if not self._queue:
                     return
                 batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]

@@ -62,6 +62,15 @@ def _rows(journal: Journal, message_id: str, *, whole_chain: bool = True) -> Tra
                      read(_APPROVALS))
 
 
+def _each(journal: Journal, message_ids: list[str]) -> dict[str, TraceRows]:
+    found = {}
+    for message_id in message_ids:
+        rows = _rows(journal, message_id, whole_chain=False)
+        if rows is not None:
+            found[message_id] = rows
+    return found
+
+
 class TraceJournal:
     """The trace's reads, over the daemon's journal."""
 
@@ -72,6 +81,6 @@ class TraceJournal:
         """The rows of the conversation ``message_id`` belongs to; None: no such message."""
         return await self._journal.run(_rows, message_id)
 
-    async def message_rows(self, message_id: str) -> TraceRows | None:
-        """The rows of message ``message_id`` alone (and the attempts its parent is among)."""
-        return await self._journal.run(_rows, message_id, whole_chain=False)
+    async def messages_rows(self, message_ids: list[str]) -> dict[str, TraceRows]:
+        """Each message's rows alone (and the attempts its parent is among), in one call."""
+        return await self._journal.run(_each, message_ids)

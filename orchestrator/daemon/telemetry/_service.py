@@ -42,6 +42,7 @@ DROP_LOG_INTERVAL = 60.0  # seconds between two telemetry_spans_dropped lines
 _PENDING_MAX = 10_000  # ended attempts waiting to be read (past it: dropped, counted)
 _SENT_MAX = 100_000  # span ids remembered as exported (the oldest forgotten first)
 _CONTENT_CHARS = 4096
+BATCH_DELAY = 0.5  # seconds the ended attempts gather before one journal read takes them all
 _TERMINAL = frozenset({"answered", "failed", "blocked"})
 
 
@@ -55,12 +56,14 @@ class Telemetry:
                  config_of: Callable[[str], TeamConfig | None],
                  sample: Callable[[], Awaitable[Gauges]],
                  environ: Mapping[str, str] = os.environ,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 batch_delay: float = BATCH_DELAY) -> None:
         self._journal = journal
         self._config_of = config_of
         self._sample = sample
         self._environ = environ
         self._clock = clock
+        self._batch_delay = batch_delay
         self._pending: deque[tuple[str, str, str]] = deque()
         self._sent: OrderedDict[str, None] = OrderedDict()  # span ids exported
         self._wake = anyio.Event()
@@ -122,12 +125,12 @@ class Telemetry:
             with anyio.move_on_after(DROP_LOG_INTERVAL):
                 await self._wake.wait()
             self._wake = anyio.Event()
-            while self._pending:
-                team, message_id, member = self._pending.popleft()
+            if self._pending:
+                await anyio.sleep(self._batch_delay)  # the turns ending now share one read
                 try:
-                    await self._export(team, message_id, member)
+                    await self._export_pending()
                 except Exception:  # a bug here never ends the daemon, nor a turn
-                    log.exception("telemetry_export_failed", team=team, message_id=message_id)
+                    log.exception("telemetry_export_failed")
             if self._pipelines:
                 self._gauges = await self._sample()
             self._log_drops()
@@ -138,7 +141,17 @@ class Telemetry:
             for pipeline in self._pipelines.values():
                 await anyio.to_thread.run_sync(pipeline.close, timeout)
 
-    async def _export(self, team: str, message_id: str, member: str) -> None:
+    async def _export_pending(self) -> None:
+        """Every ended attempt waiting, its message's rows read in one journal call."""
+        pending = list(dict.fromkeys(self._pending))
+        self._pending.clear()
+        found = await self._journal.messages_rows([message_id for _, message_id, _ in pending])
+        for team, message_id, member in pending:
+            rows = found.get(message_id)
+            if rows is not None:
+                await self._export(team, rows, member)
+
+    async def _export(self, team: str, rows: TraceRows, member: str) -> None:
         config = self._config_of(team)
         if config is None or config.telemetry is None:
             return
@@ -149,9 +162,6 @@ class Telemetry:
                         error=exc.message)
             return
         pipeline = await self._pipeline(settings)
-        rows = await self._journal.message_rows(message_id)
-        if rows is None:
-            return
         doc = build_trace(rows, rooted=False)
         spans = [s for s in _ended(doc.spans, member) if s.span_id not in self._sent]
         for span in spans:
