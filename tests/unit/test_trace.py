@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 from orchestrator.daemon.telemetry import TraceApi, TraceJournal, attempt_span_id
@@ -119,3 +120,32 @@ def test_ids_are_w3c_shaped_and_derived() -> None:
     assert len(span_id("delivery", "m", "a")) == 16
     assert trace_id("x") == trace_id("x") != trace_id("y")
     assert span_id("attempt", "m", "a", 1) != span_id("attempt", "m", "a", 2)
+
+
+async def test_an_approval_the_turn_waited_on_is_a_child_span_of_that_attempt(
+        tmp_path: Path) -> None:
+    from orchestrator.contracts import ApprovalRequest
+    from tests.support.fakes import asking_step
+
+    outcomes: list[object] = []
+    runtime = FakeRuntime([asking_step(ApprovalRequest("permission", "Bash", "rm -rf build"),
+                                       outcomes)])
+    config = team_config(tmp_path, {"name": "lead", "permissions": "ask"})
+    async with core(tmp_path, runtime) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        async with anyio.create_task_group() as tg:
+            sent: list[str] = []
+
+            async def send() -> None:
+                sent.append((await c.teams.send(None, "lead", "clean up", wait=True,
+                                                timeout=30)).id)
+            tg.start_soon(send)
+            with anyio.fail_after(10):
+                pending = (await c.approvals.query(wait=5.0)).approvals
+            await c.approvals.decide(pending[0].id, "approve")
+        doc = await _trace(c, sent[0])
+    [attempt] = _by(doc, "attempt", "lead")
+    [approval] = _by(doc, "approval", "lead")
+    assert approval.parent_id == attempt.span_id
+    assert (approval.name, approval.outcome) == ("approval Bash", "approved")
+    assert attempt.start <= approval.start <= (approval.end or 0) <= (attempt.end or 0)
