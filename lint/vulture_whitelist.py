@@ -108,6 +108,10 @@ finished_at
 check_seconds
 reported_at  # AccountWindow: accounts --json fields, set by keyword (protocol/quota.py)
 reported_by
-_._forge_token_kept  # TeamConfig's validator: no member handed the forge's token
+_._daemons_secrets_kept  # TeamConfig validator: no member handed the forge token or the exporter headers
 _.ci_retries  # ForgeSection's pydantic field, read once CI polling is built
 _.requests_made  # Forge: requests sent, read by the forge's tests (the figure of docs/forge.md)
+trace  # click command: teamctl trace (client/cli.py)
+traces  # TaskShowDoc.traces: a task show --json field (protocol/board.py)
+duration_ms  # SpanDoc: trace --json fields, set by keyword (protocol/traces.py)
+sent_at

@@ -33,6 +33,7 @@ from orchestrator.notify_config import NotifySection  # noqa: TC001 (pydantic re
 from orchestrator.runtime_table import RuntimeName, runtime_info  # pydantic reads RuntimeName
 from orchestrator.sandbox_config import HostPatterns, Network, Sandbox, SandboxPaths  # noqa: TC001
 from orchestrator.slots_config import Slots, parse_slot
+from orchestrator.telemetry_config import TelemetrySection  # noqa: TC001 (pydantic reads it)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -502,6 +503,8 @@ class TeamConfig(_Strict):
     board: BoardSection = BoardSection()
     notify: NotifySection | None = None  # pushes and alerts of what needs you (docs/notify.md)
     forge: ForgeSection | None = None  # issues in, pull requests out (docs/forge.md)
+    # the team's work as OpenTelemetry traces and metrics (docs/telemetry.md)
+    telemetry: TelemetrySection | None = None
     # a quota account's own settings by its name (docs/costs.md, "Quota windows")
     accounts: dict[AccountName, AccountSection] = {}
     members: Annotated[list[MemberConfig], Field(min_length=1)]
@@ -625,19 +628,25 @@ class TeamConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _forge_token_kept(self) -> TeamConfig:
-        """The forge's token is the daemon's (docs/forge.md): no member may be handed the
-        variable that holds it, by ``pass_env`` or ``env``."""
-        if self.forge is None:
-            return self
-        secret = self.forge.github.token_env
+    def _daemons_secrets_kept(self) -> TeamConfig:
+        """The forge's token (docs/forge.md) and the telemetry exporter's headers
+        (docs/telemetry.md) are the daemon's: no member may be handed the variable that holds
+        either, by ``pass_env`` or ``env``."""
+        if self.forge is not None:
+            self._kept_from_members(self.forge.github.token_env,
+                                    "the forge's token ([forge] github.token_env)")
+        if self.telemetry is not None and self.telemetry.otlp.headers_env is not None:
+            self._kept_from_members(self.telemetry.otlp.headers_env, "the telemetry "
+                                    "exporter's headers ([telemetry] otlp.headers_env)")
+        return self
+
+    def _kept_from_members(self, secret: str, what: str) -> None:
         for index, member in enumerate(self.members):
             for key in ("pass_env", "env"):
                 if secret in getattr(member, key):
-                    raise ValueError(f"members[{index}].{key}: {secret} holds the forge's "
-                                     "token ([forge] github.token_env), which is the daemon's "
-                                     f"and never a member's; remove it from {key}")
-        return self
+                    raise ValueError(f"members[{index}].{key}: {secret} holds {what}, which "
+                                     f"is the daemon's and never a member's; remove it from "
+                                     f"{key}")
 
     @model_validator(mode="after")
     def _slots_apart_from_env(self) -> TeamConfig:

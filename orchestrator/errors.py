@@ -13,6 +13,8 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   │                           (both in client.out_file)
     │   ├── RequestTooLarge         a control request over the socket's size bound
     │   ├── TaskInvalid             a board task's title, body or other text refused
+    │   ├── TelemetryConfigInvalid  [telemetry] or an OTEL_EXPORTER_OTLP_* variable refused
+    │   │                           (which one; a header's text never shown)
     │   ├── MemoryReserveTooLarge   [team] memory_reserve leaves a member of this machine no
     │   │                           room even with nothing else running (it would wait for ever)
     │   └── TaskCycle               a dependency that would close a cycle (the cycle named)
@@ -386,6 +388,17 @@ class CheckRefused(TeamctlError):
 
 class TaskInvalid(UsageError):
     code = "task_invalid"
+
+
+class TelemetryConfigInvalid(UsageError):
+    """``[telemetry]`` or a standard ``OTEL_EXPORTER_OTLP_*`` variable the exporter cannot
+    use: ``where`` names the key or variable; a header's text is never in the message (it
+    may hold an API key)."""
+
+    code = "telemetry_config_invalid"
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message, where=where)
 
 
 class MemoryReserveTooLarge(UsageError):

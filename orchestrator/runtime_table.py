@@ -8,13 +8,54 @@ literal are the only places in ``orchestrator/`` that spell a runtime's name
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
+from urllib.parse import quote
 
-__all__ = ["ACP", "CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "RuntimeInfo", "RuntimeName",
+__all__ = ["ACP", "CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "OwnTelemetry", "RuntimeInfo",
+           "RuntimeName",
            "runtime_info"]
 
 RuntimeName = Literal["claude", "codex", "opencode", "acp"]
+# how a runtime's own OpenTelemetry export is pointed at a collector: (the OTLP/HTTP base URL,
+# the resource attributes naming the member, whether content may leave) → (env, config) added
+# to its launch — never a secret (docs/telemetry.md, "The runtimes' own telemetry")
+OwnTelemetry = Callable[[str, Mapping[str, str], bool], tuple[dict[str, str], dict[str, Any]]]
+
+
+def _resource(attributes: Mapping[str, str]) -> str:
+    """``OTEL_RESOURCE_ATTRIBUTES``: ``key=value,…``, values percent-encoded (W3C Baggage)."""
+    return ",".join(f"{k}={quote(v, safe='')}" for k, v in attributes.items())
+
+
+def _claude_telemetry(endpoint: str, attributes: Mapping[str, str], content: bool
+                      ) -> tuple[dict[str, str], dict[str, Any]]:
+    """Claude Code's telemetry variables: metrics, events (logs) and its beta traces over
+    OTLP/HTTP (captured from 2.1.332: docs/telemetry.md); prompts and tool details only with
+    content."""
+    env = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+           "OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
+           "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+           "OTEL_RESOURCE_ATTRIBUTES": _resource(attributes)}
+    if content:
+        env |= {"OTEL_LOG_USER_PROMPTS": "1", "OTEL_LOG_TOOL_DETAILS": "1"}
+    return env, {}
+
+
+def _codex_telemetry(endpoint: str, attributes: Mapping[str, str], content: bool
+                     ) -> tuple[dict[str, str], dict[str, Any]]:
+    """Codex's ``[otel]``: its events (logs) and metrics over OTLP/HTTP (its traces, ~380
+    spans a turn, are the operator's to turn on in the member's ``config``); the resource
+    attributes through the standard variable, which its Rust SDK reads (0.171.0)."""
+    def exporter(signal: str) -> dict[str, Any]:
+        return {"otlp-http": {"endpoint": f"{endpoint}/v1/{signal}", "protocol": "binary"}}
+
+    return {"OTEL_RESOURCE_ATTRIBUTES": _resource(attributes)}, {"otel": {
+        "exporter": exporter("logs"), "metrics_exporter": exporter("metrics"),
+        "log_user_prompt": content}}
+
 
 
 @dataclass(frozen=True)
@@ -45,7 +86,9 @@ class RuntimeInfo:
     ``credentials``: the variables of a member's env its CLI takes a credential from, in the
     order the CLI prefers them, each with the account it names (``anthropic:key``: the quota
     account ``anthropic:key…3f2a``, by the value's fingerprint; docs/costs.md, "Quota
-    windows"); a member with none of them set uses its login."""
+    windows"); a member with none of them set uses its login.
+    ``own_telemetry``: how its CLI's own OpenTelemetry export is pointed at the team's
+    collector (None: it has none teamctl can point)."""
 
     name: RuntimeName
     env_var: str
@@ -59,6 +102,7 @@ class RuntimeInfo:
     options: tuple[str, ...] = ()
     credentials: tuple[tuple[str, str], ...] = ()
     footprint_mib: int = 300
+    own_telemetry: OwnTelemetry | None = None
 
     def can_ask(self, transport: str) -> bool:
         """Whether a member on ``transport`` can ask the operator (``permissions = "ask"``)."""
@@ -72,11 +116,13 @@ CLAUDE = RuntimeInfo("claude", "TEAMCTL_CLAUDE_BIN", "claude", budget_backstop=T
                      footprint_mib=260,
                      credentials=(("ANTHROPIC_AUTH_TOKEN", "anthropic:token"),
                                   ("ANTHROPIC_API_KEY", "anthropic:key"),
-                                  ("CLAUDE_CODE_OAUTH_TOKEN", "claude:token")))
+                                  ("CLAUDE_CODE_OAUTH_TOKEN", "claude:token")),
+                     own_telemetry=_claude_telemetry)
 CODEX = RuntimeInfo("codex", "TEAMCTL_CODEX_BIN", "codex", reports_cost=False,
                     cannot_ask_on=frozenset({"exec"}), asks_through_own_sandbox=True,
                     options=("transport",), footprint_mib=170,
-                    credentials=(("CODEX_API_KEY", "openai:key"),))
+                    credentials=(("CODEX_API_KEY", "openai:key"),),
+                    own_telemetry=_codex_telemetry)
 OPENCODE = RuntimeInfo("opencode", "TEAMCTL_OPENCODE_BIN", "opencode", daemon_connects_in=True,
                        footprint_mib=350)
 ACP = RuntimeInfo("acp", "TEAMCTL_ACP_BIN", "", reports_cost=False, agent_presets=True,

@@ -463,11 +463,8 @@ def stop(team: str | None, team_option: str | None) -> None:
 def thread(message_id: str, as_json: bool) -> None:
     """The conversation between teammates that message ID belongs to: who -> whom, depth,
     state, reply."""
-    if not re.fullmatch(ULID_PATTERN, message_id):
-        raise click.BadParameter(f"{message_id!r} is not a message id", param_hint="ID")
-    doc = client.call(teamctl_home(), protocol.THREAD, {"id": message_id})
-    if as_json:
-        emit_json(doc)
+    doc = _of_message(protocol.THREAD, message_id, "ID", as_json)
+    if doc is None:
         return
     for message in doc["messages"]:
         indent = "  " * message["depth"]
@@ -477,6 +474,57 @@ def thread(message_id: str, as_json: bool) -> None:
         say(f"{indent}  > " + message["text"].replace("\n", f"\n{indent}    "))
         if message.get("reply"):
             say(f"{indent}  < " + message["reply"].replace("\n", " "))
+
+
+@cli.command()
+@click.argument("message_id", metavar="MSG-ID")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def trace(message_id: str, as_json: bool) -> None:
+    """The trace MSG-ID belongs to: who asked whom, each turn's duration, tokens, cost and
+    outcome, from the journal (docs/telemetry.md)."""
+    doc = _of_message(protocol.TRACE, message_id, "MSG-ID", as_json)
+    if doc is None:
+        return
+    say(f"trace {doc['trace_id']}  (chain {doc['chain_id']})  {_spend(doc)}")
+    depth: dict[str | None, int] = {None: -1}
+    for span in doc["spans"]:
+        level = depth[span["span_id"]] = depth.get(span["parent_id"], -1) + 1
+        say("  " * level + _span_line(span))
+
+
+def _of_message(method: protocol.Method, message_id: str, hint: str, as_json: bool
+                ) -> dict[str, Any] | None:
+    """``method``'s document about message ``message_id`` (checked first); with ``as_json``
+    printed as it came, and None."""
+    if not re.fullmatch(ULID_PATTERN, message_id):
+        raise click.BadParameter(f"{message_id!r} is not a message id", param_hint=hint)
+    doc: dict[str, Any] = client.call(teamctl_home(), method, {"id": message_id})
+    if as_json:
+        emit_json(doc)
+        return None
+    return doc
+
+
+def _spend(row: dict[str, Any]) -> str:
+    tokens = row.get("tokens") or {}
+    used = sum(tokens.get(k, 0) for k in ("input", "cached_input", "output",
+                                           "reasoning_output"))
+    cost = row.get("cost_usd")
+    return f"{used} tokens" + ("" if cost is None else f"  ${cost:.4f}")
+
+
+def _span_line(span: dict[str, Any]) -> str:
+    took = "…" if span["duration_ms"] is None else f"{span['duration_ms'] / 1000:.1f} s"
+    outcome = span["outcome"] + (f" ({span['error_code']})" if span["error_code"] else "")
+    if span["kind"] == "delivery":
+        return (f"{span['sender']} -> {span['member']}  {span['message_id']}  {outcome}  "
+                f"{took}  \"{span['text']}\"")
+    if span["kind"] == "approval":
+        return f"{span['name']}  {outcome}  waited {took}"
+    runs = "/".join(p for p in (span["runtime"], span["model"]) if p) or "?"
+    return (f"{span['name']}  {runs}  epoch {span['epoch']}  {outcome}  {took}  "
+            f"{_spend(span)}")
 
 
 @cli.command()

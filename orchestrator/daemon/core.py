@@ -11,6 +11,7 @@ tests prove is what the daemon runs. The core names runtimes only through the po
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,9 @@ from orchestrator.daemon.quota import probe_after_from_env
 from orchestrator.daemon.router import Router
 from orchestrator.daemon.slots import PortCheck, Slots, port_free
 from orchestrator.daemon.teams import Teams
+from orchestrator.daemon.telemetry import Telemetry, TraceJournal
 from orchestrator.runtime_table import runtime_info
+from orchestrator.telemetry_config import export_settings
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -107,6 +110,7 @@ class _Late:
     land: Land
     forges: Forges
     silence: Silence
+    telemetry: Telemetry
 
 
 async def _answered(late: _Late, delivery: Delivery, reply: str) -> None:
@@ -135,6 +139,7 @@ class Core:
     admission: Admission  # the members waiting for memory (docs/scaling.md)
     land: Land  # the merge queue (docs/land.md)
     forges: Forges  # each running team's forge loop (docs/forge.md)
+    telemetry: Telemetry  # each ended attempt exported (docs/telemetry.md)
 
 
 async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
@@ -152,7 +157,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                      egress_of: Callable[[str, str], EgressStatus | None] = _no_egress,
                      ports: PortCheck = port_free,
                      cgroups: Cgroups | None = None,
-                     admission: AdmissionSettings | None = None) -> Core:
+                     admission: AdmissionSettings | None = None,
+                     environ: Mapping[str, str] | None = None) -> Core:
     """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
     adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
     (where describers run) — the runtimes' classes, so the core imports none;
@@ -168,7 +174,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     member's port is free here (a test's fake); ``cgroups``: where members' ceilings are held
     (None: this machine's cgroups; a test's fake tree); ``admission``: where memory admission
     reads this machine's memory and how often (None: /proc, or the test switches in the
-    environment).
+    environment); ``environ``: where telemetry reads the standard ``OTEL_EXPORTER_OTLP_*``
+    variables (None: the daemon's environment).
 
     Each part is built whole, with its collaborators, in dependency order. The wires that
     point up that order — the ledger releases a held member into the mailbox and recycles the
@@ -179,6 +186,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     built below (``_Late``), called only once it is built (no member runs before
     ``build_core`` returns)."""
     late = _Late()
+    env = os.environ if environ is None else environ
     changes = Changes()
     approvals = Approvals(store, on_change=changes.bump)
     ledger = Ledger(store, tg, on_change=changes.bump,
@@ -191,7 +199,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     admit = await _admission(store, tg, admission or AdmissionSettings.from_env(), late)
     launches = LaunchFactory(
         home, load_session=lambda t, m: store.session_id(t, m),
-        vision=vision, approvals=approvals, ledger=ledger, hosts=hosts, slots=slots.env_of)
+        vision=vision, approvals=approvals, ledger=ledger, hosts=hosts, slots=slots.env_of,
+        own_telemetry=lambda team, member: late.telemetry.own(team, member))
     if cgroups is None:
         from orchestrator.cgroups import Cgroups
 
@@ -213,17 +222,24 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     mailbox = late.mailbox = Mailbox(
         store, supervisor, loader, tg, ledger=ledger, on_change=changes.bump,
         on_answered=lambda delivery, reply: _answered(late, delivery, reply),
-        on_idle=lambda team, member: late.offers.on_idle(team, member))
+        on_idle=lambda team, member: late.offers.on_idle(team, member),
+        on_ended=lambda delivery: late.telemetry.ended(delivery))
     capabilities = _Capabilities(runtimes)
     descriptions = Descriptions(store, planner, loader, describers or {}, capabilities, home,
                                 ledger=ledger, host=local_host)
     teams = Teams(store, supervisor, mailbox, planner, capabilities,
                   worktree_root=home.worktrees, ledger=ledger, descriptions=descriptions,
                   slots=slots, placed=placed, git_views=git_views,
-                  launch_checks=[*launch_checks, ceilings.check],
+                  launch_checks=[*launch_checks, ceilings.check,
+                                 functools.partial(_telemetry_can_start, env)],
                   on_change=changes.bump, egress_of=egress_of, admission=admit,
                   tasks_of=lambda team: late.board.held(team),
                   forge_of=lambda team: late.forges.doc(team))
+    telemetry = late.telemetry = Telemetry(
+        TraceJournal(store), config_of=teams.running,
+        sample=functools.partial(_gauges, teams, supervisor, store, approvals, ledger),
+        environ=env)
+    tg.start_soon(telemetry.run, name="telemetry")
     board = late.board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
                                       late, lease_check_interval)
     late.silence = Silence(board, store)
@@ -234,7 +250,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     late.router = router = Router(teams, supervisor, store, home=home, vision=vision,
                                   clock=clock, working_on=functools.partial(working_on, board))
     return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
-                router, board, late.offers, admit, land, forges)
+                router, board, late.offers, admit, land, forges, telemetry)
 
 
 async def _admission(store: AsyncStore, tg: TaskGroup, settings: AdmissionSettings,
@@ -249,6 +265,35 @@ async def _admission(store: AsyncStore, tg: TaskGroup, settings: AdmissionSettin
                           sample_interval=settings.sample_interval, measure=settings.measure)
     tg.start_soon(admission.run, name="memory admission")
     return admission
+
+
+def _telemetry_can_start(environ: Mapping[str, str], config: TeamConfig) -> None:
+    """Refuse a launch whose ``[telemetry]`` could not export (``TelemetryConfigInvalid``,
+    exit 2): no endpoint, a bad standard variable, ``headers_env`` not set."""
+    if config.telemetry is not None:
+        export_settings(config.telemetry, environ)
+
+
+async def _gauges(teams: Teams, supervisor: Supervisor, store: AsyncStore,
+                  approvals: Approvals, ledger: Ledger) -> dict[str, dict[tuple[str, ...], float]]:
+    """What telemetry's gauges read now, per (team, member): the queue's depth, restarts,
+    approvals waiting, held by a budget or a quota window."""
+    found: dict[str, dict[tuple[str, ...], float]] = {
+        "teamctl.queue.depth": {}, "teamctl.member.restarts": {},
+        "teamctl.approvals.waiting": {}, "teamctl.member.held": {}}
+    for team in teams.names():
+        queued = await store.queued_counts(team)
+        for state in supervisor.members(team):
+            key = (team, state.name)
+            found["teamctl.queue.depth"][key] = queued.get(state.name, 0)
+            found["teamctl.member.restarts"][key] = state.restarts
+            found["teamctl.member.held"][key] = float(ledger.gate(team, state.name) is not None)
+            found["teamctl.approvals.waiting"][key] = 0
+        for pending in (await approvals.query(team)).approvals:
+            key = (team, pending.member)
+            found["teamctl.approvals.waiting"][key] = found["teamctl.approvals.waiting"].get(
+                key, 0) + 1
+    return found
 
 
 def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:

@@ -38,6 +38,7 @@ from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.notify import NotifyApi, NotifyService, check_can_start
 from orchestrator.daemon.queue import AsyncStore
 from orchestrator.daemon.quota import QuotaApi
+from orchestrator.daemon.telemetry import TraceApi, TraceJournal
 from orchestrator.daemon.web.settings import WebSettings
 from orchestrator.daemon.worktrees import PlacedWorktrees, sandbox_view
 from orchestrator.diagnostics import LOG_FILE_NAME, configure
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Daemon", "main"]
 
+_TELEMETRY_CLOSE_TIMEOUT = 5.0  # seconds each exporter may take to send what is queued
 log = structlog.get_logger("teamctl.daemon")
 
 
@@ -319,7 +321,8 @@ class Daemon:
                                                                core.supervisor),
                                    more_handlers={**NotifyApi(notify).handlers(),
                                                   **LandApi(core.land).handlers(),
-                                                  **quota_api.handlers()})
+                                                  **quota_api.handlers(),
+                                                  **TraceApi(TraceJournal(store)).handlers()})
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)
@@ -341,6 +344,7 @@ class Daemon:
             log.info("daemon_stopping")
             with anyio.CancelScope(shield=True):
                 await teams.shutdown()
+                await core.telemetry.close(_TELEMETRY_CLOSE_TIMEOUT)
                 serving.cancel()
                 self.home.socket.unlink(missing_ok=True)
             tg.cancel_scope.cancel()

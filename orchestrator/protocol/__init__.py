@@ -58,6 +58,7 @@ __all__ = [
     "TASK_REVIEW",
     "TASK_SHOW",
     "THREAD",
+    "TRACE",
     "UI",
     "USAGE",
     "WORKTREES",
@@ -101,6 +102,7 @@ STOP = _row("stop", "common.TeamParams", "teams.StopResult")
 SEND = _row("send", "messages.SendParams", "messages.SendResult", "messages.DryRunPlan")
 HISTORY = _row("history", "messages.HistoryParams", "messages.HistoryDoc")
 THREAD = _row("thread", "messages.ThreadParams", "messages.ThreadDoc")
+TRACE = _row("trace", "traces.TraceParams", "traces.TraceDoc")
 EXPORT = _row("export", "export.ExportParams", "export.ExportDoc")
 # -- worktrees --------------------------------------------------------------------------------
 WORKTREES = _row("worktrees", "worktrees.WorktreesParams", "worktrees.WorktreesDoc")
@@ -185,6 +187,7 @@ DOCUMENTS: dict[str, str] = {
     "worktrees": "worktrees.WorktreesDoc",
     "diff": "worktrees.DiffDoc",
     "thread": "messages.ThreadDoc",
+    "trace": "traces.TraceDoc",
     "approvals": "approvals.ApprovalsDoc",
     "decision": "approvals.DecisionDoc",
     "approval-rules": "approvals.KeptRulesDoc",

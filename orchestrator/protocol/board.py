@@ -120,6 +120,8 @@ class TaskShowDoc(Doc):
     events: list[TaskEventDoc]
     notices: list[TaskNoticeDoc] = Field(default_factory=list, description="the events "
                                          "about it told to a member, and where each went")
+    traces: list[str] = Field(default_factory=list, description="the trace ids of the "
+                              "conversations its turns were in, oldest first (teamctl trace)")
 
 
 _NAME = Field(default=None, pattern=NAME_PATTERN)

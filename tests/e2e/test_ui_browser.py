@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.support import images
 from tests.support.driver import REPO
-from tests.support.members import fake_member
+from tests.support.members import codex_member, fake_member, opencode_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,6 +130,48 @@ def test_the_live_view_in_chromium(teamctl: Teamctl, browser: WebDriver) -> None
     target = REPO / "docs" / "images" / "live-view.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(target))
+
+
+def test_a_messages_trace_is_a_waterfall_in_chromium(teamctl: Teamctl,
+                                                     browser: WebDriver) -> None:
+    """A lead (Claude's fake) asks a reviewer (Codex's fake) who asks a designer (OpenCode's
+    fake): the lead's message's "trace" link shows the whole chain as a waterfall — a row per
+    span, indented under its parent, each bar drawn — and the hostile text the operator wrote
+    stays text. The screenshot goes to docs/images/trace-waterfall.png."""
+    import json
+
+    team = teamctl.write_team("web", [fake_member("lead"), codex_member("reviewer"),
+                                      opencode_member("designer")])
+    assert teamctl.run("launch", str(team)).returncode == 0
+    hostile = "<img src=x onerror=document.title='owned'>"
+    inner = json.dumps({"to": "designer", "text": f"check the colours {hostile}"})
+    outer = json.dumps({"to": "reviewer", "text": f"MCP send_message {inner}"})
+    sent = teamctl.json("send", "lead", f"MCP send_message {outer}", "--wait")
+    for member in ("reviewer", "designer"):  # their queues are FIFO: this comes after
+        assert teamctl.run("send", member, "noop", "--wait").returncode == 0
+    url = teamctl.run("ui").stdout.strip()
+    browser.get(url)
+    link = f"#conversation a[data-trace-link='{sent['id']}']"
+    _until(browser, "the lead's message and its trace link",
+           lambda d: d.find_elements(By.CSS_SELECTOR, link))
+    browser.find_element(By.CSS_SELECTOR, link).click()
+    _until(browser, "the waterfall, delivery and attempt of each member", lambda d: len(
+        d.find_elements(By.CSS_SELECTOR, "#trace li.span")) >= 6 and "reviewer → designer"
+        in _text(d, "#trace"))
+    widths = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#trace rect')).map("
+        "r => r.getBoundingClientRect().width);")
+    assert widths and all(w > 0 for w in widths), widths
+    depths = {e.get_attribute("class").split()[-1]
+              for e in browser.find_elements(By.CSS_SELECTOR, "#trace li.span")}
+    assert {"depth-0", "depth-1", "depth-2", "depth-3", "depth-4", "depth-5"} <= depths
+    assert "turn designer #1 opencode/" in _text(browser, "#trace")
+    assert browser.title != "owned" and not browser.find_elements(By.CSS_SELECTOR,
+                                                                  "#trace img")
+    assert "<img src=x" in _text(browser, "#conversation")
+    target = REPO / "docs" / "images" / "trace-waterfall.png"
+    browser.find_element(By.ID, "trace").screenshot(str(target))
+    assert target.stat().st_size > 0
 
 
 _TYPING = """const el = document.activeElement;

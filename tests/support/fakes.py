@@ -317,6 +317,7 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
                        built.approvals, built=built)
             with anyio.CancelScope(shield=True), anyio.fail_after(20):
                 await teams.shutdown()
+                await built.telemetry.close(5.0)
             tg.cancel_scope.cancel()
     finally:
         journal.close()

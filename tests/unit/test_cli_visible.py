@@ -57,12 +57,17 @@ ANSWERS: dict[str, Any] = {
                                  "untracked": 0, "path": "/w", "diffstat": H}],
                   "pruned": [], "kept": [{"team": "web", "member": "lead", "reason": H}]},
     "budget": {"team": "web", "member": "dev", "spend": None, "hold": H},
+    "trace": {"trace_id": "ab" * 16, "chain_id": ID, "cost_usd": 0.0, "tokens": {},
+              "spans": [{"span_id": "cd" * 8, "parent_id": None, "kind": "delivery",
+                         "name": H, "member": "lead", "sender": "dev", "message_id": ID,
+                         "duration_ms": None, "outcome": "queued", "error_code": H,
+                         "text": H}]},
 }
 COMMANDS = [
     ("status",), ("history", "lead"), ("thread", ID), ("send", "lead", "hi", "--wait"),
     ("approvals",), ("approvals", "--full"), ("approvals", APV, "--full"),
     ("task", "list"), ("task", "show", "T3"), ("diff", "dev"), ("worktrees",),
-    ("budget", "dev"),
+    ("budget", "dev"), ("trace", ID),
 ]
 
 

@@ -20,6 +20,7 @@ from orchestrator.daemon.control import ControlServer, _api, dispatch
 from orchestrator.daemon.land import LandApi
 from orchestrator.daemon.notify import NotifyApi
 from orchestrator.daemon.quota import QuotaApi
+from orchestrator.daemon.telemetry import TraceApi
 from orchestrator.protocol import DOCUMENTS, METHODS, model
 from tests.support.driver import REPO
 
@@ -50,7 +51,8 @@ def _full_server() -> ControlServer:
                          more_handlers={**NotifyApi(nothing).handlers(),
                                         **LandApi(nothing).handlers(),
                                         **QuotaApi(nothing, running=nothing, resolve=nothing,
-                                                   clock=nothing).handlers()})
+                                                   clock=nothing).handlers(),
+                                        **TraceApi(nothing).handlers()})
 
 
 def test_every_method_has_exactly_one_handler_and_every_handler_one_method() -> None:

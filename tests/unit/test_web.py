@@ -559,3 +559,27 @@ def test_the_team_shows_an_asleep_member_since_when_and_no_alarm() -> None:
     table = render.members([("web", asleep)], {}, {})
     assert '<td class="launch" data-label="launch">asleep</td>' in table
     assert "asleep since 14:02:11" in table and 'class="alarm"' not in table
+
+
+async def test_a_messages_trace_is_a_waterfall_with_what_members_wrote_escaped(
+        tmp_path: Path) -> None:
+    """The trace panel (`/fragments/trace?id=`): a row per span, its bar an SVG rectangle (no
+    inline style: the CSP forbids it), the message's text escaped and shown visibly; a
+    hand-typed or unknown id shows the placeholder."""
+    async with live_page(tmp_path) as page:
+        await page.sign_in()
+        hostile = "<img src=x onerror=alert(1)> \x1b]0;owned\x07 \u202egnp.exe"
+        sent = await page.core.teams.send(None, "lead", hostile, wait=True, timeout=10)
+        conversation = (await page.client.get("/fragments/conversation")).text
+        assert f'data-trace-link="{sent.id}"' in conversation
+        shown = (await page.client.get(f"/fragments/trace?id={sent.id}")).text
+        for bad in ("<img", "\x1b", "\x07", "\u202e", "style="):
+            assert bad not in shown, bad
+        assert "&lt;img src=x onerror=alert(1)&gt; ␛]0;owned␇ &lt;U+202E&gt;gnp.exe" in shown
+        assert shown.count('<li class="span ') == 2  # the delivery and its attempt
+        assert 'class="span attempt depth-1"' in shown and "<rect class=\"attempt\"" in shown
+        assert "operator → lead" in shown and 'data-outcome="answered"' in shown
+        for wanted in ("", "?id=nope", "?id=01JDQ3X2K3R9W0FQ6Z5N4M8P7D",
+                       "?id=%3Cscript%3E"):
+            empty = await page.client.get(f"/fragments/trace{wanted}")
+            assert empty.status_code == 200 and "pick a message's trace" in empty.text

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import TaskNotFound
+from orchestrator.ids import trace_id
 from orchestrator.protocol.board import TaskDoc, TaskEventDoc, TaskListDoc, TaskShowDoc, TaskState
 
 if TYPE_CHECKING:
@@ -166,7 +167,10 @@ def details(journal: Journal, task_id: int, team: str | None) -> TaskShowDoc:
     events = [TaskEventDoc(at=r["at"], actor=r["actor"], kind=r["kind"], note=r["note"])
               for r in db.execute("SELECT at, actor, kind, note FROM task_events WHERE task = ? "
                                   "ORDER BY id", (task_id,))]
-    return TaskShowDoc(task=task, depends_on=column, dependents=dependents, events=events)
+    chains = db.execute("SELECT chain_id FROM messages WHERE task_id = ? GROUP BY chain_id "
+                        "ORDER BY MIN(seq)", (task_id,)).fetchall()
+    return TaskShowDoc(task=task, depends_on=column, dependents=dependents, events=events,
+                       traces=[trace_id(str(r["chain_id"])) for r in chains])
 
 
 def held(journal: Journal, team: str) -> dict[str, str]:

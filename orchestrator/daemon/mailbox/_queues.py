@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from orchestrator.daemon.queue import AttemptStamp
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -110,6 +112,11 @@ class Queues:
         finally:
             queue.done.set()
 
+    def _stamp(self, team: str, member: str) -> AttemptStamp:
+        """What a turn claimed now runs on: the member's launch, runtime and model."""
+        state = self._supervisor.member(team, member)
+        return AttemptStamp(state.epoch, state.config.runtime, state.config.model)
+
     async def _next_turn(self, team: str, member: str) -> bool:
         """Borrow the member's ready process, claim its next delivery and run it; False when
         the queue was empty."""
@@ -118,10 +125,11 @@ class Queues:
             if hold is not None and not hold.operator_only:
                 return None  # held (a budget, its account's window): its release pokes it
             # past its account's reserve, only the operator's own messages go
-            claimed = await self._store.claim_next(team, member,
+            stamp = self._stamp(team, member)
+            claimed = await self._store.claim_next(team, member, stamp=stamp,
                                                    operator_only=hold is not None)
             if claimed is None and hold is None and await self._on_idle(team, member):
-                claimed = await self._store.claim_next(team, member)
+                claimed = await self._store.claim_next(team, member, stamp=stamp)
             if claimed is None and hold is None:
                 self._ledger.idle(team, member)  # nothing to send (a probe goes on)
             return None if claimed is None else (claimed[0].message_id, claimed)

@@ -67,6 +67,7 @@ class DeliveryRecords:
         log.info("delivery_answered", team=delivery.team, member=member,
                  message_id=message_id, reply_chars=len(result.reply))
         self._waiters.settle(message_id)
+        self._hooks.ended(delivery)
 
     async def failed(self, delivery: Delivery, exc: TeamctlError, *, requeue: bool,
                      held: bool = False, cut_on: RuntimeProcess | None = None
@@ -89,6 +90,7 @@ class DeliveryRecords:
                     retryable=exc.retryable, state=state, attempt=delivery.attempts + 1)
         if state != "queued":
             self._waiters.settle(delivery.message_id)
+        self._hooks.ended(delivery)
         return state
 
     async def stopped(self, delivery: Delivery, process: RuntimeProcess) -> None:
@@ -98,6 +100,7 @@ class DeliveryRecords:
                 delivery.message_id, delivery.member, code="member_stopped",
                 message="the member was stopped during this delivery", retryable=True,
                 requeue=True, session=process.session_id)
+        self._hooks.ended(delivery)
 
     async def _persist(self, delivery: Delivery, write: Callable[[], Awaitable[object]]) -> None:
         """Write a delivery's outcome, waiting for the journal as long as it takes (its waiters

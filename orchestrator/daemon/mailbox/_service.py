@@ -59,15 +59,18 @@ class Mailbox:
     ``on_answered(delivery, reply)``: a delivery was answered (the router routes teammates'
     replies back); ``on_change()``: a delivery moved (the live view's change feed);
     ``on_idle(team, member)``: the member is ready, not held, its queue empty — the board may
-    journal an offer for it (True: the queue is looked at again)."""
+    journal an offer for it (True: the queue is looked at again); ``on_ended(delivery)``: an
+    attempt's end was journaled (telemetry exports it; it must not block)."""
 
     def __init__(self, store: AsyncStore, supervisor: Supervisor, loader: VariantLoader,
                  tg: TaskGroup, *, ledger: Ledger,
                  on_answered: Callable[[Delivery, str], Awaitable[None]],
                  on_change: Callable[[], None],
-                 on_idle: Callable[[str, str], Awaitable[bool]]) -> None:
+                 on_idle: Callable[[str, str], Awaitable[bool]],
+                 on_ended: Callable[[Delivery], None] | None = None) -> None:
         self._store = store
-        self._hooks = MailboxHooks(on_answered, on_change)
+        self._hooks = MailboxHooks(on_answered, on_change,
+                                   *(() if on_ended is None else (on_ended,)))
         self._outcomes = Waiters(store, self._hooks)
         records = DeliveryRecords(store, self._outcomes, self._hooks)
         self._turns = TurnDelivery(records, loader, self._hooks, ledger=ledger)

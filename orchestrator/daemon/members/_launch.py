@@ -13,7 +13,7 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -33,11 +33,14 @@ if TYPE_CHECKING:
     from orchestrator.paths import Home
     from orchestrator.ports import Runtime
 
-__all__ = ["HostFactory", "LaunchFactory", "SessionLoad", "SlotLookup", "VisionLookup"]
+__all__ = ["HostFactory", "LaunchFactory", "SessionLoad", "SlotLookup", "TelemetryLookup",
+           "VisionLookup"]
 
 SessionLoad = Callable[[str, str], Awaitable[str | None]]
 # a member's slots (``daemon.slots``): the variables its team gives it, by (team, member)
 SlotLookup = Callable[[str, str], Mapping[str, str]]
+# (team, member) → the env and config that point its CLI's own telemetry at the collector
+TelemetryLookup = Callable[[str, str], tuple[Mapping[str, str], Mapping[str, Any]]]
 VisionLookup = Callable[[str, str | None, bool | None], bool | None]
 # where each member runs (``contracts.Host``), from the composition root: this machine's host
 # for a member the team file puts nowhere else (the core imports no runtime module)
@@ -58,9 +61,11 @@ class LaunchFactory:
     def __init__(self, home: Home, *, load_session: SessionLoad,
                  vision: VisionLookup = lambda runtime, model, override: override,
                  approvals: Approvals | None = None, ledger: Ledger | None = None,
-                 hosts: HostFactory, slots: SlotLookup = lambda team, member: {}) -> None:
+                 hosts: HostFactory, slots: SlotLookup = lambda team, member: {},
+                 own_telemetry: TelemetryLookup = lambda team, member: ({}, {})) -> None:
         """``hosts`` gives every member its host (this machine's, or another one's);
-        ``slots`` its slots' values, put in its environment."""
+        ``slots`` its slots' values, put in its environment; ``own_telemetry`` what points
+        its CLI's own telemetry at the team's collector (env, config: the member's own win)."""
         self.home = home
         self._load_session = load_session
         self._vision = vision
@@ -68,6 +73,7 @@ class LaunchFactory:
         self._ledger = ledger
         self._hosts = hosts
         self._slots = slots
+        self._own_telemetry = own_telemetry
 
     def place(self, team: TeamConfig, member: MemberConfig,
               workdirs: Mapping[str, Path]) -> tuple[str, Host]:
@@ -94,13 +100,16 @@ class LaunchFactory:
         state_dir = self._private_dir(state)
         inherited = {k: os.environ[k] for k in config.pass_env if k in os.environ}
         state.token = token = secrets.token_urlsafe(24)  # a new launch: earlier ones stop
+        telemetry_env, telemetry_config = self._own_telemetry(state.team, state.name)
         return LaunchSpec(
             team=state.team, member=state.name, executable=executable, model=config.model,
             prompt=config.prompt, workdir=Path(state.workdir),
             state_dir=state_dir, args=args,
             # a slot's variable is never the member's env's or pass_env's (config.py refuses it)
-            env={**inherited, **self._slots(state.team, state.name), **config.env},
-            config=copy.deepcopy(dict(config.config)),  # an adapter may add to its tables
+            env={**inherited, **self._slots(state.team, state.name), **telemetry_env,
+                 **config.env},
+            # an adapter may add to its tables; a table the member's config has is its own
+            config=copy.deepcopy({**telemetry_config, **config.config}),
             session_id=await self._load_session(state.team, state.name),
             start_timeout=config.start_timeout, turn_idle_timeout=config.turn_idle_timeout,
             interrupt_grace=config.interrupt_grace,

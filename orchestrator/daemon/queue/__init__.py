@@ -10,8 +10,8 @@ It sits below the mailbox, the board and the ledger — each reads the journal t
 
 from __future__ import annotations
 
-from orchestrator.daemon.queue._delivery import Delivery, Origin
+from orchestrator.daemon.queue._delivery import AttemptStamp, Delivery, Origin
 from orchestrator.daemon.queue._schema import MIGRATIONS
 from orchestrator.daemon.queue._store import AsyncStore, NewMessage, Store
 
-__all__ = ["MIGRATIONS", "AsyncStore", "Delivery", "NewMessage", "Origin", "Store"]
+__all__ = ["MIGRATIONS", "AsyncStore", "AttemptStamp", "Delivery", "NewMessage", "Origin", "Store"]

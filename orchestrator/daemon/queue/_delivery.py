@@ -23,6 +23,7 @@ __all__ = [
     "DELIVERY_COLUMNS",
     "MAX_ATTEMPTS",
     "TERMINAL_STATES",
+    "AttemptStamp",
     "Delivery",
     "DeliveryState",
     "MessageKind",
@@ -35,6 +36,16 @@ __all__ = [
 MAX_ATTEMPTS = 3
 TERMINAL_STATES: frozenset[DeliveryState] = frozenset({"answered", "failed", "blocked"})
 MessageKind = Literal["message", "reply"]
+
+
+@dataclass(frozen=True)
+class AttemptStamp:
+    """What an attempt ran on, journaled with its claim (``turn_attempts``): the member's
+    launch number and its runtime and model."""
+
+    epoch: int | None = None
+    runtime: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)

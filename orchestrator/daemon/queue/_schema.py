@@ -4,7 +4,9 @@ migrations, as ``daemon.migrations`` collects them.
 ``messages`` (the text, who sent it, the chain and task it belongs to), ``deliveries`` (one per
 message × member: state, attempts, reply, typed error, usage, the session it reached),
 ``message_attachments`` (the variant each member gets — images by sha256 and MIME, never base64;
-documents with their route and pages) and ``refusals`` (what the router's guards refused).
+documents with their route and pages), ``refusals`` (what the router's guards refused) and
+``turn_attempts`` (each attempt of a delivery: its launch, times and outcome — the spans of
+``teamctl trace``).
 """
 
 from __future__ import annotations
@@ -111,5 +113,27 @@ MIGRATIONS: Migrations = {
     ALTER TABLE message_attachments ADD COLUMN route TEXT;
     ALTER TABLE message_attachments ADD COLUMN pages INTEGER;
     ALTER TABLE message_attachments ADD COLUMN page_variants TEXT
+    """,
+    # one trace per piece of work (issue 51): each attempt of a delivery — claimed, sent,
+    # ended, how, on which launch of which runtime and model — and the sender's attempt a
+    # teammate's message came from (``origin_delivery``'s ordinal in ``turn_attempts``)
+    24: """
+    CREATE TABLE turn_attempts (
+        message_id TEXT NOT NULL,
+        member TEXT NOT NULL,
+        ordinal INTEGER NOT NULL,
+        team TEXT NOT NULL,
+        epoch INTEGER,
+        runtime TEXT,
+        model TEXT,
+        claimed_at REAL NOT NULL,
+        sent_at REAL,
+        ended_at REAL,
+        outcome TEXT,
+        error_code TEXT,
+        session_id TEXT,
+        PRIMARY KEY (message_id, member, ordinal)
+    );
+    ALTER TABLE messages ADD COLUMN origin_attempt INTEGER
     """,
 }

@@ -27,6 +27,7 @@ from orchestrator.daemon.queue._delivery import (
     DELIVERY_COLUMNS,
     MAX_ATTEMPTS,
     TERMINAL_STATES,
+    AttemptStamp,
     Delivery,
     DeliveryState,
     Origin,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_ATTEMPTS",
     "AsyncStore",
+    "AttemptStamp",
     "Delivery",
     "NewMessage",
     "Origin",
@@ -206,7 +208,8 @@ class Store(Journal):
         ).fetchall()
         return {r["member"]: r["n"] for r in rows}
 
-    def claim_next(self, team: str, member: str, *, operator_only: bool = False
+    def claim_next(self, team: str, member: str, *, operator_only: bool = False,
+                   stamp: AttemptStamp | None = None
                    ) -> tuple[Delivery, list[PlannedAttachment]] | None:
         """The oldest queued delivery of a member (``operator_only``: of the operator's own
         messages), moved to ``prepared`` (an attempt counted), with its attachments — one
@@ -214,43 +217,57 @@ class Store(Journal):
         delivery = self.next_queued(team, member, operator_only=operator_only)
         if delivery is None:
             return None
-        return delivery, self.claim(delivery.message_id, member)
+        return delivery, self.claim(delivery.message_id, member, stamp)
 
-    def claim(self, message_id: str, member: str) -> list[PlannedAttachment]:
-        """``queued → prepared`` (an attempt counted) and the delivery's attachments, in one
-        call. Not fsynced: after a power loss it is at worst queued again, which recovery does
-        to every prepared row anyway."""
+    def claim(self, message_id: str, member: str,
+              stamp: AttemptStamp | None = None) -> list[PlannedAttachment]:
+        """``queued → prepared`` (an attempt counted; its row in ``turn_attempts``, with what
+        it runs on) and the delivery's attachments, in one call. Not fsynced: after a power
+        loss it is at worst queued again, which recovery does to every prepared row anyway."""
+        now, s = time.time(), stamp or AttemptStamp()
         with self._tx(durable=False) as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='prepared', attempts=attempts+1, updated_at=? "
                 "WHERE message_id=? AND member=? AND state='queued'",
-                (time.time(), message_id, member),
+                (now, message_id, member),
             )
             self._expect_one(cur, message_id, member, "prepared")
+            db.execute(
+                "INSERT INTO turn_attempts (message_id, member, ordinal, team, epoch, runtime, "
+                "model, claimed_at) SELECT ?, ?, COALESCE(MAX(ordinal), 0) + 1, "
+                "(SELECT team FROM deliveries WHERE message_id = ? AND member = ?), ?, ?, ?, ? "
+                "FROM turn_attempts WHERE message_id = ? AND member = ?",
+                (message_id, member, message_id, member, s.epoch, s.runtime, s.model, now,
+                 message_id, member))
         return self.attachments(message_id, member)
 
     def mark_sent(self, message_id: str, member: str, session: str | None = None) -> None:
         """``prepared → sent``, with the runtime session the turn went to (None: unknown yet,
         the one it last went to is kept). Not fsynced (see ``claim``)."""
+        now = time.time()
         with self._tx(durable=False) as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='sent', sent_session=COALESCE(?, sent_session), "
                 "updated_at=? WHERE message_id=? AND member=? AND state='prepared'",
-                (session, time.time(), message_id, member),
+                (session, now, message_id, member),
             )
             self._expect_one(cur, message_id, member, "sent")
+            db.execute(f"UPDATE turn_attempts SET sent_at=?, session_id=? {_LAST_ATTEMPT}",
+                       (now, session, message_id, member, message_id, member))
 
     def mark_answered(self, message_id: str, member: str, reply: str,
                       notes: tuple[str, ...] = ()) -> None:
+        now = time.time()
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE deliveries SET state='answered', reply=?, error_code=NULL, "
                 "error_message=NULL, retryable=NULL, notes=?, updated_at=? "
                 "WHERE message_id=? AND member=? AND state IN ('prepared', 'sent')",
-                (reply, json.dumps(list(notes)) if notes else None, time.time(),
+                (reply, json.dumps(list(notes)) if notes else None, now,
                  message_id, member),
             )
             self._expect_one(cur, message_id, member, "answered")
+            _end_attempt(db, message_id, member, now, "answered", None)
 
     def mark_failed(self, message_id: str, member: str, *, code: str, message: str,
                     retryable: bool, requeue: bool, held: bool = False,
@@ -272,12 +289,15 @@ class Store(Journal):
             if state in TERMINAL_STATES:
                 return state
             state = "queued" if held or (requeue and row["attempts"] < MAX_ATTEMPTS) else "failed"
+            now = time.time()
+            outcome = "held" if held else ("requeued" if state == "queued" else "failed")
+            _end_attempt(db, message_id, member, now, outcome, code)
             db.execute(
                 "UPDATE deliveries SET state=?, error_code=?, error_message=?, retryable=?, "
                 "attempts=MAX(attempts - ?, 0), updated_at=?, sent_session=CASE WHEN "
                 "state = 'sent' THEN COALESCE(?, sent_session) ELSE sent_session END "
                 "WHERE message_id=? AND member=?",
-                (state, code, message, int(retryable), int(held), time.time(), session,
+                (state, code, message, int(retryable), int(held), now, session,
                  message_id, member),
             )
             return state
@@ -293,6 +313,8 @@ class Store(Journal):
             ).fetchall()
             for row in rows:
                 state: DeliveryState = "queued" if row["attempts"] < MAX_ATTEMPTS else "failed"
+                _end_attempt(db, row["message_id"], row["member"], None, "daemon_restarted",
+                             "daemon_restarted")
                 db.execute(
                     "UPDATE deliveries SET state=?, error_code='daemon_restarted', "
                     "error_message='the daemon stopped during this delivery', retryable=1, "
@@ -358,10 +380,11 @@ class AsyncStore(TeamJournal, WorktreeJournal):
     async def queued_counts(self, team: str) -> dict[str, int]:
         return await self.call(self._store.queued_counts, team)
 
-    async def claim_next(self, team: str, member: str, *, operator_only: bool = False
+    async def claim_next(self, team: str, member: str, *, operator_only: bool = False,
+                         stamp: AttemptStamp | None = None
                          ) -> tuple[Delivery, list[PlannedAttachment]] | None:
         return await self.quick(partial(self._store.claim_next, team, member,
-                                        operator_only=operator_only))
+                                        operator_only=operator_only, stamp=stamp))
 
     async def mark_sent(self, message_id: str, member: str, session: str | None = None) -> None:
         await self.quick(self._store.mark_sent, message_id, member, session)
@@ -385,11 +408,13 @@ def _insert_message(db: sqlite3.Connection, message_id: str, team: str, text: st
     """A message's rows (``Store.add_message``), inside the caller's transaction."""
     now = time.time()
     o = origin or Origin()
+    # the sender's attempt in flight is the last one journaled for its turn's delivery
     db.execute("INSERT INTO messages (id, team, text, created_at, sender, kind, "
-               "chain_id, depth, reply_to, origin_delivery, task_id) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "chain_id, depth, reply_to, origin_delivery, task_id, origin_attempt) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT MAX(ordinal) FROM "
+               "turn_attempts WHERE message_id = ? AND member = ?))",
                (message_id, team, text, now, o.sender, o.kind, o.chain_id or message_id,
-                o.depth, o.reply_to, o.delivery, o.task_id))
+                o.depth, o.reply_to, o.delivery, o.task_id, o.delivery, o.sender))
     db.executemany(
         "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
         "VALUES (?, ?, ?, 'queued', ?)",
@@ -401,3 +426,17 @@ def _insert_message(db: sqlite3.Connection, message_id: str, team: str, text: st
             f"VALUES ({','.join('?' * ATTACHMENT_COLUMNS.count(','))},?)",
             [attachment_row(message_id, member, p) for p in planned],
         )
+
+
+# the newest attempt row of a delivery (``?``: message id and member, twice)
+_LAST_ATTEMPT = ("WHERE message_id = ? AND member = ? AND ordinal = (SELECT MAX(ordinal) "
+                 "FROM turn_attempts WHERE message_id = ? AND member = ?)")
+
+
+def _end_attempt(db: sqlite3.Connection, message_id: str, member: str, at: float | None,
+                 outcome: str, error_code: str | None) -> None:
+    """The delivery's newest attempt ended (``at`` None: when is unknown — the daemon died
+    during it), inside the caller's transaction; an attempt already ended keeps its end."""
+    db.execute(f"UPDATE turn_attempts SET ended_at=?, outcome=?, error_code=? "
+               f"{_LAST_ATTEMPT} AND outcome IS NULL",
+               (at, outcome, error_code, message_id, member, message_id, member))

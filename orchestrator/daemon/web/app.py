@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.daemon.notify import waiting
+from orchestrator.daemon.telemetry import TraceJournal, build_trace
 from orchestrator.daemon.web import render
 from orchestrator.daemon.web.security import (
     COOKIE,
@@ -49,8 +50,14 @@ from orchestrator.daemon.web.security import (
     Sessions,
     error_answer,
 )
+from orchestrator.daemon.web.waterfall import trace_panel
 from orchestrator.errors import NotFound, TeamctlError, UsageError
-from orchestrator.limits import APPROVAL_SHA256_PATTERN, MAX_PAGE_ROWS, REQUEST_LIMIT_BYTES
+from orchestrator.limits import (
+    APPROVAL_SHA256_PATTERN,
+    MAX_PAGE_ROWS,
+    REQUEST_LIMIT_BYTES,
+    ULID_PATTERN,
+)
 from orchestrator.protocol.common import OPERATOR, TEAMCTL
 from orchestrator.redaction import redact_value
 
@@ -83,6 +90,7 @@ STATIC = Path(__file__).parent / "static"
 _STATIC_TYPES = {"app.js": "text/javascript", "app.css": "text/css"}
 HEARTBEAT = 15.0
 _SHA256 = re.compile(APPROVAL_SHA256_PATTERN)
+_ULID = re.compile(ULID_PATTERN)
 
 
 @dataclass
@@ -260,6 +268,14 @@ def build_app(view: View) -> Starlette:
         diff = f"teamctl diff --team {team} {owner}" if (team, owner) in trees else None
         return HTMLResponse(render.task_page(shown, messages, diff))
 
+    async def trace(request: Request) -> Response:
+        wanted = request.query_params.get("id", "")
+        if not _ULID.fullmatch(wanted):
+            return HTMLResponse(trace_panel(None))
+        rows = await TraceJournal(view.store).rows(wanted)
+        doc = None if rows is None else _redacted(build_trace(rows))
+        return HTMLResponse(trace_panel(doc))
+
     async def log_tail(request: Request) -> Response:
         from orchestrator import diagnostics
 
@@ -342,6 +358,7 @@ def build_app(view: View) -> Starlette:
         route("/fragments/between", between),
         route("/fragments/board", board),
         route("/fragments/task", task),
+        route("/fragments/trace", trace),
         route("/fragments/log", log_tail),
         route("/artifacts/{sha256:str}", artifact),
         route("/events", events),

@@ -79,6 +79,7 @@ def page(csrf: str, member_names: list[str]) -> str:
 <section id="board" data-fragment="/fragments/board"></section>
 <section id="task" data-fragment="/fragments/task"></section>
 <section id="conversation" data-fragment="/fragments/conversation"></section>
+<section id="trace" data-fragment="/fragments/trace"></section>
 <section id="between" data-fragment="/fragments/between"></section>
 <section id="log" data-fragment="/fragments/log"></section>
 </main></body></html>"""
@@ -255,7 +256,8 @@ def conversation(member: str | None, messages: list[MessageDoc]) -> str:
             f'data-state="{_e(message.state)}">'
             f"<p><b>{_e(message.sender)}</b> → {_e(message.to)} "
             f'<span class="state">{_e(message.state)}</span> attempts {message.attempts}'
-            f'{" depth " + str(message.depth) if message.depth else ""}</p>'
+            f'{" depth " + str(message.depth) if message.depth else ""} '
+            f'<a href="#trace" data-trace-link="{_e(message.id)}">trace</a></p>'
             f'<p class="text">{_e(message.text)}</p>{thumbs}{reply}{notes}{error}</li>')
     body = "".join(items) or "<li>no messages yet</li>"
     return (f'<h2>Conversation with {_e(member)}</h2>'

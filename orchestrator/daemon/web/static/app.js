@@ -6,6 +6,7 @@
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 let conversationMember = null;
 let taskShown = null;  // the task whose page is open (the board's links)
+let traceShown = null;  // the message whose trace is open (the conversation's links)
 let pending = null;
 let refreshing = false;
 let again = false;
@@ -16,6 +17,7 @@ function fragmentUrl(section) {
     url += "?member=" + encodeURIComponent(conversationMember);
   }
   if (section.id === "task" && taskShown) url += "?id=" + encodeURIComponent(taskShown);
+  if (section.id === "trace" && traceShown) url += "?id=" + encodeURIComponent(traceShown);
   return url;
 }
 
@@ -215,6 +217,12 @@ document.addEventListener("click", async (event) => {
   if (button) {
     event.preventDefault();
     showAction(await post(button.dataset.post));
+    scheduleRefresh();
+    return;
+  }
+  const traceLink = event.target.closest("[data-trace-link]");
+  if (traceLink) {
+    traceShown = traceLink.dataset.traceLink;
     scheduleRefresh();
     return;
   }

@@ -1,0 +1,187 @@
+"""One OTLP/HTTP exporter (docs/telemetry.md, "Export"): the OpenTelemetry SDK's span and
+metric exporters behind a bounded queue, so an exporter that is down never slows a turn.
+
+The daemon's loop only ``offer``s finished spans — an append under a lock, never a wait; a
+thread of this pipeline's own converts them and sends them in batches. Past ``max_queue`` a
+span is dropped and counted (``dropped``); the service logs the count at most once a minute.
+This module imports the SDK: it is loaded only when a team has ``[telemetry]``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from orchestrator.protocol.traces import SpanDoc
+    from orchestrator.telemetry_config import ExportSettings
+
+__all__ = ["EXPORT_DELAY", "Gauges", "Pipeline"]
+
+_BATCH = 512
+EXPORT_DELAY = 1.0  # seconds a span waits for others to share its request (or 512 of them)
+_SCOPE = InstrumentationScope("teamctl", "0.1.0")
+# what a gauge reads: (team, member) → value, per gauge name
+Gauges = dict[str, dict[tuple[str, ...], float]]
+_FAILED = frozenset({"failed", "daemon_restarted"})
+
+
+class Pipeline:
+    """Spans and metrics to one endpoint, off the daemon's loop."""
+
+    def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges],
+                 export_delay: float = EXPORT_DELAY) -> None:
+        headers = dict(settings.headers)
+        self._resource = Resource.create({"service.name": "teamctl",
+                                          "service.instance.id": str(os.getpid())})
+        self._spans = OTLPSpanExporter(endpoint=settings.traces_url, headers=headers,
+                                       timeout=settings.timeout)
+        self._max_queue = settings.max_queue
+        self._queue: deque[tuple[str, SpanDoc, Mapping[str, Any]]] = deque()
+        self._lock = threading.Condition()
+        self._closing = False
+        self._export_delay = export_delay
+        self.dropped = self.exported = self.failed = 0
+        self._gauges = gauges
+        reader = PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=settings.metrics_url, headers=headers,
+                               timeout=settings.timeout),
+            export_interval_millis=settings.metric_interval * 1000.0,
+            export_timeout_millis=settings.timeout * 1000.0)
+        self._meters = MeterProvider(metric_readers=[reader], resource=self._resource)
+        self._instruments()
+        self._thread = threading.Thread(target=self._run, name="otlp exporter", daemon=True)
+        self._thread.start()
+
+    def offer(self, trace_id: str, spans: Iterable[tuple[SpanDoc, Mapping[str, Any]]]) -> None:
+        """Queue finished spans (with their extra attributes); never waits. Past the bound,
+        each is dropped and counted."""
+        with self._lock:
+            for span, extra in spans:
+                if len(self._queue) >= self._max_queue:
+                    self.dropped += 1
+                    continue
+                self._queue.append((trace_id, span, extra))
+            self._lock.notify()
+
+    def turn_ended(self, span: SpanDoc) -> None:
+        """Count a turn and what it used (the metrics' counters)."""
+        where = {"teamctl.team": span.team, "teamctl.member": span.member,
+                 "teamctl.runtime": span.runtime or "", "gen_ai.request.model": span.model or "",
+                 "teamctl.outcome": span.outcome or ""}
+        self._turns.add(1, where)
+        if span.tokens is not None:
+            for kind, value in span.tokens.model_dump().items():
+                self._tokens.add(value, {**where, "gen_ai.token.type": kind})
+        if span.cost_usd is not None:
+            self._cost.add(span.cost_usd, where)
+
+    def close(self, timeout: float) -> None:
+        """Send what is queued (within ``timeout``), then stop."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify()
+        self._thread.join(timeout)
+        self._meters.shutdown(timeout_millis=timeout * 1000.0)
+        self._spans.shutdown()  # type: ignore[no-untyped-call]
+
+    # -- the pipeline's thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._lock.wait()
+                # a span waits up to export_delay for others to share its request
+                self._lock.wait_for(lambda: self._closing or len(self._queue) >= _BATCH,
+                                    self._export_delay)
+                if not self._queue:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
+            spans = [_readable(trace, span, extra, self._resource) for trace, span, extra in batch]
+            try:
+                ok = self._spans.export(spans) == SpanExportResult.SUCCESS
+            except Exception:  # the exporter's own bug: counted, never the daemon's end
+                ok = False
+            with self._lock:
+                if ok:
+                    self.exported += len(spans)
+                else:
+                    self.failed += len(spans)
+
+    def _instruments(self) -> None:
+        meter = self._meters.get_meter("teamctl")
+        self._turns = meter.create_counter("teamctl.turns", "{turn}", "turns ended, by outcome")
+        self._tokens = meter.create_counter("teamctl.tokens", "{token}", "tokens used")
+        self._cost = meter.create_counter("teamctl.cost", "USD", "what the turns cost")
+        for name, description in (
+                ("teamctl.queue.depth", "messages queued, prepared or sent, per member"),
+                ("teamctl.member.restarts", "restarts of a member's process"),
+                ("teamctl.approvals.waiting", "requests waiting on the operator, per member"),
+                ("teamctl.member.held", "1 while a budget or quota window holds the member")):
+            meter.create_observable_gauge(name, [self._observer(name)], description=description)
+        meter.create_observable_counter("teamctl.telemetry.spans_dropped",
+                                        [self._dropped_observation], "{span}")
+
+    def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            for (team, member), value in self._gauges().get(name, {}).items():
+                yield Observation(value, {"teamctl.team": team, "teamctl.member": member})
+        return observe
+
+    def _dropped_observation(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self.dropped)
+
+
+def _context(trace_id: str, span_id: str) -> SpanContext:
+    return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=False,
+                       trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1_000_000_000)
+
+
+def _readable(trace_id: str, span: SpanDoc, extra: Mapping[str, Any],
+              resource: Resource) -> ReadableSpan:
+    parent = None if span.parent_id is None else _context(trace_id, span.parent_id)
+    status = Status(StatusCode.ERROR, span.error_code or span.outcome) \
+        if span.outcome in _FAILED else Status(StatusCode.UNSET)
+    return ReadableSpan(span.name, _context(trace_id, span.span_id), parent, resource,
+                        {**attributes(span), **extra}, kind=SpanKind.INTERNAL, status=status,
+                        start_time=_ns(span.start), end_time=_ns(span.end or span.start),
+                        instrumentation_scope=_SCOPE)
+
+
+def attributes(span: SpanDoc) -> dict[str, Any]:
+    """A span's attributes: who, on what, how it ended, what it used — never its content."""
+    found: dict[str, Any] = {
+        "teamctl.kind": span.kind, "teamctl.team": span.team, "teamctl.member": span.member,
+        "teamctl.sender": span.sender, "teamctl.message.id": span.message_id,
+        "teamctl.runtime": span.runtime, "gen_ai.request.model": span.model,
+        "teamctl.attempt": span.attempt, "teamctl.epoch": span.epoch,
+        "teamctl.outcome": span.outcome, "teamctl.error.code": span.error_code,
+        "teamctl.task.id": span.task_id, "teamctl.cost_usd": span.cost_usd,
+        "teamctl.queued_at" if span.kind == "delivery" else "teamctl.started_at": span.start,
+        "teamctl.sent_at": span.sent_at, "teamctl.ended_at": span.end}
+    if span.tokens is not None:
+        found.update({"gen_ai.usage.input_tokens": span.tokens.input,
+                      "gen_ai.usage.output_tokens": span.tokens.output,
+                      "teamctl.usage.cached_input_tokens": span.tokens.cached_input,
+                      "teamctl.usage.reasoning_output_tokens": span.tokens.reasoning_output})
+    return {key: value for key, value in found.items() if value is not None}

@@ -1,0 +1,73 @@
+"""The runtimes' own telemetry joins teamctl's (docs/telemetry.md): a real Claude Code member of
+a team with `[telemetry]` exports its own events, metrics and spans to the same local OTLP/HTTP
+receiver as teamctl's spans, each carrying the resource attributes that name its team and
+member (and its session id), and teamctl's trace of the same turn arrives beside them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
+from tests.support.real_members import claude_member
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.support.driver import Teamctl
+    from tests.support.fake_anthropic import FakeAnthropic
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with otlp_receiver() as found:
+        yield found
+
+
+def test_a_real_claude_members_own_telemetry_arrives_with_its_names(
+        teamctl: Teamctl, claude_bin: Path, anthropic: FakeAnthropic,
+        receiver: OtlpReceiver) -> None:
+    member = claude_member("rev", claude_bin, anthropic)
+    # the CLI's export intervals, shortened for the test (a member's own env wins)
+    member["env"] = {**member["env"], "OTEL_METRIC_EXPORT_INTERVAL": "1000",  # type: ignore[dict-item]
+                     "OTEL_LOGS_EXPORT_INTERVAL": "500"}
+    team = teamctl.write_team("e2e", [member])
+    team.write_text(team.read_text() + f'\n[telemetry]\notlp = {{ endpoint = "{receiver.url}", '
+                    'timeout = 5.0 }\n')
+    assert teamctl.run("launch", str(team)).returncode == 0
+    session = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
+    done = teamctl.json("send", "rev", "why is this button misaligned?", "--wait",
+                        "--timeout", "120")
+    assert done["state"] == "answered"
+
+    def arrived(r: OtlpReceiver) -> bool:
+        events = {log["attributes"].get("event.name") for log in r.logs
+                  if log["resource"].get("service.name") == "claude-code"}
+        ours = any(s["resource"].get("service.name") == "teamctl" for s in r.spans)
+        return "api_request" in events and ours and bool(r.metrics)
+
+    assert receiver.wait_for(arrived, 60), [log["body"] for log in receiver.logs]
+    claude_logs = [log for log in receiver.logs
+                   if log["resource"].get("service.name") == "claude-code"]
+    for log in claude_logs:
+        assert log["resource"]["teamctl.team"] == "e2e"
+        assert log["resource"]["teamctl.member"] == "rev"
+        assert log["resource"]["teamctl.runtime"] == "claude"
+    [request] = [log for log in claude_logs
+                 if log["attributes"].get("event.name") == "api_request"][:1]
+    assert request["attributes"]["session.id"] == session, "correlated by the session id"
+    assert request["attributes"]["model"] == "claude-sonnet-4-5"
+    prompts = [log for log in claude_logs
+               if log["attributes"].get("event.name") == "user_prompt"]
+    assert all(p["attributes"].get("prompt") in (None, "<REDACTED>") for p in prompts), \
+        "no prompt text without include_content"
+    assert all("misaligned" not in str(log) for log in claude_logs)
+    trace = teamctl.json("trace", done["id"])
+    ours = {s["span_id"] for s in receiver.spans if s["resource"]["service.name"] == "teamctl"}
+    assert {s["span_id"] for s in trace["spans"]} <= ours
+    body = b"".join(receiver.raw)
+    assert b"sk-ant-e2e-dummy-key" not in body, "no credential leaves"

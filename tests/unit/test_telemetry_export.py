@@ -1,0 +1,238 @@
+"""Telemetry's export (daemon/telemetry/), through the real OpenTelemetry SDK exporter to a
+local OTLP/HTTP receiver decoding with the OpenTelemetry protobuf definitions (no collector
+runs here: tests/support/otlp_receiver.py): the lead → reviewer → designer chain over three
+runtimes is one trace with the right parents, attributes and costs, the very ids `teamctl
+trace` prints; a re-delivered turn is a second attempt span; no content leaves without
+``include_content``, and with it redacted; a receiver that is down never holds a turn —
+its spans are dropped, counted and logged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from orchestrator.daemon.telemetry import TraceJournal, build_trace
+from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid
+from tests.support.chains import USED, Chain, chain_team, quiet
+from tests.support.fakes import FakeRuntime, core, team_config
+from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
+from tests.support.settle import until
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "sk-ant-api03-" + "x" * 40
+
+
+def _telemetry(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:
+    return {"telemetry": {"otlp": {"endpoint": receiver.url, "timeout": 5.0}, **more}}
+
+
+async def _wait(receiver: OtlpReceiver, check: Any) -> None:
+    assert await anyio.to_thread.run_sync(receiver.wait_for, check), receiver.spans
+
+
+async def test_the_chain_is_one_exported_trace_with_its_parents_attributes_and_costs(
+        tmp_path: Path) -> None:
+    chain = Chain()
+    with otlp_receiver() as receiver:
+        async with core(tmp_path, runtimes=chain.runtimes(), environ={}) as c:
+            chain.c = c
+            await c.teams.launch(chain_team(tmp_path, **_telemetry(receiver)), "t.toml",
+                                 wait=True, timeout=10)
+            sent = await c.teams.send(None, "lead", "plan the login page", wait=True,
+                                      timeout=10)
+            await quiet(c)
+            rows = await TraceJournal(c.store).rows(sent.id)
+            assert rows is not None
+            local = build_trace(rows)
+            await _wait(receiver, lambda r: len(r.spans) >= len(local.spans))
+            assert c.built is not None and c.built.telemetry.dropped == 0
+
+    spans = {s["span_id"]: s for s in receiver.spans}
+    assert {s["trace_id"] for s in receiver.spans} == {local.trace_id}, "one trace"
+    assert set(spans) == {s.span_id for s in local.spans}, "the ids teamctl trace prints"
+    for span in local.spans:
+        assert spans[span.span_id]["parent_id"] == span.parent_id
+    turns = {s["attributes"]["teamctl.member"]: s["attributes"] for s in receiver.spans
+             if s["attributes"]["teamctl.kind"] == "attempt"
+             and "asks" not in str(s["attributes"])}
+    for member, runtime in (("lead", "claude"), ("reviewer", "codex"),
+                            ("designer", "opencode")):
+        attrs = [s["attributes"] for s in receiver.spans
+                 if s["attributes"]["teamctl.kind"] == "attempt"
+                 and s["attributes"]["teamctl.member"] == member]
+        assert {a["teamctl.runtime"] for a in attrs} == {runtime}
+        first = attrs[0]
+        assert (first["teamctl.team"], first["teamctl.attempt"], first["teamctl.epoch"],
+                first["teamctl.outcome"]) == ("web", 1, 1, "answered")
+        assert first["gen_ai.usage.input_tokens"] == USED[member][0]
+        assert first["teamctl.cost_usd"] == pytest.approx(USED[member][2])
+        assert first["teamctl.started_at"] <= first["teamctl.sent_at"] <= \
+            first["teamctl.ended_at"]
+    assert turns["designer"]["gen_ai.request.model"] == "openrouter/moonshotai/kimi-k2.6"
+    [to_reviewer] = [s for s in receiver.spans if s["name"] == "deliver to reviewer"
+                     and s["attributes"]["teamctl.sender"] == "lead"]
+    assert spans[to_reviewer["parent_id"]]["attributes"]["teamctl.member"] == "lead"
+    assert {s["resource"]["service.name"] for s in receiver.spans} == {"teamctl"}
+    # the metrics, sent when the exporter closed: turns and cost by member and model
+    metrics = {m["name"]: m["points"] for m in receiver.metrics}
+    turns_by = {p["attributes"]["teamctl.member"]: p["value"] for p in metrics["teamctl.turns"]}
+    assert turns_by["designer"] == 1 and turns_by["lead"] >= 2  # its own, then the reply
+    cost = {(p["attributes"]["teamctl.member"], p["attributes"]["gen_ai.request.model"]):
+            p["value"] for p in metrics["teamctl.cost"]}
+    assert cost[("designer", "openrouter/moonshotai/kimi-k2.6")] == pytest.approx(0.03)
+    assert {p["attributes"]["teamctl.member"] for p in metrics["teamctl.queue.depth"]} == {
+        "lead", "reviewer", "designer"}
+    body = b"".join(receiver.raw)
+    assert b"plan the login page" not in body and b"asks: look at it" not in body, \
+        "no content without include_content"
+    assert not any(k.startswith(("teamctl.message.text", "teamctl.reply"))
+                   for s in receiver.spans for k in s["attributes"])
+
+
+async def test_content_leaves_only_with_the_switch_and_redacted(tmp_path: Path) -> None:
+    runtime = FakeRuntime(["answer"])
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver, include_content=True)})
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", f"deploy with {SECRET}", wait=True, timeout=10)
+            await _wait(receiver, lambda r: any(s["name"] == "deliver to lead"
+                                                for s in r.spans))
+    [delivery] = [s for s in receiver.spans if s["name"] == "deliver to lead"]
+    text = delivery["attributes"]["teamctl.message.text"]
+    assert text.startswith("deploy with ") and SECRET not in text
+    assert "teamctl.reply" in delivery["attributes"]
+    assert SECRET.encode() not in b"".join(receiver.raw)
+
+
+async def test_a_redelivered_turn_is_a_second_attempt_span_of_one_exported_trace(
+        tmp_path: Path) -> None:
+    runtime = FakeRuntime([RuntimeExited("lead", 1, []), "answer"])
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver)})
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            sent = await c.teams.send(None, "lead", "hello", wait=True, timeout=20)
+            await _wait(receiver, lambda r: len(r.spans) >= 3)
+    attempts = sorted((s for s in receiver.spans if s["attributes"]["teamctl.kind"] == "attempt"),
+                      key=lambda s: s["attributes"]["teamctl.attempt"])
+    [delivery] = [s for s in receiver.spans if s["attributes"]["teamctl.kind"] == "delivery"]
+    assert [a["attributes"]["teamctl.outcome"] for a in attempts] == ["requeued", "answered"]
+    assert {a["parent_id"] for a in attempts} == {delivery["span_id"]}
+    assert len({s["trace_id"] for s in receiver.spans}) == 1
+    assert delivery["attributes"]["teamctl.message.id"] == sent.id
+
+
+async def test_a_receiver_that_hangs_never_holds_a_turn_and_its_drops_are_counted(
+        tmp_path: Path) -> None:
+    """The collector wedged (each request read, never answered): every turn is answered as
+    without telemetry; past the exporter's queue the spans are dropped, counted, logged."""
+    runtime = FakeRuntime(["answer"] * 60)
+    with otlp_receiver() as receiver:
+        receiver.hang = True
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver, max_queue=16)})
+        with capture_logs() as logs:
+            async with core(tmp_path, runtime, environ={}) as c:
+                await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+                for n in range(40):
+                    done = await c.teams.send(None, "lead", f"turn {n}", wait=True,
+                                              timeout=10)
+                    assert done.state == "answered"
+                assert c.built is not None
+                telemetry = c.built.telemetry
+
+                async def logged() -> bool:
+                    return any(e["event"] == "telemetry_spans_dropped" for e in logs)
+
+                await until(logged)
+                receiver.release()
+        assert telemetry.dropped >= 40 * 2 - 16 - 2 * 2
+    dropped = [e for e in logs if e["event"] == "telemetry_spans_dropped"]
+    assert len(dropped) == 1, "logged once a minute, not once a span"
+    assert dropped[0]["dropped"] > 0
+
+
+def test_hostile_or_missing_settings_are_refused_at_launch(tmp_path: Path) -> None:
+    from orchestrator.daemon.core import _telemetry_can_start
+
+    config = team_config(tmp_path, {"name": "lead"})
+    with_telemetry = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                            "telemetry": {}})
+    with pytest.raises(TelemetryConfigInvalid, match="no endpoint"):
+        _telemetry_can_start({}, with_telemetry)
+    _telemetry_can_start({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+                         with_telemetry)
+    _telemetry_can_start({}, config)  # no [telemetry]: nothing to check
+
+
+def test_the_daemon_does_not_import_the_sdk_until_a_team_exports() -> None:
+    """The OpenTelemetry SDK (and protobuf, requests) load only with [telemetry]."""
+    code = ("import sys, orchestrator.daemon.main, orchestrator.daemon.core; "
+            "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', "
+            "'google.protobuf'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
+
+
+async def test_the_members_clis_are_pointed_at_the_collector_with_their_names_and_no_secret(
+        tmp_path: Path) -> None:
+    """Claude Code gets its telemetry variables, Codex its ``[otel]`` tables, each with the
+    resource attributes naming team and member; OpenCode (no OTel export) nothing; prompts
+    only with content; a member's own setting wins; headers (secrets) never."""
+    runtimes = {name: FakeRuntime() for name in ("claude", "codex", "opencode")}
+    for name, runtime in runtimes.items():
+        runtime.name = name  # type: ignore[misc]
+    telemetry = {"telemetry": {"otlp": {"endpoint": "http://127.0.0.1:4318"}}}
+    config = team_config(tmp_path, {"name": "lead"},
+                         {"name": "rev", "runtime": "codex", "model": "gpt-5.4-mini"},
+                         {"name": "des", "runtime": "opencode", "model": "openrouter/x/y"},
+                         {"name": "own", "env": {"OTEL_METRICS_EXPORTER": "none"}})
+    config = config.model_validate({**config.model_dump(exclude_defaults=True), **telemetry})
+    async with core(tmp_path, runtimes=runtimes, environ={}) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        specs = {p.spec.member: p.spec for r in runtimes.values() for p in r.opened}
+    lead = specs["lead"].env
+    assert lead["CLAUDE_CODE_ENABLE_TELEMETRY"] == "1"
+    assert lead["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
+    assert lead["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert lead["OTEL_RESOURCE_ATTRIBUTES"] == (
+        "teamctl.team=web,teamctl.member=lead,teamctl.runtime=claude")
+    assert "OTEL_LOG_USER_PROMPTS" not in lead and "OTEL_EXPORTER_OTLP_HEADERS" not in lead
+    assert specs["own"].env["OTEL_METRICS_EXPORTER"] == "none", "the member's own env wins"
+    otel = specs["rev"].config["otel"]
+    assert otel["exporter"] == {"otlp-http": {"endpoint": "http://127.0.0.1:4318/v1/logs",
+                                              "protocol": "binary"}}
+    assert otel["log_user_prompt"] is False
+    assert "teamctl.member=rev" in specs["rev"].env["OTEL_RESOURCE_ATTRIBUTES"]
+    assert not any(k.startswith("OTEL") for k in specs["des"].env)
+    assert "otel" not in specs["des"].config
+
+
+async def test_a_collector_that_takes_headers_is_never_handed_to_a_member(
+        tmp_path: Path) -> None:
+    telemetry = {"telemetry": {"otlp": {"endpoint": "http://127.0.0.1:4318",
+                                        "headers_env": "OTLP_KEY"}}}
+    config = team_config(tmp_path, {"name": "lead"})
+    config = config.model_validate({**config.model_dump(exclude_defaults=True), **telemetry})
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime, environ={"OTLP_KEY": "x-api-key=s3cr3t"}) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+    [process] = runtime.opened
+    assert not any(k.startswith(("OTEL", "CLAUDE_CODE_ENABLE")) for k in process.spec.env)
+    assert "s3cr3t" not in str(process.spec.env) + str(process.spec.config)
