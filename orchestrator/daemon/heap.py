@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 from typing import TYPE_CHECKING
 
 import anyio
@@ -69,4 +70,5 @@ async def trim_when_quiet(changes: Changes, quiet: float = QUIET) -> None:
             if changes.version == seen:
                 break
             seen = changes.version
+        gc.collect()  # the burst's cycles (tasks, tracebacks) freed before the pages are given back
         trim()
