@@ -135,6 +135,12 @@ def scale_and_throughput() -> None:
         print(f"daemon RSS with 100 fake members (after 1000 messages): {value:.1f} MiB")
         figure("daemon_rss_100_members_mib", value)
         idle_cpu(pid)
+        # the same daemon after the idle window: the burst's cycles collected and the heap
+        # trimmed once the change feed went still (orchestrator/daemon/heap.py)
+        value = rss_mib(pid)
+        print(f"daemon RSS with 100 fake members, once quiet (after the idle window): "
+              f"{value:.1f} MiB")
+        figure("daemon_rss_100_members_quiet_mib", value)
 
 
 def wait_all_answered(ctl: Home, count: int) -> None:
