@@ -29,7 +29,7 @@ def pull(data: Any) -> Pull:
         head = data["head"]
         return Pull(id=int(data["id"]), node_id=str(data["node_id"]),
                     number=int(data["number"]), url=str(data["html_url"]),
-                    head_ref=str(head["ref"]), head_sha=str(head["sha"]),
+                    head_sha=str(head["sha"]),
                     state=str(data["state"]), merged=data.get("merged") is True,
                     draft=data.get("draft") is True,
                     mergeable=data.get("mergeable") if isinstance(data.get("mergeable"), bool)

@@ -62,7 +62,6 @@ class Pull:
     node_id: str
     number: int
     url: str
-    head_ref: str
     head_sha: str
     state: str
     merged: bool

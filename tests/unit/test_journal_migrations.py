@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 11 == 23
+    assert SCHEMA_VERSION == len(EARLIER) + 12 == 24
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -131,6 +131,15 @@ def test_version_23_adds_the_forges_taken_issues_and_nothing_else() -> None:
     a task by its id — no earlier table changes."""
     statements = _statements(MIGRATIONS[22])
     assert len(statements) == 1 and statements[0].startswith("CREATE TABLE forge_issues (")
+
+
+def test_version_24_adds_the_forges_pull_requests_and_nothing_else() -> None:
+    """Schema 24 (the forge's pull requests, issue 50): two new tables owned by the forge —
+    each task's pull request, and the merge-queue entry each team's pull requests start
+    after — no earlier table changes."""
+    statements = _statements(MIGRATIONS[23])
+    assert [s.split("(")[0].strip() for s in statements] == [
+        "CREATE TABLE forge_pulls", "CREATE TABLE forge_pull_teams"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

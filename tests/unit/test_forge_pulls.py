@@ -1,0 +1,237 @@
+"""Pull requests (orchestrator/daemon/forge/_pulls.py; docs/forge.md) on the daemon's own core:
+real git (a local bare repository is the remote), the real GitHub client over HTTP against the
+local fake, fake members. A labelled issue's task lands and gets a draft pull request with
+``Closes #N``; a failing check goes back to the owner with its output, the fix is pushed to the
+same pull request, green and approved it is merged and the fake closes the issue; a change
+request's two comments reach the owner once, across a restart of the core on the same journal;
+a token without push rights is said, naming the permission; hostile check output reaches the
+owner as data."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from orchestrator.config import TeamConfig
+from orchestrator.contracts import TextPart
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
+from orchestrator.daemon.migrations import open_journal
+from tests.support.fake_github import FakeGitHub
+from tests.support.fakes import Core, FakeRuntime, core
+from tests.support.git import git
+from tests.support.land import commit_in, land_repo, settled_entry
+from tests.support.settle import until
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    from orchestrator.daemon.forge import Forges
+
+pytestmark = pytest.mark.anyio
+TOKEN = "ghp_pulls-secret-0042"
+ENV = "TEAMCTL_T_GH_PULLS"
+BRANCH = "teamctl/web/T1"
+
+
+def _remote(tmp_path: Path, repo: Path) -> Path:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "push", "-q", str(remote), "main")
+    return remote
+
+
+@contextmanager
+def _github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, push: bool = True
+            ) -> Iterator[tuple[FakeGitHub, Path, Path]]:
+    """The fake GitHub with issue #1 labelled, the repository and its bare remote; the token
+    in the daemon's environment."""
+    monkeypatch.setenv(ENV, TOKEN)
+    repo = land_repo(tmp_path / "repo")
+    remote = _remote(tmp_path, repo)
+    rights = {"admin": False, "maintain": False, "push": push, "triage": True, "pull": True}
+    with FakeGitHub(token=TOKEN, remote=remote, permissions=rights) as fake:
+        fake.add_label("teamctl")
+        fake.add_issue("Fix the form", labels=("teamctl",))
+        yield fake, repo, remote
+
+
+def _config(repo: Path, fake: FakeGitHub, remote: Path, **forge: object) -> TeamConfig:
+    return TeamConfig.model_validate({
+        "team": {"name": "web", "workdir": str(repo), "worktree": True,
+                 "integrate": {"check": "true"}},
+        "members": [{"name": "a", "runtime": "claude", "start_timeout": 5.0}],
+        "forge": {"github": {"repo": "octo-org/web", "token_env": ENV, "api": fake.url},
+                  "intake": {"label": "teamctl"}, "pull_requests": True,
+                  "remote": str(remote), **forge}})
+
+
+@asynccontextmanager
+async def _team(tmp_path: Path, config: TeamConfig, runtime: FakeRuntime,
+                again: bool = False) -> AsyncIterator[Core]:
+    """The team on a core; ``again``: on the journal the last core left (a daemon that
+    restarts)."""
+    journal = open_journal(tmp_path / "home" / "state.db") if again else None
+    async with core(tmp_path, runtime, store=journal) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        yield c
+
+
+def _forges(c: Core) -> Forges:
+    assert c.built is not None
+    return c.built.forges
+
+
+async def _rounds(c: Core, at_least: int = 1) -> None:
+    async def done() -> bool:
+        status = _forges(c).status("web")
+        return status is not None and status.rounds >= at_least
+    await until(done, 20)
+
+
+async def _poll(c: Core) -> None:
+    """One more round of the team's loop, now."""
+    status = _forges(c).status("web")
+    before = 0 if status is None else status.rounds + (status.error is not None)
+    _forges(c).poke("web")
+
+    async def done() -> bool:
+        now = _forges(c).status("web")
+        return now is not None and now.rounds + (now.error is not None) > before
+    await until(done, 20)
+
+
+def _told(runtime: FakeRuntime, needle: str) -> list[str]:
+    return [part.text for process in runtime.opened if process.spec.member == "a"
+            for turn in process.turns for part in turn.parts
+            if isinstance(part, TextPart) and needle in part.text]
+
+
+async def _land(c: Core, task: int, name: str, text: str) -> str:
+    assert c.built is not None
+    tree = Path(c.supervisor.member("web", "a").workdir)
+    commit_in(tree, name, text)
+    await c.built.board.complete(task, by=Actor("a"), summary=f"wrote {name}", team="web")
+    entry = await settled_entry(c.built.land, task)
+    assert entry.state == "landed", entry.note
+    return entry.commit
+
+
+async def _claimed_issue(c: Core, fake: FakeGitHub) -> int:
+    """Issue #1 taken as a task (the first round), assigned to a."""
+    assert c.built is not None
+    await _rounds(c)
+    task = (await c.built.board.listing("web")).tasks[0].id
+    await c.built.board.assign(task, Assignee("a", c.supervisor.member("web", "a").epoch),
+                               by=OPERATOR)
+    return task
+
+
+async def _pulled(fake: FakeGitHub, c: Core, head: str) -> dict[str, object]:
+    async def there() -> bool:
+        pull = fake.pull_of(BRANCH)
+        if pull is None or pull["head"]["sha"] != head:
+            _forges(c).poke("web")
+            return False
+        return True
+    await until(there, 20)
+    pull = fake.pull_of(BRANCH)
+    assert pull is not None
+    return pull
+
+
+async def test_a_landed_issue_task_gets_a_draft_pull_request_that_closes_the_issue_once_merged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue → task → done → landed → pushed to teamctl/web/T1 → a draft pull request with
+    the summary and Closes #1; a failing check → the owner is told with its output and gets
+    the task back; its fix lands and is pushed to the same pull request; green → ready; an
+    approval → merged (auto_merge) → the fake closes issue #1."""
+    runtime = FakeRuntime()
+    with _github(tmp_path, monkeypatch) as (fake, repo, remote):
+        async with _team(tmp_path, _config(repo, fake, remote, auto_merge=True), runtime) as c:
+            assert c.built is not None
+            board = c.built.board
+            task = await _claimed_issue(c, fake)
+            first = await _land(c, task, "form.txt", "the form\n")
+            pull = await _pulled(fake, c, first)
+            assert git(remote, "rev-parse", BRANCH).strip() == first
+            fake.add_check_run(first, "tests", "failure", summary="1 failed",
+                               text="E   assert form() == 'ok'\nFAILED test_form.py::test_it")
+            await _poll(c)
+            await until(lambda: _async(bool(_told(runtime, "FAILED test_form.py"))))
+            back = (await board.get(task, "web")).task
+            assert (back.status, back.owner) == ("in_progress", "a")
+            fixed = await _land(c, task, "form.txt", "the form, fixed\n")
+            again = await _pulled(fake, c, fixed)
+            fake.add_check_run(fixed, "tests", "success")
+            await _poll(c)
+            assert fake.pull_of(BRANCH)["draft"] is False  # type: ignore[index]
+            fake.add_review(int(pull["number"]), "APPROVED", "good")  # type: ignore[call-overload]
+            await _poll(c)
+            page = await board.get(task, "web")
+            status = _forges(c).doc("web")
+    assert again["number"] == pull["number"] and len(fake.state.pulls) == 1
+    assert pull["title"] == "#1: Fix the form" and pull["base"]["ref"] == "main"  # type: ignore[index]
+    assert "Closes #1" in str(pull["body"]) and "wrote form.txt" in str(pull["body"])
+    assert fake.state.pulls[int(pull["number"])]["merged"] is True  # type: ignore[call-overload]
+    assert fake.state.issues[1]["state"] == "closed"
+    told = _told(runtime, "FAILED test_form.py")
+    assert len(told) == 1 and "'tests' failed (failure)" in told[0] and "1 failed" in told[0]
+    assert [n.kind for n in page.notices if n.kind.startswith("forge")] == ["forge_check"]
+    assert page.task.status == "done"
+    assert status is not None and [(p.task, p.state) for p in status.pulls] == [(task, "merged")]
+    assert set(fake.state.auth_headers) == {f"Bearer {TOKEN}"}
+
+
+async def _async(value: bool) -> bool:
+    return value
+
+
+async def test_a_change_request_with_two_comments_reaches_the_owner_once_across_a_restart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CHANGES_REQUESTED with two comments: the owner gets one message with both, each with
+    its file and line; a new core on the same journal (a daemon restarted) tells nothing
+    again."""
+    runtime = FakeRuntime()
+    with _github(tmp_path, monkeypatch) as (fake, repo, remote):
+        config = _config(repo, fake, remote)
+        async with _team(tmp_path, config, runtime) as c:
+            task = await _claimed_issue(c, fake)
+            pull = await _pulled(fake, c, await _land(c, task, "form.txt", "x\n"))
+            review = fake.add_review(int(pull["number"]), "CHANGES_REQUESTED",  # type: ignore[call-overload]
+                                     "two things")
+            fake.add_review_comment(int(pull["number"]), review["id"], "form.py", 12,  # type: ignore[call-overload]
+                                    "this drops the error")
+            fake.add_review_comment(int(pull["number"]), review["id"], "form.css", None,  # type: ignore[call-overload]
+                                    "<b>unused</b> \x1b[31mrule")
+            await _poll(c)
+            await until(lambda: _async(bool(_told(runtime, "requested changes"))))
+        async with _team(tmp_path, config, runtime, again=True) as again:
+            await _rounds(again)
+            await _poll(again)
+            assert again.built is not None
+            page = await again.built.board.get(task, "web")
+    told = _told(runtime, "requested changes")
+    assert len(told) == 1
+    assert "form.py:12:\nthis drops the error" in told[0]
+    assert "form.css:\n<b>unused</b> \u241b[31mrule" in told[0] and "\x1b" not in told[0]
+    assert [n.kind for n in page.notices if n.kind.startswith("forge")] == ["forge_review"]
+
+
+async def test_a_token_without_push_rights_says_which_permission_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _github(tmp_path, monkeypatch, push=False) as (fake, repo, remote):
+        async with _team(tmp_path, _config(repo, fake, remote), FakeRuntime()) as c:
+            task = await _claimed_issue(c, fake)
+            await _land(c, task, "form.txt", "x\n")
+            await _poll(c)
+            doc = _forges(c).doc("web")
+            waiting = await _forges(c).needs_you("web")
+    assert doc is not None and doc.error is not None
+    assert doc.error.startswith("forge_push_refused") and "lacks push" in doc.error
+    assert [p.note for p in waiting] and "lacks push" in (waiting[0].note or "")
+    assert fake.pull_of(BRANCH) is None
+    assert "refs/heads/teamctl/web/T1" not in git(remote, "for-each-ref")
