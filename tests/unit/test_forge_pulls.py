@@ -20,6 +20,7 @@ from orchestrator.contracts import TextPart
 from orchestrator.daemon.board import OPERATOR
 from orchestrator.daemon.board._service import Actor, Assignee
 from orchestrator.daemon.migrations import open_journal
+from orchestrator.daemon.notify._needs_you import gather
 from tests.support.fake_github import FakeGitHub
 from tests.support.fakes import Core, FakeRuntime, core
 from tests.support.git import git
@@ -235,3 +236,40 @@ async def test_a_token_without_push_rights_says_which_permission_is_missing(
     assert [p.note for p in waiting] and "lacks push" in (waiting[0].note or "")
     assert fake.pull_of(BRANCH) is None
     assert "refs/heads/teamctl/web/T1" not in git(remote, "for-each-ref")
+
+
+async def test_hostile_check_output_reaches_the_owner_as_data_and_ci_retries_then_need_you(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing check whose output is 100 KiB of markup and terminal escapes reaches the owner
+    with every escape shown as its mark and cut to its bound; with ``ci_retries = 1`` the
+    second failing head fails the task to the operator — a needs-you item of the notifier's,
+    and the pull request's state in status."""
+    runtime = FakeRuntime()
+    hostile = "\x1b]52;c;cm0gLXJmIH4=\x07<script>alert(1)</script>\x1b[2J" * 2000  # ~100 KiB
+    with _github(tmp_path, monkeypatch) as (fake, repo, remote):
+        async with _team(tmp_path, _config(repo, fake, remote, ci_retries=1), runtime) as c:
+            assert c.built is not None
+            task = await _claimed_issue(c, fake)
+            first = await _land(c, task, "form.txt", "x\n")
+            await _pulled(fake, c, first)
+            fake.add_check_run(first, "\x1b[31mlint", "failure", summary="<b>bad</b>",
+                               text=hostile)
+            await _poll(c)
+            await until(lambda: _async(bool(_told(runtime, "failed (failure)"))))
+            second = await _land(c, task, "form.txt", "y\n")
+            await _pulled(fake, c, second)
+            fake.add_status(second, "ci/build", "error", "the build broke")
+            await _poll(c)
+            waiting = await gather("web", teams=c.teams, approvals=c.built.approvals,
+                                   board=None, pulls=c.built.forges)
+            task_now = (await c.built.board.get(task, "web")).task
+            doc = _forges(c).doc("web")
+    [told] = _told(runtime, "failed (failure)")
+    assert "\x1b" not in told and "\x07" not in told
+    assert "\u241b]52;c;cm0gLXJmIH4=\u2407<script>alert(1)</script>" in told
+    assert "more characters (see it on GitHub)" in told and len(told) < 20_000
+    assert "'\u241b[31mlint'" in told
+    assert task_now.status == "failed"
+    assert [i.kind for i in waiting] == ["integrate"] and "ci_retries = 1" in waiting[0].detail
+    assert doc is not None and doc.pulls[0].state == "needs_you"
+    assert not _told(runtime, "the build broke")  # the operator's now, not the owner's

@@ -31,7 +31,8 @@ from orchestrator.daemon.forge._pull_messages import (
     review_text,
 )
 from orchestrator.daemon.forge._push import push
-from orchestrator.errors import ForgeError
+from orchestrator.errors import ForgeError, TeamctlError
+from orchestrator.visible import visible_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -96,16 +97,16 @@ class Pulls:
 
     async def round(self) -> int:
         """Landings taken, then each followed pull request looked at; the number followed.
-        Raises the first ForgeError of the round (after the others were looked at; a rate
-        limit at once)."""
+        Raises the first failure of the round (after the others were looked at; a rate limit
+        at once)."""
         await self._adopt()
         rows = await self._journal.run(pj.active, self._team, self._repo)
-        first: ForgeError | None = None
+        first: TeamctlError | None = None
         for row in rows:
             try:
                 await self._follow(row)
-            except ForgeError as exc:
-                if exc.until is not None:
+            except TeamctlError as exc:  # this pull request's trouble, not the others'
+                if isinstance(exc, ForgeError) and exc.until is not None:
                     raise
                 await self._update(row, note=f"{exc.code}: {exc.message}"[:2000])
                 log.warning("forge_pull_failed", team=self._team, task=row.task,
@@ -229,7 +230,8 @@ class Pulls:
         for check in new:
             await self._tell(row, Notice(self._source(pull, check), _FAILING,
                                          check_text(row, pull, check)),
-                             f"pull request #{pull.number}: {check.name[:100]} failed")
+                             f"pull request #{pull.number}: "
+                             f"{visible_line(check.name)[:100]} failed")
         return True
 
     async def _changes(self, row: pj.PullRow, pull: Pull, reviews: list[Review]) -> None:
