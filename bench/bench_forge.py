@@ -8,6 +8,10 @@ GitHub's REST subset (no real GitHub is reachable here):
   for the round — half the interval on average — is the rest of the latency;
 - requests one unchanged round sends, and what they cost of the rate limit (a 304 costs
   nothing), hence requests an hour at the default interval;
+- API requests an hour for a team with 10 open pull requests at the default interval: one
+  round of the pull requests (each: the pull request, its check runs, its combined status,
+  its reviews) asked once to learn the ETags, then counted on an unchanged round — requests
+  sent and what they cost of the rate limit;
 - the import of the GitHub module (httpx and teamctl's errors), in a fresh interpreter, and
   that process's resident memory.
 """
@@ -25,9 +29,11 @@ from _harness import REPO, figure, median, percentile
 
 sys.path.insert(0, str(REPO))
 
-from orchestrator.daemon.forge import Intake, open_forge
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.forge import Intake, Pulls, open_forge
+from orchestrator.daemon.forge import _pull_journal as pj
 from orchestrator.forge_config import ForgeSection
-from tests.support.fake_github import FakeGitHub
+from tests.support.fake_github import FakeGitHub, _pull
 from tests.support.fakes import FakeRuntime, core
 
 RUNS = 20
@@ -62,6 +68,52 @@ async def _rounds(tmp: Path) -> tuple[list[float], int, int]:
     return times, quiet_requests, quiet_cost
 
 
+class _NoLandings:
+    async def last_entry(self) -> int:
+        return 0
+
+    async def landed_after(self, team: str, after: int) -> list[tuple[int, int, str, str]]:
+        return []
+
+    async def worktree_commit(self, task: object) -> tuple[str, str]:
+        raise AssertionError("not asked")
+
+
+async def _pull_requests(tmp: Path, count: int = 10) -> tuple[int, int]:
+    """Requests (and their rate-limit cost) of one unchanged round over ``count`` open pull
+    requests."""
+    with FakeGitHub(token=TOKEN) as fake:
+        section = ForgeSection.model_validate(
+            {"github": {"repo": "octo-org/web", "token_env": "T", "api": fake.url},
+             "pull_requests": True})
+        async with core(tmp, FakeRuntime()) as c:
+            assert c.built is not None
+            forge = open_forge(section, {"T": TOKEN})
+            for n in range(1, count + 1):
+                task = await c.built.board.create("web", f"task {n}", created_by=OPERATOR)
+                sha = f"{n:040x}"
+                fake.state.pulls[n] = _pull(fake.url, "octo-org/web", n, 5000 + n,
+                                            {"title": "t", "head": f"teamctl/web/T{task.id}"},
+                                            sha, "main")
+                fake.add_check_run(sha, "tests", None)  # running: nothing to tell yet
+                await c.store.run(pj.started, "web", "octo-org/web", 0)
+                await c.store.run(pj.want, "web", "octo-org/web", task=task.id,
+                                  branch=f"teamctl/web/T{task.id}", source=str(tmp),
+                                  commit=sha, now=time.time())
+                await c.store.run(pj.update, "web", "octo-org/web", task.id, time.time(),
+                                  pushed=sha, number=n, url="u", state="open", ready=1)
+            pulls = Pulls(team="web", section=section, forge=forge, board=c.built.board,
+                          journal=c.store, landings=_NoLandings(),
+                          epoch_of=lambda t, m: None, clock=time.time, environ={})
+            try:
+                await pulls.round()  # the ETags learned
+                sent, left = len(fake.state.requests), fake.state.remaining
+                assert await pulls.round() == count
+                return len(fake.state.requests) - sent, left - fake.state.remaining
+            finally:
+                await forge.aclose()
+
+
 def _import_cost() -> tuple[float, float]:
     code = ("import time, sys; t = time.perf_counter(); import orchestrator.forge.github; "
             "ms = (time.perf_counter() - t) * 1000; rss = [l for l in open('/proc/self/status')"
@@ -74,6 +126,8 @@ def _import_cost() -> tuple[float, float]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         times, quiet_requests, quiet_cost = anyio.run(_rounds, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        pull_requests, pull_cost = anyio.run(_pull_requests, Path(tmp))
     imports = [_import_cost() for _ in range(3)]
     per_hour = quiet_requests * 3600 / DEFAULT_INTERVAL
     print(f"issue labelled -> task: median {median(times):.1f} ms, p95 "
@@ -81,6 +135,11 @@ def main() -> None:
           f"{DEFAULT_INTERVAL / 2:.0f} s on average at the default interval)")
     print(f"an unchanged round: {quiet_requests} request(s), {quiet_cost} of the rate limit; "
           f"{per_hour:.0f} requests an hour at {DEFAULT_INTERVAL:.0f} s")
+    pulls_hour = (pull_requests + quiet_requests) * 3600 / DEFAULT_INTERVAL
+    print(f"10 open pull requests, an unchanged round: {pull_requests} requests "
+          f"({pull_cost} of the rate limit); with intake {pulls_hour:.0f} requests an hour at "
+          f"{DEFAULT_INTERVAL:.0f} s, {pull_cost * 3600 / DEFAULT_INTERVAL:.0f} of them counted")
+    figure("forge_10_pulls_requests_per_hour", pulls_hour)
     print("import of orchestrator.forge.github: " + ", ".join(
         f"{ms:.0f} ms / {rss:.1f} MiB" for ms, rss in imports))
     figure("forge_issue_to_task_ms", median(times))
