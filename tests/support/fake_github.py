@@ -6,7 +6,8 @@ draft or not mergeable — closing the issues their body closes with ``Closes #N
 does), a commit's check runs and statuses, a pull request's reviews and their comments;
 the token checked (401), pagination by ``per_page``/``page`` with a ``Link`` header, ETags (a
 matching ``If-None-Match`` answers 304 and costs no request of the window), the primary rate
-limit (``x-ratelimit-*``; spent: 403) and a secondary one (429 with ``retry-after``), 404 and
+limit (``x-ratelimit-*``; spent: 403 — until its reset, then a new window, as GitHub's comes
+back, when the test says so) and a secondary one (429 with ``retry-after``), 404 and
 422 with GitHub's error bodies. Its answers follow the shapes of GitHub's OpenAPI description
 (tests/data/github/openapi_excerpt.json; tests/unit/test_fake_github.py validates them)."""
 
@@ -18,11 +19,13 @@ import json
 import re
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["FakeGitHub"]
@@ -52,6 +55,7 @@ class _State:
     limit: int = 5000
     remaining: int = 5000
     reset: int = 2_000_000_000
+    renews: bool = False  # a spent window comes back at its reset (the wall clock's)
     secondary_retry_after: int | None = None  # set: the next request answers 429
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
@@ -75,6 +79,7 @@ class FakeGitHub:
                  permissions: dict[str, bool] | None = None, remote: Path | None = None
                  ) -> None:
         self.lock = threading.Lock()
+        self._asked = threading.Condition(self.lock)  # notified on each request answered
         self.remote = remote
         self.state = _State(repo=repo, token=token, permissions=permissions or {
             "admin": False, "maintain": False, "push": True, "triage": True, "pull": True})
@@ -136,6 +141,22 @@ class FakeGitHub:
             if changes.get("state") == "closed":
                 issue["closed_at"] = "2026-12-06T13:00:00Z"
             issue["updated_at"] = f"2026-12-06T12:{len(self.state.requests) % 60:02d}:00Z"
+
+    def wait_request(self, wanted: Callable[[tuple[str, str, int]], bool], *, after: int = 0,
+                     count: int = 1, timeout: float = 30.0) -> list[tuple[str, str, int]]:
+        """The requests (method, path, status) answered after the first ``after`` that
+        ``wanted`` matches, once there are ``count`` of them; AssertionError past
+        ``timeout``."""
+        with self._asked:
+            found: list[tuple[str, str, int]] = []
+
+            def enough() -> bool:
+                found[:] = [r for r in self.state.requests[after:] if wanted(r)]
+                return len(found) >= count
+            if not self._asked.wait_for(enough, timeout):
+                raise AssertionError(f"{count} such requests not asked within {timeout}s: "
+                                     f"{found}")
+            return list(found)
 
     def comments_on(self, number: int) -> list[str]:
         with self.lock:
@@ -223,10 +244,14 @@ class FakeGitHub:
                               text=True, check=False)
         return done.stdout.strip() or None
 
-    def spend_rate_limit(self, reset: int) -> None:
+    def spend_rate_limit(self, reset: int, *, renews: bool = False) -> None:
+        """The primary window spent: every request answers 403 until its ``reset`` (epoch
+        seconds) — and then (``renews``, by the wall clock, as GitHub's window comes back) a
+        new window."""
         with self.lock:
             self.state.remaining = 0
             self.state.reset = reset
+            self.state.renews = renews
 
     # -- the HTTP side -----------------------------------------------------------------
 
@@ -235,6 +260,7 @@ class FakeGitHub:
         with self.lock:
             status, extra, data = self._answer(method, target, headers, body)
             self.state.requests.append((method, urlsplit(target).path, status))
+            self._asked.notify_all()
             return status, extra, data
 
     def _rate(self) -> dict[str, str]:
@@ -256,6 +282,8 @@ class FakeGitHub:
             return 429, {"retry-after": str(retry), **self._rate()}, {
                 "message": "You have exceeded a secondary rate limit.",
                 "documentation_url": _DOCS}
+        if s.remaining <= 0 and s.renews and time.time() >= s.reset:  # a new window
+            s.remaining, s.reset = s.limit, int(time.time()) + 3600
         if s.remaining <= 0:
             return 403, self._rate(), {"message": "API rate limit exceeded for user.",
                                        "documentation_url": _DOCS}

@@ -1,0 +1,159 @@
+"""Pull requests in a real daemon (docs/forge.md, "Pull requests"): a team file with
+``[forge]`` launched against the local fake of GitHub's REST API over HTTP on localhost (no
+real GitHub is reachable here) and a local bare repository as the remote; a fake Claude member
+in a worktree writes, commits and completes its task through its MCP tools, the merge queue
+lands it, and the forge does the rest — the pull request, its checks and reviews told to the
+owner's stdin, the fix pushed to the same pull request, the merge that closes the issue. The
+daemon is killed with SIGKILL and started again, its member asleep, GitHub's rate limit spent:
+each told once, polling waits for the reset."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from tests.support.driver import toml_value
+from tests.support.fake_github import FakeGitHub
+from tests.support.git import git
+from tests.support.land import complete, land_repo, work
+from tests.support.members import fake_member
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.support.driver import LogFollower, Teamctl
+
+TOKEN = "ghp_pulls-integration-5e1d"
+ENV = "TEAMCTL_T_GH"
+BRANCH = "teamctl/web/T1"
+OUTPUT = "E   assert form() == 'ok'\nFAILED test_form.py::test_it - AssertionError"
+
+
+def _remote(teamctl: Teamctl) -> tuple[Path, Path]:
+    """The team's repository and its bare remote (GitHub's side of the push)."""
+    repo = land_repo(teamctl.workdir / "repo")
+    remote = teamctl.workdir / "remote.git"
+    git(teamctl.workdir, "init", "-q", "--bare", str(remote))
+    git(repo, "push", "-q", str(remote), "main")
+    return repo, remote
+
+
+def _launch(teamctl: Teamctl, fake: FakeGitHub, remote: Path, *,
+            member: dict[str, Any] | None = None, **forge: Any) -> None:
+    """The team ``web``: one fake Claude ``dev`` in a worktree of the repository, its tasks
+    landing through the merge queue, ``[forge]`` with intake, pull requests and a 5 s poll."""
+    team = teamctl.write_team("web", [fake_member("dev", permissions="full", **(member or {}))],
+                              workdir="repo", worktree=True, integrate={"check": "true"})
+    keys = {"intake": {"label": "teamctl"}, "pull_requests": True, "remote": str(remote),
+            "poll_interval": 5, **forge}
+    table = "\n".join(f"{k} = {toml_value(v)}" for k, v in keys.items())
+    team.write_text(team.read_text(encoding="utf-8") + (
+        f'\n[forge]\ngithub = {{ repo = "octo-org/web", token_env = "{ENV}", '
+        f'api = "{fake.url}" }}\n{table}\n'), encoding="utf-8")
+    teamctl.env[ENV] = TOKEN  # the daemon started below inherits it
+    done = teamctl.run("launch", str(team))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _github(remote: Path) -> FakeGitHub:
+    fake = FakeGitHub(token=TOKEN, remote=remote)
+    fake.add_label("teamctl")
+    fake.add_issue("Fix the form", body="The form drops the error.", labels=("teamctl",))
+    return fake
+
+
+def _landed_pull(teamctl: Teamctl, follow_logs: LogFollower, fake: FakeGitHub
+                 ) -> dict[str, Any]:
+    """Issue #1 taken as T1, handed to dev, written, committed, completed, landed and opened
+    as a pull request: the pull request as the fake holds it."""
+    follow_logs.wait_for(lambda e: e["event"] == "forge_round" and e.get("created") == 1)
+    assert teamctl.run("task", "assign", "T1", "dev").returncode == 0
+    work(teamctl, "dev", "form.txt", "the form")
+    assert "mcp: " in complete(teamctl, "dev", 1, "the form keeps its error")
+    opened = follow_logs.wait_for(lambda e: e["event"] == "forge_pull_opened"
+                                  and e.get("task") == 1)
+    pull = fake.pull_of(BRANCH)
+    assert pull is not None and pull["number"] == opened["number"]
+    return pull
+
+
+def _landed_commit(teamctl: Teamctl, follow_logs: LogFollower, after: int = 0
+                   ) -> tuple[int, str]:
+    """T1's next landing (a queue entry after ``after``): the entry and the owner's commit."""
+    landed = follow_logs.wait_for(lambda e: e["event"] in ("task_landed", "task_not_landed")
+                                  and e.get("task") == 1 and e["entry"] > after, timeout=60)
+    assert landed["event"] == "task_landed", landed
+    [entry] = [e for e in teamctl.json("queue")["recent"] if e["id"] == landed["entry"]]
+    return int(entry["id"]), str(entry["commit"])
+
+
+def _message(teamctl: Teamctl, follow_logs: LogFollower, kind: str) -> dict[str, Any]:
+    """The one message a task notice of ``kind`` on T1 made, once dev answered it."""
+    [notice] = [n for n in teamctl.json("task", "show", "T1")["notices"] if n["kind"] == kind]
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == notice["message_id"], timeout=60)
+    [message] = [m for m in teamctl.json("history", "dev")["messages"]
+                 if m["id"] == notice["message_id"]]
+    assert notice["member"] == "dev"
+    return dict(message)
+
+
+def _told(teamctl: Teamctl, kind: str) -> Counter[str]:
+    """The sources told to T1's owner (the log's ``task_owner_told``) of ``kind``."""
+    return Counter(e["source"] for e in teamctl.log_events()
+                   if e["event"] == "task_owner_told" and f":{kind}:" in e["source"])
+
+
+def test_an_issue_lands_as_a_pull_request_its_failing_check_is_fixed_and_it_merges(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """Issue #1 → T1 → dev completes it → it lands → a draft pull request from teamctl/web/T1
+    with ``Closes #1``; a failing check → dev's stdin carries its name, conclusion, summary and
+    output, T1 is dev's again; dev fixes, completes, it lands again and is pushed to the same
+    pull request; green and approved → merged (auto_merge) → the fake closes issue #1 and T1
+    is done."""
+    _, remote = _remote(teamctl)
+    with _github(remote) as fake:
+        _launch(teamctl, fake, remote, auto_merge=True)
+        pull = _landed_pull(teamctl, follow_logs, fake)
+        entry, first = _landed_commit(teamctl, follow_logs)
+        assert pull["head"]["sha"] == first == git(remote, "rev-parse", BRANCH).strip()
+        assert pull["draft"] is True and pull["base"]["ref"] == "main"
+        assert pull["title"] == "#1: Fix the form"
+        assert "Closes #1" in pull["body"] and "the form keeps its error" in pull["body"]
+
+        fake.add_check_run(first, "tests", "failure", summary="1 failed", text=OUTPUT)
+        follow_logs.wait_for(lambda e: e["event"] == "task_owner_told"
+                             and ":check:" in e.get("source", ""))
+        message = _message(teamctl, follow_logs, "forge_check")
+        assert "the check 'tests' failed (failure) on pull request #2" in message["text"]
+        assert "1 failed" in message["text"] and OUTPUT in message["text"]
+        assert "FAILED test_form.py::test_it" in message["reply"], "dev's stdin carried it"
+        shown = teamctl.json("task", "show", "T1")["task"]
+        assert (shown["state"], shown["owner"]) == ("in_progress", "dev")
+
+        work(teamctl, "dev", "form.txt", "the form, fixed")
+        complete(teamctl, "dev", 1, "the form keeps its error, tested")
+        _, fixed = _landed_commit(teamctl, follow_logs, entry)
+        follow_logs.wait_for(lambda e: e["event"] == "forge_pushed"
+                             and e.get("commit") == fixed[:12])
+        again = fake.pull_of(BRANCH)
+        assert again is not None and again["number"] == pull["number"]
+        assert again["head"]["sha"] == fixed and len(fake.state.pulls) == 1
+
+        fake.add_check_run(fixed, "tests", "success")
+        fake.add_review(pull["number"], "APPROVED", "good")
+        follow_logs.wait_for(lambda e: e["event"] == "forge_pull_merged" and e.get("task") == 1)
+        status = teamctl.json("status")["teams"][0]["forge"]
+        shown_status = teamctl.run("status").stdout
+        page = teamctl.json("task", "show", "T1")
+    assert fake.state.pulls[pull["number"]]["merged"] is True
+    assert fake.state.issues[1]["state"] == "closed", "Closes #1 closed it"
+    assert page["task"]["state"] == "done"
+    assert [(p["task"], p["number"], p["state"]) for p in status["pulls"]] == [
+        (1, pull["number"], "merged")]
+    assert f"pull requests: T1 #{pull['number']} merged" in shown_status
+    assert list(_told(teamctl, "check").values()) == [1], "the failure was told once"
+    assert set(fake.state.auth_headers) == {f"Bearer {TOKEN}"}
+    logs = "\n".join(json.dumps(e) for e in teamctl.log_events())
+    assert TOKEN not in logs and TOKEN not in json.dumps(page)
