@@ -10,14 +10,19 @@ each told once, polling waits for the reset."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from tests.support.daemon import start_daemon
 from tests.support.driver import toml_value
 from tests.support.fake_github import FakeGitHub
 from tests.support.git import git
 from tests.support.land import complete, land_repo, work
 from tests.support.members import fake_member
+from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -157,3 +162,114 @@ def test_an_issue_lands_as_a_pull_request_its_failing_check_is_fixed_and_it_merg
     assert set(fake.state.auth_headers) == {f"Bearer {TOKEN}"}
     logs = "\n".join(json.dumps(e) for e in teamctl.log_events())
     assert TOKEN not in logs and TOKEN not in json.dumps(page)
+
+
+def _asleep(teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """dev idle past ``pause_after`` after its last answer: asleep, its process gone."""
+    last = teamctl.json("history", "dev")["messages"][-1]["id"]
+    follow_logs.wait_for(lambda e: e["event"] == "delivery_answered"
+                         and e.get("message_id") == last, timeout=60)
+    follow_logs.wait_after(lambda e: e["event"] == "delivery_answered"
+                           and e.get("message_id") == last,
+                           lambda e: e["event"] == "member_asleep" and e.get("member") == "dev")
+
+
+def test_a_change_request_reaches_the_sleeping_owner_once_across_a_kill_9(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """T1's pull request open, dev asleep (``pause_after``): a ``CHANGES_REQUESTED`` review
+    with two comments wakes dev with one message carrying both, each with its file and line;
+    the daemon is killed with SIGKILL while dev's turn on it is held, and started again — the
+    message is delivered again and answered once, and the next daemon's rounds, which see the
+    same review, tell nothing again."""
+    _, remote = _remote(teamctl)
+    gate = teamctl.workdir / "turns-go"  # dev's turns answer while it exists
+    gate.touch()
+    member = {"pause_after": 1.0, "env": {"FAKE_CLAUDE_TURN_GATE": str(gate)}}
+    with _github(remote) as fake:
+        _launch(teamctl, fake, remote, member=member)
+        pull = _landed_pull(teamctl, follow_logs, fake)
+        _asleep(teamctl, follow_logs)
+        gate.unlink()  # the review's turn is held: the daemon dies with it unanswered
+        review = fake.add_review(pull["number"], "CHANGES_REQUESTED", "two things")
+        fake.add_review_comment(pull["number"], review["id"], "form.py", 12,
+                                "this drops the error")
+        fake.add_review_comment(pull["number"], review["id"], "form.css", None,
+                                "the rule is unused")
+        told = follow_logs.wait_for(lambda e: e["event"] == "task_owner_told"
+                                    and ":review:" in e.get("source", ""))
+        [notice] = [n for n in teamctl.json("task", "show", "T1")["notices"]
+                    if n["kind"] == "forge_review"]
+        follow_logs.wait_for(lambda e: e["event"] == "member_ready" and e.get("woken")
+                             and e["ts"] > told["ts"])
+        follow_logs.wait_for(lambda e: e["event"] == "delivery_sent"
+                             and e.get("message_id") == notice["message_id"])
+        daemon = teamctl.daemon_pid()
+        assert daemon is not None
+        os.kill(daemon, signal.SIGKILL)
+        assert wait_pid_exit(daemon, 10)
+
+        asked = len(fake.state.requests)
+        start_daemon(teamctl)
+        gate.touch()
+        message = _message(teamctl, follow_logs, "forge_review")
+        # two rounds of the new daemon looked at the pull request's reviews: the first ended
+        reviews = f"/repos/octo-org/web/pulls/{pull['number']}/reviews"
+        fake.wait_request(lambda r: r[1] == reviews and r[2] in (200, 304), after=asked,
+                          count=2)
+        page = teamctl.json("task", "show", "T1")
+        events = teamctl.log_events()
+    assert "reviewer requested changes on pull request #2 of task T1" in message["text"]
+    assert "two things" in message["text"]
+    assert "form.py:12:\nthis drops the error" in message["text"]
+    assert "form.css:\nthe rule is unused" in message["text"]
+    assert "form.py:12:" in message["reply"] and "form.css:" in message["reply"]
+    assert (message["state"], message["attempts"]) == ("answered", 2), "delivered again"
+    answered = Counter(e["message_id"] for e in events if e["event"] == "delivery_answered")
+    assert answered[notice["message_id"]] == 1
+    assert list(_told(teamctl, "review").values()) == [1], "told once, in both daemons"
+    assert [n["kind"] for n in page["notices"] if n["kind"].startswith("forge")] == [
+        "forge_review"]
+    assert [m for m in teamctl.json("history", "dev")["messages"]
+            if "requested changes" in m["text"]] == [
+        m for m in teamctl.json("history", "dev")["messages"] if m["id"] == message["id"]]
+
+
+def test_the_rate_limit_spent_while_polling_a_pull_request_is_waited_out_shown_in_status(
+        teamctl: Teamctl, follow_logs: LogFollower) -> None:
+    """T1's pull request open; a check fails on it while one request is left of the window:
+    the round polls the pull request with it and the answer says the window is spent until
+    its reset a few seconds on — the client asks nothing more. ``status`` shows the error and
+    until when; the loop asks nothing before the reset (the fake would refuse any request
+    until then: no 403 in all), then the round runs again and the failure reaches dev."""
+    _, remote = _remote(teamctl)
+    with _github(remote) as fake:
+        _launch(teamctl, fake, remote)
+        pull = _landed_pull(teamctl, follow_logs, fake)
+        head = pull["head"]["sha"]
+        asked = len(fake.state.requests)
+        reset = int(time.time()) + 8
+        fake.spend_rate_limit(reset, renews=True, left=1)
+        fake.add_check_run(head, "tests", "failure", summary="1 failed", text=OUTPUT)
+        failed = follow_logs.wait_for(lambda e: e["event"] == "forge_failed"
+                                      and e.get("code") == "forge_rate_limited")
+        spent = fake.state.requests[asked:]
+        waiting = teamctl.json("status")["teams"][0]["forge"]
+        shown = teamctl.run("status").stdout
+        follow_logs.wait_for(lambda e: e["event"] == "task_owner_told"
+                             and ":check:" in e.get("source", ""), timeout=30)
+        message = _message(teamctl, follow_logs, "forge_check")
+        after = teamctl.json("status")["teams"][0]["forge"]
+        answered = fake.state.requests[asked:]
+    polled = (f"/repos/octo-org/web/pulls/{pull['number']}",
+              f"/repos/octo-org/web/commits/{head}/check-runs")
+    assert spent[-1][1:] in [(path, 200) for path in polled], (
+        f"the window's last request was the pull request's polling, then none: {spent}")
+    assert failed["until"] == reset
+    assert waiting["waiting_until"] == reset and waiting["remaining"] == 0
+    assert waiting["error"].startswith("forge_rate_limited: GitHub's rate limit is spent")
+    assert "waiting for the rate limit's reset at " + time.strftime(
+        "%H:%M:%S", time.localtime(reset)) in shown
+    assert [r for r in answered if r[2] == 403] == [], "nothing asked before the reset"
+    assert OUTPUT in message["text"] and list(_told(teamctl, "check").values()) == [1]
+    assert after["error"] is None and after["waiting_until"] is None
+    assert after["remaining"] is not None and after["remaining"] > 0

@@ -154,8 +154,8 @@ class FakeGitHub:
                 found[:] = [r for r in self.state.requests[after:] if wanted(r)]
                 return len(found) >= count
             if not self._asked.wait_for(enough, timeout):
-                raise AssertionError(f"{count} such requests not asked within {timeout}s: "
-                                     f"{found}")
+                raise AssertionError(f"{count} such requests not asked within {timeout}s; "
+                                     f"asked: {self.state.requests[after:][-20:]}")
             return list(found)
 
     def comments_on(self, number: int) -> list[str]:
@@ -244,12 +244,12 @@ class FakeGitHub:
                               text=True, check=False)
         return done.stdout.strip() or None
 
-    def spend_rate_limit(self, reset: int, *, renews: bool = False) -> None:
-        """The primary window spent: every request answers 403 until its ``reset`` (epoch
-        seconds) — and then (``renews``, by the wall clock, as GitHub's window comes back) a
-        new window."""
+    def spend_rate_limit(self, reset: int, *, renews: bool = False, left: int = 0) -> None:
+        """The primary window spent (``left``: after that many more requests that cost one):
+        each request answers 403 until its ``reset`` (epoch seconds) — and then (``renews``,
+        by the wall clock, as GitHub's window comes back) a new window."""
         with self.lock:
-            self.state.remaining = 0
+            self.state.remaining = left
             self.state.reset = reset
             self.state.renews = renews
 

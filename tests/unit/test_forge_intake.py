@@ -20,7 +20,7 @@ from orchestrator.forge_config import ForgeSection
 from runtimes.kit.base import member_environ
 from tests.support.fake_github import FakeGitHub
 from tests.support.fakes import Core, FakeRuntime, core, team_config
-from tests.support.settle import until
+from tests.support.settle import all_blocked, until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -167,7 +167,7 @@ async def test_a_launched_team_takes_its_issues_and_no_member_sees_the_token(
 async def test_a_spent_rate_limit_makes_the_loop_wait_until_its_reset_shown_in_status(
         tmp_path: Path) -> None:
     """The loop's wait after a spent window is the time to its reset (not the poll interval),
-    and status says until when; nothing is sent meanwhile."""
+    and status says until when; nothing is sent meanwhile, even when a landing pokes it."""
     waits: list[float] = []
     parked = anyio.Event()
 
@@ -191,9 +191,12 @@ async def test_a_spent_rate_limit_makes_the_loop_wait_until_its_reset_shown_in_s
             await forges.launched(_Launched("web"))  # type: ignore[arg-type]
             with anyio.fail_after(10):
                 await parked.wait()
+            asked = len(fake.state.requests)
+            forges.poke("web")  # a landing: it waits for the reset all the same
+            await all_blocked()
             doc = forges.doc("web")
             tg.cancel_scope.cancel()
-    assert waits == [6_000.0]
+    assert waits == [6_000.0] and len(fake.state.requests) == asked
     assert doc is not None and doc.waiting_until == 10_000 and doc.remaining == 0
     assert doc.error is not None and doc.error.startswith("forge_rate_limited")
     assert _TOKEN not in repr(doc)

@@ -2,7 +2,8 @@
 ``intake`` or ``pull_requests``, one poll loop — started when a member of the team comes up
 (the supervisor's observer), gone when the team no longer runs or has no forge. Each round is
 intake's (and write-back's), then the pull requests' (``_pulls``); a landing or a task done
-in a worktree pokes the loop for a round at once. A rate limit is waited out until its reset;
+in a worktree pokes the loop for a round at once. A rate limit is waited out until its reset
+(pokes too);
 any other forge failure is kept for ``status`` and tried again at the next round: the forge's
 trouble is the team's forge's, never the daemon's end."""
 
@@ -143,10 +144,12 @@ class Forges:
             return
         self.poke(task.team)
 
-    async def _pause(self, team: str, seconds: float) -> None:
-        """Until the next round: ``seconds``, or less when the loop is poked."""
+    async def _pause(self, team: str, seconds: float, *, pokes: bool) -> None:
+        """Until the next round: ``seconds``, or less when the loop is poked (``pokes``)."""
         wake = self._wakes.setdefault(team, anyio.Event())
-        if not wake.is_set():
+        if not pokes:
+            await self._sleep(seconds)
+        elif not wake.is_set():
             async with anyio.create_task_group() as tg:
                 async def sleep() -> None:
                     await self._sleep(seconds)
@@ -176,27 +179,30 @@ class Forges:
                 section = None if config is None else config.forge
                 if section is None or not _follows(section):
                     return
-                wait, error, until = section.poll_interval, None, None
+                wait, until, failed = section.poll_interval, None, None
                 try:
                     if forge is None:
                         forge = self._open(section, self._environ)
                     pulls = self._pulls_of(team, section, forge, pulls)
                     await self._round(team, section, forge, pulls)
                     rounds += 1
-                except ForgeError as exc:
-                    error = f"{exc.code}: {exc.message}"
-                    if exc.until is not None:
+                except TeamctlError as exc:  # the forge's, the board's, the journal's: said,
+                    failed = exc             # tried again — never the daemon's end
+                    if isinstance(exc, ForgeError) and exc.until is not None:
                         until = exc.until
                         wait = max(wait, exc.until - self._clock())
-                    log.warning("forge_failed", team=team, code=exc.code, retryable=exc.retryable)
-                except TeamctlError as exc:  # the board's refusal, the journal's: said, tried
-                    error = f"{exc.code}: {exc.message}"  # again — never the daemon's end
-                    log.warning("forge_round_failed", team=team, code=exc.code)
                 shown = await self._store.run(pj.of_team, team, section.github.repo)
                 self._status[team] = ForgeStatus(
-                    error, None if forge is None else forge.rate_limit, until, rounds,
+                    None if failed is None else f"{failed.code}: {failed.message}",
+                    None if forge is None else forge.rate_limit, until, rounds,
                     tuple(_pull_doc(r) for r in shown))
-                await self._pause(team, wait)
+                if failed is not None:  # logged once status shows it
+                    log.warning("forge_failed" if isinstance(failed, ForgeError)
+                                else "forge_round_failed", team=team, code=failed.code,
+                                retryable=failed.retryable, until=until)
+                # a spent window is waited out whole: a landing's poke does not ask GitHub
+                # before its reset (each request would be refused, and counted against it)
+                await self._pause(team, wait, pokes=until is None)
         finally:
             self._loops.discard(team)
             if forge is not None:
