@@ -68,12 +68,17 @@ def _github(remote: Path) -> FakeGitHub:
     return fake
 
 
-def _landed_pull(teamctl: Teamctl, follow_logs: LogFollower, fake: FakeGitHub
-                 ) -> dict[str, Any]:
-    """Issue #1 taken as T1, handed to dev, written, committed, completed, landed and opened
-    as a pull request: the pull request as the fake holds it."""
+def _landed_pull(teamctl: Teamctl, follow_logs: LogFollower, fake: FakeGitHub, *,
+                 written_back: bool = False) -> dict[str, Any]:
+    """Issue #1 taken as T1, handed to dev (``written_back``: the claim commented on the
+    issue before dev works), written, committed, completed, landed and opened as a pull
+    request: the pull request as the fake holds it."""
     follow_logs.wait_for(lambda e: e["event"] == "forge_round" and e.get("created") == 1)
+    asked = len(fake.state.requests)
     assert teamctl.run("task", "assign", "T1", "dev").returncode == 0
+    if written_back:
+        fake.wait_request(lambda r: r == ("POST", "/repos/octo-org/web/issues/1/comments", 201),
+                          after=asked)
     work(teamctl, "dev", "form.txt", "the form")
     assert "mcp: " in complete(teamctl, "dev", 1, "the form keeps its error")
     opened = follow_logs.wait_for(lambda e: e["event"] == "forge_pull_opened"
@@ -116,11 +121,12 @@ def test_an_issue_lands_as_a_pull_request_its_failing_check_is_fixed_and_it_merg
     with ``Closes #1``; a failing check → dev's stdin carries its name, conclusion, summary and
     output, T1 is dev's again; dev fixes, completes, it lands again and is pushed to the same
     pull request; green and approved → merged (auto_merge) → the fake closes issue #1 and T1
-    is done."""
+    is done. ``write_back``: the issue was told T1 was claimed, then done with its pull
+    request (once: the send-back to dev is not said)."""
     _, remote = _remote(teamctl)
     with _github(remote) as fake:
-        _launch(teamctl, fake, remote, auto_merge=True)
-        pull = _landed_pull(teamctl, follow_logs, fake)
+        _launch(teamctl, fake, remote, auto_merge=True, write_back=True)
+        pull = _landed_pull(teamctl, follow_logs, fake, written_back=True)
         entry, first = _landed_commit(teamctl, follow_logs)
         assert pull["head"]["sha"] == first == git(remote, "rev-parse", BRANCH).strip()
         assert pull["draft"] is True and pull["base"]["ref"] == "main"
@@ -154,6 +160,10 @@ def test_an_issue_lands_as_a_pull_request_its_failing_check_is_fixed_and_it_merg
         page = teamctl.json("task", "show", "T1")
     assert fake.state.pulls[pull["number"]]["merged"] is True
     assert fake.state.issues[1]["state"] == "closed", "Closes #1 closed it"
+    number = pull["number"]
+    assert fake.comments_on(1) == [
+        "teamctl: T1 was claimed by `dev`.",
+        f"teamctl: T1 is done: pull request #{number}, {pull['html_url']}."]
     assert page["task"]["state"] == "done"
     assert [(p["task"], p["number"], p["state"]) for p in status["pulls"]] == [
         (1, pull["number"], "merged")]

@@ -233,3 +233,42 @@ async def test_write_back_comments_on_claim_review_and_done_once_each(tmp_path: 
     assert claimed == [(1, "claimed")] and done == [(1, "done")]
     assert fake.comments_on(1) == [f"teamctl: T{task_id} was claimed by `a`.",
                                    f"teamctl: T{task_id} is done."]
+
+
+async def test_write_back_says_done_with_the_pull_request_once_it_is_opened(
+        tmp_path: Path) -> None:
+    """With pull requests, a team that integrates: "done" waits while the task has not
+    landed (no row), while its pull request is not opened (a row without a number), and is
+    then said once, naming the pull request's number and page."""
+    from orchestrator.daemon.forge import _pull_journal as pj
+
+    with FakeGitHub(token=_TOKEN) as fake:
+        fake.add_issue("Fix it", labels=("teamctl",))
+        async with core(tmp_path, FakeRuntime()) as c:
+            await c.teams.launch(team_config(tmp_path, {"name": "a"}), "t.toml", wait=True,
+                                 timeout=10)
+            forge = _forge(fake)
+            back = WriteBack(team="web", repo="octo-org/web", forge=forge,
+                             board=_board(c), journal=c.store, pulls=True, integrates=True)
+            try:
+                [task_id] = (await _intake(c, forge).poll()).created
+                await _board(c).assign(task_id, Assignee("a", c.supervisor.member(
+                    "web", "a").epoch), by=OPERATOR)
+                await _board(c).complete(task_id, by=Actor("a"), summary="fixed")
+                unlanded = await back.round()
+                await c.store.run(pj.want, "web", "octo-org/web", task=task_id,
+                                  branch=f"teamctl/web/T{task_id}", source="/r", commit="c1",
+                                  now=1.0)
+                unopened = await back.round()
+                await c.store.run(pj.update, "web", "octo-org/web", task_id, 2.0, number=7,
+                                  url="https://github.com/octo-org/web/pull/7\x1b[2J",
+                                  state="open")
+                done = await back.round()
+                after = await back.round()
+            finally:
+                await forge.aclose()
+    assert unlanded == [] and unopened == [] and after == []
+    assert done == [(1, "done")]
+    assert fake.comments_on(1) == [(
+        f"teamctl: T{task_id} is done: pull request #7, "
+        "https://github.com/octo-org/web/pull/7\u241b[2J.")]

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
     from orchestrator.daemon.journal import Journal, Migrations
 
-__all__ = ["MIGRATIONS", "PullRow", "PullState", "active", "needing_you", "of_team", "since",
-           "started", "update", "want"]
+__all__ = ["MIGRATIONS", "PullRow", "PullState", "active", "needing_you", "of_task", "of_team",
+           "since", "started", "update", "want"]
 
 PullState = Literal["pending", "open", "merged", "closed", "needs_you"]
 
@@ -141,6 +141,13 @@ def active(journal: Journal, team: str, repo: str) -> list[PullRow]:
     return [_row(r) for r in journal.connection.execute(
         "SELECT * FROM forge_pulls WHERE team = ? AND repo = ? AND state IN ('pending', "
         "'open') ORDER BY at LIMIT 500", (team, repo))]
+
+
+def of_task(journal: Journal, team: str, repo: str, task: int) -> PullRow | None:
+    """The task's pull request (None: it has none, and is to have none yet)."""
+    row = journal.connection.execute("SELECT * FROM forge_pulls WHERE team = ? AND repo = ? "
+                                     "AND task = ?", (team, repo, task)).fetchone()
+    return None if row is None else _row(row)
 
 
 def of_team(journal: Journal, team: str, repo: str) -> list[PullRow]:

@@ -211,18 +211,32 @@ class Forges:
 
     async def _round(self, team: str, section: ForgeSection, forge: Forge,
                      pulls: Pulls | None) -> None:
-        """One round: intake and write-back (when ``intake``), then the pull requests."""
+        """One round: intake (when ``intake``), the pull requests, then write-back (after
+        them: a "done" comment names the pull request opened in the same round; a pull
+        request's trouble does not hold the issue's comments back — a spent window does)."""
         wanted = section.intake
         if wanted is not None:
             intake = Intake(team=team, repo=section.github.repo, label=wanted.label,
                             state=wanted.state, forge=forge, board=self._board,
                             journal=self._store, clock=self._clock)
             done = await intake.poll()
-            if section.write_back:
-                await WriteBack(team=team, repo=section.github.repo, forge=forge,
-                                board=self._board, journal=self._store).round()
             if done.created or done.edited or done.cancelled:
                 log.info("forge_round", team=team, created=len(done.created),
                          edited=len(done.edited), cancelled=len(done.cancelled))
+        failed: TeamctlError | None = None
         if pulls is not None:
-            await pulls.round()
+            try:
+                await pulls.round()
+            except TeamctlError as exc:
+                if isinstance(exc, ForgeError) and exc.until is not None:
+                    raise
+                failed = exc
+        if wanted is not None and section.write_back:
+            running = self._running(team)
+            await WriteBack(team=team, repo=section.github.repo, forge=forge,
+                            board=self._board, journal=self._store,
+                            pulls=section.pull_requests,
+                            integrates=running is not None
+                            and running.team.integrate is not None).round()
+        if failed is not None:
+            raise failed
