@@ -273,3 +273,56 @@ async def test_hostile_check_output_reaches_the_owner_as_data_and_ci_retries_the
     assert [i.kind for i in waiting] == ["integrate"] and "ci_retries = 1" in waiting[0].detail
     assert doc is not None and doc.pulls[0].state == "needs_you"
     assert not _told(runtime, "the build broke")  # the operator's now, not the owner's
+
+
+async def test_hostile_check_output_and_review_comments_reach_the_live_view_escaped_and_cut(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing check whose name, summary and 100 KiB output carry markup, terminal escapes
+    and a bidi override, and a change request whose comment's file and words do: the live
+    view's task page (its lifetime, what was told) and the owner's conversation show each as
+    text — every control and bidi character as its mark, then HTML-escaped — and the output
+    cut as told to the owner (not 100 KiB on the page)."""
+    import httpx
+
+    from orchestrator.attachments.artifacts import ArtifactStore
+    from orchestrator.daemon.web.app import View, build_app
+
+    runtime = FakeRuntime()
+    chunk = "\x1b]52;c;cm0gLXJmIH4=\x07<script>alert(1)</script>\u202egnp.exe\x1b[2J"
+    hostile = chunk * (100 * 1024 // len(chunk))
+    with _github(tmp_path, monkeypatch) as (fake, repo, remote):
+        async with _team(tmp_path, _config(repo, fake, remote), runtime) as c:
+            assert c.built is not None
+            task = await _claimed_issue(c, fake)
+            pull = await _pulled(fake, c, await _land(c, task, "form.txt", "x\n"))
+            number = int(pull["number"])  # type: ignore[call-overload]
+            fake.add_check_run(str(pull["head"]["sha"]),  # type: ignore[index]
+                               "<img src=x onerror=alert(1)>\u202elint", "failure",
+                               summary="<b>bad</b>\x1b[31m", text=hostile)
+            review = fake.add_review(number, "CHANGES_REQUESTED", "<script>x</script>\x07")
+            fake.add_review_comment(number, review["id"], "<img src=y onerror=alert(2)>.py", 3,
+                                    "\u202edrop this\x1b]0;owned\x07 <iframe>")
+            await _poll(c)
+            await until(lambda: _async(bool(_told(runtime, "requested changes"))))
+            uploads = tmp_path / "uploads"
+            uploads.mkdir()
+            view = View(c.teams, c.store, c.approvals, c.built.changes,
+                        ArtifactStore(c.home.artifacts), c.home.logs / "teamctl.jsonl",
+                        uploads, board=c.built.board, land=c.built.land)
+            view.sessions.port = 8765
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(view)),
+                                         base_url="http://127.0.0.1:8765") as client:
+                await client.get(f"/?token={view.sessions.new_token()}")
+                page = (await client.get(f"/fragments/task?id={task}")).text
+                talk = (await client.get("/fragments/conversation?member=web/a")).text
+                column = (await client.get("/fragments/board")).text
+    for html in (page, talk, column):
+        assert not set(html) & {"\x1b", "\x07", "\u202e"}
+        for raw in ("<script>", "<img", "<iframe>", "<b>bad"):
+            assert raw not in html
+    assert "forge_check → <b>a</b>" in page and "forge_review → <b>a</b>" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;&lt;U+202E&gt;lint failed" in page
+    assert "␛]52;c;cm0gLXJmIH4=␇&lt;script&gt;alert(1)&lt;/script&gt;&lt;U+202E&gt;gnp.exe" in talk
+    assert "more characters (see it on GitHub)" in talk and len(talk) < 60_000
+    assert "&lt;img src=y onerror=alert(2)&gt;.py:3:" in talk
+    assert "&lt;U+202E&gt;drop this␛]0;owned␇ &lt;iframe&gt;" in talk
