@@ -131,15 +131,16 @@ async def _claimed_issue(c: Core, fake: FakeGitHub) -> int:
     return task
 
 
-async def _pulled(fake: FakeGitHub, c: Core, head: str) -> dict[str, object]:
+async def _pulled(fake: FakeGitHub, c: Core, head: str, branch: str = BRANCH
+                  ) -> dict[str, object]:
     async def there() -> bool:
-        pull = fake.pull_of(BRANCH)
+        pull = fake.pull_of(branch)
         if pull is None or pull["head"]["sha"] != head:
             _forges(c).poke("web")
             return False
         return True
     await until(there, 20)
-    pull = fake.pull_of(BRANCH)
+    pull = fake.pull_of(branch)
     assert pull is not None
     return pull
 
@@ -326,3 +327,30 @@ async def test_hostile_check_output_and_review_comments_reach_the_live_view_esca
     assert "more characters (see it on GitHub)" in talk and len(talk) < 60_000
     assert "&lt;img src=y onerror=alert(2)&gt;.py:3:" in talk
     assert "&lt;U+202E&gt;drop this␛]0;owned␇ &lt;iframe&gt;" in talk
+
+
+async def test_a_landing_while_the_forge_cannot_be_asked_gets_its_pull_request_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token unset when the team comes up: the forge's rounds fail before GitHub is
+    asked; a task lands meanwhile — before the forge's first round that reaches GitHub. Once
+    the token is there, that round reads the landing from the merge queue's journal and the
+    task gets its pull request."""
+    with _github(tmp_path, monkeypatch) as (fake, repo, remote):
+        monkeypatch.delenv(ENV)
+        async with _team(tmp_path, _config(repo, fake, remote), FakeRuntime()) as c:
+            assert c.built is not None
+
+            async def failing() -> bool:
+                status = _forges(c).status("web")
+                return status is not None and status.error is not None
+            await until(failing, 20)
+            task = await c.built.board.create(
+                "web", "a task of the operator's", created_by=OPERATOR,
+                assignee=Assignee("a", c.supervisor.member("web", "a").epoch))
+            landed = await _land(c, task.id, "form.txt", "x\n")
+            missing = _forges(c).doc("web")
+            monkeypatch.setenv(ENV, TOKEN)
+            await _pulled(fake, c, landed, f"teamctl/web/T{task.id}")
+    assert missing is not None and missing.error is not None
+    assert missing.error.startswith("forge_token"), missing.error
+    assert [p["head"]["ref"] for p in fake.state.pulls.values()] == [f"teamctl/web/T{task.id}"]

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from orchestrator.forge_config import ForgeSection
     from orchestrator.protocol.board import TaskDoc
 
-__all__ = ["Landings", "Pulls", "branch_of"]
+__all__ = ["Landings", "Pulls", "branch_of", "start_mark"]
 
 log = structlog.get_logger("teamctl.forge")
 _FAILING = "forge_check"
@@ -65,6 +65,18 @@ class Landings(Protocol):
     async def landed_after(self, team: str, after: int) -> list[tuple[int, int, str, str]]: ...
 
     async def worktree_commit(self, task: TaskDoc) -> tuple[str, str]: ...
+
+
+async def start_mark(journal: AsyncStore, landings: Landings, team: str, repo: str) -> int:
+    """The merge-queue entry the team's pull requests start after: the newest entry when it
+    was first asked (kept in the journal), so every landing after it gets a pull request —
+    one that lands while GitHub cannot be reached, or before the forge's first round, too."""
+    since = await journal.run(pj.since, team, repo)
+    if since is None:
+        await journal.run(pj.started, team, repo, await landings.last_entry())
+        since = await journal.run(pj.since, team, repo)
+        assert since is not None
+    return since
 
 
 def _approved(reviews: list[Review]) -> bool:
@@ -124,11 +136,7 @@ class Pulls:
                                        commit=commit, now=self._clock(), entry=entry)
 
     async def _adopt(self) -> None:
-        since = await self._journal.run(pj.since, self._team, self._repo)
-        if since is None:
-            await self._journal.run(pj.started, self._team, self._repo,
-                                    await self._landings.last_entry())
-            return
+        since = await start_mark(self._journal, self._landings, self._team, self._repo)
         for entry, task, commit, repo in await self._landings.landed_after(self._team, since):
             await self.want(task, commit, repo, entry)
 

@@ -19,7 +19,7 @@ import structlog
 
 from orchestrator.daemon.forge import _pull_journal as pj
 from orchestrator.daemon.forge._intake import Intake
-from orchestrator.daemon.forge._pulls import Pulls, branch_of
+from orchestrator.daemon.forge._pulls import Pulls, branch_of, start_mark
 from orchestrator.daemon.forge._write_back import WriteBack
 from orchestrator.errors import ForgeError, TeamctlError
 from orchestrator.protocol.teams import ForgeStatusDoc, PullDoc
@@ -181,6 +181,11 @@ class Forges:
                     return
                 wait, until, failed = section.poll_interval, None, None
                 try:
+                    if section.pull_requests and self._landings is not None:
+                        # before GitHub is asked: a landing while it cannot be (the token
+                        # unset, the forge down, the window spent) is taken once it can
+                        await start_mark(self._store, self._landings, team,
+                                         section.github.repo)
                     if forge is None:
                         forge = self._open(section, self._environ)
                     pulls = self._pulls_of(team, section, forge, pulls)
