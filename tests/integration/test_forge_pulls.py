@@ -17,75 +17,16 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from tests.support.daemon import start_daemon
-from tests.support.driver import toml_value
-from tests.support.fake_github import FakeGitHub
+from tests.support.forge_daemon import BRANCH, TOKEN, github, landed_pull, launch, remote
 from tests.support.git import git
-from tests.support.land import complete, land_repo, work
-from tests.support.members import fake_member
+from tests.support.land import complete, work
 from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from tests.support.driver import LogFollower, Teamctl
 
-TOKEN = "ghp_pulls-integration-5e1d"
-ENV = "TEAMCTL_T_GH"
-BRANCH = "teamctl/web/T1"
 OUTPUT = "E   assert form() == 'ok'\nFAILED test_form.py::test_it - AssertionError"
-
-
-def _remote(teamctl: Teamctl) -> tuple[Path, Path]:
-    """The team's repository and its bare remote (GitHub's side of the push)."""
-    repo = land_repo(teamctl.workdir / "repo")
-    remote = teamctl.workdir / "remote.git"
-    git(teamctl.workdir, "init", "-q", "--bare", str(remote))
-    git(repo, "push", "-q", str(remote), "main")
-    return repo, remote
-
-
-def _launch(teamctl: Teamctl, fake: FakeGitHub, remote: Path, *,
-            member: dict[str, Any] | None = None, **forge: Any) -> None:
-    """The team ``web``: one fake Claude ``dev`` in a worktree of the repository, its tasks
-    landing through the merge queue, ``[forge]`` with intake, pull requests and a 5 s poll."""
-    team = teamctl.write_team("web", [fake_member("dev", permissions="full", **(member or {}))],
-                              workdir="repo", worktree=True, integrate={"check": "true"})
-    keys = {"intake": {"label": "teamctl"}, "pull_requests": True, "remote": str(remote),
-            "poll_interval": 5, **forge}
-    table = "\n".join(f"{k} = {toml_value(v)}" for k, v in keys.items())
-    team.write_text(team.read_text(encoding="utf-8") + (
-        f'\n[forge]\ngithub = {{ repo = "octo-org/web", token_env = "{ENV}", '
-        f'api = "{fake.url}" }}\n{table}\n'), encoding="utf-8")
-    teamctl.env[ENV] = TOKEN  # the daemon started below inherits it
-    done = teamctl.run("launch", str(team))
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def _github(remote: Path) -> FakeGitHub:
-    fake = FakeGitHub(token=TOKEN, remote=remote)
-    fake.add_label("teamctl")
-    fake.add_issue("Fix the form", body="The form drops the error.", labels=("teamctl",))
-    return fake
-
-
-def _landed_pull(teamctl: Teamctl, follow_logs: LogFollower, fake: FakeGitHub, *,
-                 written_back: bool = False) -> dict[str, Any]:
-    """Issue #1 taken as T1, handed to dev (``written_back``: the claim commented on the
-    issue before dev works), written, committed, completed, landed and opened as a pull
-    request: the pull request as the fake holds it."""
-    follow_logs.wait_for(lambda e: e["event"] == "forge_round" and e.get("created") == 1)
-    asked = len(fake.state.requests)
-    assert teamctl.run("task", "assign", "T1", "dev").returncode == 0
-    if written_back:
-        fake.wait_request(lambda r: r == ("POST", "/repos/octo-org/web/issues/1/comments", 201),
-                          after=asked)
-    work(teamctl, "dev", "form.txt", "the form")
-    assert "mcp: " in complete(teamctl, "dev", 1, "the form keeps its error")
-    opened = follow_logs.wait_for(lambda e: e["event"] == "forge_pull_opened"
-                                  and e.get("task") == 1)
-    pull = fake.pull_of(BRANCH)
-    assert pull is not None and pull["number"] == opened["number"]
-    return pull
 
 
 def _landed_commit(teamctl: Teamctl, follow_logs: LogFollower, after: int = 0
@@ -123,12 +64,12 @@ def test_an_issue_lands_as_a_pull_request_its_failing_check_is_fixed_and_it_merg
     pull request; green and approved → merged (auto_merge) → the fake closes issue #1 and T1
     is done. ``write_back``: the issue was told T1 was claimed, then done with its pull
     request (once: the send-back to dev is not said)."""
-    _, remote = _remote(teamctl)
-    with _github(remote) as fake:
-        _launch(teamctl, fake, remote, auto_merge=True, write_back=True)
-        pull = _landed_pull(teamctl, follow_logs, fake, written_back=True)
+    _, bare = remote(teamctl)
+    with github(bare) as fake:
+        launch(teamctl, fake, bare, auto_merge=True, write_back=True)
+        pull = landed_pull(teamctl, follow_logs, fake, written_back=True)
         entry, first = _landed_commit(teamctl, follow_logs)
-        assert pull["head"]["sha"] == first == git(remote, "rev-parse", BRANCH).strip()
+        assert pull["head"]["sha"] == first == git(bare, "rev-parse", BRANCH).strip()
         assert pull["draft"] is True and pull["base"]["ref"] == "main"
         assert pull["title"] == "#1: Fix the form"
         assert "Closes #1" in pull["body"] and "the form keeps its error" in pull["body"]
@@ -191,13 +132,13 @@ def test_a_change_request_reaches_the_sleeping_owner_once_across_a_kill_9(
     the daemon is killed with SIGKILL while dev's turn on it is held, and started again — the
     message is delivered again and answered once, and the next daemon's rounds, which see the
     same review, tell nothing again."""
-    _, remote = _remote(teamctl)
+    _, bare = remote(teamctl)
     gate = teamctl.workdir / "turns-go"  # dev's turns answer while it exists
     gate.touch()
     member = {"pause_after": 1.0, "env": {"FAKE_CLAUDE_TURN_GATE": str(gate)}}
-    with _github(remote) as fake:
-        _launch(teamctl, fake, remote, member=member)
-        pull = _landed_pull(teamctl, follow_logs, fake)
+    with github(bare) as fake:
+        launch(teamctl, fake, bare, member=member)
+        pull = landed_pull(teamctl, follow_logs, fake)
         _asleep(teamctl, follow_logs)
         gate.unlink()  # the review's turn is held: the daemon dies with it unanswered
         review = fake.add_review(pull["number"], "CHANGES_REQUESTED", "two things")
@@ -251,10 +192,10 @@ def test_the_rate_limit_spent_while_polling_a_pull_request_is_waited_out_shown_i
     its reset a few seconds on — the client asks nothing more. ``status`` shows the error and
     until when; the loop asks nothing before the reset (the fake would refuse any request
     until then: no 403 in all), then the round runs again and the failure reaches dev."""
-    _, remote = _remote(teamctl)
-    with _github(remote) as fake:
-        _launch(teamctl, fake, remote)
-        pull = _landed_pull(teamctl, follow_logs, fake)
+    _, bare = remote(teamctl)
+    with github(bare) as fake:
+        launch(teamctl, fake, bare)
+        pull = landed_pull(teamctl, follow_logs, fake)
         head = pull["head"]["sha"]
         asked = len(fake.state.requests)
         reset = int(time.time()) + 8
