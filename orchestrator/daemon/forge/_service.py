@@ -1,11 +1,10 @@
 """The forge's service (docs/forge.md): for each running team whose file has ``[forge]`` with
 ``intake`` or ``pull_requests``, one poll loop — started when a member of the team comes up
 (the supervisor's observer), gone when the team no longer runs or has no forge. Each round is
-intake's (and write-back's), then the pull requests' (``_pulls``); a landing or a task done
-in a worktree pokes the loop for a round at once. A rate limit is waited out until its reset
-(pokes too);
-any other forge failure is kept for ``status`` and tried again at the next round: the forge's
-trouble is the team's forge's, never the daemon's end."""
+intake's, the pull requests' (``_pulls``), then write-back's; a landing or a task done in a
+worktree pokes the loop for a round at once. A rate limit is waited out until its reset, pokes
+or not; any other forge failure is kept for ``status`` and tried again at the next round: the
+forge's trouble is the team's forge's, never the daemon's end."""
 
 from __future__ import annotations
 
