@@ -6,7 +6,9 @@ names the repository, the environment variable the daemon reads the token from (
 itself is never in the team file, a log, an argv or a member's environment) and the API's
 base URL (GitHub Enterprise's, or a test's fake). ``intake = { label, state }``: which issues
 become tasks; ``write_back``: comment on the issue when its task is claimed, in review, done;
-``pull_requests``, ``auto_merge``, ``ci_retries``, ``poll_interval``: the pull request's part.
+``pull_requests``, ``remote``, ``auto_merge``, ``ci_retries``, ``poll_interval``: the pull
+request's part (``remote``: where ``git push`` sends a task's branch; default GitHub's HTTPS URL
+of the repository).
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ def _api(value: str) -> str:
                          "or fragment (e.g. \"https://api.github.com\", or "
                          "\"https://ghe.example.com/api/v3\" for GitHub Enterprise)")
     return value.rstrip("/")
+
+
+def _remote(value: str) -> str:
+    if (not value or value != value.strip() or value.startswith("-")
+            or any(c.isspace() or not c.isprintable() for c in value)):
+        raise ValueError(f"remote = {value!r} is not a git URL or path: one word, not starting "
+                         "with '-' (e.g. \"git@github.com:octo-org/web.git\" or "
+                         "\"https://github.com/octo-org/web.git\")")
+    return value
 
 
 def _label(value: str) -> str:
@@ -86,6 +97,17 @@ class ForgeSection(_Strict):
     intake: Intake | None = None
     write_back: Annotated[bool, Field(strict=True)] = False
     pull_requests: Annotated[bool, Field(strict=True)] = False
+    remote: Annotated[str, Field(max_length=1000), AfterValidator(_remote)] | None = None
     auto_merge: Annotated[bool, Field(strict=True)] = False
     ci_retries: Annotated[int, Field(ge=0, le=20, strict=True)] = 3
     poll_interval: Annotated[float, Field(ge=5, le=3600, allow_inf_nan=False)] = 60.0
+
+    def push_url(self) -> str:
+        """Where a task's branch is pushed: ``remote``, else the repository's HTTPS URL on
+        the API's host (github.com for api.github.com; the host itself for Enterprise)."""
+        if self.remote is not None:
+            return self.remote
+        scheme, _, rest = self.github.api.partition("://")
+        host = rest.partition("/")[0]
+        host = "github.com" if host == "api.github.com" else host
+        return f"{scheme}://{host}/{self.github.repo}.git"

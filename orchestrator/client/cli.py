@@ -72,6 +72,12 @@ def _forge_line(forge: dict[str, Any]) -> str:
     if forge.get("waiting_until"):
         line += ", waiting for the rate limit's reset at " + time.strftime(
             "%H:%M:%S", time.localtime(float(forge["waiting_until"])))
+    pulls = forge.get("pulls") or []
+    if pulls:
+        line += "; pull requests: " + ", ".join(
+            f"T{p['task']} {'#' + str(p['number']) if p.get('number') else '(not opened)'} "
+            f"{p['state']}" for p in pulls[:5]) + (f" and {len(pulls) - 5} more"
+                                                   if len(pulls) > 5 else "")
     if forge.get("error"):
         line += f"; last round: {visible_line(str(forge['error']))}"
     return line

@@ -48,6 +48,7 @@ from orchestrator.daemon.router import Router
 from orchestrator.daemon.slots import PortCheck, Slots, port_free
 from orchestrator.daemon.teams import Teams
 from orchestrator.daemon.telemetry import Telemetry, TraceJournal
+from orchestrator.errors import TeamctlError
 from orchestrator.runtime_table import runtime_info
 from orchestrator.telemetry_config import export_settings
 
@@ -244,9 +245,12 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                                       late, lease_check_interval)
     late.silence = Silence(board, store)
     land = late.land = Land(store, board, teams, supervisor, tg, root=home.root / "land",
-                            on_change=changes.bump)
+                            on_change=changes.bump,
+                            on_landed=lambda team: late.forges.poke(team))
+    late.forges = forges = Forges(store, board, teams.running, tg, open_forge=open_forge,
+                                  landings=land,
+                                  epoch_of=functools.partial(_running_epoch, supervisor))
     await land.start()
-    late.forges = forges = Forges(store, board, teams.running, tg, open_forge=open_forge)
     late.router = router = Router(teams, supervisor, store, home=home, vision=vision,
                                   clock=clock, working_on=functools.partial(working_on, board))
     return Core(home, store, changes, approvals, ledger, supervisor, artifacts, mailbox, teams,
@@ -296,6 +300,15 @@ async def _gauges(teams: Teams, supervisor: Supervisor, store: AsyncStore,
     return found
 
 
+def _running_epoch(supervisor: Supervisor, team: str, member: str) -> int | None:
+    """The member's launch epoch while it runs (None: no process of it runs now)."""
+    try:
+        state = supervisor.member(team, member)
+    except TeamctlError:
+        return None
+    return state.epoch if state.launch == "running" else None
+
+
 def _budget_changed(supervisor: Supervisor, team: str, member: str | None) -> None:
     """A budget changed: members whose CLI holds a budget backstop as an argument of its
     process (``budget_backstop``) get a new one — recycle them (after the turn in flight)."""
@@ -321,6 +334,7 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
         await gates.gated(task, result)
         if task.status == "done":
             await late.land.task_done(task)
+            await late.forges.task_done(task)
         elif task.status == "review":
             await late.land.task_reviewed(task)
 

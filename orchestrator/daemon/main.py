@@ -313,7 +313,7 @@ class Daemon:
             web = LazyLiveView(core.changes, live_view)
             notify = NotifyService(self.home, teams=teams, approvals=approvals,
                                    board=core.board, store=store, changes=core.changes,
-                                   land=core.land)
+                                   land=core.land, pulls=core.forges)
             server = ControlServer(teams, on_stop_all=self.request_shutdown, router=core.router,
                                    approvals=approvals, web=web,
                                    board=BoardApi(core.board, teams, core.supervisor),

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from orchestrator.errors import ForgeError
+from orchestrator.forge import github_answers as answers
 from orchestrator.forge.protocol import Issue, RateLimit, RepoAccess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from orchestrator.forge.protocol import Check, Pull, Review, ReviewComment
     from orchestrator.forge.tokens import Token
 
 __all__ = ["API_VERSION", "GitHub"]
@@ -30,6 +32,16 @@ _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 _MAX_PAGES = 50  # 5000 issues at 100 a page: past it, a list is cut (said in the error)
 _PER_PAGE = 100
 _TIMEOUT = 30.0
+_KEPT = 2000  # answers kept for their ETags, at most
+_READY = ("mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
+          "{ pullRequest { isDraft } } }")
+
+
+def graphql_url(api: str) -> str:
+    """GitHub's GraphQL endpoint beside the REST API ``api``: ``/graphql`` on github.com (and
+    a test's fake), ``/api/graphql`` for GitHub Enterprise's ``/api/v3``."""
+    api = api.rstrip("/")
+    return api[:-len("/v3")] + "/graphql" if api.endswith("/api/v3") else api + "/graphql"
 
 
 def _issue(data: Any) -> Issue:
@@ -64,6 +76,7 @@ class GitHub:
         self._requests = 0
         # the first page's URL -> (its ETag, the whole list it stood for)
         self._etags: dict[str, tuple[str, list[Any]]] = {}
+        self._objects: dict[str, tuple[str, Any]] = {}  # the same for one object's URL
 
     @property
     def rate_limit(self) -> RateLimit:
@@ -83,7 +96,8 @@ class GitHub:
         if not isinstance(permissions, dict):
             raise ForgeError("forge_bad_answer", f"GitHub's answer for {self._repo} has no "
                              "permissions object: the token may not be a user's token")
-        return RepoAccess(self._repo, {str(k): v is True for k, v in permissions.items()})
+        return RepoAccess(self._repo, {str(k): v is True for k, v in permissions.items()},
+                          default_branch=str(data.get("default_branch") or "main"))
 
     async def labelled_issues(self, label: str, state: str) -> list[Issue]:
         """The issues (not pull requests) with ``label`` in ``state``, every page."""
@@ -103,6 +117,82 @@ class GitHub:
         except (KeyError, TypeError, ValueError):
             raise ForgeError("forge_bad_answer",
                              "GitHub answered a comment without its id") from None
+
+    # -- pull requests, their checks and reviews ----------------------------------------
+
+    async def find_pull(self, branch: str) -> Pull | None:
+        """The newest pull request (any state) whose head is ``branch`` of this repository."""
+        owner = self._repo.partition("/")[0]
+        items = await self._list(f"/repos/{self._repo}/pulls",
+                                 {"head": f"{owner}:{branch}", "state": "all"})
+        found = [answers.pull(item) for item in items]
+        return max(found, key=lambda p: p.number) if found else None
+
+    async def open_pull(self, *, title: str, body: str, head: str, base: str,
+                        draft: bool) -> Pull:
+        return answers.pull(await self._json(
+            "POST", f"/repos/{self._repo}/pulls",
+            json={"title": title, "body": body, "head": head, "base": base, "draft": draft}))
+
+    async def pull(self, number: int) -> Pull:
+        return answers.pull(await self._cached(f"/repos/{self._repo}/pulls/{int(number)}"))
+
+    async def mark_ready(self, pull: Pull) -> None:
+        """The draft marked ready for review: GitHub's REST API has no way to, its GraphQL
+        API's ``markPullRequestReadyForReview`` has."""
+        data = await self._json("POST", graphql_url(self._api),
+                                json={"query": _READY, "variables": {"id": pull.node_id}})
+        if not isinstance(data, dict) or data.get("errors"):
+            said = str(data.get("errors") if isinstance(data, dict) else data)[:300]
+            raise ForgeError("forge_invalid", f"GitHub did not mark #{pull.number} ready for "
+                             f"review: {said}")
+
+    async def checks(self, sha: str) -> list[Check]:
+        """The commit's check runs and commit statuses (the newest status per context)."""
+        runs = await self._cached(f"/repos/{self._repo}/commits/{sha}/check-runs",
+                                  {"per_page": "100"})
+        status = await self._cached(f"/repos/{self._repo}/commits/{sha}/status",
+                                    {"per_page": "100"})
+        try:
+            found = [answers.check_run(run) for run in runs["check_runs"]]
+            found += [answers.commit_status(one) for one in status["statuses"]]
+        except (KeyError, TypeError) as exc:
+            raise ForgeError("forge_bad_answer", f"GitHub answered a commit's checks "
+                             f"without {exc}") from None
+        return found
+
+    async def reviews(self, number: int) -> list[Review]:
+        return [answers.review(item) for item in await self._list(
+            f"/repos/{self._repo}/pulls/{int(number)}/reviews", {})]
+
+    async def review_comments(self, number: int, review: int) -> list[ReviewComment]:
+        return [answers.review_comment(item) for item in await self._list(
+            f"/repos/{self._repo}/pulls/{int(number)}/reviews/{int(review)}/comments", {})]
+
+    async def merge(self, number: int, sha: str) -> str:
+        """The pull request merged — only if its head is still ``sha``; the merge commit."""
+        data = await self._json("PUT", f"/repos/{self._repo}/pulls/{int(number)}/merge",
+                                json={"sha": sha, "merge_method": "merge"})
+        if not isinstance(data, dict) or data.get("merged") is not True:
+            raise ForgeError("forge_not_mergeable", f"GitHub did not merge #{number}")
+        return str(data.get("sha") or "")
+
+    async def _cached(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """One object, asked with the ETag of its last answer: a 304 is that answer kept
+        (and costs nothing of the rate limit)."""
+        url = str(self._client.build_request("GET", path, params=params or {}).url)
+        kept = self._objects.get(url)
+        response = await self._send("GET", url,
+                                    headers={"If-None-Match": kept[0]} if kept else {})
+        if response.status_code == 304 and kept is not None:
+            return kept[1]
+        data = self._decode(response)
+        if etag := response.headers.get("etag"):
+            self._objects.pop(url, None)
+            self._objects[url] = (etag, data)
+            if len(self._objects) > _KEPT:  # the oldest answer goes (a merged PR's commits)
+                del self._objects[next(iter(self._objects))]
+        return data
 
     async def _list(self, path: str, params: dict[str, str]) -> list[Any]:
         first = str(self._client.build_request(
@@ -214,6 +304,14 @@ class GitHub:
             return ForgeError("forge_not_found", f"GitHub has no such thing in {self._repo} "
                               f"or hides it from the token (404: {said}); check [forge] "
                               "github.repo and the token's repositories", status=status)
+        if status == 405:
+            return ForgeError("forge_not_mergeable", f"GitHub cannot merge it now (405: "
+                              f"{said}); it is tried again when its checks and reviews allow",
+                              status=status)
+        if status == 409:
+            return ForgeError("forge_head_moved", f"the pull request's head moved (409: "
+                              f"{said}); it is looked at again at the next poll",
+                              status=status, retryable=True)
         if status == 422:
             errors = data.get("errors") if isinstance(data, dict) else None
             return ForgeError("forge_invalid", f"GitHub refused the request as invalid (422: "

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["Forge", "Issue", "RateLimit", "RepoAccess"]
+__all__ = ["Check", "Forge", "Issue", "Pull", "RateLimit", "RepoAccess", "Review",
+           "ReviewComment"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class RepoAccess:
 
     repo: str
     permissions: Mapping[str, bool]
+    default_branch: str = "main"
 
     def missing(self, *needed: str) -> tuple[str, ...]:
         """The permissions of ``needed`` the token does not have."""
@@ -48,6 +50,62 @@ class RateLimit:
     remaining: int | None = None
     limit: int | None = None
     reset: float | None = None
+
+
+@dataclass(frozen=True)
+class Pull:
+    """A pull request as the daemon follows it: its number, its page, the commit its head
+    branch is at, whether it is open, merged, a draft, and whether the forge can merge it
+    (``mergeable`` None: not computed yet)."""
+
+    id: int
+    node_id: str
+    number: int
+    url: str
+    head_sha: str
+    state: str
+    merged: bool
+    draft: bool
+    mergeable: bool | None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check on a commit: a check run (``kind`` "check") or a commit status ("status");
+    ``state`` pending, success or failure (a conclusion other than success, neutral or
+    skipped is a failure); the text as the forge gave it (shown escaped, never run)."""
+
+    kind: str
+    id: int
+    name: str
+    state: str
+    conclusion: str
+    title: str
+    summary: str
+    text: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    """A review's comment on a line of the diff: its file, its line (None: on the file)."""
+
+    id: int
+    path: str
+    line: int | None
+    body: str
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review of a pull request: ``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``..."""
+
+    id: int
+    state: str
+    body: str
+    user: str
+    commit: str | None
+    url: str
 
 
 class Forge(Protocol):
@@ -67,5 +125,22 @@ class Forge(Protocol):
     async def issue(self, number: int) -> Issue: ...
 
     async def comment(self, number: int, body: str) -> int: ...
+
+    async def find_pull(self, branch: str) -> Pull | None: ...
+
+    async def open_pull(self, *, title: str, body: str, head: str, base: str,
+                        draft: bool) -> Pull: ...
+
+    async def pull(self, number: int) -> Pull: ...
+
+    async def mark_ready(self, pull: Pull) -> None: ...
+
+    async def checks(self, sha: str) -> list[Check]: ...
+
+    async def reviews(self, number: int) -> list[Review]: ...
+
+    async def review_comments(self, number: int, review: int) -> list[ReviewComment]: ...
+
+    async def merge(self, number: int, sha: str) -> str: ...
 
     async def aclose(self) -> None: ...

@@ -19,6 +19,7 @@ __all__ = [
     "Liveness",
     "MemberStatus",
     "Ping",
+    "PullDoc",
     "Readiness",
     "RestartResult",
     "StatusDoc",
@@ -110,6 +111,21 @@ class MemberStatus(Doc):
                                   "as a string (docs/operations.md)")
 
 
+class PullDoc(Doc):
+    """A task's pull request (docs/forge.md, "Pull requests")."""
+
+    task: int
+    number: int | None = Field(description="the pull request's number (None: not opened yet)")
+    url: str | None
+    branch: str
+    state: Literal["pending", "open", "merged", "closed", "needs_you"] = Field(
+        description="pending (to push or open), open, merged, closed, needs_you (CI failed "
+        "past ci_retries)")
+    failed_heads: int = Field(description="heads whose CI failed (ci_retries counts them)")
+    note: str | None = Field(description="the last failure (a refused push says which "
+                             "permission is missing) or why it needs the operator")
+
+
 class ForgeStatusDoc(Doc):
     """A team's forge (docs/forge.md) as ``status`` shows it: never its token."""
 
@@ -119,6 +135,8 @@ class ForgeStatusDoc(Doc):
     remaining: int | None = Field(description="requests left in the rate-limit window")
     reset: float | None = Field(description="when the window resets (epoch seconds)")
     waiting_until: float | None = Field(description="a spent window: polling waits until")
+    pulls: list[PullDoc] = Field(default=[], description="the team's pull requests, newest "
+                                 "first (at most 100)")
 
 
 class TeamStatus(Doc):

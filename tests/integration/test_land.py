@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tests.support.driver import REPO
 from tests.support.git import git
-from tests.support.land import land_repo, tip
+from tests.support.land import add_task, complete, land_repo, say, settled, tip, work
 from tests.support.members import fake_member
 
 if TYPE_CHECKING:
@@ -35,38 +35,6 @@ def _launch(teamctl: Teamctl, *members: str, **integrate: object) -> Path:
     done = teamctl.run("launch", str(team))
     assert done.returncode == 0, done.stdout + done.stderr
     return repo
-
-
-def _say(teamctl: Teamctl, member: str, text: str) -> str:
-    done = teamctl.run("send", member, text, "--wait")
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _task(teamctl: Teamctl, member: str, title: str) -> int:
-    done = teamctl.run("task", "add", title, "--assign", member)
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout.strip()[1:])
-
-
-def _work(teamctl: Teamctl, member: str, name: str, text: str, *, commit: bool = True) -> None:
-    """The member writes ``name`` in its worktree and commits it (its shell's git)."""
-    _say(teamctl, member, f"WRITE {name} {text}")
-    if commit:
-        reply = _say(teamctl, member, f"GIT add -A\nGIT commit -q -m write-{name}")
-        assert "commit -q -m" in reply and "exit 0" in reply, reply
-
-
-def _complete(teamctl: Teamctl, member: str, task: int) -> str:
-    return _say(teamctl, member, f'MCP task_complete {{"id": {task}, "summary": "done"}}')
-
-
-def _settled(follow_logs: LogFollower, task: int, attempt: int = 1,
-             timeout: float = 60.0) -> dict[str, object]:
-    """How the task's ``attempt`` ended (its log event)."""
-    return follow_logs.wait_for(lambda e: e["event"] in ("task_landed", "task_not_landed")
-                                and e.get("task") == task and e.get("attempt") == attempt,
-                                timeout=timeout)
 
 
 def _told(teamctl: Teamctl, follow_logs: LogFollower, member: str,
@@ -92,13 +60,13 @@ def test_two_members_tasks_land_and_the_queue_shows_them(
     both as landed, the operator's branch is where it was."""
     repo = _launch(teamctl, "a", "b", check="true")
     main = git(repo, "rev-parse", "main").strip()
-    t1, t2 = _task(teamctl, "a", "add a"), _task(teamctl, "b", "add b")
-    _work(teamctl, "a", "a.txt", "from a")
-    _work(teamctl, "b", "b.txt", "from b")
-    assert "mcp: " in _complete(teamctl, "a", t1)
-    assert "mcp: " in _complete(teamctl, "b", t2)
-    assert _settled(follow_logs, t1)["event"] == "task_landed"
-    assert _settled(follow_logs, t2)["event"] == "task_landed"
+    t1, t2 = add_task(teamctl, "a", "add a"), add_task(teamctl, "b", "add b")
+    work(teamctl, "a", "a.txt", "from a")
+    work(teamctl, "b", "b.txt", "from b")
+    assert "mcp: " in complete(teamctl, "a", t1)
+    assert "mcp: " in complete(teamctl, "b", t2)
+    assert settled(follow_logs, t1)["event"] == "task_landed"
+    assert settled(follow_logs, t2)["event"] == "task_landed"
     doc = teamctl.json("queue")
     assert (doc["branch"], doc["paused"], doc["waiting"], doc["running"]) == (
         BRANCH, False, [], None)
@@ -116,12 +84,12 @@ def test_two_members_tasks_land_and_the_queue_shows_them(
     assert (again["task"], again["state"]) == (f"T{t1}", "queued")
     assert teamctl.json("queue")["waiting"][0]["id"] == again["id"]
     assert teamctl.json("queue", "--resume")["paused"] is False
-    assert _settled(follow_logs, t1)["event"] == "task_landed"
+    assert settled(follow_logs, t1)["event"] == "task_landed"
     follow_logs.wait_for(lambda e: e["event"] == "task_landed" and e.get("entry") == again["id"])
     [entry] = [e for e in teamctl.json("queue")["recent"] if e["id"] == again["id"]]
     assert entry["state"] == "landed" and "nothing new" in entry["note"]
     assert tip(repo, BRANCH) == doc["recent"][0]["result"], "landed twice"
-    t3 = _task(teamctl, "a", "not done")
+    t3 = add_task(teamctl, "a", "not done")
     refused = teamctl.run("integrate", f"T{t3}", "--json")
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"]["code"] == "integrate_refused"
@@ -136,24 +104,24 @@ def test_a_conflict_reaches_the_owner_and_its_scripted_fix_lands(
     """b's task conflicts with a's landed one: b's next turn is teamctl's message naming
     README.md; b merges the branch, resolves, commits and completes again; it lands."""
     repo = _launch(teamctl, "a", "b")
-    t1, t2 = _task(teamctl, "a", "edit a"), _task(teamctl, "b", "edit b")
-    _work(teamctl, "a", "README.md", "the project by a")
-    _work(teamctl, "b", "README.md", "the project by b")
-    _complete(teamctl, "a", t1)
-    assert _settled(follow_logs, t1)["event"] == "task_landed"
-    _complete(teamctl, "b", t2)
-    back = _settled(follow_logs, t2)
+    t1, t2 = add_task(teamctl, "a", "edit a"), add_task(teamctl, "b", "edit b")
+    work(teamctl, "a", "README.md", "the project by a")
+    work(teamctl, "b", "README.md", "the project by b")
+    complete(teamctl, "a", t1)
+    assert settled(follow_logs, t1)["event"] == "task_landed"
+    complete(teamctl, "b", t2)
+    back = settled(follow_logs, t2)
     assert back["event"] == "task_not_landed" and back["to"] == "sent_back"
     message = _told(teamctl, follow_logs, "b", t2)
     assert "did not land" in message["text"] and "README.md" in message["text"]
     assert "the project by b" in message["reply"]  # its stdin carried the hunk
     assert teamctl.json("task", "show", f"T{t2}")["task"]["state"] == "in_progress"
-    merged = _say(teamctl, "b", f"GIT merge {BRANCH}")
+    merged = say(teamctl, "b", f"GIT merge {BRANCH}")
     assert "exit 1" in merged, merged  # the conflict, in b's own worktree
-    _say(teamctl, "b", "WRITE README.md the project by a and b")
-    assert "exit 0" in _say(teamctl, "b", "GIT add -A\nGIT commit -q -m resolve")
-    _complete(teamctl, "b", t2)
-    assert _settled(follow_logs, t2, attempt=2)["event"] == "task_landed"
+    say(teamctl, "b", "WRITE README.md the project by a and b")
+    assert "exit 0" in say(teamctl, "b", "GIT add -A\nGIT commit -q -m resolve")
+    complete(teamctl, "b", t2)
+    assert settled(follow_logs, t2, attempt=2)["event"] == "task_landed"
     assert git(repo, "show", f"{BRANCH}:README.md") == "the project by a and b\n"
     entries = teamctl.json("queue")["recent"]
     assert [(e["task"], e["state"], e["attempt"]) for e in entries][:2] == [
@@ -169,13 +137,13 @@ def test_a_hook_fsmonitor_or_filter_a_member_plants_never_runs_as_the_operator(
     not one of those programs ran (each would have left a canary)."""
     canary = tmp_path / f"canary-{uuid.uuid4().hex[:8]}"
     repo = _launch(teamctl, "a")
-    t1 = _task(teamctl, "a", "plant")
-    _say(teamctl, "a", "WRITE .gitattributes * filter=evil")
-    _work(teamctl, "a", "a.txt", "from a")
+    t1 = add_task(teamctl, "a", "plant")
+    say(teamctl, "a", "WRITE .gitattributes * filter=evil")
+    work(teamctl, "a", "a.txt", "from a")
     hooks = ["post-checkout", "post-merge", "pre-commit", "commit-msg", "post-commit",
              "reference-transaction", "pre-merge-commit"]
     for hook in hooks:
-        _say(teamctl, "a", f"WRITE hooks/{hook} #!/bin/sh\necho {hook} >> {canary}")
+        say(teamctl, "a", f"WRITE hooks/{hook} #!/bin/sh\necho {hook} >> {canary}")
     monitor = shlex.quote(f"echo fsmonitor >> {canary}; false")
     clean = shlex.quote(f"sh -c 'echo clean >> {canary}; cat'")
     smudge = shlex.quote(f"sh -c 'echo smudge >> {canary}; cat'")
@@ -183,13 +151,13 @@ def test_a_hook_fsmonitor_or_filter_a_member_plants_never_runs_as_the_operator(
         "GIT add -A", "GIT commit -q -m hooks", f"GIT config core.fsmonitor {monitor}",
         "GIT config core.hooksPath hooks", f"GIT config filter.evil.clean {clean}",
         f"GIT config filter.evil.smudge {smudge}", "GIT config filter.evil.required true"])
-    reply = _say(teamctl, "a", planted)
+    reply = say(teamctl, "a", planted)
     assert reply.count("exit 0") == 7, reply
-    _say(teamctl, "a", "TRY run chmod +x hooks/" + " hooks/".join(hooks))
-    _say(teamctl, "a", "WRITE left.txt left uncommitted")
+    say(teamctl, "a", "TRY run chmod +x hooks/" + " hooks/".join(hooks))
+    say(teamctl, "a", "WRITE left.txt left uncommitted")
     canary.unlink(missing_ok=True)  # what the member's own git ran is the member's doing
-    _complete(teamctl, "a", t1)
-    assert _settled(follow_logs, t1)["event"] == "task_landed"
+    complete(teamctl, "a", t1)
+    assert settled(follow_logs, t1)["event"] == "task_landed"
     assert "left.txt" in git(repo, "ls-tree", "--name-only", BRANCH)
     assert not canary.exists(), canary.read_text()
     assert re.search(r"core\.fsmonitor", git(repo, "config", "--list")), "the attack was set"
@@ -214,18 +182,18 @@ def test_a_sandboxed_owners_integration_check_runs_inside_its_sandbox(
                                                   sandbox_ro=[str(REPO / "fixtures")])],
                               workdir="repo", worktree=True, integrate={"check": "make test"})
     assert teamctl.run("launch", str(team)).returncode == 0
-    t1 = _task(teamctl, "a", "a recipe")
+    t1 = add_task(teamctl, "a", "a recipe")
     canary = f"canary-{uuid.uuid4().hex[:8]}"
     recipe = ["@pwd", "echo check-ran > check-ran.txt", f"-echo x > {home}/{canary}",
               f"-echo x > {outside}/{canary}", f"-echo x > {teamctl.home}/{canary}",
               f"-cat {home}/.ssh/id_ed25519", "@echo RECIPE-END; exit 4"]
     body = base64.b64encode(("test:\n" + "".join(f"\t{line}\n" for line in recipe)).encode())
-    reply = _say(teamctl, "a", f"TRY run echo {body.decode()} | base64 -d > Makefile")
+    reply = say(teamctl, "a", f"TRY run echo {body.decode()} | base64 -d > Makefile")
     assert ": ok exit 0" in reply, reply
-    assert "exit 0" in _say(teamctl, "a", "GIT add -A\nGIT commit -q -m recipe")
-    _say(teamctl, "a", "WRITE left.txt left uncommitted")  # committed by its own git, inside
-    _complete(teamctl, "a", t1)
-    back = _settled(follow_logs, t1)
+    assert "exit 0" in say(teamctl, "a", "GIT add -A\nGIT commit -q -m recipe")
+    say(teamctl, "a", "WRITE left.txt left uncommitted")  # committed by its own git, inside
+    complete(teamctl, "a", t1)
+    back = settled(follow_logs, t1)
     assert back["event"] == "task_not_landed" and back["to"] == "sent_back"
     text = _told(teamctl, follow_logs, "a", t1)["text"]
     assert "the integration check 'make test' failed (exit 2)" in text, text

@@ -1,9 +1,11 @@
 """The merge queue's test pieces (docs/land.md): a repository and a team of worktree members that
 integrates, a member's work committed in its worktree as it would commit it, and waits on the
-queue's journal (never on time)."""
+queue's journal (never on time); for a real daemon, a fake Claude member told to write, commit
+and complete its task through the CLI, and how the task's landing ended (its log event)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import TeamConfig
@@ -15,8 +17,10 @@ if TYPE_CHECKING:
 
     from orchestrator.daemon.land import Land
     from orchestrator.protocol.land import QueueEntryDoc
+    from tests.support.driver import LogFollower, Teamctl
 
-__all__ = ["commit_in", "integrating_team", "land_repo", "settled_entry", "tip"]
+__all__ = ["add_task", "commit_in", "complete", "integrating_team", "land_repo", "say",
+           "settled", "settled_entry", "tip", "work"]
 
 
 def land_repo(path: Path) -> Path:
@@ -74,3 +78,39 @@ async def settled_entry(land: Land, task: int, *states: str,
 
     await until(ended, deadline)
     return found[0]
+
+
+# -- a real daemon's member, through the CLI ---------------------------------------------------
+
+def say(teamctl: Teamctl, member: str, text: str) -> str:
+    """``text`` sent to ``member`` (a fake Claude), its reply once answered."""
+    done = teamctl.run("send", member, text, "--wait")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def add_task(teamctl: Teamctl, member: str, title: str) -> int:
+    done = teamctl.run("task", "add", title, "--assign", member)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip()[1:])
+
+
+def work(teamctl: Teamctl, member: str, name: str, text: str, *, commit: bool = True) -> None:
+    """The member writes ``name`` in its worktree and commits it (its shell's git)."""
+    say(teamctl, member, f"WRITE {name} {text}")
+    if commit:
+        reply = say(teamctl, member, f"GIT add -A\nGIT commit -q -m write-{name}")
+        assert "commit -q -m" in reply and "exit 0" in reply, reply
+
+
+def complete(teamctl: Teamctl, member: str, task: int, summary: str = "done") -> str:
+    return say(teamctl, member,
+               f'MCP task_complete {{"id": {task}, "summary": {json.dumps(summary)}}}')
+
+
+def settled(follow_logs: LogFollower, task: int, attempt: int = 1,
+            timeout: float = 60.0) -> dict[str, object]:
+    """How the task's ``attempt`` ended (its log event)."""
+    return follow_logs.wait_for(lambda e: e["event"] in ("task_landed", "task_not_landed")
+                                and e.get("task") == task and e.get("attempt") == attempt,
+                                timeout=timeout)

@@ -6,6 +6,7 @@ not the fake's own idea of them."""
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -41,7 +42,8 @@ def test_the_excerpt_says_where_it_comes_from() -> None:
     doc = json.loads(_EXCERPT.read_text(encoding="utf-8"))
     assert "github/rest-api-description" in doc["provenance"]["source"]
     for name in ("issue", "label", "issue-comment", "simple-user", "validation-error",
-                 "check-run", "pull-request-review"):
+                 "check-run", "pull-request-review", "pull-request", "review-comment",
+                 "combined-commit-status", "pull-request-merge-result"):
         jsonschema.Draft202012Validator.check_schema(doc["components"]["schemas"][name])
 
 
@@ -98,3 +100,54 @@ def test_a_fake_answer_off_the_schema_is_caught() -> None:
     del issue["node_id"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(issue, _schema("issue"))
+
+
+def test_the_fakes_pull_requests_statuses_and_review_comments_match_githubs_schemas(
+        tmp_path: Path) -> None:
+    """A pull request opened from a branch of the bare remote, read, marked ready and merged;
+    a commit's combined status; a review's comments — each answer against GitHub's schema;
+    the merge closes the issue the body closes."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    work = tmp_path / "work"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    subprocess.run(["git", "-C", str(work), "push", "-q", str(remote), "HEAD:refs/heads/b"],
+                   check=True)
+    with FakeGitHub(token=_TOKEN, remote=remote) as fake:
+        fake.add_issue("fix it")
+        status, pull = _get(fake, "/repos/octo-org/web/pulls", "POST",
+                            {"title": "T1", "body": "Closes #1", "head": "b", "base": "main",
+                             "draft": True})
+        assert status == 201 and pull["draft"] is True
+        jsonschema.validate(pull, _schema("pull-request"))
+        number, sha = pull["number"], pull["head"]["sha"]
+        status, again = _get(fake, "/repos/octo-org/web/pulls", "POST",
+                             {"title": "T1", "head": "b", "base": "main"})
+        assert status == 422
+        jsonschema.validate(again, _schema("validation-error"))
+        fake.add_status(sha, "ci/build", "failure", "2 tests failed")
+        review = fake.add_review(number, "CHANGES_REQUESTED", "two things")
+        fake.add_review_comment(number, review["id"], "a.py", 3, "this breaks")
+        checks = [(f"/repos/octo-org/web/pulls/{number}", "pull-request", False),
+                  (f"/repos/octo-org/web/commits/{sha}/status", "combined-commit-status", False),
+                  (f"/repos/octo-org/web/pulls/{number}/reviews/{review['id']}/comments",
+                   "review-comment", True),
+                  ("/repos/octo-org/web/pulls?head=octo-org:b&state=all", "pull-request", True)]
+        for path, name, many in checks:
+            status, data = _get(fake, path)
+            assert status == 200, path
+            for item in data if many else [data]:
+                jsonschema.validate(item, _schema(name))
+        status, _ = _get(fake, f"/repos/octo-org/web/pulls/{number}/merge", "PUT",
+                               {"sha": sha})
+        assert status == 405  # a draft is never merged
+        _get(fake, "/graphql", "POST", {"query": "mutation { markPullRequestReadyForReview }",
+                                        "variables": {"id": pull["node_id"]}})
+        status, merged = _get(fake, f"/repos/octo-org/web/pulls/{number}/merge", "PUT",
+                              {"sha": sha})
+        assert status == 200
+        jsonschema.validate(merged, _schema("pull-request-merge-result"))
+        _, issue = _get(fake, "/repos/octo-org/web/issues/1")
+    assert issue["state"] == "closed"

@@ -20,7 +20,7 @@ from orchestrator.forge_config import ForgeSection
 from runtimes.kit.base import member_environ
 from tests.support.fake_github import FakeGitHub
 from tests.support.fakes import Core, FakeRuntime, core, team_config
-from tests.support.settle import until
+from tests.support.settle import all_blocked, until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -167,7 +167,7 @@ async def test_a_launched_team_takes_its_issues_and_no_member_sees_the_token(
 async def test_a_spent_rate_limit_makes_the_loop_wait_until_its_reset_shown_in_status(
         tmp_path: Path) -> None:
     """The loop's wait after a spent window is the time to its reset (not the poll interval),
-    and status says until when; nothing is sent meanwhile."""
+    and status says until when; nothing is sent meanwhile, even when a landing pokes it."""
     waits: list[float] = []
     parked = anyio.Event()
 
@@ -191,9 +191,12 @@ async def test_a_spent_rate_limit_makes_the_loop_wait_until_its_reset_shown_in_s
             await forges.launched(_Launched("web"))  # type: ignore[arg-type]
             with anyio.fail_after(10):
                 await parked.wait()
+            asked = len(fake.state.requests)
+            forges.poke("web")  # a landing: it waits for the reset all the same
+            await all_blocked()
             doc = forges.doc("web")
             tg.cancel_scope.cancel()
-    assert waits == [6_000.0]
+    assert waits == [6_000.0] and len(fake.state.requests) == asked
     assert doc is not None and doc.waiting_until == 10_000 and doc.remaining == 0
     assert doc.error is not None and doc.error.startswith("forge_rate_limited")
     assert _TOKEN not in repr(doc)
@@ -230,3 +233,42 @@ async def test_write_back_comments_on_claim_review_and_done_once_each(tmp_path: 
     assert claimed == [(1, "claimed")] and done == [(1, "done")]
     assert fake.comments_on(1) == [f"teamctl: T{task_id} was claimed by `a`.",
                                    f"teamctl: T{task_id} is done."]
+
+
+async def test_write_back_says_done_with_the_pull_request_once_it_is_opened(
+        tmp_path: Path) -> None:
+    """With pull requests, a team that integrates: "done" waits while the task has not
+    landed (no row), while its pull request is not opened (a row without a number), and is
+    then said once, naming the pull request's number and page."""
+    from orchestrator.daemon.forge import _pull_journal as pj
+
+    with FakeGitHub(token=_TOKEN) as fake:
+        fake.add_issue("Fix it", labels=("teamctl",))
+        async with core(tmp_path, FakeRuntime()) as c:
+            await c.teams.launch(team_config(tmp_path, {"name": "a"}), "t.toml", wait=True,
+                                 timeout=10)
+            forge = _forge(fake)
+            back = WriteBack(team="web", repo="octo-org/web", forge=forge,
+                             board=_board(c), journal=c.store, pulls=True, integrates=True)
+            try:
+                [task_id] = (await _intake(c, forge).poll()).created
+                await _board(c).assign(task_id, Assignee("a", c.supervisor.member(
+                    "web", "a").epoch), by=OPERATOR)
+                await _board(c).complete(task_id, by=Actor("a"), summary="fixed")
+                unlanded = await back.round()
+                await c.store.run(pj.want, "web", "octo-org/web", task=task_id,
+                                  branch=f"teamctl/web/T{task_id}", source="/r", commit="c1",
+                                  now=1.0)
+                unopened = await back.round()
+                await c.store.run(pj.update, "web", "octo-org/web", task_id, 2.0, number=7,
+                                  url="https://github.com/octo-org/web/pull/7\x1b[2J",
+                                  state="open")
+                done = await back.round()
+                after = await back.round()
+            finally:
+                await forge.aclose()
+    assert unlanded == [] and unopened == [] and after == []
+    assert done == [(1, "done")]
+    assert fake.comments_on(1) == [(
+        f"teamctl: T{task_id} is done: pull request #7, "
+        "https://github.com/octo-org/web/pull/7\u241b[2J.")]

@@ -38,6 +38,7 @@ _VALUES = {
     "_e(member.name)": "lead", "task.owner": "lead", "team": "web", "task.team": "web",
     "edge": "T3 --remove T2", "ref": "T1",
     "entry.task": "3", "task.id": "3", "task_ref": "T3", "task_id": "3", "entry.owner": "lead",
+    "row.task": "3",
     # metavars: what the reader writes in their place
     "TEAMFILE": "team.toml", "MEMBER": "lead", "TEXT": "yes", "USD": "5", "ID": "T1",
     "ID2": "T2", "RULE": "Write(docs/**)",

@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 12 == 24
+    assert SCHEMA_VERSION == len(EARLIER) + 13 == 25
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -140,6 +140,15 @@ def test_version_24_adds_the_attempts_and_the_senders_attempt_and_nothing_else()
     statements = _statements(MIGRATIONS[23])
     assert len(statements) == 2 and statements[0].startswith("CREATE TABLE turn_attempts (")
     assert statements[1] == "ALTER TABLE messages ADD COLUMN origin_attempt INTEGER"
+
+
+def test_version_25_adds_the_forges_pull_requests_and_nothing_else() -> None:
+    """Schema 25 (the forge's pull requests, issue 50): two new tables owned by the forge —
+    each task's pull request, and the merge-queue entry each team's pull requests start
+    after — no earlier table changes."""
+    statements = _statements(MIGRATIONS[24])
+    assert [s.split("(")[0].strip() for s in statements] == [
+        "CREATE TABLE forge_pulls", "CREATE TABLE forge_pull_teams"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.journal import Journal, Migrations
     from orchestrator.protocol.board import TaskShowDoc
 
-__all__ = ["MIGRATIONS", "Notice", "Told", "notices_of", "shown", "tell", "waiting"]
+__all__ = ["MIGRATIONS", "Notice", "Told", "known", "notices_of", "shown", "tell", "waiting"]
 
 # no ";" inside the statements: the migration runner splits on it
 SCHEMA = """
@@ -84,6 +84,12 @@ def tell(db: sqlite3.Connection, task_id: int, notice: Notice, now: float) -> To
                (task_id, notice.source, notice.kind, notice.text, now, member, message_id,
                 None if member is None else now))
     return Told(row["team"], task_id, member, message_id, notice.text)
+
+
+def known(journal: Journal, source: str) -> bool:
+    """Whether an event with this source id was journaled (told, or waiting for an owner)."""
+    return journal.connection.execute("SELECT 1 FROM task_notices WHERE source = ?",
+                                      (source,)).fetchone() is not None
 
 
 def waiting(db: sqlite3.Connection, task_id: int, now: float) -> Told | None:

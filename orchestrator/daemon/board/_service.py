@@ -277,6 +277,10 @@ class Board:
         self._poke(told)
         return told
 
+    async def known(self, source: str) -> bool:
+        """Whether the event with this source id was told (or waits for an owner) already."""
+        return await self._journal.run(board_notices.known, source)
+
     async def deliver_waiting(self, task: TaskDoc) -> Told | None:
         """What came about ``task`` while nobody held it, told to its owner now."""
         if task.owner is None:

@@ -209,6 +209,17 @@ def _take_snapshot(journal: Journal, task: int) -> tuple[str, bool] | None:
     return None if row is None else (row["commit_sha"], bool(row["committed"]))
 
 
+def _last_id(journal: Journal) -> int:
+    row = journal.connection.execute("SELECT max(id) FROM land_entries").fetchone()
+    return int(row[0] or 0)
+
+
+def _landed_after(journal: Journal, team: str, after: int) -> list[tuple[int, int, str, str]]:
+    return [(r["id"], r["task"], r["commit_sha"], r["repo"]) for r in journal.connection.execute(
+        "SELECT id, task, commit_sha, repo FROM land_entries WHERE team = ? AND id > ? AND "
+        "state = 'landed' ORDER BY id LIMIT 500", (team, after))]
+
+
 def _of_task(journal: Journal, task: int) -> list[QueueEntryDoc]:
     return [_doc(r) for r in journal.connection.execute(
         "SELECT * FROM land_entries WHERE task = ? ORDER BY id DESC LIMIT 100", (task,))]
@@ -255,6 +266,15 @@ class LandJournal:
     async def take_snapshot(self, task: int) -> tuple[str, bool] | None:
         """The commit kept for the task when it went to review (then forgotten), if any."""
         return await self._journal.run(_take_snapshot, task)
+
+    async def last_id(self) -> int:
+        """The newest entry's id (0: none yet)."""
+        return await self._journal.run(_last_id)
+
+    async def landed_after(self, team: str, after: int) -> list[tuple[int, int, str, str]]:
+        """The team's entries after ``after`` that landed, oldest first (at most 500): each
+        id, task, the owner's commit and the repository's common dir."""
+        return await self._journal.run(_landed_after, team, after)
 
     async def of_task(self, task: int) -> list[QueueEntryDoc]:
         """The task's entries, newest first (at most 100)."""

@@ -107,8 +107,10 @@ class Land:
     def __init__(self, store: AsyncStore, board: Board, teams: Teams, supervisor: Supervisor,
                  tg: TaskGroup, *, root: Path, on_change: Callable[[], None],
                  environ: Environ = minimal_environ,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_landed: Callable[[str], None] = lambda team: None) -> None:
         self._journal = LandJournal(store)
+        self._on_landed = on_landed  # a task of the team landed (the forge's pull requests)
         self._store = store
         self._board = board
         self._teams = teams
@@ -211,6 +213,25 @@ class Land:
                                    f"committed ({exc.message})",
                                    f"commit in {tree.path}, then 'teamctl integrate "
                                    f"T{task.id}'") from exc
+
+    # -- what the forge's pull requests read (docs/forge.md) ----------------------------------
+
+    async def last_entry(self) -> int:
+        """The newest entry's id (0: none yet)."""
+        return await self._journal.last_id()
+
+    async def landed_after(self, team: str, after: int) -> list[tuple[int, int, str, str]]:
+        """The team's entries after ``after`` that landed: id, task, the owner's commit and
+        the repository's common dir."""
+        return await self._journal.landed_after(team, after)
+
+    async def worktree_commit(self, task: TaskDoc) -> tuple[str, str]:
+        """A done task's commit in its owner's worktree (what it left uncommitted committed
+        first, inside its boundary) and the repository's common dir; IntegrateRefused when
+        its owner works in no worktree."""
+        tree = await self._tree(task)
+        commit, _ = await self._snapshot(task, tree)
+        return commit, str(tree.repository().common_dir)
 
     # -- the operator's view ------------------------------------------------------------------
 
@@ -404,6 +425,7 @@ class Land:
                                  check_seconds=outcome.seconds)
         log.info("task_landed", team=entry.team, task=entry.task, entry=entry.id,
                  attempt=entry.attempt, commit=outcome.result[:12])
+        self._on_landed(entry.team)
         await self._note_id(entry, "landed", outcome.note)
 
     async def _failed(self, config: TeamConfig, entry: QueueEntryDoc, outcome: _Failed) -> None:

@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from orchestrator.protocol.approvals import ApprovalDoc
     from orchestrator.protocol.board import TaskDoc
     from orchestrator.protocol.land import QueueEntryDoc
-    from orchestrator.protocol.teams import MemberStatus
+    from orchestrator.protocol.teams import MemberStatus, PullDoc
 
     _Doc = TypeVar("_Doc", bound=BaseModel)
 
-__all__ = ["MAX_ITEMS", "Landings", "NeedsYou", "Waiting", "gather", "waiting"]
+__all__ = ["MAX_ITEMS", "Landings", "NeedsYou", "Pulls", "Waiting", "gather", "waiting"]
 
 MAX_ITEMS = 5000  # items read in one pass, at most (the approvals queue holds ≤ 100 a member)
 _SHORT = 200
@@ -137,6 +137,25 @@ def _landing(team: str, entry: QueueEntryDoc) -> NeedsYou:
                     "drops it", item=f"{team}/{task_ref}")
 
 
+def _pull(team: str, pull: PullDoc) -> NeedsYou:
+    """A pull request whose CI failed past ``ci_retries``, or whose push was refused
+    (docs/forge.md): the operator decides."""
+    task_ref = f"T{pull.task}"
+    what = f"#{pull.number}" if pull.number is not None else pull.branch
+    return NeedsYou(f"{team}/pull/{pull.task}/{pull.state}/{pull.failed_heads}", "integrate",
+                    team, f"{task_ref}'s pull request needs you",
+                    f"{team}: {task_ref} pull request {_short(what, 120)}: "
+                    f"{_short(pull.note or 'see teamctl status', 300)}",
+                    item=f"{team}/{task_ref}")
+
+
+class Pulls(Protocol):
+    """The forge's pull requests, as needs-you reads them (daemon/forge)."""
+
+    async def needs_you(self, team: str) -> list[PullDoc]:
+        ...
+
+
 class Landings(Protocol):
     """The merge queue, as needs-you reads it (daemon/land)."""
 
@@ -153,6 +172,7 @@ class Waiting:
     members: list[tuple[str, MemberStatus]]
     reviews: list[tuple[str, TaskDoc]] = field(default_factory=list)
     landings: list[tuple[str, QueueEntryDoc]] = field(default_factory=list)
+    pulls: list[tuple[str, PullDoc]] = field(default_factory=list)
 
     @property
     def alarms(self) -> list[tuple[str, MemberStatus]]:
@@ -194,21 +214,24 @@ async def _reviews(board: Board, team: str) -> list[tuple[str, TaskDoc]]:
 
 async def waiting(team: str | None, *, teams: Teams, approvals: Approvals,
                   board: Board | None, most: int = MAX_ITEMS,
-                  land: Landings | None = None) -> Waiting:
+                  land: Landings | None = None, pulls: Pulls | None = None) -> Waiting:
     """What waits on the operator in ``team`` (None: every team): at most ``most`` requests,
     oldest first; the reviews only with a ``board``, the tasks that could not land only with
-    the merge queue (``land``)."""
+    the merge queue (``land``), the pull requests only with the forge (``pulls``)."""
     found = await _approvals(approvals, team, most)
     status = _redacted(await teams.status(team))
     members = [(shown.name, m) for shown in status.teams for m in shown.members]
     reviews: list[tuple[str, TaskDoc]] = []
     landings: list[tuple[str, QueueEntryDoc]] = []
+    waiting_pulls: list[tuple[str, PullDoc]] = []
     for name in [team] if team is not None else [t.name for t in status.teams]:
         if board is not None:
             reviews += await _reviews(board, name)
         if land is not None:
             landings += [(name, _redacted(e)) for e in await land.needs_you(name)]
-    return Waiting(found, members, reviews, landings)
+        if pulls is not None:
+            waiting_pulls += [(name, _redacted(p)) for p in await pulls.needs_you(name)]
+    return Waiting(found, members, reviews, landings, waiting_pulls)
 
 
 def items(now: Waiting) -> list[NeedsYou]:
@@ -218,11 +241,13 @@ def items(now: Waiting) -> list[NeedsYou]:
     found += members.values()  # an account's members share one item
     found += [_review(team, task) for team, task in now.reviews]
     found += [_landing(team, entry) for team, entry in now.landings]
+    found += [_pull(team, pull) for team, pull in now.pulls]
     return found[:MAX_ITEMS]
 
 
 async def gather(team: str, *, teams: Teams, approvals: Approvals,
-                 board: Board | None, land: Landings | None = None) -> list[NeedsYou]:
+                 board: Board | None, land: Landings | None = None,
+                 pulls: Pulls | None = None) -> list[NeedsYou]:
     """What needs the operator in ``team`` now, oldest approval first (at most MAX_ITEMS)."""
     return items(await waiting(team, teams=teams, approvals=approvals, board=board,
-                               land=land))
+                               land=land, pulls=pulls))

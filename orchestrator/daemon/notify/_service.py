@@ -33,7 +33,7 @@ import structlog
 from orchestrator.daemon.notify._alerts import Alerts
 from orchestrator.daemon.notify._journal import NotifyJournal
 from orchestrator.daemon.notify._messages import Channel, Composer
-from orchestrator.daemon.notify._needs_you import Landings, NeedsYou, gather
+from orchestrator.daemon.notify._needs_you import Landings, NeedsYou, Pulls, gather
 from orchestrator.daemon.notify._policy import Backoff, RateWindow, in_quiet_hours
 from orchestrator.daemon.notify._refusals import REFUSED_LOG_INTERVAL, RefusalTally
 from orchestrator.daemon.notify._responses import Responder
@@ -354,11 +354,14 @@ class NotifyService:
 
     def __init__(self, home: Home, *, teams: Teams, approvals: Approvals, board: Board | None,
                  store: AsyncJournal, changes: Changes, backoff: Backoff | None = None,
-                 environ: Mapping[str, str] = os.environ, land: Landings | None = None) -> None:
-        """``land``: the merge queue, whose tasks that could not land need the operator."""
+                 environ: Mapping[str, str] = os.environ, land: Landings | None = None,
+                 pulls: Pulls | None = None) -> None:
+        """``land``: the merge queue, whose tasks that could not land need the operator;
+        ``pulls``: the forge, whose pull requests past their CI retries need the operator."""
         self._home = home
         self._teams, self._approvals, self._board = teams, approvals, board
         self._land = land
+        self._pulls = pulls
         self._store, self._changes = store, changes
         self._backoff = backoff or backoff_from_env(environ)
         self._refused_interval = refused_interval_from_env(environ)
@@ -434,7 +437,7 @@ class NotifyService:
 
         async def items() -> list[NeedsYou]:
             return await gather(team, teams=self._teams, approvals=self._approvals,
-                                board=self._board, land=self._land)
+                                board=self._board, land=self._land, pulls=self._pulls)
 
         notifier = TeamNotifier(team, section, channel, gather_items=items,
                                 changes=self._changes, responder=responder,
