@@ -161,7 +161,12 @@ async def test_a_receiver_that_hangs_never_holds_a_turn_and_its_drops_are_counte
 
                 await until(logged)
                 receiver.release()
-        assert telemetry.dropped >= 40 * 2 - 16 - 2 * 2
+    # each of the 40 turns' spans (its delivery and its attempt) was dropped and counted, or
+    # sent once: how many the wedged requests held depends on how the batches formed (a
+    # loaded machine makes fewer, larger ones: a bound on the drops alone read 56 < 60 there)
+    assert telemetry.dropped > 0
+    assert telemetry.dropped + telemetry.exported + telemetry.failed == 40 * 2
+    assert len(receiver.spans) == telemetry.exported
     dropped = [e for e in logs if e["event"] == "telemetry_spans_dropped"]
     assert len(dropped) == 1, "logged once a minute, not once a span"
     assert dropped[0]["dropped"] > 0

@@ -82,6 +82,11 @@ class Telemetry:
     def exported(self) -> int:
         return sum(p.exported for p in self._pipelines.values())
 
+    @property
+    def failed(self) -> int:
+        """Spans a collector refused or did not answer in time (sent, not received)."""
+        return sum(p.failed for p in self._pipelines.values())
+
     def own(self, team: str, member: str) -> tuple[dict[str, str], dict[str, Any]]:
         """What points ``member``'s CLI's own telemetry at its team's collector (env, config;
         docs/telemetry.md, "The runtimes' own telemetry"): nothing without ``[telemetry]``, for
