@@ -80,6 +80,42 @@ async def test_an_issue_becomes_a_task_once_and_its_close_cancels_it(tmp_path: P
     assert after.cancelled == ()  # the closed issue is not looked up again
 
 
+async def test_an_issues_blocked_by_and_task_list_become_the_tasks_dependencies(
+        tmp_path: Path) -> None:
+    """``blocked by #1`` and a task list's ``- [ ] #4`` make the tasks wait, in the round
+    that takes both ends (#4 is labelled a round later); a cycle between two issues keeps one
+    edge and the round goes on; an edit that adds a reference links it, once."""
+    with FakeGitHub(token=_TOKEN) as fake:
+        fake.add_label("teamctl")
+        fake.add_issue("API", labels=("teamctl",))  # 1
+        fake.add_issue("UI", body="Blocked by #1, needs the API.", labels=("teamctl",))  # 2
+        fake.add_issue("Epic", body="- [ ] #4\n- [x] #99 not ours", labels=("teamctl",))  # 3
+        fake.add_issue("Later", body="", labels=())  # 4: not ours yet
+        fake.add_issue("A", body="depends on #6", labels=("teamctl",))  # 5
+        fake.add_issue("B", body="Depends on: #5", labels=("teamctl",))  # 6
+        async with core(tmp_path, FakeRuntime()) as c:
+            forge = _forge(fake)
+            try:
+                first = await _intake(c, forge).poll()
+                fake.edit_issue(4, labels=[fake.state.labels["teamctl"]])
+                second = await _intake(c, forge).poll()
+                fake.edit_issue(1, body="blocked by #4")
+                third = await _intake(c, forge).poll()
+                fake.edit_issue(1, body="blocked by #4 (still)")
+                fourth = await _intake(c, forge).poll()
+            finally:
+                await forge.aclose()
+            api, ui, epic, a, b = first.created
+            [later] = second.created
+            shown = {t: await _board(c).get(t, "web") for t in (api, ui, epic, a, b)}
+    assert shown[ui].depends_on == [api]
+    assert shown[epic].depends_on == [later]  # linked in the round that took #4
+    assert (shown[a].depends_on, shown[b].depends_on) in (([b], []), ([], [a]))  # one edge
+    assert third.edited == fourth.edited == (api,)
+    assert shown[api].depends_on == [later]
+    assert [e.kind for e in shown[api].events].count("deps") == 1  # not written again
+
+
 async def test_an_edited_issue_rewrites_the_body_and_tells_the_owner(tmp_path: Path) -> None:
     runtime = FakeRuntime()
     with FakeGitHub(token=_TOKEN) as fake:

@@ -1,6 +1,12 @@
 """Intake (docs/forge.md): each open issue with the team's label becomes a board task, once;
 an edited issue rewrites its task's body and tells the owner; a closed issue cancels its task.
 
+An issue's own dependencies become the task's: ``blocked by #12`` / ``depends on #12, #13`` in
+its body, or a task list's ``- [ ] #12``, make its task wait on #12's task — where #12 is an
+issue this team took (its task made in this round or an earlier one). A reference to an issue
+not taken (yet) is linked in the round that takes it; one that would close a cycle is left out
+and logged.
+
 An issue's text is the forge's and anyone's: it reaches the board as data — every character
 that acts on a terminal or hides text shown as its mark (``orchestrator.visible``), the title
 on one line cut to the board's 200 characters, the body cut to fit the board's 64 KiB with
@@ -10,12 +16,15 @@ what was cut said and the issue's link to read it whole — and is never run.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import structlog
+
 from orchestrator.daemon.board import TEAMCTL, Notice
 from orchestrator.daemon.forge import _journal as forge_journal
-from orchestrator.errors import TaskRefused
+from orchestrator.errors import TaskRefused, TeamctlError
 from orchestrator.limits import MAX_TASK_TEXT_BYTES, MAX_TASK_TITLE_CHARS
 from orchestrator.visible import visible, visible_line
 
@@ -28,7 +37,15 @@ if TYPE_CHECKING:
     from orchestrator.forge.protocol import Forge, Issue
     from orchestrator.protocol.board import TaskDoc
 
-__all__ = ["Intake", "IntakeRound", "task_body", "task_title"]
+__all__ = ["Intake", "IntakeRound", "references", "task_body", "task_title"]
+
+log = structlog.get_logger("teamctl.daemon")
+
+# "Blocked by #12", "depends on: #12, #13 and #14" (one phrase, its list of issues)
+_AFTER = re.compile(r"\b(?:blocked\s+by|depends\s+on)\b[:\s]*((?:#[0-9]{1,9}\b[\s,]*(?:and\s+)?)+)",
+                    re.IGNORECASE)
+_TASK_LIST = re.compile(r"^[ \t]*[-*+][ \t]+\[[ xX]\][ \t]+#([0-9]{1,9})\b", re.MULTILINE)
+_NUMBER = re.compile(r"#([0-9]{1,9})\b")
 
 _BODY_ROOM = MAX_TASK_TEXT_BYTES - 1024  # the link and the cut's note fit beside it
 
@@ -52,6 +69,13 @@ def task_body(issue: Issue) -> str:
                f"{visible_line(issue.url)}")
         text = kept
     return f"From {visible_line(issue.url)} (GitHub issue #{issue.number}):\n\n{text}{cut}"
+
+
+def references(body: str) -> tuple[int, ...]:
+    """The issue numbers an issue's body says it waits on, in order, each once."""
+    found = [int(n) for phrase in _AFTER.findall(body) for n in _NUMBER.findall(phrase)]
+    found += [int(n) for n in _TASK_LIST.findall(body)]
+    return tuple(dict.fromkeys(found))
 
 
 def _digest(issue: Issue) -> str:
@@ -92,12 +116,21 @@ class Intake:
         listed = {i.id: i for i in await self._forge.labelled_issues(self._label, self._state)}
         known = await self._journal.run(forge_journal.taken, self._team, self._repo)
         created, edited, cancelled = [], [], []
+        tasks = {was.number: was.task for was in known.values() if not was.closed}
+        changed: list[Issue] = []  # taken or edited this round: their references linked
         for issue in listed.values():
             was = known.get(issue.id)
             if was is None:
-                created.append((await self._take(issue)).id)
+                task = await self._take(issue)
+                created.append(task.id)
+                tasks[issue.number] = task.id
+                changed.append(issue)
             elif not was.closed and was.digest != _digest(issue):
                 edited.append((await self._rewrite(issue, was)).id)
+                changed.append(issue)
+        new = {issue.number for issue in changed if issue.id not in known}
+        await self._link([issue for issue in listed.values() if issue in changed or
+                          not new.isdisjoint(references(issue.body))], tasks)
         for issue_id, was in known.items():
             if was.closed or issue_id in listed:
                 continue
@@ -106,6 +139,24 @@ class Intake:
                 cancelled.append(await self._close(was))
         return IntakeRound(tuple(created), tuple(edited),
                            tuple(c for c in cancelled if c is not None))
+
+    async def _link(self, issues: list[Issue], tasks: dict[int, int]) -> None:
+        """Each issue's task made to wait on the tasks of the issues its body references
+        (those taken; an edge already there is not written again)."""
+        for issue in issues:
+            task = tasks.get(issue.number)
+            wanted = [tasks[n] for n in references(issue.body)
+                      if n in tasks and n != issue.number]
+            if task is None or not wanted:
+                continue
+            try:
+                have = set((await self._board.get(task, self._team)).depends_on)
+                add = [t for t in wanted if t not in have]
+                if add:
+                    await self._board.deps(task, by=TEAMCTL, add=add, team=self._team)
+            except TeamctlError as exc:  # a cycle, a settled task: said, the round goes on
+                log.warning("forge_dependency_refused", team=self._team, task=task,
+                            issue=issue.number, code=exc.code, error=exc.message)
 
     async def _take(self, issue: Issue) -> TaskDoc:
         now = self._clock()
