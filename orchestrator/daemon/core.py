@@ -200,7 +200,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     launches = LaunchFactory(
         home, load_session=lambda t, m: store.session_id(t, m),
         vision=vision, approvals=approvals, ledger=ledger, hosts=hosts, slots=slots.env_of,
-        own_telemetry=lambda team, member: late.telemetry.own(team, member))
+        own_telemetry=lambda team, member: late.telemetry.own(team, member),
+        tools=lambda team, member: late.telemetry.tools(team, member))
     if cgroups is None:
         from orchestrator.cgroups import Cgroups
 

@@ -16,6 +16,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from orchestrator.contracts import TurnResult
 from orchestrator.daemon.telemetry import TraceJournal, build_trace
 from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid
 from tests.support.chains import USED, Chain, chain_team, quiet
@@ -25,6 +26,9 @@ from tests.support.settle import until
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from orchestrator.contracts import Turn
+    from tests.support.fakes import FakeProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +117,45 @@ async def test_content_leaves_only_with_the_switch_and_redacted(tmp_path: Path) 
     text = delivery["attributes"]["teamctl.message.text"]
     assert text.startswith("deploy with ") and SECRET not in text
     assert "teamctl.reply" in delivery["attributes"]
+    assert SECRET.encode() not in b"".join(receiver.raw)
+
+
+async def _tooling(process: FakeProcess, turn: Turn) -> TurnResult:
+    """A turn whose runtime reports two tool calls, one failed, one given a secret."""
+    tools = process.spec.tools
+    assert tools is not None
+    tools.tool(turn.message_id, "c1", "Bash", "running", {"command": f"curl -H {SECRET}"})
+    tools.tool(turn.message_id, "c1", "Bash", "running")  # a repeat: nothing new
+    tools.tool(turn.message_id, "c1", "Bash", "completed")
+    tools.tool(turn.message_id, "c2", "Edit", "failed", {"file_path": "a.md"})
+    return TurnResult(reply="done")
+
+
+@pytest.mark.parametrize("include", [False, True])
+async def test_tool_calls_are_exported_as_children_of_their_turn_arguments_only_with_content(
+        tmp_path: Path, include: bool) -> None:
+    runtime = FakeRuntime([_tooling])
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver, include_content=include)})
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "run it", wait=True, timeout=10)
+            await _wait(receiver, lambda r: len(r.spans) >= 4)
+    by_name = {s["name"]: s for s in receiver.spans}
+    turn, bash, edit = by_name["turn lead #1"], by_name["tool Bash"], by_name["tool Edit"]
+    assert bash["parent_id"] == edit["parent_id"] == turn["span_id"]
+    assert (bash["attributes"]["teamctl.kind"], bash["attributes"]["teamctl.outcome"],
+            edit["attributes"]["teamctl.outcome"]) == ("tool", "completed", "failed")
+    assert (edit["status"], bash["status"]) == (2, 0), "failed: ERROR; else UNSET"
+    if include:
+        shown = bash["attributes"]["teamctl.tool.arguments"]
+        assert shown.startswith('{"command": "curl -H ') and SECRET not in shown
+        assert edit["attributes"]["teamctl.tool.arguments"] == '{"file_path": "a.md"}'
+    else:
+        assert not any("teamctl.tool.arguments" in s["attributes"] for s in receiver.spans)
+        assert b"a.md" not in b"".join(receiver.raw)
     assert SECRET.encode() not in b"".join(receiver.raw)
 
 

@@ -7,7 +7,9 @@ turn, what each used, the approvals it waited on (docs/telemetry.md, "The trace"
 - a teammate's message is a child of the **sender's attempt** it was sent from (the journal
   keeps which: ``messages.origin_attempt``), a routed reply a child of the replier's last
   attempt, so a chain across runtimes is one tree;
-- an **approval** the turn waited on is a child of the attempt that asked it;
+- an **approval** the turn waited on is a child of the attempt that asked it, and so is each
+  **tool call** the runtime reported in it (one still open when its attempt ended is
+  ``unfinished``, ended with it);
 - tokens and cost are the ledger's rows of that delivery settled during the attempt.
 
 Ids are derived from the journal's (``orchestrator.ids``): read twice, the same ids.
@@ -25,10 +27,10 @@ from orchestrator.protocol.traces import SpanDoc, SpanTokens, TraceDoc
 if TYPE_CHECKING:
     from orchestrator.daemon.telemetry._journal import Row, TraceRows
 
-__all__ = ["attempt_span_id", "build_trace", "delivery_span_id"]
+__all__ = ["attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]
 
 _TEXT_CHARS = 80
-_KIND_ORDER = {"delivery": 0, "attempt": 1, "approval": 2}
+_KIND_ORDER = {"delivery": 0, "attempt": 1, "approval": 2, "tool": 3}
 
 
 def delivery_span_id(message_id: str, member: str) -> str:
@@ -37,6 +39,10 @@ def delivery_span_id(message_id: str, member: str) -> str:
 
 def attempt_span_id(message_id: str, member: str, ordinal: int) -> str:
     return span_id("attempt", message_id, member, ordinal)
+
+
+def tool_span_id(message_id: str, member: str, call_id: str) -> str:
+    return span_id("tool", message_id, member, call_id)
 
 
 def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
@@ -57,6 +63,7 @@ def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
         spans.append(_delivery(message, d, tried, _parent(message, attempts)))
         spans += _attempts(message, tried, usage[(d["message_id"], d["member"])])
     spans += _approvals(rows.approvals, messages, attempts)
+    spans += _tools(rows.tools, messages, attempts)
     known = {s.span_id for s in spans}
     spans = [s if s.parent_id in known or s.parent_id is None or not rooted
              else s.model_copy(update={"parent_id": None}) for s in spans]
@@ -144,6 +151,29 @@ def _approvals(approvals: list[Row], messages: dict[str, Row],
             attempt=a["ordinal"], epoch=a["epoch"], runtime=a["runtime"], model=a["model"],
             start=p["asked_at"], end=p["settled_at"],
             duration_ms=_ms(p["asked_at"], p["settled_at"]), outcome=p["state"],
+            task_id=message["task_id"]))
+    return spans
+
+
+def _tools(tools: list[Row], messages: dict[str, Row],
+           attempts: dict[tuple[str, str], list[Row]]) -> list[SpanDoc]:
+    spans = []
+    for t in tools:
+        message = messages.get(t["message_id"])
+        a = next((a for a in attempts.get((t["message_id"], t["member"]), [])
+                  if a["ordinal"] == t["ordinal"]), None)
+        if message is None or a is None:
+            continue
+        end, outcome = t["ended_at"], t["status"]
+        if end is None and a["ended_at"] is not None:  # still open when its turn ended
+            end, outcome = max(a["ended_at"], t["started_at"]), "unfinished"
+        spans.append(SpanDoc(
+            span_id=tool_span_id(t["message_id"], t["member"], t["call_id"]),
+            parent_id=attempt_span_id(a["message_id"], a["member"], a["ordinal"]),
+            kind="tool", name=f"tool {t['name']}", team=message["team"], member=t["member"],
+            sender=_sender(message), message_id=t["message_id"], attempt=a["ordinal"],
+            epoch=a["epoch"], runtime=a["runtime"], model=a["model"], start=t["started_at"],
+            end=end, duration_ms=_ms(t["started_at"], end), outcome=outcome,
             task_id=message["task_id"]))
     return spans
 

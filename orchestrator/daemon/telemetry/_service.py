@@ -1,6 +1,7 @@
 """Telemetry's export (docs/telemetry.md, "Export"): each ended attempt of a team with
-``[telemetry]`` becomes spans — the attempt, the approvals it waited on and, once the delivery
-has ended, the delivery — sent by that team's exporter; metrics beside them.
+``[telemetry]`` becomes spans — the attempt, the approvals it waited on, the tool calls it made
+and, once the delivery has ended, the delivery — sent by that team's exporter; metrics beside
+them. The tool calls the runtimes report are journaled here too (``_tools``), for every team.
 
 The mailbox tells ``ended`` (a set append, never a wait: a turn is never slowed by telemetry);
 this service's own task reads the message's rows from the journal, builds its spans with the
@@ -20,6 +21,7 @@ import anyio
 import structlog
 
 from orchestrator.daemon.telemetry._model import build_trace
+from orchestrator.daemon.telemetry._tools import ToolRecorder
 from orchestrator.errors import TelemetryConfigInvalid
 from orchestrator.redaction import redact
 from orchestrator.runtime_table import runtime_info
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from orchestrator.config import TeamConfig
+    from orchestrator.contracts import ToolLog
     from orchestrator.daemon.queue import Delivery
     from orchestrator.daemon.telemetry._export import Gauges, Pipeline
     from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
@@ -67,6 +70,7 @@ class Telemetry:
         self._pending: deque[tuple[str, str, str]] = deque()
         self._sent: OrderedDict[str, None] = OrderedDict()  # span ids exported
         self._wake = anyio.Event()
+        self._tools = ToolRecorder(lambda: self._wake.set())
         self._pipelines: dict[ExportSettings, Pipeline] = {}
         self._gauges: Gauges = {}
         self._lost = 0  # ended attempts not read: the pending bound was reached
@@ -76,7 +80,8 @@ class Telemetry:
     @property
     def dropped(self) -> int:
         """Spans dropped so far: every exporter's queue overflows, and attempts not read."""
-        return self._lost + sum(p.dropped for p in self._pipelines.values())
+        return self._lost + self._tools.dropped + sum(p.dropped
+                                                      for p in self._pipelines.values())
 
     @property
     def exported(self) -> int:
@@ -106,6 +111,11 @@ class Telemetry:
                      {"teamctl.team": team, "teamctl.member": member,
                       "teamctl.runtime": entry.runtime}, settings.include_content)
 
+    def tools(self, team: str, member: str) -> ToolLog:
+        """Where ``member``'s runtime reports its tool calls (``LaunchSpec.tools``): journaled
+        for every team, exported with the attempt for a team with ``[telemetry]``."""
+        return self._tools.log(team, member)
+
     def ended(self, delivery: Delivery) -> None:
         """An attempt of ``delivery`` ended (the mailbox's hook): export it soon. Never waits;
         a team without ``[telemetry]`` costs a lookup."""
@@ -122,16 +132,19 @@ class Telemetry:
         """Export what ended, as it ends; sample the gauges; log drops once a minute. Runs
         until cancelled."""
         while True:
-            with anyio.move_on_after(DROP_LOG_INTERVAL):
+            with anyio.move_on_after(DROP_LOG_INTERVAL) as waited:
                 await self._wake.wait()
             self._wake = anyio.Event()
-            if self._pending:
-                await anyio.sleep(self._batch_delay)  # the turns ending now share one read
-                try:
+            ended = bool(self._pending)
+            try:
+                if ended:
+                    await anyio.sleep(self._batch_delay)  # the turns ending now share one read
+                await self.write_tools()
+                if ended:
                     await self._export_pending()
-                except Exception:  # a bug here never ends the daemon, nor a turn
-                    log.exception("telemetry_export_failed")
-            if self._pipelines:
+            except Exception:  # a bug here never ends the daemon, nor a turn
+                log.exception("telemetry_export_failed")
+            if self._pipelines and (ended or waited.cancelled_caught):
                 self._gauges = await self._sample()
             self._log_drops()
 
@@ -140,6 +153,13 @@ class Telemetry:
         with anyio.CancelScope(shield=True):
             for pipeline in self._pipelines.values():
                 await anyio.to_thread.run_sync(pipeline.close, timeout)
+
+    async def write_tools(self) -> None:
+        """The tool calls reported so far, journaled now (also before ``teamctl trace``
+        reads: what a turn that has ended reported is in its trace)."""
+        rows = self._tools.take()
+        if rows:
+            await self._journal.write_tools(rows)
 
     async def _export_pending(self) -> None:
         """Every ended attempt waiting, its message's rows read in one journal call."""
@@ -207,11 +227,12 @@ def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges]) -> Pip
 
 def _ended(spans: list[SpanDoc], member: str) -> list[SpanDoc]:
     """What has ended of a delivery to ``member``: its ended attempts, the approvals they
-    waited on, and the delivery once it has ended (the caller leaves out what it sent)."""
+    waited on and the tool calls they made, and the delivery once it has ended (the caller
+    leaves out what it sent)."""
     mine = [s for s in spans if s.member == member]
     ended = {s.span_id for s in mine if s.kind == "attempt" and s.end is not None}
     return [s for s in mine if s.span_id in ended
-            or (s.kind == "approval" and s.parent_id in ended)
+            or (s.kind in ("approval", "tool") and s.parent_id in ended)
             or (s.kind == "delivery" and s.outcome in _TERMINAL)]
 
 
@@ -219,7 +240,7 @@ def _content(rows: TraceRows, include: bool) -> dict[str, dict[str, Any]]:
     """Per span id, its content attributes — only with ``include_content``, redacted."""
     if not include:
         return {}
-    from orchestrator.daemon.telemetry._model import delivery_span_id
+    from orchestrator.daemon.telemetry._model import delivery_span_id, tool_span_id
     from orchestrator.ids import span_id
 
     found: dict[str, dict[str, Any]] = {}
@@ -230,6 +251,10 @@ def _content(rows: TraceRows, include: bool) -> dict[str, dict[str, Any]]:
             **({"teamctl.reply": _shown(d["reply"])} if d["reply"] else {})}
     for p in rows.approvals:
         found[span_id("approval", p["id"])] = {"teamctl.approval.summary": _shown(p["summary"])}
+    for t in rows.tools:
+        if t["arguments"] is not None:
+            found[tool_span_id(t["message_id"], t["member"], t["call_id"])] = {
+                "teamctl.tool.arguments": _shown(t["arguments"])}
     return found
 
 
