@@ -323,7 +323,7 @@ class Daemon:
                                                   **LandApi(core.land).handlers(),
                                                   **quota_api.handlers(),
                                                   **TraceApi(TraceJournal(store),
-                                                             recorded=core.telemetry.write_tools
+                                                             recorded=core.telemetry.write_recorded
                                                              ).handlers()})
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,

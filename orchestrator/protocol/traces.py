@@ -9,9 +9,9 @@ from pydantic import Field
 from orchestrator.limits import ULID_PATTERN
 from orchestrator.protocol.common import Doc, Params
 
-__all__ = ["SpanDoc", "SpanTokens", "TraceDoc", "TraceParams"]
+__all__ = ["SpanDoc", "SpanKind", "SpanTokens", "TraceDoc", "TraceParams"]
 
-SpanKind = Literal["delivery", "attempt", "approval", "tool"]
+SpanKind = Literal["delivery", "attempt", "approval", "tool", "gate", "check"]
 
 
 class SpanTokens(Doc):
@@ -23,8 +23,9 @@ class SpanTokens(Doc):
 
 class SpanDoc(Doc):
     """One span: a delivery (a message to one member, queued until it ended), an attempt at
-    its turn (claimed until it ended), an approval its turn waited on or a tool call the
-    runtime reported in it."""
+    its turn (claimed until it ended), an approval its turn waited on, a tool call the
+    runtime reported in it, or the gate (``gate``) and the merge queue's integration check
+    (``check``) of the task that turn completed."""
 
     span_id: str = Field(description="16 hex digits, derived from the journal's ids")
     parent_id: str | None = Field(description="the span it is a child of; null: the root")
@@ -44,7 +45,8 @@ class SpanDoc(Doc):
     duration_ms: float | None = None
     outcome: str | None = Field(description="answered, failed, requeued, held, "
                                 "daemon_restarted, queued, sent…; an approval's state; a tool "
-                                "call's completed, failed, running or unfinished")
+                                "call's completed, failed, running or unfinished; a gate's or "
+                                "check's passed, failed or refused")
     error_code: str | None = None
     sent_at: float | None = Field(default=None, description="an attempt's: the turn "
                                   "reached the runtime")

@@ -36,6 +36,7 @@ from orchestrator.daemon.land._messages import (
     queued_note,
     sent_back_text,
 )
+from orchestrator.daemon.telemetry import CheckRan
 from orchestrator.errors import GitFailed, IntegrateRefused, TaskRefused, TeamctlError
 from orchestrator.git_run import Git, GitPlace
 from orchestrator.protocol.land import QueueDoc
@@ -107,8 +108,12 @@ class Land:
     def __init__(self, store: AsyncStore, board: Board, teams: Teams, supervisor: Supervisor,
                  tg: TaskGroup, *, root: Path, on_change: Callable[[], None],
                  environ: Environ = minimal_environ,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_checked: Callable[[CheckRan], None] = lambda ran: None) -> None:
+        """``on_checked``: an integration check ran (telemetry: a span of the turn that
+        completed the task)."""
         self._journal = LandJournal(store)
+        self._on_checked = on_checked
         self._store = store
         self._board = board
         self._teams = teams
@@ -358,9 +363,14 @@ class Land:
             seconds = None
             if integrate.check is not None:
                 state = self._supervisor.member(entry.team, entry.owner)
+                started = self._clock()
                 checked = await integration_check(state, integrate.check, scratch,
                                                   timeout=integrate.check_timeout,
                                                   environ=self._environ)
+                self._on_checked(CheckRan(
+                    entry.team, entry.task, "integration", started, self._clock(),
+                    "refused" if checked.refused else "passed" if checked.passed
+                    else "failed"))
                 seconds = round(checked.seconds, 4)
                 log.info("integration_check", team=entry.team, task=entry.task,
                          entry=entry.id, passed=checked.passed, seconds=seconds)

@@ -10,6 +10,8 @@ each waited on — so ``teamctl trace`` needs no collector:
 - ``_api``: ``TraceApi``, the ``trace`` control method;
 - ``_tools``: ``ToolRecorder``, the tool calls the runtimes report, journaled against their
   attempt (``tool_calls``, ``MIGRATIONS``: 25);
+- ``_checks``: ``CheckRan``, a task's gate or integration check, journaled against the turn
+  that completed the task (``task_checks``, migration 25);
 - ``_service``: ``Telemetry``, each ended attempt of a team with ``[telemetry]`` exported
   as spans (and metrics) by ``_export``'s ``Pipeline`` — the OpenTelemetry SDK behind a
   bounded queue, imported only when a team has ``[telemetry]``.
@@ -18,6 +20,7 @@ each waited on — so ``teamctl trace`` needs no collector:
 from __future__ import annotations
 
 from orchestrator.daemon.telemetry._api import TraceApi
+from orchestrator.daemon.telemetry._checks import CheckRan
 from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
 from orchestrator.daemon.telemetry._model import (
     attempt_span_id,
@@ -28,5 +31,5 @@ from orchestrator.daemon.telemetry._model import (
 from orchestrator.daemon.telemetry._service import DROP_LOG_INTERVAL, Telemetry
 from orchestrator.daemon.telemetry._tools import MIGRATIONS
 
-__all__ = ["DROP_LOG_INTERVAL", "MIGRATIONS", "Telemetry", "TraceApi", "TraceJournal", "TraceRows",
-           "attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]
+__all__ = ["DROP_LOG_INTERVAL", "MIGRATIONS", "CheckRan", "Telemetry", "TraceApi", "TraceJournal",
+           "TraceRows", "attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]

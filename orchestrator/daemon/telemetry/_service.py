@@ -1,7 +1,9 @@
 """Telemetry's export (docs/telemetry.md, "Export"): each ended attempt of a team with
-``[telemetry]`` becomes spans — the attempt, the approvals it waited on, the tool calls it made
-and, once the delivery has ended, the delivery — sent by that team's exporter; metrics beside
-them. The tool calls the runtimes report are journaled here too (``_tools``), for every team.
+``[telemetry]`` becomes spans — the attempt, the approvals it waited on, the tool calls it made,
+the gate and integration check of the task it completed and, once the delivery has ended, the
+delivery — sent by that team's exporter; metrics beside them. The tool calls the runtimes
+report and the checks that ran are journaled here too (``_tools``, ``_checks``), for every
+team.
 
 The mailbox tells ``ended`` (a set append, never a wait: a turn is never slowed by telemetry);
 this service's own task reads the message's rows from the journal, builds its spans with the
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from orchestrator.daemon.telemetry._checks import CheckRow
 from orchestrator.daemon.telemetry._model import build_trace
 from orchestrator.daemon.telemetry._tools import ToolRecorder
 from orchestrator.errors import TelemetryConfigInvalid
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from orchestrator.config import TeamConfig
     from orchestrator.contracts import ToolLog
     from orchestrator.daemon.queue import Delivery
+    from orchestrator.daemon.telemetry._checks import CheckRan
     from orchestrator.daemon.telemetry._export import Gauges, Pipeline
     from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
     from orchestrator.protocol.traces import SpanDoc
@@ -47,6 +51,7 @@ _SENT_MAX = 100_000  # span ids remembered as exported (the oldest forgotten fir
 _CONTENT_CHARS = 4096
 BATCH_DELAY = 0.5  # seconds the ended attempts gather before one journal read takes them all
 _TERMINAL = frozenset({"answered", "failed", "blocked"})
+_CHILDREN = frozenset({"approval", "tool", "gate", "check"})  # an attempt's child spans
 
 
 class Telemetry:
@@ -59,6 +64,7 @@ class Telemetry:
                  config_of: Callable[[str], TeamConfig | None],
                  sample: Callable[[], Awaitable[Gauges]],
                  environ: Mapping[str, str] = os.environ,
+                 turn_of: Callable[[str, str], str | None] = lambda team, member: None,
                  clock: Callable[[], float] = time.monotonic,
                  batch_delay: float = BATCH_DELAY) -> None:
         self._journal = journal
@@ -71,6 +77,8 @@ class Telemetry:
         self._sent: OrderedDict[str, None] = OrderedDict()  # span ids exported
         self._wake = anyio.Event()
         self._tools = ToolRecorder(lambda: self._wake.set())
+        self._turn_of = turn_of
+        self._checks: list[CheckRow] = []
         self._pipelines: dict[ExportSettings, Pipeline] = {}
         self._gauges: Gauges = {}
         self._lost = 0  # ended attempts not read: the pending bound was reached
@@ -116,6 +124,17 @@ class Telemetry:
         for every team, exported with the attempt for a team with ``[telemetry]``."""
         return self._tools.log(team, member)
 
+    def checked(self, ran: CheckRan) -> None:
+        """A task's gate or integration check ran (the board's and the merge queue's hook):
+        journaled against the turn ``ran.by`` has in flight (an integration check: the
+        task's last gate's), exported with it. Never waits."""
+        if len(self._checks) >= _PENDING_MAX:
+            self._lost += 1
+            return
+        turn = None if ran.by is None else self._turn_of(ran.team, ran.by)
+        self._checks.append(CheckRow(ran, turn))
+        self._wake.set()
+
     def ended(self, delivery: Delivery) -> None:
         """An attempt of ``delivery`` ended (the mailbox's hook): export it soon. Never waits;
         a team without ``[telemetry]`` costs a lookup."""
@@ -139,8 +158,8 @@ class Telemetry:
             try:
                 if ended:
                     await anyio.sleep(self._batch_delay)  # the turns ending now share one read
-                await self.write_tools()
-                if ended:
+                await self.write_recorded()
+                if self._pending:  # the ended attempts, and those a check was added to
                     await self._export_pending()
             except Exception:  # a bug here never ends the daemon, nor a turn
                 log.exception("telemetry_export_failed")
@@ -154,12 +173,19 @@ class Telemetry:
             for pipeline in self._pipelines.values():
                 await anyio.to_thread.run_sync(pipeline.close, timeout)
 
-    async def write_tools(self) -> None:
-        """The tool calls reported so far, journaled now (also before ``teamctl trace``
-        reads: what a turn that has ended reported is in its trace)."""
+    async def write_recorded(self) -> None:
+        """The tool calls reported and the checks that ran so far, journaled now (also before
+        ``teamctl trace`` reads: what a turn that has ended reported is in its trace); a
+        check's attempt exported again (its new span: a check may end after its turn)."""
         rows = self._tools.take()
         if rows:
             await self._journal.write_tools(rows)
+        checks, self._checks = self._checks, []
+        if checks:
+            for team, message_id, member in await self._journal.write_checks(checks):
+                config = self._config_of(team)
+                if config is not None and config.telemetry is not None:
+                    self._pending.append((team, message_id, member))
 
     async def _export_pending(self) -> None:
         """Every ended attempt waiting, its message's rows read in one journal call."""
@@ -227,12 +253,12 @@ def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges]) -> Pip
 
 def _ended(spans: list[SpanDoc], member: str) -> list[SpanDoc]:
     """What has ended of a delivery to ``member``: its ended attempts, the approvals they
-    waited on and the tool calls they made, and the delivery once it has ended (the caller
-    leaves out what it sent)."""
+    waited on, the tool calls they made and the checks of the tasks they completed, and the
+    delivery once it has ended (the caller leaves out what it sent)."""
     mine = [s for s in spans if s.member == member]
     ended = {s.span_id for s in mine if s.kind == "attempt" and s.end is not None}
     return [s for s in mine if s.span_id in ended
-            or (s.kind in ("approval", "tool") and s.parent_id in ended)
+            or (s.kind in _CHILDREN and s.parent_id in ended)
             or (s.kind == "delivery" and s.outcome in _TERMINAL)]
 
 

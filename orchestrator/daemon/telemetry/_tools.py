@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.daemon.telemetry._checks import SCHEMA as CHECKS_SCHEMA
 from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ CREATE TABLE tool_calls (
     PRIMARY KEY (message_id, member, call_id)
 )
 """
-# each tool call a runtime reported in a turn (issue 51): a child span of its attempt
-MIGRATIONS: Migrations = {25: SCHEMA}
+# each tool call a runtime reported in a turn, and each task's gate and integration check
+# (issue 51): child spans of their attempt
+MIGRATIONS: Migrations = {25: f"{SCHEMA};{CHECKS_SCHEMA}"}
 
 _NAME_CHARS = 200
 _ARGUMENT_CHARS = 4096
