@@ -18,7 +18,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.contracts import ApprovalRequest, TurnResult
-from orchestrator.daemon.telemetry import TraceJournal, build_trace
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
+from orchestrator.daemon.telemetry import CheckRan, TraceJournal, build_trace
 from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid
 from tests.support.chains import USED, Chain, chain_team, quiet
 from tests.support.fakes import FakeRuntime, asking_step, core, team_config
@@ -158,6 +160,45 @@ async def test_tool_calls_are_exported_as_children_of_their_turn_arguments_only_
         assert not any("teamctl.tool.arguments" in s["attributes"] for s in receiver.spans)
         assert b"a.md" not in b"".join(receiver.raw)
     assert SECRET.encode() not in b"".join(receiver.raw)
+
+
+async def test_a_check_that_ends_after_its_turn_is_exported_under_it_alone(
+        tmp_path: Path) -> None:
+    """The gate (inside the turn) leaves with its attempt; the merge queue's integration
+    check, ended after the attempt was exported, follows as a child of it — and nothing of
+    what was already sent is sent again."""
+    holder: list[Any] = []
+
+    async def completing(process: FakeProcess, turn: Turn) -> TurnResult:
+        board, task_id = holder
+        await board.complete(task_id, by=Actor("lead"), summary="did it")
+        return TurnResult(reply="done")
+
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver)})
+        async with core(tmp_path, FakeRuntime([completing]), environ={}) as c:
+            assert c.built is not None
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            task = await c.built.board.create("web", "x", created_by=OPERATOR, assignee=Assignee(
+                "lead", c.supervisor.member("web", "lead").epoch))
+            holder[:] = [c.built.board, task.id]
+            await c.teams.send(None, "lead", "finish it", wait=True, timeout=10)
+            await _wait(receiver, lambda r: any(s["name"] == f"gate T{task.id}"
+                                                for s in r.spans))
+            sent = len(receiver.spans)
+            c.built.telemetry.checked(CheckRan("web", task.id, "integration", time.time(),
+                                               time.time() + 0.5, "passed"))
+            await _wait(receiver, lambda r: len(r.spans) > sent)
+            await quiet(c)
+    by_name = {s["name"]: s for s in receiver.spans}
+    turn = by_name["turn lead #1"]
+    check = by_name[f"integration check T{task.id}"]
+    assert by_name[f"gate T{task.id}"]["parent_id"] == check["parent_id"] == turn["span_id"]
+    assert check["attributes"]["teamctl.outcome"] == "passed"
+    ids = [s["span_id"] for s in receiver.spans]
+    assert len(ids) == len(set(ids)), "a span already sent is never sent again"
 
 
 async def _spent(process: FakeProcess, turn: Turn) -> TurnResult:
