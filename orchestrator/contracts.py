@@ -102,6 +102,8 @@ __all__ = [
     "Spawner",
     "TextPart",
     "TokenUsage",
+    "ToolLog",
+    "ToolStatus",
     "TreeUsage",
     "Turn",
     "TurnFailed",
@@ -208,6 +210,22 @@ class Approver(Protocol):
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
 
     async def confirmed(self, request_id: str) -> None: ...
+
+
+ToolStatus = Literal["running", "completed", "failed"]
+
+
+class ToolLog(Protocol):
+    """The daemon's record of the tool calls a member's runtime reports (Claude's
+    ``tool_use``, Codex's items, OpenCode's tool parts, ACP's ``tool_call``): each becomes a
+    child span of its turn (docs/telemetry.md). ``tool`` is called whenever the runtime says
+    something of call ``call_id`` of turn ``message_id`` — the first time it starts it, a
+    ``completed`` or ``failed`` status ends it; a repeat changes nothing. ``name``: the tool as
+    the runtime names it; ``arguments``: what it was called with, as the runtime gave them
+    (kept redacted, exported only with ``include_content``). Never waits."""
+
+    def tool(self, message_id: str, call_id: str, name: str, status: ToolStatus,
+             arguments: object = None) -> None: ...
 
 
 RUNTIME_HOME = "runtime"
@@ -536,6 +554,8 @@ class LaunchSpec:
     approver: Approver | None = None
     # the daemon's ledger: usage readings and rate limits (None: nothing is counted)
     meter: Meter | None = None
+    # the daemon's record of the turn's tool calls (None: nobody records them)
+    tools: ToolLog | None = None
     # Claude only: the CLI's own --max-budget-usd backstop (what is left of the budget)
     max_budget_usd: float | None = None
     # where the runtime runs (runtimes.hosts.local.host.LocalHost: this machine); on another host

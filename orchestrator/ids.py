@@ -37,7 +37,8 @@ def trace_id(chain_id: str) -> str:
 
 def span_id(*parts: str | int) -> str:
     """The W3C span id (16 hex digits, never all zeros) of what ``parts`` names: ``("delivery",
-    message_id, member)``, ``("attempt", message_id, member, ordinal)``, ``("approval", id)``."""
+    message_id, member)``, ``("attempt", message_id, member, ordinal)``, ``("approval", id)``,
+    ``("tool", message_id, member, call_id)``."""
     return _derived("span", *parts, size=8)
 
 

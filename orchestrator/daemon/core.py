@@ -48,7 +48,7 @@ from orchestrator.daemon.router import Router
 from orchestrator.daemon.slots import PortCheck, Slots, port_free
 from orchestrator.daemon.teams import Teams
 from orchestrator.daemon.telemetry import Telemetry, TraceJournal
-from orchestrator.errors import TeamctlError
+from orchestrator.errors import NotFound, TeamctlError
 from orchestrator.runtime_table import runtime_info
 from orchestrator.telemetry_config import export_settings
 
@@ -201,7 +201,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     launches = LaunchFactory(
         home, load_session=lambda t, m: store.session_id(t, m),
         vision=vision, approvals=approvals, ledger=ledger, hosts=hosts, slots=slots.env_of,
-        own_telemetry=lambda team, member: late.telemetry.own(team, member))
+        own_telemetry=lambda team, member: late.telemetry.own(team, member),
+        tools=lambda team, member: late.telemetry.tools(team, member))
     if cgroups is None:
         from orchestrator.cgroups import Cgroups
 
@@ -239,14 +240,15 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     telemetry = late.telemetry = Telemetry(
         TraceJournal(store), config_of=teams.running,
         sample=functools.partial(_gauges, teams, supervisor, store, approvals, ledger),
-        environ=env)
+        environ=env, turn_of=functools.partial(_turn_of, supervisor))
     tg.start_soon(telemetry.run, name="telemetry")
     board = late.board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
                                       late, lease_check_interval)
     late.silence = Silence(board, store)
     land = late.land = Land(store, board, teams, supervisor, tg, root=home.root / "land",
                             on_change=changes.bump,
-                            on_landed=lambda team: late.forges.poke(team))
+                            on_landed=lambda team: late.forges.poke(team),
+                            on_checked=telemetry.checked)
     late.forges = forges = Forges(store, board, teams.running, tg, open_forge=open_forge,
                                   landings=land,
                                   epoch_of=functools.partial(_running_epoch, supervisor))
@@ -269,6 +271,14 @@ async def _admission(store: AsyncStore, tg: TaskGroup, settings: AdmissionSettin
                           sample_interval=settings.sample_interval, measure=settings.measure)
     tg.start_soon(admission.run, name="memory admission")
     return admission
+
+
+def _turn_of(supervisor: Supervisor, team: str, member: str) -> str | None:
+    """The message of ``member``'s turn in flight (None: none, or no such member)."""
+    try:
+        return supervisor.member(team, member).slot.turn
+    except NotFound:
+        return None
 
 
 def _telemetry_can_start(environ: Mapping[str, str], config: TeamConfig) -> None:
@@ -339,7 +349,7 @@ async def _board(store: AsyncStore, tg: TaskGroup, teams: Teams, supervisor: Sup
             await late.land.task_reviewed(task)
 
     board = Board(store, gate=gates.gate, on_gated=gated, on_change=changed,
-                  on_told=mailbox.poke,
+                  on_told=mailbox.poke, on_checked=lambda ran: late.telemetry.checked(ran),
                   reviewer=lambda team: None if (c := teams.running(team)) is None
                   else c.board.review_by)
     late.offers = offers = Offers(

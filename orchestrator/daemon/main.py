@@ -322,7 +322,9 @@ class Daemon:
                                    more_handlers={**NotifyApi(notify).handlers(),
                                                   **LandApi(core.land).handlers(),
                                                   **quota_api.handlers(),
-                                                  **TraceApi(TraceJournal(store)).handlers()})
+                                                  **TraceApi(TraceJournal(store),
+                                                             recorded=core.telemetry.write_recorded
+                                                             ).handlers()})
             control = ControlSocket(self.home.socket, server.handle_connection,
                                     max_connections=self._max_connections,
                                     idle_timeout=self._idle_timeout)

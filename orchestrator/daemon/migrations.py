@@ -20,6 +20,7 @@ from orchestrator.daemon import (
     queue,
     quota,
     slots,
+    telemetry,
     worktrees,
 )
 from orchestrator.daemon.approvals import APPROVAL_MIGRATIONS, KEPT_RULE_MIGRATIONS
@@ -35,7 +36,8 @@ MIGRATIONS = collect(TEAM_MIGRATIONS, VARIANT_MIGRATIONS, queue.MIGRATIONS,
                      worktrees.MIGRATIONS, APPROVAL_MIGRATIONS, ledger.MIGRATIONS,
                      describe.MIGRATIONS, KEPT_RULE_MIGRATIONS, board.MIGRATIONS,
                      notify.MIGRATIONS, slots.MIGRATIONS, admission.MIGRATIONS,
-                     land.MIGRATIONS, quota.MIGRATIONS, forge.MIGRATIONS)
+                     land.MIGRATIONS, quota.MIGRATIONS, forge.MIGRATIONS,
+                     telemetry.MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

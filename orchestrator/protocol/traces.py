@@ -1,6 +1,6 @@
 """Traces (``teamctl trace``): one piece of work as spans — who asked whom, each delivery and
-each attempt at its turn, the operator's approvals it waited on — read from the journal alone
-(docs/telemetry.md)."""
+each attempt at its turn, the operator's approvals it waited on, the tool calls it made —
+read from the journal alone (docs/telemetry.md)."""
 
 from typing import Literal
 
@@ -9,9 +9,9 @@ from pydantic import Field
 from orchestrator.limits import ULID_PATTERN
 from orchestrator.protocol.common import Doc, Params
 
-__all__ = ["SpanDoc", "SpanTokens", "TraceDoc", "TraceParams"]
+__all__ = ["SpanDoc", "SpanKind", "SpanTokens", "TraceDoc", "TraceParams"]
 
-SpanKind = Literal["delivery", "attempt", "approval"]
+SpanKind = Literal["delivery", "attempt", "approval", "tool", "gate", "check"]
 
 
 class SpanTokens(Doc):
@@ -23,13 +23,15 @@ class SpanTokens(Doc):
 
 class SpanDoc(Doc):
     """One span: a delivery (a message to one member, queued until it ended), an attempt at
-    its turn (claimed until it ended) or an approval its turn waited on."""
+    its turn (claimed until it ended), an approval its turn waited on, a tool call the
+    runtime reported in it, or the gate (``gate``) and the merge queue's integration check
+    (``check``) of the task that turn completed."""
 
     span_id: str = Field(description="16 hex digits, derived from the journal's ids")
     parent_id: str | None = Field(description="the span it is a child of; null: the root")
     kind: SpanKind
     name: str = Field(description="what it is, as a collector shows it: 'deliver to "
-                      "reviewer', 'turn reviewer #2', 'approval Write'")
+                      "reviewer', 'turn reviewer #2', 'approval Write', 'tool Bash'")
     team: str
     member: str
     sender: str = Field(description="who asked: operator, teamctl or a teammate")
@@ -42,7 +44,9 @@ class SpanDoc(Doc):
     end: float | None = Field(description="epoch seconds; null: not ended (or unknown)")
     duration_ms: float | None = None
     outcome: str | None = Field(description="answered, failed, requeued, held, "
-                                "daemon_restarted, queued, sent…; an approval's state")
+                                "daemon_restarted, queued, sent…; an approval's state; a tool "
+                                "call's completed, failed, running or unfinished; a gate's or "
+                                "check's passed, failed or refused")
     error_code: str | None = None
     sent_at: float | None = Field(default=None, description="an attempt's: the turn "
                                   "reached the runtime")

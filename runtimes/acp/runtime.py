@@ -70,6 +70,7 @@ from runtimes.kit import (
     OperatorBridge,
     UsageStop,
     denied,
+    report_tool,
     retryable_status,
     rpc_start_failures,
     spawn_member,
@@ -454,10 +455,23 @@ class AcpAgentProcess(JsonRpcProcess):
             self._activity = "thinking"
         elif kind == "tool_call":
             self._activity = f"{update.get('kind') or 'tool'}: {str(update.get('title'))[:80]}"
+        if kind in ("tool_call", "tool_call_update"):
+            self._tool(state, update)
         elif kind == "usage_update":
             cost = update.get("cost")
             if isinstance(cost, dict) and cost.get("currency") == "USD":
                 state.cost = usd(cost.get("amount"), "usage_update.cost")
+
+    def _tool(self, state: _Turn, update: dict[str, Any]) -> None:
+        """``tool_call`` starts a tool call (named by its ``kind``: read, edit, execute…; its
+        title and raw input are its arguments); a ``tool_call_update`` whose ``status`` is
+        completed or failed ends it (protocols/acp.md)."""
+        status = update.get("status")
+        arguments = {k: update[k] for k in ("title", "rawInput") if k in update}
+        report_tool(self._spec, state.message_id, update.get("toolCallId"),
+                    update.get("kind") or "tool",
+                    "completed" if status == "completed" else
+                    "failed" if status == "failed" else "running", arguments or None)
 
     def _charge(self, state: _Turn, result: Any) -> None:
         if isinstance(result, dict) and isinstance(result.get("usage"), dict):

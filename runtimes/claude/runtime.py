@@ -60,6 +60,7 @@ from runtimes.kit import (
     OperatorBridge,
     UsageStop,
     denied,
+    report_tool,
     retryable_status,
     spawn_member,
     starting,
@@ -406,6 +407,9 @@ class ClaudeProcess(StdioJsonProcess):
             self._retried()
             self._turn.texts.extend(_assistant_texts(event))
             self._estimate(self._turn, event)
+            self._tools(self._turn, event)
+        elif kind == "user" and self._turn is not None:
+            self._tools(self._turn, event)
         elif kind == "rate_limit_event":
             self._on_rate_limit(event.get("rate_limit_info"))
         elif kind == "system" and event.get("subtype") == "permission_denied" and \
@@ -419,6 +423,17 @@ class ClaudeProcess(StdioJsonProcess):
                 self._turn.finish(result=event)
             else:
                 self._early_result = event
+
+    def _tools(self, state: _TurnState, event: dict[str, Any]) -> None:
+        """An assistant's ``tool_use`` blocks start tool calls; a user line's ``tool_result``
+        blocks end them (``is_error``: failed) — protocols/claude.md §2."""
+        for block in _blocks(event):
+            if block.get("type") == "tool_use":
+                report_tool(self._spec, state.message_id, block.get("id"), block.get("name"),
+                            "running", block.get("input"))
+            elif block.get("type") == "tool_result":
+                report_tool(self._spec, state.message_id, block.get("tool_use_id"), None,
+                            "failed" if block.get("is_error") else "completed")
 
     # -- usage and limits (docs/costs.md) ------------------------------------------------------
 
@@ -586,10 +601,15 @@ def _str(value: Any) -> str | None:
 
 def _assistant_texts(event: dict[str, Any]) -> list[str]:
     message = event.get("message") or {}
-    content = message.get("content")
+    content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return [content]
-    if not isinstance(content, list):
-        return []
-    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+    return [b["text"] for b in _blocks(event) if b.get("type") == "text"
             and isinstance(b.get("text"), str)]
+
+
+def _blocks(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content blocks of an assistant or user line (none when its content is text)."""
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []

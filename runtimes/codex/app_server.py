@@ -70,6 +70,7 @@ from runtimes.codex.legend import legend
 from runtimes.kit import (
     OperatorBridge,
     UsageStop,
+    report_tool,
     retryable_status,
     rpc_start_failures,
     spawn_member,
@@ -373,9 +374,11 @@ class CodexAppServer(JsonRpcProcess):
             return
         if method == "item/completed":
             self._on_item(params.get("item") or {}, state)
+            self._tool(params.get("item"), state, completed=True)
         elif method == "item/started":
             item = params.get("item") or {}
             self._activity = _doing(item) or self._activity
+            self._tool(item, state, completed=False)
         elif method == "item/agentMessage/delta":
             self._activity = "writing its reply"
         elif method == "thread/tokenUsage/updated":
@@ -399,6 +402,21 @@ class CodexAppServer(JsonRpcProcess):
         elif kind == "commandExecution" and item.get("exitCode") not in (0, None):
             note = sandbox_refusal(self._spec, item.get("command"), item.get("aggregatedOutput"))
             state.notes += [note] if note else []
+
+    def _tool(self, item: Any, state: _Turn, *, completed: bool) -> None:
+        """An item that is a tool call (a command, a file change, an MCP or dynamic tool, a
+        web search), started or completed, for the record of the turn's tool calls: a
+        completed item ended as its ``status`` says (failed, declined: failed)."""
+        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
+            return
+        kind = str(item.get("type"))
+        name = f"{item.get('server')}.{item.get('tool')}" if kind == "mcpToolCall" else \
+            str(item.get("tool") or _TOOL_ITEMS[kind])
+        status = item.get("status")
+        report_tool(self._spec, state.message_id, item.get("id"), name,
+                    "failed" if status in ("failed", "declined") else
+                    "completed" if completed or status == "completed" else "running",
+                    {k: item[k] for k in _TOOL_ARGUMENTS if k in item})
 
     def _on_usage(self, state: _Turn, usage: dict[str, Any]) -> None:
         """The thread's running total (``total``) goes to the ledger, which charges its
@@ -449,6 +467,12 @@ def _decision(method: str, answer: ApprovalAnswer) -> dict[str, Any]:
                 if approve else "denied"}
     return {"decision": ("acceptForSession" if answer.always else "accept")
             if approve else "decline"}
+
+
+# the items that are tool calls (the pinned schema's ThreadItem), each's name when it has none
+_TOOL_ITEMS = {"commandExecution": "shell", "fileChange": "apply_patch",
+               "mcpToolCall": "mcp", "dynamicToolCall": "tool", "webSearch": "web_search"}
+_TOOL_ARGUMENTS = ("command", "cwd", "changes", "arguments", "query")
 
 
 def _doing(item: dict[str, Any]) -> str | None:

@@ -11,6 +11,8 @@ its CLI's protocol and nothing else (docs/runtimes.md, "A new adapter").
 - ``retryable_status``: the one rule for which HTTP status a later attempt can pass.
 - ``denied`` and ``UsageStop``: a refused tool call as a history note and a log line; the
   ledger's stop of a turn over budget, once.
+- ``report_tool``: a tool call the runtime reported, to the daemon's record of them (a child
+  span of its turn, docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from orchestrator.contracts import ApprovalAnswer, ApprovalRequest, LaunchSpec, RuntimeInfo
+    from orchestrator.contracts import (
+        ApprovalAnswer,
+        ApprovalRequest,
+        LaunchSpec,
+        RuntimeInfo,
+        ToolStatus,
+    )
     from orchestrator.runtime_table import RuntimeName
 
-__all__ = ["Adapter", "OperatorBridge", "TurnWatch", "UsageStop", "denied", "retryable_status",
+__all__ = ["Adapter", "OperatorBridge", "TurnWatch", "UsageStop", "denied", "report_tool",
+           "retryable_status",
            "spawn_member", "starting"]
 
 log = structlog.get_logger("teamctl.runtime")
@@ -236,6 +245,14 @@ def denied(spec: LaunchSpec, tool: str, target: str = "", message: str = "") -> 
                 target=target[:300], message=message[:300])
     return (f"permission denied: {tool}" + (f" {target[:200]}" if target else "")
             + (f": {message[:300]}" if message else ""))
+
+
+def report_tool(spec: LaunchSpec, message_id: str | None, call_id: object, name: object,
+                status: ToolStatus, arguments: object = None) -> None:
+    """Tell the daemon's record (``spec.tools``) what the runtime said of a tool call of turn
+    ``message_id``; nothing without a record, a turn or a call id."""
+    if spec.tools is not None and message_id and call_id:
+        spec.tools.tool(message_id, str(call_id), str(name or "tool"), status, arguments)
 
 
 class UsageStop:

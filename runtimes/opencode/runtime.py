@@ -57,6 +57,7 @@ from runtimes.kit import (
     OperatorBridge,
     TurnWatch,
     UsageStop,
+    report_tool,
     retryable_status,
     spawn_member,
     starting,
@@ -338,6 +339,7 @@ class OpenCodeServer(MemberProcess):
             part = props.get("part") or {}
             if isinstance(part, dict) and part.get("type") == "tool":
                 turn.tool_parts[str(part.get("callID") or part.get("id"))] = part
+                self._tool(turn, part)
             elif isinstance(part, dict) and part.get("type") == "step-finish":
                 self._on_step(turn, part)
         if kind == "session.idle" or (kind == "session.status" and (
@@ -349,6 +351,16 @@ class OpenCodeServer(MemberProcess):
             turn.error = props.get("error") or {"data": {"message": "session error"}}
         elif kind == "message.updated" and (props.get("info") or {}).get("role") == "user":
             turn.accepted.set()
+
+    def _tool(self, turn: _Turn, part: dict[str, Any]) -> None:
+        """A tool part (protocols/opencode.md): its ``state.status`` pending or running, then
+        completed or error — for the record of the turn's tool calls."""
+        found = part.get("state")
+        state: dict[str, Any] = found if isinstance(found, dict) else {}
+        status = state.get("status")
+        report_tool(self._spec, turn.message_id, part.get("callID") or part.get("id"),
+                    part.get("tool"), "completed" if status == "completed" else
+                    "failed" if status == "error" else "running", state.get("input"))
 
     def _on_status(self, status: dict[str, Any], turn: _Turn) -> None:
         if status.get("type") != "retry":

@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 13 == 25
+    assert SCHEMA_VERSION == len(EARLIER) + 14 == 26
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -149,6 +149,15 @@ def test_version_25_adds_the_forges_pull_requests_and_nothing_else() -> None:
     statements = _statements(MIGRATIONS[24])
     assert [s.split("(")[0].strip() for s in statements] == [
         "CREATE TABLE forge_pulls", "CREATE TABLE forge_pull_teams"]
+
+
+def test_version_26_adds_the_tool_calls_and_the_task_checks_and_nothing_else() -> None:
+    """Schema 26 (issue 51's tool calls, gates and integration checks as spans): telemetry's
+    two tables and their indexes — no earlier table changes."""
+    statements = _statements(MIGRATIONS[25])
+    created = [s.split("(")[0].split()[-1] for s in statements if s.startswith("CREATE TABLE")]
+    assert created == ["tool_calls", "task_checks"]
+    assert all(s.startswith(("CREATE TABLE", "CREATE INDEX")) for s in statements), statements
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

@@ -10,21 +10,28 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.daemon.telemetry import TraceJournal, build_trace
+from orchestrator.contracts import ApprovalRequest, TurnResult
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
+from orchestrator.daemon.telemetry import CheckRan, TraceJournal, build_trace
 from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid
 from tests.support.chains import USED, Chain, chain_team, quiet
-from tests.support.fakes import FakeRuntime, core, team_config
+from tests.support.fakes import FakeRuntime, asking_step, core, team_config
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.settle import until
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from orchestrator.contracts import Turn
+    from tests.support.fakes import FakeProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -114,6 +121,144 @@ async def test_content_leaves_only_with_the_switch_and_redacted(tmp_path: Path) 
     assert text.startswith("deploy with ") and SECRET not in text
     assert "teamctl.reply" in delivery["attributes"]
     assert SECRET.encode() not in b"".join(receiver.raw)
+
+
+async def _tooling(process: FakeProcess, turn: Turn) -> TurnResult:
+    """A turn whose runtime reports two tool calls, one failed, one given a secret."""
+    tools = process.spec.tools
+    assert tools is not None
+    tools.tool(turn.message_id, "c1", "Bash", "running", {"command": f"curl -H {SECRET}"})
+    tools.tool(turn.message_id, "c1", "Bash", "running")  # a repeat: nothing new
+    tools.tool(turn.message_id, "c1", "Bash", "completed")
+    tools.tool(turn.message_id, "c2", "Edit", "failed", {"file_path": "a.md"})
+    return TurnResult(reply="done")
+
+
+@pytest.mark.parametrize("include", [False, True])
+async def test_tool_calls_are_exported_as_children_of_their_turn_arguments_only_with_content(
+        tmp_path: Path, include: bool) -> None:
+    runtime = FakeRuntime([_tooling])
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver, include_content=include)})
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "run it", wait=True, timeout=10)
+            await _wait(receiver, lambda r: len(r.spans) >= 4)
+    by_name = {s["name"]: s for s in receiver.spans}
+    turn, bash, edit = by_name["turn lead #1"], by_name["tool Bash"], by_name["tool Edit"]
+    assert bash["parent_id"] == edit["parent_id"] == turn["span_id"]
+    assert (bash["attributes"]["teamctl.kind"], bash["attributes"]["teamctl.outcome"],
+            edit["attributes"]["teamctl.outcome"]) == ("tool", "completed", "failed")
+    assert (edit["status"], bash["status"]) == (2, 0), "failed: ERROR; else UNSET"
+    if include:
+        shown = bash["attributes"]["teamctl.tool.arguments"]
+        assert shown.startswith('{"command": "curl -H ') and SECRET not in shown
+        assert edit["attributes"]["teamctl.tool.arguments"] == '{"file_path": "a.md"}'
+    else:
+        assert not any("teamctl.tool.arguments" in s["attributes"] for s in receiver.spans)
+        assert b"a.md" not in b"".join(receiver.raw)
+    assert SECRET.encode() not in b"".join(receiver.raw)
+
+
+async def test_a_check_that_ends_after_its_turn_is_exported_under_it_alone(
+        tmp_path: Path) -> None:
+    """The gate (inside the turn) leaves with its attempt; the merge queue's integration
+    check, ended after the attempt was exported, follows as a child of it — and nothing of
+    what was already sent is sent again."""
+    holder: list[Any] = []
+
+    async def completing(process: FakeProcess, turn: Turn) -> TurnResult:
+        board, task_id = holder
+        await board.complete(task_id, by=Actor("lead"), summary="did it")
+        return TurnResult(reply="done")
+
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "lead"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver)})
+        async with core(tmp_path, FakeRuntime([completing]), environ={}) as c:
+            assert c.built is not None
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            task = await c.built.board.create("web", "x", created_by=OPERATOR, assignee=Assignee(
+                "lead", c.supervisor.member("web", "lead").epoch))
+            holder[:] = [c.built.board, task.id]
+            await c.teams.send(None, "lead", "finish it", wait=True, timeout=10)
+            await _wait(receiver, lambda r: any(s["name"] == f"gate T{task.id}"
+                                                for s in r.spans))
+            sent = len(receiver.spans)
+            c.built.telemetry.checked(CheckRan("web", task.id, "integration", time.time(),
+                                               time.time() + 0.5, "passed"))
+            await _wait(receiver, lambda r: len(r.spans) > sent)
+            await quiet(c)
+    by_name = {s["name"]: s for s in receiver.spans}
+    turn = by_name["turn lead #1"]
+    check = by_name[f"integration check T{task.id}"]
+    assert by_name[f"gate T{task.id}"]["parent_id"] == check["parent_id"] == turn["span_id"]
+    assert check["attributes"]["teamctl.outcome"] == "passed"
+    ids = [s["span_id"] for s in receiver.spans]
+    assert len(ids) == len(set(ids)), "a span already sent is never sent again"
+
+
+async def _spent(process: FakeProcess, turn: Turn) -> TurnResult:
+    """A turn whose runtime says the account's window is spent for an hour (a quota hold)."""
+    meter = process.spec.meter
+    assert meter is not None
+    meter.rate_limited(time.time() + 3600, "the account's usage limit was reached")
+    return TurnResult(reply="spent")
+
+
+def _gauge(receiver: OtlpReceiver, name: str) -> dict[str, float]:
+    """The newest export of gauge ``name``: its value per member."""
+    found = [m for m in receiver.metrics if m["name"] == name]
+    return {} if not found else {p["attributes"]["teamctl.member"]: p["value"]
+                                 for p in found[-1]["points"]}
+
+
+async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
+        tmp_path: Path) -> None:
+    """The gauges the chain test does not reach, at the receiver: a member restarted once
+    (its process exited mid-turn), one with a request waiting on the operator, one held by a
+    spent quota window — each counted on its own member, the others at zero."""
+    asked: list[Any] = []
+    runtimes = {"claude": FakeRuntime(["exit", "answer"]),
+                "codex": FakeRuntime([asking_step(ApprovalRequest("permission", "Bash",
+                                                                  "rm -rf build"), asked)]),
+                "opencode": FakeRuntime([_spent, "answer"])}
+    for name, runtime in runtimes.items():
+        runtime.name = name  # type: ignore[misc]
+    with otlp_receiver() as receiver:
+        config = team_config(tmp_path, {"name": "crasher"},
+                             {"name": "asker", "runtime": "codex", "permissions": "ask"},
+                             {"name": "spent", "runtime": "opencode"})
+        config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                        **_telemetry(receiver, metric_interval=1.0)})
+        async with core(tmp_path, runtimes=runtimes, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "asker", "clean up", wait=False, timeout=10)
+            with anyio.fail_after(10):
+                [pending] = (await c.approvals.query(wait=5.0)).approvals
+            done = await c.teams.send(None, "crasher", "hello", wait=True, timeout=20)
+            assert (done.state, done.attempts) == ("answered", 2)
+            done = await c.teams.send(None, "spent", "hello", wait=True, timeout=20)
+            assert done.state == "answered"
+
+            def seen(r: OtlpReceiver) -> bool:
+                return (_gauge(r, "teamctl.member.restarts").get("crasher") == 1
+                        and _gauge(r, "teamctl.approvals.waiting").get("asker") == 1
+                        and _gauge(r, "teamctl.member.held").get("spent") == 1)
+
+            assert await anyio.to_thread.run_sync(receiver.wait_for, seen), [
+                (n, _gauge(receiver, n)) for n in ("teamctl.member.restarts",
+                                                   "teamctl.approvals.waiting",
+                                                   "teamctl.member.held")]
+            await c.approvals.decide(pending.id, "deny", message="not now")
+    assert _gauge(receiver, "teamctl.member.restarts") == {"crasher": 1, "asker": 0, "spent": 0}
+    assert _gauge(receiver, "teamctl.approvals.waiting") == {"crasher": 0, "asker": 1,
+                                                             "spent": 0}
+    assert _gauge(receiver, "teamctl.member.held") == {"crasher": 0, "asker": 0, "spent": 1}
+    assert [a.decision for a in asked] == ["deny"], "it waited until the operator decided"
 
 
 async def test_a_redelivered_turn_is_a_second_attempt_span_of_one_exported_trace(

@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from orchestrator.daemon.telemetry import TraceApi, TraceJournal, attempt_span_id
+from orchestrator.contracts import TurnResult
+from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board._service import Actor, Assignee
+from orchestrator.daemon.telemetry import CheckRan, TraceApi, TraceJournal, attempt_span_id
 from orchestrator.errors import NotFound, RuntimeExited
 from orchestrator.ids import span_id, trace_id
 from orchestrator.protocol.traces import TraceDoc, TraceParams
@@ -20,8 +23,9 @@ from tests.support.fakes import FakeRuntime, core, team_config
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.contracts import Turn
     from orchestrator.protocol.traces import SpanDoc
-    from tests.support.fakes import Core
+    from tests.support.fakes import Core, FakeProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +153,47 @@ async def test_an_approval_the_turn_waited_on_is_a_child_span_of_that_attempt(
     assert approval.parent_id == attempt.span_id
     assert (approval.name, approval.outcome) == ("approval Bash", "approved")
     assert attempt.start <= approval.start <= (approval.end or 0) <= (attempt.end or 0)
+
+
+async def test_a_tasks_gate_and_integration_check_are_children_of_the_turn_that_completed_it(
+        tmp_path: Path) -> None:
+    """The board's gate runs inside the owner's turn (its ``task_complete``): a child span of
+    that attempt with its outcome and duration; the merge queue's integration check runs
+    later, and is a child of the same attempt (the task's last gate's)."""
+    turns: list[str] = []
+    holder: list[Core] = []
+    tasks: list[int] = []
+
+    async def completing(process: FakeProcess, turn: Turn) -> TurnResult:
+        turns.append(turn.message_id)
+        board = holder[0].built.board if holder[0].built else None
+        assert board is not None
+        await board.complete(tasks[0], by=Actor("lead"), summary="did it")
+        return TurnResult(reply="done")
+
+    config = team_config(tmp_path, {"name": "lead"})
+    async with core(tmp_path, FakeRuntime([completing])) as c:
+        holder.append(c)
+        assert c.built is not None
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        task = await c.built.board.create("web", "the login page", created_by=OPERATOR,
+                                          assignee=Assignee("lead", c.supervisor.member(
+                                              "web", "lead").epoch))
+        tasks.append(task.id)
+        await c.teams.send(None, "lead", "finish the login page", wait=True, timeout=10)
+        await quiet(c)
+        message_id = turns[0]
+        c.built.telemetry.checked(CheckRan("web", task.id, "integration", 1000.0, 1002.5,
+                                           "failed"))
+        c.built.telemetry.checked(CheckRan("web", 999, "integration", 1.0, 2.0, "passed"))
+        api = TraceApi(TraceJournal(c.store), recorded=c.built.telemetry.write_recorded)
+        doc = await api.handlers()["trace"](TraceParams(id=message_id))
+    [turn] = _by(doc, "attempt", "lead")
+    [gate] = _by(doc, "gate", "lead")
+    [check] = _by(doc, "check", "lead")
+    assert gate.parent_id == check.parent_id == turn.span_id
+    assert (gate.name, gate.outcome, gate.task_id) == (f"gate T{task.id}", "passed", task.id)
+    assert turn.start <= gate.start <= gate.end <= turn.end  # type: ignore[operator]
+    assert (check.name, check.outcome, check.duration_ms) == (
+        f"integration check T{task.id}", "failed", 2500.0)
+    assert len(doc.spans) == 4, "a check of a task no turn completed is in no trace"

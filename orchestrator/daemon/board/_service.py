@@ -33,6 +33,7 @@ from orchestrator.daemon.board import _writes as board_writes
 from orchestrator.daemon.board._claims import Claimant
 from orchestrator.daemon.board._writes import OPERATOR, Actor, Assignee, NewTask, Outcome, Verdict
 from orchestrator.daemon.queue import NewMessage, Origin
+from orchestrator.daemon.telemetry import CheckRan
 from orchestrator.errors import TaskInvalid
 from orchestrator.limits import MAX_TASK_DEPS, MAX_TASK_TEXT_BYTES, MAX_TASK_TITLE_CHARS
 
@@ -122,8 +123,11 @@ class Board:
                  on_change: Callable[[str | None], None], reviewer: Callable[[str], str | None],
                  on_told: Callable[[str, str], None],
                  clock: Callable[[], float] = time.time, grace: float = DEFAULT_GRACE,
-                 gate: Gate = no_gate) -> None:
+                 gate: Gate = no_gate,
+                 on_checked: Callable[[CheckRan], None] = lambda ran: None) -> None:
+        """``on_checked``: a completed task's gate ran (telemetry: a span of the turn)."""
         self._journal = journal
+        self._on_checked = on_checked
         self.clock = clock
         self.grace = grace
         self.gate = gate
@@ -225,8 +229,12 @@ class Board:
         summary = check_text(summary, "summary")
         evidence = None if evidence is None else check_text(evidence, "evidence")
         task = await self._journal.run(board_writes.completable, task_id, team, by)
+        started = self.clock()
         verdict = await self.gate(task.model_copy(update={"summary": summary,
                                                           "evidence": evidence}))
+        self._on_checked(CheckRan(task.team, task_id, "gate", started, self.clock(),
+                                  "failed" if verdict.status == "in_progress" else "passed",
+                                  None if by == OPERATOR else by.name))
         if by.name != task.owner and verdict.status == "done":  # the owner is told it is
             verdict = replace(verdict, by=by.name)  # done: it may still be working on it
         done = await self._finish(task_id, team, by, verdict.status, verdict.note,

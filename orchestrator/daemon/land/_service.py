@@ -36,6 +36,7 @@ from orchestrator.daemon.land._messages import (
     queued_note,
     sent_back_text,
 )
+from orchestrator.daemon.telemetry import CheckRan
 from orchestrator.errors import GitFailed, IntegrateRefused, TaskRefused, TeamctlError
 from orchestrator.git_run import Git, GitPlace
 from orchestrator.protocol.land import QueueDoc
@@ -108,9 +109,14 @@ class Land:
                  tg: TaskGroup, *, root: Path, on_change: Callable[[], None],
                  environ: Environ = minimal_environ,
                  clock: Callable[[], float] = time.time,
-                 on_landed: Callable[[str], None] = lambda team: None) -> None:
+                 on_landed: Callable[[str], None] = lambda team: None,
+                 on_checked: Callable[[CheckRan], None] = lambda ran: None) -> None:
+        """``on_landed``: a task of the team landed (the forge's pull requests);
+        ``on_checked``: an integration check ran (telemetry: a span of the turn that
+        completed the task)."""
         self._journal = LandJournal(store)
-        self._on_landed = on_landed  # a task of the team landed (the forge's pull requests)
+        self._on_landed = on_landed
+        self._on_checked = on_checked
         self._store = store
         self._board = board
         self._teams = teams
@@ -379,9 +385,14 @@ class Land:
             seconds = None
             if integrate.check is not None:
                 state = self._supervisor.member(entry.team, entry.owner)
+                started = self._clock()
                 checked = await integration_check(state, integrate.check, scratch,
                                                   timeout=integrate.check_timeout,
                                                   environ=self._environ)
+                self._on_checked(CheckRan(
+                    entry.team, entry.task, "integration", started, self._clock(),
+                    "refused" if checked.refused else "passed" if checked.passed
+                    else "failed"))
                 seconds = round(checked.seconds, 4)
                 log.info("integration_check", team=entry.team, task=entry.task,
                          entry=entry.id, passed=checked.passed, seconds=seconds)

@@ -26,7 +26,7 @@ from orchestrator.runtime_table import runtime_info
 
 if TYPE_CHECKING:
     from orchestrator.config import MemberConfig, TeamConfig
-    from orchestrator.contracts import Host
+    from orchestrator.contracts import Host, ToolLog
     from orchestrator.daemon.approvals import Approvals, MemberApprover
     from orchestrator.daemon.ledger import Ledger
     from orchestrator.daemon.members.state import MemberState
@@ -62,10 +62,13 @@ class LaunchFactory:
                  vision: VisionLookup = lambda runtime, model, override: override,
                  approvals: Approvals | None = None, ledger: Ledger | None = None,
                  hosts: HostFactory, slots: SlotLookup = lambda team, member: {},
-                 own_telemetry: TelemetryLookup = lambda team, member: ({}, {})) -> None:
+                 own_telemetry: TelemetryLookup = lambda team, member: ({}, {}),
+                 tools: Callable[[str, str], ToolLog | None] = lambda team, member: None
+                 ) -> None:
         """``hosts`` gives every member its host (this machine's, or another one's);
         ``slots`` its slots' values, put in its environment; ``own_telemetry`` what points
-        its CLI's own telemetry at the team's collector (env, config: the member's own win)."""
+        its CLI's own telemetry at the team's collector (env, config: the member's own win);
+        ``tools`` where its runtime reports its tool calls (telemetry's record)."""
         self.home = home
         self._load_session = load_session
         self._vision = vision
@@ -74,6 +77,7 @@ class LaunchFactory:
         self._hosts = hosts
         self._slots = slots
         self._own_telemetry = own_telemetry
+        self._tools = tools
 
     def place(self, team: TeamConfig, member: MemberConfig,
               workdirs: Mapping[str, Path]) -> tuple[str, Host]:
@@ -124,6 +128,7 @@ class LaunchFactory:
             meter=None if self._ledger is None else await self._ledger.meter(
                 state.team, state.name, config.runtime, config.model),
             max_budget_usd=self._backstop(state),
+            tools=self._tools(state.team, state.name),
             host=state.host,
         )
 

@@ -21,13 +21,19 @@ Handler = Callable[[Any], Awaitable[Any]]
 class TraceApi:
     """The trace method's handler, over the journal's reads."""
 
-    def __init__(self, journal: TraceJournal) -> None:
+    def __init__(self, journal: TraceJournal, *,
+                 recorded: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``recorded``: journals what the runtimes reported and is not yet written (the
+        tool calls), before a trace is read."""
         self._journal = journal
+        self._recorded = recorded
 
     def handlers(self) -> dict[str, Handler]:
         return {protocol.TRACE.name: self._trace}
 
     async def _trace(self, params: TraceParams) -> TraceDoc:
+        if self._recorded is not None:
+            await self._recorded()
         rows = await self._journal.rows(params.id)
         if rows is None:
             raise NotFound("message", params.id, [])

@@ -1,15 +1,21 @@
 """What a trace is read from: the journal's rows of one conversation (its messages, their
-deliveries and attempts, what each attempt used, the approvals its turns waited on) — one
-read, in the writer thread. The tables are their owners' (queue, ledger, approvals); this
-module only reads them."""
+deliveries and attempts, what each attempt used, the approvals its turns waited on, the tool
+calls they made) — one read, in the writer thread. The tables are their owners' (queue,
+ledger, approvals); this module only reads them, and writes telemetry's own (``tool_calls``,
+``_tools``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.daemon.telemetry._checks import write_checks
+from orchestrator.daemon.telemetry._tools import write_tools
+
 if TYPE_CHECKING:
     from orchestrator.daemon.journal import AsyncJournal, Journal
+    from orchestrator.daemon.telemetry._checks import CheckRow
+    from orchestrator.daemon.telemetry._tools import ToolRow
 
 __all__ = ["TraceJournal", "TraceRows"]
 
@@ -26,6 +32,8 @@ class TraceRows:
     attempts: list[Row]
     usage: list[Row]
     approvals: list[Row]
+    tools: list[Row]
+    checks: list[Row]
 
 
 # ``{scope}``: the messages read — a whole chain (``chain_id = ?``) or one message (``id = ?``)
@@ -43,6 +51,11 @@ _USAGE = (f"SELECT message_id, member, model, input_tokens, cached_input_tokens,
 _APPROVALS = (f"SELECT id, member, kind, tool, summary, state, asked_at, settled_at, "
               f"message_id FROM approvals WHERE {_IN} ORDER BY seq")
 
+_TOOLS = (f"SELECT message_id, member, call_id, ordinal, name, arguments, status, started_at, "
+          f"ended_at FROM tool_calls WHERE {_IN} ORDER BY started_at")
+
+_CHECKS = f"SELECT * FROM task_checks WHERE {_IN} ORDER BY id"
+
 
 def _rows(journal: Journal, message_id: str, *, whole_chain: bool = True) -> TraceRows | None:
     """The rows of the chain ``message_id`` belongs to (``whole_chain``), or of that one
@@ -59,7 +72,7 @@ def _rows(journal: Journal, message_id: str, *, whole_chain: bool = True) -> Tra
         return [dict(r) for r in db.execute(query, (key,) * query.count("?")).fetchall()]
 
     return TraceRows(chain, read(_MESSAGES), read(_DELIVERIES), read(_ATTEMPTS), read(_USAGE),
-                     read(_APPROVALS))
+                     read(_APPROVALS), read(_TOOLS), read(_CHECKS))
 
 
 def _each(journal: Journal, message_ids: list[str]) -> dict[str, TraceRows]:
@@ -84,3 +97,11 @@ class TraceJournal:
     async def messages_rows(self, message_ids: list[str]) -> dict[str, TraceRows]:
         """Each message's rows alone (and the attempts its parent is among), in one call."""
         return await self._journal.run(_each, message_ids)
+
+    async def write_tools(self, rows: list[ToolRow]) -> None:
+        """The tool calls the runtimes reported (``_tools``), in one call."""
+        await self._journal.run(write_tools, rows)
+
+    async def write_checks(self, rows: list[CheckRow]) -> list[tuple[str, str, str]]:
+        """The gates and integration checks that ran (``_checks``), in one call."""
+        return await self._journal.run(write_checks, rows)

@@ -7,7 +7,10 @@ turn, what each used, the approvals it waited on (docs/telemetry.md, "The trace"
 - a teammate's message is a child of the **sender's attempt** it was sent from (the journal
   keeps which: ``messages.origin_attempt``), a routed reply a child of the replier's last
   attempt, so a chain across runtimes is one tree;
-- an **approval** the turn waited on is a child of the attempt that asked it;
+- an **approval** the turn waited on is a child of the attempt that asked it, and so is each
+  **tool call** the runtime reported in it (one still open when its attempt ended is
+  ``unfinished``, ended with it), and the **gate** of the task it completed; that task's
+  **integration check** (the merge queue's, later) is a child of the same attempt;
 - tokens and cost are the ledger's rows of that delivery settled during the attempt.
 
 Ids are derived from the journal's (``orchestrator.ids``): read twice, the same ids.
@@ -20,15 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.ids import span_id, trace_id
 from orchestrator.protocol.common import OPERATOR, TEAMCTL
-from orchestrator.protocol.traces import SpanDoc, SpanTokens, TraceDoc
+from orchestrator.protocol.traces import SpanDoc, SpanKind, SpanTokens, TraceDoc
 
 if TYPE_CHECKING:
     from orchestrator.daemon.telemetry._journal import Row, TraceRows
 
-__all__ = ["attempt_span_id", "build_trace", "delivery_span_id"]
+__all__ = ["attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]
 
 _TEXT_CHARS = 80
-_KIND_ORDER = {"delivery": 0, "attempt": 1, "approval": 2}
+_KIND_ORDER = {"delivery": 0, "attempt": 1, "approval": 2, "tool": 3, "gate": 4, "check": 5}
+_CHECK_NAMES = {"gate": "gate", "integration": "integration check"}
 
 
 def delivery_span_id(message_id: str, member: str) -> str:
@@ -37,6 +41,10 @@ def delivery_span_id(message_id: str, member: str) -> str:
 
 def attempt_span_id(message_id: str, member: str, ordinal: int) -> str:
     return span_id("attempt", message_id, member, ordinal)
+
+
+def tool_span_id(message_id: str, member: str, call_id: str) -> str:
+    return span_id("tool", message_id, member, call_id)
 
 
 def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
@@ -57,6 +65,8 @@ def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
         spans.append(_delivery(message, d, tried, _parent(message, attempts)))
         spans += _attempts(message, tried, usage[(d["message_id"], d["member"])])
     spans += _approvals(rows.approvals, messages, attempts)
+    spans += _tools(rows.tools, messages, attempts)
+    spans += _checks(rows.checks, messages, attempts)
     known = {s.span_id for s in spans}
     spans = [s if s.parent_id in known or s.parent_id is None or not rooted
              else s.model_copy(update={"parent_id": None}) for s in spans]
@@ -145,6 +155,60 @@ def _approvals(approvals: list[Row], messages: dict[str, Row],
             start=p["asked_at"], end=p["settled_at"],
             duration_ms=_ms(p["asked_at"], p["settled_at"]), outcome=p["state"],
             task_id=message["task_id"]))
+    return spans
+
+
+def _attempt_of(row: Row, messages: dict[str, Row], attempts: dict[tuple[str, str], list[Row]]
+                ) -> tuple[Row, Row] | None:
+    """The message and the attempt a tool call's or a check's row names (its ``message_id``,
+    ``member``, ``ordinal``); None: not among the rows read."""
+    message = messages.get(row["message_id"])
+    a = next((a for a in attempts.get((row["message_id"], row["member"]), [])
+              if a["ordinal"] == row["ordinal"]), None)
+    return None if message is None or a is None else (message, a)
+
+
+def _child(message: Row, a: Row, *, span: str, kind: SpanKind, name: str, start: float,
+           end: float | None, outcome: str, task_id: int | None) -> SpanDoc:
+    """A span under attempt ``a`` (a tool call, a check): who and on what, from it."""
+    return SpanDoc(
+        span_id=span, parent_id=attempt_span_id(a["message_id"], a["member"], a["ordinal"]),
+        kind=kind, name=name, team=message["team"], member=a["member"],
+        sender=_sender(message), message_id=a["message_id"], attempt=a["ordinal"],
+        epoch=a["epoch"], runtime=a["runtime"], model=a["model"], start=start, end=end,
+        duration_ms=_ms(start, end), outcome=outcome, task_id=task_id)
+
+
+def _tools(tools: list[Row], messages: dict[str, Row],
+           attempts: dict[tuple[str, str], list[Row]]) -> list[SpanDoc]:
+    spans = []
+    for t in tools:
+        found = _attempt_of(t, messages, attempts)
+        if found is None:
+            continue
+        message, a = found
+        end, outcome = t["ended_at"], t["status"]
+        if end is None and a["ended_at"] is not None:  # still open when its turn ended
+            end, outcome = max(a["ended_at"], t["started_at"]), "unfinished"
+        spans.append(_child(message, a, span=tool_span_id(t["message_id"], t["member"],
+                                                          t["call_id"]),
+                            kind="tool", name=f"tool {t['name']}", start=t["started_at"],
+                            end=end, outcome=outcome, task_id=message["task_id"]))
+    return spans
+
+
+def _checks(checks: list[Row], messages: dict[str, Row],
+            attempts: dict[tuple[str, str], list[Row]]) -> list[SpanDoc]:
+    spans = []
+    for k in checks:
+        found = _attempt_of(k, messages, attempts)
+        if found is not None:
+            spans.append(_child(
+                *found, span=span_id("check", k["id"]),
+                kind="gate" if k["kind"] == "gate" else "check",
+                name=f"{_CHECK_NAMES.get(k['kind'], k['kind'])} T{k['task_id']}",
+                start=k["started_at"], end=k["ended_at"], outcome=k["outcome"],
+                task_id=k["task_id"]))
     return spans
 
 

@@ -1,6 +1,9 @@
 """Telemetry's export (docs/telemetry.md, "Export"): each ended attempt of a team with
-``[telemetry]`` becomes spans — the attempt, the approvals it waited on and, once the delivery
-has ended, the delivery — sent by that team's exporter; metrics beside them.
+``[telemetry]`` becomes spans — the attempt, the approvals it waited on, the tool calls it made,
+the gate and integration check of the task it completed and, once the delivery has ended, the
+delivery — sent by that team's exporter; metrics beside them. The tool calls the runtimes
+report and the checks that ran are journaled here too (``_tools``, ``_checks``), for every
+team.
 
 The mailbox tells ``ended`` (a set append, never a wait: a turn is never slowed by telemetry);
 this service's own task reads the message's rows from the journal, builds its spans with the
@@ -19,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from orchestrator.daemon.telemetry._checks import CheckRow
 from orchestrator.daemon.telemetry._model import build_trace
+from orchestrator.daemon.telemetry._tools import ToolRecorder
 from orchestrator.errors import TelemetryConfigInvalid
 from orchestrator.redaction import redact
 from orchestrator.runtime_table import runtime_info
@@ -29,7 +34,9 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from orchestrator.config import TeamConfig
+    from orchestrator.contracts import ToolLog
     from orchestrator.daemon.queue import Delivery
+    from orchestrator.daemon.telemetry._checks import CheckRan
     from orchestrator.daemon.telemetry._export import Gauges, Pipeline
     from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
     from orchestrator.protocol.traces import SpanDoc
@@ -44,6 +51,7 @@ _SENT_MAX = 100_000  # span ids remembered as exported (the oldest forgotten fir
 _CONTENT_CHARS = 4096
 BATCH_DELAY = 0.5  # seconds the ended attempts gather before one journal read takes them all
 _TERMINAL = frozenset({"answered", "failed", "blocked"})
+_CHILDREN = frozenset({"approval", "tool", "gate", "check"})  # an attempt's child spans
 
 
 class Telemetry:
@@ -56,6 +64,7 @@ class Telemetry:
                  config_of: Callable[[str], TeamConfig | None],
                  sample: Callable[[], Awaitable[Gauges]],
                  environ: Mapping[str, str] = os.environ,
+                 turn_of: Callable[[str, str], str | None] = lambda team, member: None,
                  clock: Callable[[], float] = time.monotonic,
                  batch_delay: float = BATCH_DELAY) -> None:
         self._journal = journal
@@ -67,6 +76,9 @@ class Telemetry:
         self._pending: deque[tuple[str, str, str]] = deque()
         self._sent: OrderedDict[str, None] = OrderedDict()  # span ids exported
         self._wake = anyio.Event()
+        self._tools = ToolRecorder(lambda: self._wake.set())
+        self._turn_of = turn_of
+        self._checks: list[CheckRow] = []
         self._pipelines: dict[ExportSettings, Pipeline] = {}
         self._gauges: Gauges = {}
         self._lost = 0  # ended attempts not read: the pending bound was reached
@@ -76,7 +88,8 @@ class Telemetry:
     @property
     def dropped(self) -> int:
         """Spans dropped so far: every exporter's queue overflows, and attempts not read."""
-        return self._lost + sum(p.dropped for p in self._pipelines.values())
+        return self._lost + self._tools.dropped + sum(p.dropped
+                                                      for p in self._pipelines.values())
 
     @property
     def exported(self) -> int:
@@ -111,6 +124,22 @@ class Telemetry:
                      {"teamctl.team": team, "teamctl.member": member,
                       "teamctl.runtime": entry.runtime}, settings.include_content)
 
+    def tools(self, team: str, member: str) -> ToolLog:
+        """Where ``member``'s runtime reports its tool calls (``LaunchSpec.tools``): journaled
+        for every team, exported with the attempt for a team with ``[telemetry]``."""
+        return self._tools.log(team, member)
+
+    def checked(self, ran: CheckRan) -> None:
+        """A task's gate or integration check ran (the board's and the merge queue's hook):
+        journaled against the turn ``ran.by`` has in flight (an integration check: the
+        task's last gate's), exported with it. Never waits."""
+        if len(self._checks) >= _PENDING_MAX:
+            self._lost += 1
+            return
+        turn = None if ran.by is None else self._turn_of(ran.team, ran.by)
+        self._checks.append(CheckRow(ran, turn))
+        self._wake.set()
+
     def ended(self, delivery: Delivery) -> None:
         """An attempt of ``delivery`` ended (the mailbox's hook): export it soon. Never waits;
         a team without ``[telemetry]`` costs a lookup."""
@@ -127,16 +156,19 @@ class Telemetry:
         """Export what ended, as it ends; sample the gauges; log drops once a minute. Runs
         until cancelled."""
         while True:
-            with anyio.move_on_after(DROP_LOG_INTERVAL):
+            with anyio.move_on_after(DROP_LOG_INTERVAL) as waited:
                 await self._wake.wait()
             self._wake = anyio.Event()
-            if self._pending:
-                await anyio.sleep(self._batch_delay)  # the turns ending now share one read
-                try:
+            ended = bool(self._pending)
+            try:
+                if ended:
+                    await anyio.sleep(self._batch_delay)  # the turns ending now share one read
+                await self.write_recorded()
+                if self._pending:  # the ended attempts, and those a check was added to
                     await self._export_pending()
-                except Exception:  # a bug here never ends the daemon, nor a turn
-                    log.exception("telemetry_export_failed")
-            if self._pipelines:
+            except Exception:  # a bug here never ends the daemon, nor a turn
+                log.exception("telemetry_export_failed")
+            if self._pipelines and (ended or waited.cancelled_caught):
                 self._gauges = await self._sample()
             self._log_drops()
 
@@ -145,6 +177,20 @@ class Telemetry:
         with anyio.CancelScope(shield=True):
             for pipeline in self._pipelines.values():
                 await anyio.to_thread.run_sync(pipeline.close, timeout)
+
+    async def write_recorded(self) -> None:
+        """The tool calls reported and the checks that ran so far, journaled now (also before
+        ``teamctl trace`` reads: what a turn that has ended reported is in its trace); a
+        check's attempt exported again (its new span: a check may end after its turn)."""
+        rows = self._tools.take()
+        if rows:
+            await self._journal.write_tools(rows)
+        checks, self._checks = self._checks, []
+        if checks:
+            for team, message_id, member in await self._journal.write_checks(checks):
+                config = self._config_of(team)
+                if config is not None and config.telemetry is not None:
+                    self._pending.append((team, message_id, member))
 
     async def _export_pending(self) -> None:
         """Every ended attempt waiting, its message's rows read in one journal call."""
@@ -212,11 +258,12 @@ def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges]) -> Pip
 
 def _ended(spans: list[SpanDoc], member: str) -> list[SpanDoc]:
     """What has ended of a delivery to ``member``: its ended attempts, the approvals they
-    waited on, and the delivery once it has ended (the caller leaves out what it sent)."""
+    waited on, the tool calls they made and the checks of the tasks they completed, and the
+    delivery once it has ended (the caller leaves out what it sent)."""
     mine = [s for s in spans if s.member == member]
     ended = {s.span_id for s in mine if s.kind == "attempt" and s.end is not None}
     return [s for s in mine if s.span_id in ended
-            or (s.kind == "approval" and s.parent_id in ended)
+            or (s.kind in _CHILDREN and s.parent_id in ended)
             or (s.kind == "delivery" and s.outcome in _TERMINAL)]
 
 
@@ -224,7 +271,7 @@ def _content(rows: TraceRows, include: bool) -> dict[str, dict[str, Any]]:
     """Per span id, its content attributes — only with ``include_content``, redacted."""
     if not include:
         return {}
-    from orchestrator.daemon.telemetry._model import delivery_span_id
+    from orchestrator.daemon.telemetry._model import delivery_span_id, tool_span_id
     from orchestrator.ids import span_id
 
     found: dict[str, dict[str, Any]] = {}
@@ -235,6 +282,10 @@ def _content(rows: TraceRows, include: bool) -> dict[str, dict[str, Any]]:
             **({"teamctl.reply": _shown(d["reply"])} if d["reply"] else {})}
     for p in rows.approvals:
         found[span_id("approval", p["id"])] = {"teamctl.approval.summary": _shown(p["summary"])}
+    for t in rows.tools:
+        if t["arguments"] is not None:
+            found[tool_span_id(t["message_id"], t["member"], t["call_id"])] = {
+                "teamctl.tool.arguments": _shown(t["arguments"])}
     return found
 
 

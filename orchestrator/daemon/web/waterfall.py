@@ -1,6 +1,6 @@
 """A message's trace as a waterfall (the live view's ``trace`` panel; docs/telemetry.md): one
-row per span — delivery, attempt, approval — indented under its parent, with a bar from its
-start to its end on the trace's own time axis.
+row per span — delivery, attempt, approval, tool call, gate, check — indented under its
+parent, with a bar from its start to its end on the trace's own time axis.
 
 The bars are SVG rectangles placed by their ``x`` and ``width`` attributes: the page's
 Content-Security-Policy allows no inline style, and an SVG attribute is not one. Every value a
@@ -53,7 +53,8 @@ def _row(span: SpanDoc, level: int, start: float, scale: float) -> str:
     runs = "/".join(p for p in (span.runtime, span.model) if p)
     label = {"delivery": f"{span.sender} → {span.member}",
              "attempt": f"{span.name} {runs}",
-             "approval": span.name}[span.kind]
+             "approval": span.name, "tool": span.name, "gate": span.name,
+             "check": span.name}[span.kind]
     text = f' “{clipped(span.text, 60)}”' if span.kind == "delivery" and span.text else ""
     outcome = span.outcome or ""
     return (f'<li class="span {_e(span.kind)} depth-{min(level, _DEPTHS)}" '
