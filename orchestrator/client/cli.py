@@ -528,7 +528,7 @@ def _span_line(span: dict[str, Any]) -> str:
                 f"{took}  \"{span['text']}\"")
     if span["kind"] == "approval":
         return f"{span['name']}  {outcome}  waited {took}"
-    if span["kind"] in ("tool", "gate", "check"):
+    if span["kind"] in ("plan", "tool", "gate", "check"):
         return f"{span['name']}  {outcome}  {took}"
     runs = "/".join(p for p in (span["runtime"], span["model"]) if p) or "?"
     return (f"{span['name']}  {runs}  epoch {span['epoch']}  {outcome}  {took}  "

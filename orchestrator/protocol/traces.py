@@ -11,7 +11,7 @@ from orchestrator.protocol.common import Doc, Params
 
 __all__ = ["SpanDoc", "SpanKind", "SpanTokens", "TraceDoc", "TraceParams"]
 
-SpanKind = Literal["delivery", "attempt", "approval", "tool", "gate", "check"]
+SpanKind = Literal["delivery", "plan", "attempt", "approval", "tool", "gate", "check"]
 
 
 class SpanTokens(Doc):

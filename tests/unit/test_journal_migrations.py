@@ -37,7 +37,7 @@ def _schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_the_owners_migrations_are_the_earlier_ones_statement_for_statement() -> None:
     """Migration n runs the statements it always ran, byte for byte and in the same order,
     however its table's owners share it out."""
-    assert SCHEMA_VERSION == len(EARLIER) + 14 == 26
+    assert SCHEMA_VERSION == len(EARLIER) + 15 == 27
     assert [_statements(s) for s in MIGRATIONS[:12]] == [_statements(s) for s in EARLIER]
 
 
@@ -158,6 +158,11 @@ def test_version_26_adds_the_tool_calls_and_the_task_checks_and_nothing_else() -
     created = [s.split("(")[0].split()[-1] for s in statements if s.startswith("CREATE TABLE")]
     assert created == ["tool_calls", "task_checks"]
     assert all(s.startswith(("CREATE TABLE", "CREATE INDEX")) for s in statements), statements
+
+
+def test_version_27_adds_when_planning_a_messages_attachments_began_and_nothing_else() -> None:
+    """Schema 27 (issue 51's planning span): one nullable column on ``messages``."""
+    assert _statements(MIGRATIONS[26]) == ["ALTER TABLE messages ADD COLUMN planned_at REAL"]
 
 
 def test_the_board_added_version_12_and_changed_no_earlier_one() -> None:

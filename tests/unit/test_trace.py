@@ -94,6 +94,30 @@ async def test_a_chain_over_three_runtimes_is_one_trace_with_the_senders_turns_a
     assert all(s.parent_id in set(ids) for s in doc.spans if s.parent_id is not None)
 
 
+async def test_planning_a_messages_attachments_is_a_span_under_its_delivery(
+        tmp_path: Path) -> None:
+    """A message with an attachment: its delivery begins when planning began, and the planning
+    (``plan attachments``) is its child, ending when the message was journaled; a message
+    without attachments has no planning span."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the login form 500s on submit\n")
+    config = team_config(tmp_path, {"name": "lead"})
+    async with core(tmp_path, FakeRuntime(["seen", "plain"])) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        with_image = await c.teams.send(None, "lead", "look", wait=True, timeout=10,
+                                        attachments=[str(notes)])
+        plain = await c.teams.send(None, "lead", "no image", wait=True, timeout=10)
+        doc = await _trace(c, with_image.id)
+        bare = await _trace(c, plain.id)
+    [delivery] = _by(doc, "delivery", "lead")
+    [plan] = _by(doc, "plan", "lead")
+    [turn] = _by(doc, "attempt", "lead")
+    assert plan.parent_id == delivery.span_id and plan.name == "plan attachments"
+    assert delivery.start == plan.start <= plan.end <= turn.start  # type: ignore[operator]
+    assert plan.duration_ms is not None and plan.duration_ms >= 0
+    assert [s.kind for s in bare.spans] == ["delivery", "attempt"]
+
+
 async def test_a_redelivered_turn_is_a_second_attempt_span_of_the_same_trace(
         tmp_path: Path) -> None:
     runtime = FakeRuntime([RuntimeExited("lead", 1, []), "answer"])

@@ -70,6 +70,7 @@ class Messages:
         with ``dry_run``, only plan. ``origin``: a teammate's message (the router's), whose
         attachments come already read in its view (``Original``: never a path to open)."""
         config, member = self._roster.resolve_member(team, member)
+        planned_at = time.time() if attachments else None  # the trace's planning span
         planned, made = await self._plan(config, member, text, attachments, dry_run=dry_run)
         if dry_run:
             return DryRunPlan(team=config.name, member=member,
@@ -77,7 +78,8 @@ class Messages:
         notes = self._resuming(config.name, member)  # before its queue is poked
         notes += self._held(config.name, member, operator=origin is None)
         notes += [f"warning: {p.name_warning}" for p in planned if p.name_warning]
-        message_id = await self._mailbox.send(config.name, member, text, planned, origin)
+        message_id = await self._mailbox.send(config.name, member, text, planned, origin,
+                                              planned_at=planned_at)
         if made:  # described images: their side calls
             spec = config.member(member)
             assert spec is not None

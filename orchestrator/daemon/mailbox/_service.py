@@ -92,16 +92,18 @@ class Mailbox:
 
     async def send(self, team: str, member: str, text: str,
                    attachments: list[PlannedAttachment] | None = None,
-                   origin: Origin | None = None, task_id: int | None = None) -> str:
+                   origin: Origin | None = None, task_id: int | None = None,
+                   planned_at: float | None = None) -> str:
         """Journal a message (with its planned attachments and, from a teammate, its origin)
         for ``member``; return its id once it is durable. ``task_id``: the board's task it is
-        about (an offer, a gate's output), shown with it in history and ``thread``."""
+        about (an offer, a gate's output), shown with it in history and ``thread``;
+        ``planned_at``: when planning its attachments began (the trace's span)."""
         if task_id is not None:
             origin = replace(origin or Origin(), task_id=task_id)
         message_id = new_ulid()
         started = time.perf_counter()
         await self._store.add_message(message_id, team, text, [member],
-                                      {member: attachments or []}, origin)
+                                      {member: attachments or []}, origin, planned_at)
         self._outcomes.journaled(message_id, started)
         log.info("message_queued", team=team, member=member, message_id=message_id,
                  text_chars=len(text), attachments=len(attachments or []),

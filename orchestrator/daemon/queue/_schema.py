@@ -136,4 +136,9 @@ MIGRATIONS: Migrations = {
     );
     ALTER TABLE messages ADD COLUMN origin_attempt INTEGER
     """,
+    # when planning its attachments began (issue 51: the trace's "plan attachments" span,
+    # from then to the message's journaling); NULL: a message with none
+    27: """
+    ALTER TABLE messages ADD COLUMN planned_at REAL
+    """,
 }

@@ -78,11 +78,12 @@ class Store(Journal):
 
     def add_message(self, message_id: str, team: str, text: str, members: list[str],
                     attachments: dict[str, list[PlannedAttachment]] | None = None,
-                    origin: Origin | None = None) -> None:
+                    origin: Origin | None = None, planned_at: float | None = None) -> None:
         """Journal a message, its deliveries (state ``queued``) and, per member, the attachment
-        variants it carries, in one transaction."""
+        variants it carries, in one transaction; ``planned_at``: when planning them began."""
         with self._tx() as db:
-            _insert_message(db, message_id, team, text, members, attachments, origin)
+            _insert_message(db, message_id, team, text, members, attachments, origin,
+                            planned_at)
 
     def add_message_after(self, write: Callable[[sqlite3.Connection], T | None],
                           message: Callable[[T], NewMessage]) -> T | None:
@@ -342,9 +343,10 @@ class AsyncStore(TeamJournal, WorktreeJournal):
 
     async def add_message(self, message_id: str, team: str, text: str, members: list[str],
                           attachments: dict[str, list[PlannedAttachment]] | None = None,
-                          origin: Origin | None = None) -> None:
+                          origin: Origin | None = None, planned_at: float | None = None
+                          ) -> None:
         await self.call(self._store.add_message, message_id, team, text, members, attachments,
-                        origin)
+                        origin, planned_at)
 
     async def add_message_after(self, write: Callable[[sqlite3.Connection], T | None],
                                 message: Callable[[T], NewMessage]) -> T | None:
@@ -404,17 +406,18 @@ class AsyncStore(TeamJournal, WorktreeJournal):
 def _insert_message(db: sqlite3.Connection, message_id: str, team: str, text: str,
                     members: list[str],
                     attachments: dict[str, list[PlannedAttachment]] | None,
-                    origin: Origin | None) -> None:
+                    origin: Origin | None, planned_at: float | None = None) -> None:
     """A message's rows (``Store.add_message``), inside the caller's transaction."""
     now = time.time()
     o = origin or Origin()
     # the sender's attempt in flight is the last one journaled for its turn's delivery
     db.execute("INSERT INTO messages (id, team, text, created_at, sender, kind, "
-               "chain_id, depth, reply_to, origin_delivery, task_id, origin_attempt) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT MAX(ordinal) FROM "
-               "turn_attempts WHERE message_id = ? AND member = ?))",
+               "chain_id, depth, reply_to, origin_delivery, task_id, planned_at, "
+               "origin_attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT "
+               "MAX(ordinal) FROM turn_attempts WHERE message_id = ? AND member = ?))",
                (message_id, team, text, now, o.sender, o.kind, o.chain_id or message_id,
-                o.depth, o.reply_to, o.delivery, o.task_id, o.delivery, o.sender))
+                o.depth, o.reply_to, o.delivery, o.task_id, planned_at, o.delivery,
+                o.sender))
     db.executemany(
         "INSERT INTO deliveries (message_id, team, member, state, updated_at) "
         "VALUES (?, ?, ?, 'queued', ?)",

@@ -37,8 +37,9 @@ class TraceRows:
 
 
 # ``{scope}``: the messages read — a whole chain (``chain_id = ?``) or one message (``id = ?``)
-_MESSAGES = ("SELECT id, team, text, created_at, sender, kind, reply_to, origin_delivery, "
-             "origin_attempt, task_id FROM messages WHERE {scope} ORDER BY seq")
+_MESSAGES = ("SELECT id, team, text, created_at, planned_at, sender, kind, reply_to, "
+             "origin_delivery, origin_attempt, task_id FROM messages WHERE {scope} "
+             "ORDER BY seq")
 _IN = "message_id IN (SELECT id FROM messages WHERE {scope})"
 _DELIVERIES = f"SELECT message_id, member, state, error_code, updated_at, reply FROM " \
               f"deliveries WHERE {_IN}"

@@ -1,9 +1,11 @@
 """A trace from the journal's rows (pure): who asked whom, each delivery, each attempt at its
 turn, what each used, the approvals it waited on (docs/telemetry.md, "The trace").
 
-- a **delivery** (a message to one member) is a span from the message's journaling to its
-  last attempt's end; its children are its **attempts** (claimed → ended), numbered 1, 2, …
-  — a re-delivery is a second attempt span, never a second trace;
+- a **delivery** (a message to one member) is a span from the message's journaling — from
+  planning its attachments, for one that carries some — to its last attempt's end; its
+  children are the **planning** of its attachments (``plan attachments``: from when it began
+  to the journaling) and its **attempts** (claimed → ended), numbered 1, 2, … — a
+  re-delivery is a second attempt span, never a second trace;
 - a teammate's message is a child of the **sender's attempt** it was sent from (the journal
   keeps which: ``messages.origin_attempt``), a routed reply a child of the replier's last
   attempt, so a chain across runtimes is one tree;
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]
 
 _TEXT_CHARS = 80
-_KIND_ORDER = {"delivery": 0, "attempt": 1, "approval": 2, "tool": 3, "gate": 4, "check": 5}
+_KIND_ORDER = {"delivery": 0, "plan": 1, "attempt": 2, "approval": 3, "tool": 4, "gate": 5,
+               "check": 6}
 _CHECK_NAMES = {"gate": "gate", "integration": "integration check"}
 
 
@@ -63,6 +66,7 @@ def build_trace(rows: TraceRows, *, rooted: bool = True) -> TraceDoc:
         message = messages[d["message_id"]]
         tried = attempts[(d["message_id"], d["member"])]
         spans.append(_delivery(message, d, tried, _parent(message, attempts)))
+        spans += _planning(message, d)
         spans += _attempts(message, tried, usage[(d["message_id"], d["member"])])
     spans += _approvals(rows.approvals, messages, attempts)
     spans += _tools(rows.tools, messages, attempts)
@@ -110,9 +114,28 @@ def _delivery(message: Row, d: Row, tried: list[Row], parent: str | None) -> Spa
         span_id=delivery_span_id(d["message_id"], d["member"]), parent_id=parent,
         kind="delivery", name=f"deliver to {d['member']}", team=message["team"],
         member=d["member"], sender=_sender(message), message_id=d["message_id"],
-        runtime=last.get("runtime"), model=last.get("model"), start=message["created_at"],
-        end=end, duration_ms=_ms(message["created_at"], end), outcome=d["state"],
+        runtime=last.get("runtime"), model=last.get("model"), start=_began(message),
+        end=end, duration_ms=_ms(_began(message), end), outcome=d["state"],
         error_code=d["error_code"], task_id=message["task_id"], text=text)
+
+
+def _began(message: Row) -> float:
+    """When sending the message began: planning its attachments, else its journaling."""
+    return float(message.get("planned_at") or message["created_at"])
+
+
+def _planning(message: Row, d: Row) -> list[SpanDoc]:
+    """Planning the message's attachments for ``d``'s member (none: no span)."""
+    began = message.get("planned_at")
+    if began is None:
+        return []
+    return [SpanDoc(
+        span_id=span_id("plan", d["message_id"], d["member"]),
+        parent_id=delivery_span_id(d["message_id"], d["member"]), kind="plan",
+        name="plan attachments", team=message["team"], member=d["member"],
+        sender=_sender(message), message_id=d["message_id"], start=began,
+        end=message["created_at"], duration_ms=_ms(began, message["created_at"]),
+        outcome="planned", task_id=message["task_id"])]
 
 
 def _attempts(message: Row, tried: list[Row], used: list[Row]) -> list[SpanDoc]:

@@ -54,7 +54,7 @@ def _row(span: SpanDoc, level: int, start: float, scale: float) -> str:
     label = {"delivery": f"{span.sender} → {span.member}",
              "attempt": f"{span.name} {runs}",
              "approval": span.name, "tool": span.name, "gate": span.name,
-             "check": span.name}[span.kind]
+             "check": span.name, "plan": span.name}[span.kind]
     text = f' “{clipped(span.text, 60)}”' if span.kind == "delivery" and span.text else ""
     outcome = span.outcome or ""
     return (f'<li class="span {_e(span.kind)} depth-{min(level, _DEPTHS)}" '
