@@ -344,7 +344,10 @@ def test_hostile_calls_on_the_new_socket_methods_are_refused_and_nothing_is_lost
             ("queue", {"pause": True, "resume": True}), ("queue", {"pause": "yes"}),
             ("queue", {"team": "../web"}), ("integrate", {"id": 0}),
             ("integrate", {"id": "T1; rm -rf /"}), ("integrate", {"id": 2**80}),
-            ("integrate", {}), ("accounts", {"team": "-x"}), ("accounts", {"team": ["web"]})):
+            ("integrate", {}), ("accounts", {"team": "-x"}), ("accounts", {"team": ["web"]}),
+            # issue 51's trace: an id that is no message id, of another type, none, huge
+            ("trace", {"id": "../../journal.db"}), ("trace", {"id": 5}), ("trace", {}),
+            ("trace", {"id": "0" * 10_000}), ("trace", {"id": "01J\x1b[2J"})):
         answer = teamctl.rpc(method, params)
         assert answer["error"]["code"] == "usage_error", (method, params, answer)
     unknown = teamctl.rpc("revoke_rule", {"rule": "Write(docs/**)"})  # nothing kept: no-op

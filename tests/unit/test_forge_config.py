@@ -66,6 +66,12 @@ def test_an_enterprise_api_url_is_taken_without_its_trailing_slash(tmp_path: Pat
     ('github = { repo = "a/b" }\npoll_interval = 0.1', "forge.poll_interval", ""),
     ('github = { repo = "a/b" }\ngitlab = { repo = "a/b" }', "forge.gitlab", "unknown key"),
     ('intake = { label = "x" }', "forge.github", ""),
+    # where a task's branch is pushed (pull requests): never an option git would read
+    ('github = { repo = "a/b" }\nremote = "--upload-pack=touch /tmp/x"', "forge.remote",
+     "not starting with '-'"),
+    ('github = { repo = "a/b" }\nremote = "a b"', "forge.remote", "one word"),
+    ('github = { repo = "a/b" }\nremote = "x\\u001b[2J"', "forge.remote", "one word"),
+    ('github = { repo = "a/b" }\nremote = ""', "forge.remote", "one word"),
 ])
 def test_a_hostile_forge_value_is_refused_naming_file_key_and_fix(
         tmp_path: Path, forge: str, key: str, fix: str) -> None:

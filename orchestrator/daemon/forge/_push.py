@@ -2,23 +2,27 @@
 the operator's git credentials as git already has them — and nothing else of git's that runs a
 program.
 
-The push runs teamctl's hardened git (``orchestrator/git_run.py``) in the repository teamctl
-recorded (the owner's worktree record's common dir): no hook (the pre-push one included, and
-a local remote's receive hooks: the settings travel to every git it starts), no fsmonitor,
-filter or driver of the repository's configuration. What it takes back from the operator's
-own *global* configuration (``~/.gitconfig``, ``~/.config/git/config``, which no sandboxed
-member sees) is what authenticates a push: ``credential.*`` (the helper — ``gh auth
+The push runs teamctl's hardened git (``orchestrator/git_run.py``) on the objects of the
+repository teamctl recorded (the owner's worktree record's common dir): no hook (the pre-push
+one included; a local-path remote's own receive hooks are that repository's owner's), no
+fsmonitor, filter or driver, nothing of the repository's configuration. What it takes back from
+the operator's own *global* configuration (``~/.gitconfig``, ``~/.config/git/config``, which no
+sandboxed member sees) is what authenticates a push: ``credential.*`` (the helper — ``gh auth
 git-credential``, a keychain, a store), ``url.*.insteadOf``/``pushInsteadOf`` and
 ``core.sshCommand``; from the daemon's environment ``SSH_AUTH_SOCK`` (an SSH agent). The
-forge's token is never on the command line or in git's environment. Where the push goes is
-the team file's (``[forge] remote``, or the repository's URL on GitHub), never a remote a
-member's configuration names. Call from a worker thread.
+forge's token is never on the command line or in git's environment. Where the push goes is the
+team file's (``[forge] remote``, or the repository's URL on GitHub), never a remote a member's
+configuration names: the push runs in a scratch bare repository of teamctl's (its own config,
+no hooks) that borrows the member's objects (``objects/info/alternates``), so nothing of the
+member's configuration is read — a ``url.*.pushInsteadOf`` it planted sent the push elsewhere
+when git ran in its repository (tests/unit/test_forge_push.py). Call from a worker thread.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,14 +75,24 @@ def push(source: Path, url: str, commit: str, branch: str, *, repo: str,
     ``forge_push_refused`` naming the permission when the credentials may not push,
     ``forge_push_failed`` (retryable) for anything else."""
     settings, agent = operator_credentials(environ)
-    git = Git(GitPlace(source, source), timeout=PUSH_TIMEOUT, settings=settings)
     try:
-        done = git.run("push", "--no-verify", "--porcelain", "--", url,
-                       f"+{commit}:refs/heads/{branch}", env={**agent, "GIT_TERMINAL_PROMPT": "0"},
-                       check=False)
-    except GitFailed as exc:
+        with tempfile.TemporaryDirectory(prefix="teamctl-push-") as scratch:
+            view = Path(scratch)  # teamctl's own, empty repository: only the objects borrowed
+            for part in ("objects/info", "refs"):
+                (view / part).mkdir(parents=True)
+            (view / "HEAD").write_text("ref: refs/heads/main\n")
+            (view / "config").write_text("[core]\n\trepositoryformatversion = 0\n"
+                                         "\tbare = true\n")
+            (view / "objects" / "info" / "alternates").write_text(
+                f"{(source / 'objects').absolute()}\n")
+            git = Git(GitPlace(view, view), timeout=PUSH_TIMEOUT, settings=settings)
+            done = git.run("push", "--no-verify", "--porcelain", "--", url,
+                           f"+{commit}:refs/heads/{branch}",
+                           env={**agent, "GIT_TERMINAL_PROMPT": "0"}, check=False)
+    except (GitFailed, OSError) as exc:
+        why = exc.message if isinstance(exc, GitFailed) else str(exc)
         raise ForgeError("forge_push_failed", f"git push of {branch} did not run: "
-                         f"{exc.message}", retryable=True) from None
+                         f"{why}", retryable=True) from None
     if done.returncode == 0:
         return
     said = " ".join(done.stderr.strip().splitlines()[-3:])[-400:] or f"exit {done.returncode}"
