@@ -56,7 +56,7 @@ from runtimes.codex._shared import (
     sandbox_refusal,
 )
 from runtimes.codex.legend import legend
-from runtimes.kit import retryable_status
+from runtimes.kit import report_tool, retryable_status
 from runtimes.kit.base import (
     OnSent,
     Spawner,
@@ -342,6 +342,9 @@ class CodexMember:
             self._thread_id = state.thread_id = event["thread_id"]
         elif kind == "item.completed":
             self._on_item(event.get("item") or {}, state)
+            self._tool(event.get("item"), state, completed=True)
+        elif kind in ("item.started", "item.updated"):
+            self._tool(event.get("item"), state, completed=False)
         elif kind in ("turn.completed", "turn.failed"):
             state.terminal = event
         elif kind == "error":
@@ -357,6 +360,22 @@ class CodexMember:
         elif item.get("type") == "error":
             log.info("runtime_warning", team=self._spec.team, member=self._spec.member,
                      message=str(item.get("message", ""))[:300])
+
+    def _tool(self, item: Any, state: _Turn, *, completed: bool) -> None:
+        """An item that is a tool call (a command, a file change, an MCP tool, a web search),
+        started, updated or completed, for the record of the turn's tool calls: exec's own
+        snake_case items (protocols/codex-captures/exec/60_shell_tool_call_default_sandbox),
+        ``status`` failed or declined: failed."""
+        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
+            return
+        kind = str(item.get("type"))
+        name = f"{item.get('server')}.{item.get('tool')}" if kind == "mcp_tool_call" else \
+            _TOOL_ITEMS[kind]
+        status = item.get("status")
+        report_tool(self._spec, state.message_id, item.get("id"), name,
+                    "failed" if status in ("failed", "declined") else
+                    "completed" if completed or status == "completed" else "running",
+                    {k: item[k] for k in _TOOL_ARGUMENTS if k in item})
 
     def _outcome(self, state: _Turn, exit_code: int | None) -> TurnResult:
         terminal = state.terminal
@@ -390,5 +409,9 @@ class CodexMember:
             tokens=total, model=self._spec.model, counter=f"codex-thread:{self._thread_id}"))
 
 
+# exec's items that are tool calls (codex-rs/exec's ThreadItemDetails), each one's span name
+_TOOL_ITEMS = {"command_execution": "shell", "file_change": "apply_patch",
+               "mcp_tool_call": "mcp", "web_search": "web_search"}
+_TOOL_ARGUMENTS = ("command", "changes", "arguments", "query")
 _USAGE_LIMIT = "hit your usage limit"  # the CLI's words for a subscription's spent window
 

@@ -2,11 +2,13 @@
 ``teamctl trace`` (docs/telemetry.md, "The trace") — on each of the four runtimes, through a
 real daemon, the real adapter and the runtime's fake CLI (fixtures/bin/): Claude's
 ``tool_use``/``tool_result`` blocks, Codex's ``item/started``/``item/completed``, OpenCode's
-tool parts, ACP's ``tool_call``/``tool_call_update``. A call that failed is ``failed``; one
+tool parts, ACP's ``tool_call``/``tool_call_update``; on Codex's ``exec`` transport its
+``item.started``/``item.completed`` lines. A call that failed is ``failed``; one
 still open when the turn ended is ``unfinished`` and ends with it; a hostile name is data."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,11 +22,12 @@ if TYPE_CHECKING:
 
 MEMBERS: dict[str, Callable[..., dict[str, Any]]] = {
     "claude": fake_member, "codex": codex_member, "opencode": opencode_member,
-    "acp": acp_member}
+    "acp": acp_member, "codex-exec": functools.partial(codex_member, transport="exec")}
 # how each runtime names the fake's "TOOL <name>" calls (Codex: "shell" is a command, any
-# other name an MCP tool of the fake's server "fake")
+# other name an MCP tool of the fake's server "fake"; on exec "edit" is a file change)
 NAMES = {"claude": ("shell", "edit", "read"), "codex": ("shell", "fake.edit", "fake.read"),
-         "opencode": ("shell", "edit", "read"), "acp": ("shell", "edit", "read")}
+         "opencode": ("shell", "edit", "read"), "acp": ("shell", "edit", "read"),
+         "codex-exec": ("shell", "apply_patch", "fake.read")}
 
 
 def _trace(teamctl: Teamctl, runtime: str, text: str) -> tuple[str, dict[str, Any]]:
@@ -51,7 +54,7 @@ def test_each_tool_call_is_a_child_span_of_its_turn(teamctl: Teamctl, runtime: s
     for span in (shell, edit, read):
         assert span["parent_id"] == turn["span_id"], "a tool call is a child of its attempt"
         assert (span["member"], span["message_id"], span["attempt"], span["runtime"]) == (
-            "m", message_id, 1, runtime)
+            "m", message_id, 1, runtime.removesuffix("-exec"))
         assert turn["start"] <= span["start"] <= span["end"] <= turn["end"]
     assert read["end"] == turn["end"], "an open call ends with its turn"
     assert len({s["span_id"] for s in doc["spans"]}) == len(doc["spans"])
