@@ -636,6 +636,9 @@ class Turn:
     # architecture.md, "Effects once"): a runtime that finds the session gone raises
     # SessionLost rather than send them to a new one (the message is then sent whole)
     continues: bool = False
+    # the W3C ``traceparent`` of this attempt's span in teamctl's trace (docs/telemetry.md):
+    # a runtime that takes a trace context per request passes it on (Codex's ``exec``)
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import hashlib
 import os
 import time
 
-__all__ = ["new_ulid", "span_id", "trace_id"]
+__all__ = ["new_ulid", "span_id", "trace_id", "traceparent"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -40,6 +40,12 @@ def span_id(*parts: str | int) -> str:
     message_id, member)``, ``("attempt", message_id, member, ordinal)``, ``("approval", id)``,
     ``("tool", message_id, member, call_id)``."""
     return _derived("span", *parts, size=8)
+
+
+def traceparent(chain_id: str, message_id: str, member: str, ordinal: int) -> str:
+    """The W3C ``traceparent`` of attempt ``ordinal`` of ``message_id`` to ``member`` in the
+    trace of conversation ``chain_id`` (sampled): the ids ``teamctl trace`` gives that span."""
+    return f"00-{trace_id(chain_id)}-{span_id('attempt', message_id, member, ordinal)}-01"
 
 
 def _derived(kind: str, *parts: str | int, size: int) -> str:

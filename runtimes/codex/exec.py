@@ -223,14 +223,14 @@ class CodexMember:
                 await on_sent()
 
         try:
-            return await self._run(self._prompt(text), images, once, turn.message_id)
+            return await self._run(self._prompt(text), images, once, turn)
         except SessionLost:
             lost, self._thread_id, self.resumed = self._thread_id, None, False
             log.warning("session_lost", team=self._spec.team, member=self._spec.member,
                         lost_session=lost, reason="codex has no rollout for this thread")
             if turn.continues:  # a continuation means nothing to a new thread: sent whole
                 raise
-            return await self._run(self._prompt(text), images, once, turn.message_id)
+            return await self._run(self._prompt(text), images, once, turn)
 
     def _prompt(self, text: str) -> str:
         """``codex exec`` has no system-prompt flag: the role opens each new thread."""
@@ -260,16 +260,20 @@ class CodexMember:
         return "\n\n".join(texts), images
 
     async def _run(self, prompt: str, images: list[Path], on_sent: OnSent,
-                   message_id: str = "") -> TurnResult:
+                   turn: Turn) -> TurnResult:
         argv = build_exec_argv(self._spec, thread_id=self._thread_id, images=images)
+        env = build_env(self._spec)
+        if turn.traceparent and "otel" in self._spec.config:
+            # its own telemetry's spans continue teamctl's attempt span (one process a turn:
+            # codex reads TRACEPARENT at its start; docs/telemetry.md)
+            env["TRACEPARENT"] = turn.traceparent
         try:
-            process = await self._spawner(argv, cwd=self._spec.workdir,
-                                          env=build_env(self._spec))
+            process = await self._spawner(argv, cwd=self._spec.workdir, env=env)
         except OSError as exc:
             raise RuntimeExited(self._spec.member, None, [f"cannot start codex: {exc}"]) from exc
         self._process, self._ring = process, StderrRing()
         state = _Turn()
-        state.message_id = message_id
+        state.message_id = turn.message_id
         try:
             with unwrap_group():
                 await self._converse(process, prompt, on_sent, state)

@@ -5,12 +5,12 @@ member (and its session id), and teamctl's trace of the same turn arrives beside
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
-from tests.support.real_members import claude_member
+from tests.support.real_members import claude_member, codex_member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from tests.support.driver import Teamctl
     from tests.support.fake_anthropic import FakeAnthropic
+    from tests.support.fake_responses import FakeResponses
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +72,40 @@ def test_a_real_claude_members_own_telemetry_arrives_with_its_names(
     assert {s["span_id"] for s in trace["spans"]} <= ours
     body = b"".join(receiver.raw)
     assert b"sk-ant-e2e-dummy-key" not in body, "no credential leaves"
+
+
+
+def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
+        teamctl: Teamctl, codex_bin: Path, responses: FakeResponses,
+        receiver: OtlpReceiver) -> None:
+    """Codex's ``exec`` starts a process per turn and reads ``TRACEPARENT`` at its start
+    (captured, 0.171.0): teamctl passes each turn its attempt span's context, so with the
+    member's own trace exporter on (its ``config``; teamctl leaves codex's ~400 spans a turn
+    off) the ``codex.exec`` span is a child of teamctl's attempt span, in teamctl's trace.
+    Its events (logs) carry no trace context: they are joined by the member's attributes."""
+    member = codex_member("rev", codex_bin, responses, transport="exec")
+    member["config"]["otel"] = {  # type: ignore[index]
+        name: {"otlp-http": {"endpoint": f"{receiver.url}/v1/{signal}", "protocol": "binary"}}
+        for name, signal in (("trace_exporter", "traces"), ("exporter", "logs"))}
+    team = teamctl.write_team("e2e", [member])
+    team.write_text(team.read_text() + f'\n[telemetry]\notlp = {{ endpoint = "{receiver.url}", '
+                    'timeout = 5.0 }\n')
+    assert teamctl.run("launch", str(team)).returncode == 0
+    done = teamctl.json("send", "rev", "why is this button misaligned?", "--wait",
+                        "--timeout", "120")
+    assert done["state"] == "answered"
+    trace = teamctl.json("trace", done["id"])
+    [attempt] = [s for s in trace["spans"] if s["kind"] == "attempt"]
+
+    def codex_spans(r: OtlpReceiver) -> list[dict[str, Any]]:
+        return [s for s in r.spans if s["resource"].get("service.name") == "codex_exec"]
+
+    assert receiver.wait_for(lambda r: any(s["name"] == "codex.exec" for s in codex_spans(r)),
+                             60), [s["name"] for s in receiver.spans]
+    [run] = [s for s in codex_spans(receiver) if s["name"] == "codex.exec"]
+    assert (run["trace_id"], run["parent_id"]) == (trace["trace_id"], attempt["span_id"])
+    assert run["resource"]["teamctl.member"] == "rev"
+    assert receiver.wait_for(lambda r: any(
+        log["body"] == "TRACEPARENT detected; continuing trace from parent context"
+        and log["resource"].get("teamctl.member") == "rev" for log in r.logs), 30)
+    assert b"sk-e2e-dummy-key" not in b"".join(receiver.raw), "no credential leaves"

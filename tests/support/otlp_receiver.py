@@ -63,6 +63,14 @@ def _items(resources: Any, scopes: str, items: str) -> Iterator[tuple[dict[str, 
                 yield attributes, scope, item
 
 
+def _point(kind: str, point: Any) -> float:
+    """A data point's value: a gauge's or a sum's number, a histogram's sum (codex sends
+    histograms: they have no ``value``)."""
+    if kind in ("histogram", "exponential_histogram", "summary"):
+        return float(point.sum)
+    return float(point.as_double if point.WhichOneof("value") == "as_double" else point.as_int)
+
+
 class OtlpReceiver:
     """What the receiver was sent, and its switches."""
 
@@ -118,7 +126,9 @@ class OtlpReceiver:
         request = ExportLogsServiceRequest.FromString(body)
         for resource, scope, r in _items(request.resource_logs, "scope_logs", "log_records"):
             self.logs.append({"resource": resource, "scope": scope.scope.name,
-                              "body": _value(r.body), "attributes": _attributes(r.attributes)})
+                              "body": _value(r.body), "attributes": _attributes(r.attributes),
+                              "trace_id": r.trace_id.hex() or None,
+                              "span_id": r.span_id.hex() or None})
         return ExportLogsServiceResponse().SerializeToString()
 
     def _metrics(self, body: bytes) -> bytes:
@@ -127,8 +137,7 @@ class OtlpReceiver:
             kind = m.WhichOneof("data")
             points = getattr(m, kind).data_points if kind else []
             self.metrics.append({"name": m.name, "resource": resource, "points": [
-                {"attributes": _attributes(p.attributes),
-                 "value": p.as_double if p.WhichOneof("value") == "as_double" else p.as_int}
+                {"attributes": _attributes(p.attributes), "value": _point(kind, p)}
                 for p in points]})
         return ExportMetricsServiceResponse().SerializeToString()
 

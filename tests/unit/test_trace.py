@@ -135,6 +135,10 @@ async def test_a_redelivered_turn_is_a_second_attempt_span_of_the_same_trace(
     assert attempts[1].span_id == attempt_span_id(sent.id, "lead", 2)
     assert attempts[1].span_id != attempts[0].span_id
     assert delivery.outcome == "answered" and delivery.end == attempts[1].end
+    # each attempt's turn carried its own span's context (a runtime that takes one per
+    # request continues teamctl's trace there: Codex's exec, docs/telemetry.md)
+    assert [t.traceparent for t in runtime.turns] == [
+        f"00-{doc.trace_id}-{a.span_id}-01" for a in attempts]
 
 
 async def test_an_unknown_message_is_not_found(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from orchestrator.errors import (
     TurnHeld,
     unwrap_group,
 )
+from orchestrator.ids import traceparent
 
 if TYPE_CHECKING:
     from orchestrator.attachments.loader import VariantLoader
@@ -131,12 +132,15 @@ class TurnDelivery:
         earlier attempt reached and was cut on, else the whole message."""
         cut = self._cut_on.pop((delivery.team, delivery.member), None)
         cut_on = cut[1] if cut is not None and cut[0] == delivery.message_id else None
+        # this attempt's span (``claim`` counted it in ``attempts``, after reading the row)
+        context = traceparent(delivery.origin.chain_id or delivery.message_id,
+                              delivery.message_id, delivery.member, delivery.attempts + 1)
         if continues(delivery, process, cut_on):
             log.info("delivery_continued", team=delivery.team, member=delivery.member,
                      message_id=delivery.message_id, session_id=delivery.sent_session,
                      cut=delivery.error_code, same_process=cut_on is process)
-            return continuation(delivery)
-        return await self._prepare(delivery, planned)
+            return replace(continuation(delivery), traceparent=context)
+        return replace(await self._prepare(delivery, planned), traceparent=context)
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
         """The turn's parts: the text, then each image variant read back (checksum verified,
