@@ -72,11 +72,16 @@ def team_examples() -> list[Example]:
 
 def for_fakes(doc: dict[str, Any], **member: Any) -> dict[str, Any]:
     """The team file with each member's command the fake CLI of its runtime (an agent preset
-    keeps its arguments: the fake takes any) and ``member``'s keys added to each member."""
+    keeps its arguments: the fake takes any; an ACP member's fake lists its MCP tools) and
+    ``member``'s keys added to each member."""
     members = []
     for row in doc["members"]:
         fake = str(FAKES / _FAKE[row["runtime"]])
         command = [fake, *row["command"][1:]] if isinstance(row.get("command"), list) else fake
+        if row["runtime"] == "acp":  # lists the session's MCP tools, as Qwen Code does at
+            # once in the background: a preset that waits for them (qwen) waited out its
+            # 15 s deadline at each start (twice a relaunch test)
+            row = {**row, "env": {**row.get("env", {}), "FAKE_ACP_MCP_LATE": "0"}}
         members.append({**row, "command": command, **member})
     return {**doc, "members": members}
 

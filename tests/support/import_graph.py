@@ -63,6 +63,22 @@ def imports_in(tree: ast.AST, *, typed: bool = False
                                                         | ast.AsyncFunctionDef)))
 
 
+@functools.cache
+def names_imported(path: Path) -> tuple[tuple[str, int], ...]:
+    """Every module an import statement of ``path`` names, with its line — ``from a import b``
+    names ``a`` and ``a.b`` (``b`` may be a module) — lazy and ``TYPE_CHECKING`` ones included:
+    what the test-layout and system-needs checks read of each test module (parsed once a
+    process, statements only)."""
+    found: list[tuple[str, int]] = []
+    for node, _lazy in imports_in(parsed(path), typed=True):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif node.module:
+            found.append((node.module, node.lineno))
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return tuple(found)
+
+
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements are held
 
 

@@ -5,7 +5,6 @@ openssh-server `make test` exited 2 (five errors of tests/integration/test_sandb
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tests.support.driver import REPO, SYSTEM_DEPS
+from tests.support.import_graph import names_imported
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,20 +49,15 @@ def test_make_test_needs_bubblewrap_and_the_ssh_client_beyond_python_and_git(
 
 
 def _imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
+    return {name for name, _line in names_imported(path)}
 
 
 def test_no_test_outside_e2e_starts_an_sshd_an_x_server_or_a_browser() -> None:
     """``make test`` runs every layer but e2e: none of its modules may need a program only
     ``make e2e`` installs (the sandbox-over-SSH tests imported tests/support/sshd.py)."""
     tests = REPO / "tests"
-    wrong = {str(path.relative_to(REPO)): sorted(_imports(path) & E2E_ONLY)
+    wrong = {str(path.relative_to(REPO)): sorted(found)
              for path in sorted(tests.rglob("test_*.py"))
-             if "e2e" not in path.relative_to(tests).parts[:1] and _imports(path) & E2E_ONLY}
+             if "e2e" not in path.relative_to(tests).parts[:1]
+             and (found := _imports(path) & E2E_ONLY)}
     assert wrong == {}

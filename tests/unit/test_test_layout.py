@@ -10,9 +10,9 @@ import re
 from typing import TYPE_CHECKING
 
 from tests.support.driver import REPO
+from tests.support.import_graph import names_imported
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 SUPPORT = REPO / "tests" / "support"
@@ -25,20 +25,9 @@ def _python_files() -> list[Path]:
     return sorted(path for root in ("tests", "bench") for path in (REPO / root).rglob("*.py"))
 
 
-def _imported(tree: ast.AST) -> Iterator[tuple[str, int]]:
-    """Every module an import statement names, with its line: ``from a import b`` names ``a``
-    and ``a.b`` (``b`` may be a module), lazy imports and ``TYPE_CHECKING`` ones included."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from ((alias.name, node.lineno) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module, node.lineno
-            yield from ((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
-
-
 def _test_modules_imported(path: Path, root: Path = REPO) -> list[str]:
     return [f"{path.relative_to(root)}:{line}: {name}"
-            for name, line in _imported(ast.parse(path.read_text()))
+            for name, line in names_imported(path)
             if name.startswith("tests.") and _is_test_module(name.rpartition(".")[2])]
 
 
