@@ -27,7 +27,7 @@ from orchestrator.daemon.telemetry import CheckRan, TraceJournal, build_trace
 from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid, TelemetryExporterMissing
 from tests.support.chains import USED, Chain, chain_team, quiet
 from tests.support.fakes import FakeRuntime, asking_step, core, team_config
-from tests.support.otlp_grpc_receiver import OtlpGrpcReceiver, otlp_grpc_receiver
+from tests.support.otlp_grpc_receiver import OtlpGrpcReceiver, otlp_grpc_receiver, self_signed
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.settle import until
 
@@ -385,6 +385,23 @@ async def test_grpc_headers_arrive_as_lower_case_metadata_and_in_no_log(
     out, err = capfd.readouterr()
     for text in (str(logs), caplog.text, out, err):
         assert "s3cr3t" not in text
+
+
+async def test_an_https_grpc_endpoint_is_tls(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``https://`` over gRPC is TLS, checked against the roots the SDK is given
+    (OTEL_EXPORTER_OTLP_CERTIFICATE): a receiver serving TLS alone gets the turn's spans."""
+    key, cert = self_signed(tmp_path)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(cert))
+    runtime = FakeRuntime(["answer"])
+    with otlp_grpc_receiver(tls=(key, cert)) as receiver:
+        assert receiver.url.startswith("https://")
+        config = _one_member(tmp_path, _telemetry(receiver))
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
+            await _wait(receiver, lambda r: len(r.spans) >= 2)
+    assert {s["name"] for s in receiver.spans} >= {"deliver to lead", "turn lead #1"}
 
 
 async def test_a_grpc_receiver_that_is_down_never_holds_a_turn_its_spans_failed_or_dropped(
