@@ -14,7 +14,9 @@ user message (which says what to do). ``code`` is the stable machine-readable na
     │   ├── RequestTooLarge         a control request over the socket's size bound
     │   ├── TaskInvalid             a board task's title, body or other text refused
     │   ├── TelemetryConfigInvalid  [telemetry] or an OTEL_EXPORTER_OTLP_* variable refused
-    │   │                           (which one; a header's text never shown)
+    │   │   │                       (which one; a header's text never shown)
+    │   │   └── TelemetryExporterMissing  protocol = "grpc" without teamctl's grpc extra
+    │   │                           (the pip command that installs it in the message)
     │   ├── MemoryReserveTooLarge   [team] memory_reserve leaves a member of this machine no
     │   │                           room even with nothing else running (it would wait for ever)
     │   └── TaskCycle               a dependency that would close a cycle (the cycle named)
@@ -170,6 +172,8 @@ __all__ = [
     "TeamAlreadyRunning",
     "TeamFileError",
     "TeamctlError",
+    "TelemetryConfigInvalid",
+    "TelemetryExporterMissing",
     "TransitionRefused",
     "TurnFailed",
     "TurnHeld",
@@ -399,6 +403,23 @@ class TelemetryConfigInvalid(UsageError):
 
     def __init__(self, where: str, message: str) -> None:
         super().__init__(message, where=where)
+
+
+class TelemetryExporterMissing(TelemetryConfigInvalid):
+    """OTLP over gRPC asked for (``where``: the key or variable) where the SDK's gRPC exporter
+    and grpcio, teamctl's ``grpc`` extra, are not installed: the message names the pip command
+    for ``python``, the daemon's interpreter. Never an ImportError's traceback; installing is
+    the fix, so not retryable."""
+
+    code = "telemetry_grpc_missing"
+    retryable = False
+
+    def __init__(self, where: str, python: str) -> None:
+        super().__init__(where, f"{where} asks for OTLP over gRPC, but teamctl's grpc extra "
+                         "(grpcio and opentelemetry-exporter-otlp-proto-grpc) is not installed "
+                         f"beside the daemon: run {python} -m pip install 'teamctl[grpc]' and "
+                         "launch again, or use protocol = \"http/protobuf\"")
+        self.python = python
 
 
 class MemoryReserveTooLarge(UsageError):

@@ -1,13 +1,16 @@
-"""Telemetry's export (daemon/telemetry/), through the real OpenTelemetry SDK exporter to a
-local OTLP/HTTP receiver decoding with the OpenTelemetry protobuf definitions (no collector
-runs here: tests/support/otlp_receiver.py): the lead → reviewer → designer chain over three
+"""Telemetry's export (daemon/telemetry/), through the real OpenTelemetry SDK exporters to a
+local OTLP/HTTP receiver and a local OTLP/gRPC receiver (a real grpcio server), both decoding
+with the OpenTelemetry protobuf definitions (no collector runs here: tests/support/
+otlp_receiver.py, otlp_grpc_receiver.py): the lead → reviewer → designer chain over three
 runtimes is one trace with the right parents, attributes and costs, the very ids `teamctl
-trace` prints; a re-delivered turn is a second attempt span; no content leaves without
-``include_content``, and with it redacted; a receiver that is down never holds a turn —
-its spans are dropped, counted and logged."""
+trace` prints, over either protocol; a re-delivered turn is a second attempt span; no content
+leaves without ``include_content``, and with it redacted; a receiver that is down or wedged
+never holds a turn — its spans are dropped or failed, counted and logged; gRPC's headers
+arrive as lower-case metadata and in no log; gRPC without its extra is a typed error."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -21,35 +24,47 @@ from orchestrator.contracts import ApprovalRequest, TurnResult
 from orchestrator.daemon.board import OPERATOR
 from orchestrator.daemon.board._service import Actor, Assignee
 from orchestrator.daemon.telemetry import CheckRan, TraceJournal, build_trace
-from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid
+from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid, TelemetryExporterMissing
 from tests.support.chains import USED, Chain, chain_team, quiet
 from tests.support.fakes import FakeRuntime, asking_step, core, team_config
+from tests.support.otlp_grpc_receiver import OtlpGrpcReceiver, otlp_grpc_receiver, self_signed
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.settle import until
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
+    from orchestrator.config import TeamConfig
     from orchestrator.contracts import Turn
     from tests.support.fakes import FakeProcess
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "sk-ant-api03-" + "x" * 40
+# the tests that hold for either protocol: each runs against both receivers
+BOTH = pytest.mark.parametrize("receiving", [otlp_receiver, otlp_grpc_receiver],
+                               ids=["http", "grpc"])
 
 
-def _telemetry(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:
-    return {"telemetry": {"otlp": {"endpoint": receiver.url, "timeout": 5.0}, **more}}
+def _telemetry(receiver: OtlpReceiver, timeout: float = 5.0, headers_env: str | None = None,
+               **more: Any) -> dict[str, Any]:
+    protocol = "grpc" if isinstance(receiver, OtlpGrpcReceiver) else "http/protobuf"
+    otlp = {"endpoint": receiver.url, "protocol": protocol, "timeout": timeout,
+            "headers_env": headers_env}
+    return {"telemetry": {"otlp": otlp, **more}}
 
 
 async def _wait(receiver: OtlpReceiver, check: Any) -> None:
     assert await anyio.to_thread.run_sync(receiver.wait_for, check), receiver.spans
 
 
+@BOTH
 async def test_the_chain_is_one_exported_trace_with_its_parents_attributes_and_costs(
-        tmp_path: Path) -> None:
+        tmp_path: Path, receiving: Callable[[], AbstractContextManager[OtlpReceiver]]) -> None:
     chain = Chain()
-    with otlp_receiver() as receiver:
+    with receiving() as receiver:
         async with core(tmp_path, runtimes=chain.runtimes(), environ={}) as c:
             chain.c = c
             await c.teams.launch(chain_team(tmp_path, **_telemetry(receiver)), "t.toml",
@@ -216,8 +231,9 @@ def _gauge(receiver: OtlpReceiver, name: str) -> dict[str, float]:
                                  for p in found[-1]["points"]}
 
 
+@BOTH
 async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
-        tmp_path: Path) -> None:
+        tmp_path: Path, receiving: Callable[[], AbstractContextManager[OtlpReceiver]]) -> None:
     """The gauges the chain test does not reach, at the receiver: a member restarted once
     (its process exited mid-turn), one with a request waiting on the operator, one held by a
     spent quota window — each counted on its own member, the others at zero."""
@@ -228,7 +244,7 @@ async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
                 "opencode": FakeRuntime([_spent, "answer"])}
     for name, runtime in runtimes.items():
         runtime.name = name  # type: ignore[misc]
-    with otlp_receiver() as receiver:
+    with receiving() as receiver:
         config = team_config(tmp_path, {"name": "crasher"},
                              {"name": "asker", "runtime": "codex", "permissions": "ask"},
                              {"name": "spent", "runtime": "opencode"})
@@ -281,12 +297,13 @@ async def test_a_redelivered_turn_is_a_second_attempt_span_of_one_exported_trace
     assert delivery["attributes"]["teamctl.message.id"] == sent.id
 
 
+@BOTH
 async def test_a_receiver_that_hangs_never_holds_a_turn_and_its_drops_are_counted(
-        tmp_path: Path) -> None:
+        tmp_path: Path, receiving: Callable[[], AbstractContextManager[OtlpReceiver]]) -> None:
     """The collector wedged (each request read, never answered): every turn is answered as
     without telemetry; past the exporter's queue the spans are dropped, counted, logged."""
     runtime = FakeRuntime(["answer"] * 60)
-    with otlp_receiver() as receiver:
+    with receiving() as receiver:
         receiver.hang = True
         config = team_config(tmp_path, {"name": "lead"})
         config = config.model_validate({**config.model_dump(exclude_defaults=True),
@@ -322,6 +339,160 @@ async def test_a_receiver_that_hangs_never_holds_a_turn_and_its_drops_are_counte
     dropped = [e for e in logs if e["event"] == "telemetry_spans_dropped"]
     assert len(dropped) == 1, "logged once a minute, not once a span"
     assert dropped[0]["dropped"] > 0
+
+
+def _one_member(tmp_path: Path, telemetry: dict[str, Any]) -> TeamConfig:
+    config = team_config(tmp_path, {"name": "lead"})
+    return config.model_validate({**config.model_dump(exclude_defaults=True), **telemetry})
+
+
+async def test_grpc_headers_arrive_as_lower_case_metadata_and_in_no_log(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``headers_env``'s headers are each call's gRPC metadata, keys lower-cased (grpcio
+    refuses others); their values are in no log line — teamctl's, the SDK's (stdlib logging,
+    its failures too: the receiver stops mid-way) or grpcio's own (the process's stderr).
+    ``http://`` is plaintext whatever OTEL_EXPORTER_OTLP_INSECURE says."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "false")
+    runtime = FakeRuntime(["answer", "answer"])
+    with otlp_grpc_receiver() as receiver, capture_logs() as logs:
+        config = _one_member(tmp_path, _telemetry(receiver, timeout=1.0,
+                                                  headers_env="OTLP_KEY"))
+        environ = {"OTLP_KEY": "X-Api-Key=s3cr3t-value,Tenant=team1"}
+        async with core(tmp_path, runtime, environ=environ) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
+            await _wait(receiver, lambda r: len(r.spans) >= 2)
+            assert c.built is not None
+            telemetry = c.built.telemetry
+            receiver.stop()  # the exporter's failures are logged too
+            done = await c.teams.send(None, "lead", "again", wait=True, timeout=10)
+            assert done.state == "answered"
+
+            async def failed() -> bool:
+                return telemetry.failed >= 2
+
+            await until(failed, deadline=30)
+    assert receiver.headers, "the calls carried metadata"
+    for metadata in receiver.headers:
+        assert (metadata["x-api-key"], metadata["tenant"]) == ("s3cr3t-value", "team1")
+        assert "X-Api-Key" not in metadata
+    [started] = [e for e in logs if e["event"] == "telemetry_exporter_started"]
+    assert "X-Api-Key" in started["endpoint"] and "grpc" in started["endpoint"]
+    assert any("Failed to export" in r.getMessage() for r in caplog.records), \
+        "the SDK's failure lines were captured"
+    out, err = capfd.readouterr()
+    for text in (str(logs), caplog.text, out, err):
+        assert "s3cr3t" not in text
+
+
+async def test_an_https_grpc_endpoint_is_tls(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``https://`` over gRPC is TLS, checked against the roots the SDK is given
+    (OTEL_EXPORTER_OTLP_CERTIFICATE): a receiver serving TLS alone gets the turn's spans."""
+    key, cert = self_signed(tmp_path)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(cert))
+    runtime = FakeRuntime(["answer"])
+    with otlp_grpc_receiver(tls=(key, cert)) as receiver:
+        assert receiver.url.startswith("https://")
+        config = _one_member(tmp_path, _telemetry(receiver))
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            await c.teams.send(None, "lead", "hello", wait=True, timeout=10)
+            await _wait(receiver, lambda r: len(r.spans) >= 2)
+    assert {s["name"] for s in receiver.spans} >= {"deliver to lead", "turn lead #1"}
+
+
+async def test_a_grpc_receiver_that_is_down_never_holds_a_turn_its_spans_failed_or_dropped(
+        tmp_path: Path) -> None:
+    """Connections refused (the collector down) over gRPC: every turn is answered as without
+    telemetry; each span is counted — failed after the exporter's retries within its
+    timeout, or dropped past the queue — and none is counted as sent."""
+    runtime = FakeRuntime(["answer"] * 20)
+    with otlp_grpc_receiver() as receiver:
+        receiver.stop()
+        config = _one_member(tmp_path, _telemetry(receiver, timeout=1.0, max_queue=16))
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+            for n in range(20):
+                done = await c.teams.send(None, "lead", f"turn {n}", wait=True, timeout=10)
+                assert done.state == "answered"
+            assert c.built is not None
+            telemetry = c.built.telemetry
+
+            async def accounted() -> bool:
+                return telemetry.dropped + telemetry.failed >= 20 * 2
+
+            await until(accounted, deadline=60)
+    assert telemetry.failed > 0 and telemetry.exported == 0
+    assert telemetry.dropped + telemetry.failed == 20 * 2
+    assert receiver.spans == []
+
+
+async def test_a_launch_over_grpc_without_its_extra_is_refused_with_the_pip_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extra missing (its package made unimportable): the launch fails with
+    ``telemetry_grpc_missing`` naming the pip command — the error the CLI shows, never an
+    ImportError; nothing of the team starts."""
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc", None)
+    runtime = FakeRuntime()
+    config = _one_member(tmp_path, {"telemetry": {"otlp": {
+        "endpoint": "http://127.0.0.1:4317", "protocol": "grpc"}}})
+    async with core(tmp_path, runtime, environ={}) as c:
+        with pytest.raises(TelemetryExporterMissing) as caught:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+    wire = caught.value.to_wire()
+    assert (wire["code"], wire["retryable"], wire["exit_code"]) == (
+        "telemetry_grpc_missing", False, 2)
+    assert f"{sys.executable} -m pip install 'teamctl[grpc]'" in wire["message"]
+    assert runtime.opened == [], "no member started"
+
+
+@pytest.mark.parametrize("signal", ["trace_exporter", "metric_exporter"])
+def test_an_exporter_whose_grpc_import_fails_is_the_typed_error(
+        monkeypatch: pytest.MonkeyPatch, signal: str) -> None:
+    """Past the launch (the extra broken since): building the exporter raises
+    ``TelemetryExporterMissing``, which telemetry logs and goes on — not an ImportError."""
+    from orchestrator.daemon.telemetry._export import metric_exporter, span_exporter
+    from orchestrator.telemetry_config import TelemetrySection, export_settings
+
+    settings = export_settings(TelemetrySection.model_validate(
+        {"otlp": {"endpoint": "http://127.0.0.1:4317", "protocol": "grpc"}}), {})
+    monkeypatch.setitem(sys.modules, f"opentelemetry.exporter.otlp.proto.grpc.{signal}", None)
+    build = span_exporter if signal == "trace_exporter" else metric_exporter
+    with pytest.raises(TelemetryExporterMissing, match=r"pip install 'teamctl\[grpc\]'"):
+        build(settings)
+
+
+def test_an_http_exporter_never_imports_grpcio() -> None:
+    """Over OTLP/HTTP the pipeline loads the SDK and its HTTP exporter alone: grpcio and the
+    gRPC exporter (the extra) only for a team whose protocol is grpc."""
+    code = ("import sys\n"
+            "from orchestrator.daemon.telemetry._export import Pipeline\n"
+            "from orchestrator.telemetry_config import TelemetrySection, export_settings\n"
+            "section = TelemetrySection.model_validate({'otlp': {'endpoint': "
+            "'http://127.0.0.1:9'}})\n"
+            "Pipeline(export_settings(section, {}), gauges=dict).close(0.1)\n"
+            "print(sorted(m for m in sys.modules if m == 'grpc' or '.grpc' in m))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
+
+
+async def test_members_are_not_pointed_at_a_grpc_collector(tmp_path: Path) -> None:
+    """The members' CLIs are pointed over OTLP/HTTP only: a team exporting over gRPC leaves
+    their own telemetry alone (and says so in the log), never sending them OTLP/HTTP at a
+    gRPC port."""
+    runtime = FakeRuntime()
+    config = _one_member(tmp_path, {"telemetry": {"otlp": {
+        "endpoint": "http://127.0.0.1:4317", "protocol": "grpc"}}})
+    with capture_logs() as logs:
+        async with core(tmp_path, runtime, environ={}) as c:
+            await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+    [process] = runtime.opened
+    assert not any(k.startswith(("OTEL", "CLAUDE_CODE_ENABLE")) for k in process.spec.env)
+    assert any(e["event"] == "telemetry_runtime_not_pointed" for e in logs)
 
 
 def test_hostile_or_missing_settings_are_refused_at_launch(tmp_path: Path) -> None:

@@ -1,21 +1,23 @@
-"""One OTLP/HTTP exporter (docs/telemetry.md, "Export"): the OpenTelemetry SDK's span and
-metric exporters behind a bounded queue, so an exporter that is down never slows a turn.
+"""One OTLP exporter (docs/telemetry.md, "Export"): the OpenTelemetry SDK's span and metric
+exporters — OTLP/HTTP, or gRPC with teamctl's ``grpc`` extra — behind a bounded queue, so an
+exporter that is down never slows a turn.
 
 The daemon's loop only ``offer``s finished spans — an append under a lock, never a wait; a
 thread of this pipeline's own converts them and sends them in batches. Past ``max_queue`` a
 span is dropped and counted (``dropped``); the service logs the count at most once a minute.
-This module imports the SDK: it is loaded only when a team has ``[telemetry]``.
+This module imports the SDK: it is loaded only when a team has ``[telemetry]``; the exporter of
+each protocol only when a signal is sent over it (grpcio never over OTLP/HTTP).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -25,13 +27,18 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from orchestrator.errors import TelemetryExporterMissing, map_exceptions
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
+
+    from opentelemetry.sdk.metrics.export import MetricExporter
+    from opentelemetry.sdk.trace.export import SpanExporter
 
     from orchestrator.protocol.traces import SpanDoc
     from orchestrator.telemetry_config import ExportSettings
 
-__all__ = ["EXPORT_DELAY", "Gauges", "Pipeline"]
+__all__ = ["EXPORT_DELAY", "Gauges", "Pipeline", "metric_exporter", "span_exporter"]
 
 _BATCH = 512
 EXPORT_DELAY = 1.0  # seconds a span waits for others to share its request (or 512 of them)
@@ -39,6 +46,9 @@ _SCOPE = InstrumentationScope("teamctl", "0.1.0")
 # what a gauge reads: (team, member) → value, per gauge name
 Gauges = dict[str, dict[tuple[str, ...], float]]
 _FAILED = frozenset({"failed", "daemon_restarted"})
+# the SDK's exporters per protocol (grpc: teamctl's grpc extra), each imported when first used
+_PACKAGES = {"http/protobuf": "opentelemetry.exporter.otlp.proto.http",
+             "grpc": "opentelemetry.exporter.otlp.proto.grpc"}
 
 
 class Pipeline:
@@ -46,11 +56,9 @@ class Pipeline:
 
     def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges],
                  export_delay: float = EXPORT_DELAY) -> None:
-        headers = dict(settings.headers)
         self._resource = Resource.create({"service.name": "teamctl",
                                           "service.instance.id": str(os.getpid())})
-        self._spans = OTLPSpanExporter(endpoint=settings.traces_url, headers=headers,
-                                       timeout=settings.timeout)
+        self._spans = span_exporter(settings)
         self._max_queue = settings.max_queue
         self._queue: deque[tuple[str, SpanDoc, Mapping[str, Any]]] = deque()
         self._lock = threading.Condition()
@@ -59,8 +67,7 @@ class Pipeline:
         self.dropped = self.exported = self.failed = 0
         self._gauges = gauges
         reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=settings.metrics_url, headers=headers,
-                               timeout=settings.timeout),
+            metric_exporter(settings),
             export_interval_millis=settings.metric_interval * 1000.0,
             export_timeout_millis=settings.timeout * 1000.0)
         self._meters = MeterProvider(metric_readers=[reader], resource=self._resource)
@@ -98,7 +105,7 @@ class Pipeline:
             self._lock.notify()
         self._thread.join(timeout)
         self._meters.shutdown(timeout_millis=timeout * 1000.0)
-        self._spans.shutdown()  # type: ignore[no-untyped-call]
+        self._spans.shutdown()
 
     # -- the pipeline's thread ----------------------------------------------------------------
 
@@ -146,6 +153,47 @@ class Pipeline:
 
     def _dropped_observation(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(self.dropped)
+
+
+def span_exporter(settings: ExportSettings) -> SpanExporter:
+    """The SDK's span exporter of ``settings.traces_protocol``."""
+    return cast("SpanExporter", _exporter(settings, "trace_exporter.OTLPSpanExporter",
+                                          settings.traces_protocol, settings.traces_url))
+
+
+def metric_exporter(settings: ExportSettings) -> MetricExporter:
+    """The SDK's metric exporter of ``settings.metrics_protocol``."""
+    return cast("MetricExporter", _exporter(settings, "metric_exporter.OTLPMetricExporter",
+                                            settings.metrics_protocol, settings.metrics_url))
+
+
+def _exporter(settings: ExportSettings, name: str, protocol: str, url: str) -> Any:
+    """``name`` (module.class) of the SDK's exporter package for ``protocol``, imported now —
+    gRPC's failing is ``TelemetryExporterMissing`` (the extra missing or broken), never an
+    ImportError — and made for ``url``."""
+    module, cls = name.split(".")
+    grpc = protocol == "grpc"
+    with map_exceptions({ImportError: _grpc_missing} if grpc else {}):
+        found = importlib.import_module(f"{_PACKAGES[protocol]}.{module}")
+    options = {"insecure": _insecure(url), "headers": _metadata(settings.headers)} if grpc \
+        else {"headers": dict(settings.headers)}
+    return getattr(found, cls)(endpoint=url, timeout=settings.timeout, **options)
+
+
+def _insecure(url: str) -> bool:
+    """Over gRPC, ``http://`` is plaintext and ``https://`` TLS — said to the exporter, which
+    would otherwise read OTEL_EXPORTER_OTLP_INSECURE from the daemon's environment."""
+    return url.startswith("http://")
+
+
+def _metadata(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The headers as gRPC metadata: lower-case keys (grpcio refuses any other)."""
+    return tuple((name.lower(), value) for name, value in headers)
+
+
+def _grpc_missing(_exc: BaseException) -> TelemetryExporterMissing:
+    """The gRPC exporter's import failed: the extra is missing (or broken) — a typed error."""
+    return TelemetryExporterMissing("[telemetry]", sys.executable)
 
 
 def _context(trace_id: str, span_id: str) -> SpanContext:

@@ -116,9 +116,10 @@ class Telemetry:
             return {}, {}
         if point is None or not config.telemetry.runtimes:
             return {}, {}
-        if settings.headers:
+        if settings.headers or "grpc" in (settings.traces_protocol, settings.metrics_protocol):
             log.info("telemetry_runtime_not_pointed", team=team, member=member,
-                     reason="the collector takes headers, which are never a member's")
+                     reason="the collector takes headers, which are never a member's"
+                     if settings.headers else "the CLIs are pointed over OTLP/HTTP only")
             return {}, {}
         return point(settings.traces_url.removesuffix("/v1/traces"),
                      {"teamctl.team": team, "teamctl.member": member,
@@ -208,11 +209,10 @@ class Telemetry:
             return
         try:
             settings = export_settings(config.telemetry, self._environ)
+            pipeline = await self._pipeline(settings)
         except TelemetryConfigInvalid as exc:  # refused at launch; the environment changed
-            log.warning("telemetry_config_invalid", team=team, where=exc.details.get("where"),
-                        error=exc.message)
+            log.warning(exc.code, team=team, where=exc.details.get("where"), error=exc.message)
             return
-        pipeline = await self._pipeline(settings)
         doc = build_trace(rows, rooted=False)
         spans = [s for s in _ended(doc.spans, member) if s.span_id not in self._sent]
         for span in spans:

@@ -1,0 +1,128 @@
+"""A local OTLP/gRPC receiver (a collector's ``otlp`` receiver, its gRPC half): a real grpcio
+server on 127.0.0.1 (port 0: the system picks) serving the collector's ``TraceService`` and
+``MetricsService`` from opentelemetry-proto's generated stubs.
+
+Each call is decoded and kept as the OTLP/HTTP receiver keeps a request
+(tests/support/otlp_receiver.py: ``spans``, ``metrics``, ``raw`` — the request serialized —
+and its switches ``hang``, ``release()``, ``stop()``: the port closed, connections refused);
+``headers`` holds each call's gRPC metadata. With ``tls`` (a PEM key and certificate:
+``self_signed``) it serves TLS alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import grpc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import (
+    MetricsServiceServicer,
+    add_MetricsServiceServicer_to_server,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
+    TraceServiceServicer,
+    add_TraceServiceServicer_to_server,
+)
+
+from tests.support.otlp_receiver import OtlpReceiver
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+__all__ = ["OtlpGrpcReceiver", "otlp_grpc_receiver", "self_signed"]
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A key and a self-signed certificate for 127.0.0.1 (openssl), written in ``directory``:
+    the receiver serves with both, the client trusts the certificate."""
+    key, cert = directory / "receiver.key", directory / "receiver.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return key, cert
+
+
+def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
+    return {key: str(value) for key, value in context.invocation_metadata()}
+
+
+class _Traces(TraceServiceServicer):
+    def __init__(self, receiver: OtlpReceiver) -> None:
+        self._receiver = receiver
+
+    def Export(self, request: ExportTraceServiceRequest,
+               context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        self._receiver.received("/v1/traces", request.SerializeToString(), _metadata(context))
+        return ExportTraceServiceResponse()
+
+
+class _Metrics(MetricsServiceServicer):
+    def __init__(self, receiver: OtlpReceiver) -> None:
+        self._receiver = receiver
+
+    def Export(self, request: ExportMetricsServiceRequest,
+               context: grpc.ServicerContext) -> ExportMetricsServiceResponse:
+        self._receiver.received("/v1/metrics", request.SerializeToString(), _metadata(context))
+        return ExportMetricsServiceResponse()
+
+
+class OtlpGrpcReceiver(OtlpReceiver):
+    """What the receiver was sent, and its switches; ``url`` is the endpoint to export to with
+    ``protocol = "grpc"`` (``http://127.0.0.1:PORT``: plaintext; ``https://`` with ``tls``)."""
+
+    protocol = "grpc"
+
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        super().__init__()
+        self._grpc: grpc.Server | None = None
+        self._tls = tls
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp grpc"))
+        add_TraceServiceServicer_to_server(_Traces(self), server)
+        add_MetricsServiceServicer_to_server(_Metrics(self), server)
+        where = f"127.0.0.1:{self.port}"
+        if self._tls is None:
+            self.port = server.add_insecure_port(where)
+        else:
+            key, cert = (path.read_bytes() for path in self._tls)
+            self.port = server.add_secure_port(where, grpc.ssl_server_credentials([(key, cert)]))
+        server.start()
+        self._grpc = server
+
+    def stop(self) -> None:
+        """Connections refused from now on (the port is closed); held calls let go."""
+        self._released.set()
+        if self._grpc is not None:
+            self._grpc.stop(grace=None).wait(10.0)
+            self._grpc = None
+
+
+@contextmanager
+def otlp_grpc_receiver(tls: tuple[Path, Path] | None = None) -> Iterator[OtlpGrpcReceiver]:
+    receiver = OtlpGrpcReceiver(tls)
+    receiver.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
