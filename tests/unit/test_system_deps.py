@@ -35,14 +35,15 @@ def _bin_with(tmp_path: Path, **programs: str) -> str:
     return str(directory)
 
 
-def test_make_test_needs_bubblewrap_and_the_ssh_client_beyond_python_and_git(
+def test_make_test_needs_bubblewrap_the_ssh_client_and_openssl_beyond_python_and_git(
         tmp_path: Path) -> None:
-    """A machine with Python and git only: the test run asks for bubblewrap and the OpenSSH
-    client, nothing that starts a service; the e2e run asks for node, Chromium and Xvfb too."""
+    """A machine with Python and git only: the test run asks for bubblewrap, the OpenSSH
+    client and openssl (a TLS test collector's certificate), nothing that starts a service;
+    the e2e run asks for node, Chromium and Xvfb too."""
     found = {name: shutil.which(name) for name in ("bash", "git")}
     assert all(found.values()), found
     path = _bin_with(tmp_path, python3=sys.executable, **found)  # type: ignore[arg-type]
-    assert _missing(path, "test") == ["bubblewrap", "openssh-client"]
+    assert _missing(path, "test") == ["bubblewrap", "openssh-client", "openssl"]
     e2e = _missing(path, "e2e")
     assert {"nodejs", "chromium", "xvfb", "xclip"} <= set(e2e), e2e
     assert _missing(os.environ["PATH"], "test") == [], "this machine has what make test runs"
