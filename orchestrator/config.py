@@ -389,7 +389,7 @@ class MemberConfig(_Strict):
     describe_with: DescribeWith | None = None  # images described for a text-only member
     # how PDFs reach it (docs/documents.md): native | pages | text (None: teamctl chooses)
     documents: Literal["native", "pages", "text"] | None = None
-    document_pages: DocumentPages = DocumentPages()
+    document_pages: DocumentPages = Field(default_factory=DocumentPages)
     # where its runtime runs: a [hosts.NAME] key, or an ssh destination ("user@box"); None:
     # this machine. Its workdir is then a path on that host (docs/scaling.md)
     host: SshDestination | None = None
@@ -500,7 +500,7 @@ class TeamConfig(_Strict):
     # the [hosts.NAME] tables of kind = "kubernetes" (moved here by _split_hosts)
     kubernetes_hosts: dict[Annotated[str, Field(pattern=NAME_PATTERN)],
                            KubernetesHostConfig] = {}
-    board: BoardSection = BoardSection()
+    board: BoardSection = Field(default_factory=BoardSection)
     notify: NotifySection | None = None  # pushes and alerts of what needs you (docs/notify.md)
     forge: ForgeSection | None = None  # issues in, pull requests out (docs/forge.md)
     # the team's work as OpenTelemetry traces and metrics (docs/telemetry.md)

@@ -88,7 +88,7 @@ class OtlpSettings(_Strict):
 class TelemetrySection(_Strict):
     """``[telemetry]``: the team's work exported as OpenTelemetry traces and metrics."""
 
-    otlp: OtlpSettings = OtlpSettings()
+    otlp: OtlpSettings = Field(default_factory=OtlpSettings)
     include_content: bool = False
     # the members' CLIs' own telemetry pointed at the same collector (Claude Code, Codex)
     runtimes: bool = True
