@@ -34,4 +34,9 @@ def opencode_member(name: str, **extra: Any) -> dict[str, Any]:
 
 
 def acp_member(name: str, **extra: Any) -> dict[str, Any]:
+    """An ACP member on the fake agent; as the ``qwen`` preset, the fake lists the session's
+    MCP tools in the background at once, as Qwen Code does (unless the test's env says when):
+    without it the preset waited out its 15 s deadline for them at each start."""
+    if extra.get("acp_agent") == "qwen" and "FAKE_ACP_MCP_LATE" not in extra.get("env", {}):
+        extra = {**extra, "env": {**extra.get("env", {}), "FAKE_ACP_MCP_LATE": "0"}}
     return _member(name, "acp", extra, command=[str(FAKE_ACP), "--acp"])
