@@ -192,7 +192,9 @@ def test_the_background_daemon_runs_without_the_cli_and_a_thread_per_member(
     from orchestrator.daemon.main import WORKER_THREADS
 
     team = teamctl.write_team("big", [fake_member(f"m{i}") for i in range(12)])
-    assert teamctl.run("launch", str(team)).returncode == 0
+    # the CLI a new interpreter, and the daemon it starts (not forked: tests/support/cli_fork)
+    assert teamctl.run("launch", str(team), extra_env={"TEAMCTL_TEST_CLI": "exec"}
+                       ).returncode == 0
     pid = teamctl.daemon_pid()
     assert pid is not None
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

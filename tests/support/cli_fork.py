@@ -11,7 +11,17 @@ only the interpreter's start and the imports are shared. What that leaves untest
 own start: imports, ``python -m orchestrator``) is run by every test that starts a CLI with
 ``Popen`` (``logs -f``, the MCP server), by the commands that stay long-lived processes
 here (``_EXEC``), by the e2e tests, and by ``bench_scale.py cli``.
-``TEAMCTL_TEST_CLI=exec`` runs every call as a new interpreter instead.
+``TEAMCTL_TEST_CLI=exec`` runs every call as a new interpreter instead (in the tests' environment:
+every call; in one call's ``extra_env``: that call, and the daemon it starts).
+
+The daemon a call starts (``ensure_daemon``: ``python -m orchestrator.daemon --notify-fd N``,
+detached) is forked the same way, for the same reason: a daemon's start was ~0.3 s of CPU
+importing what the fork server already holds, several hundred starts a run. In the call's
+process, that one ``Popen`` becomes a fork that does what the ``Popen`` asked — a new session,
+stdin from /dev/null, stdout and stderr to the daemon's log, every descriptor closed but the
+ready pipe, the environment it was given — and runs ``orchestrator.daemon``'s ``__main__``;
+any other ``Popen`` is left alone. The daemon's own start (``python -m orchestrator.daemon``)
+is still run by every e2e test, ``bench_scale.py`` and ``TEAMCTL_TEST_CLI=exec``.
 """
 
 from __future__ import annotations
@@ -19,10 +29,16 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["run_cli"]
 
@@ -30,7 +46,10 @@ __all__ = ["run_cli"]
 _EXEC = frozenset({"daemon", "mcp", "ui", "logs"})
 # what a call imports after the CLI's own module: a `launch`'s and a `doctor`'s validation
 _PRELOAD = ["orchestrator.client.cli", "orchestrator.config", "orchestrator.protocol.teams",
-            "orchestrator.diagnostics", "orchestrator.client.doctor"]
+            "orchestrator.diagnostics", "orchestrator.client.doctor",
+            # a daemon's start (forked too: ``_fork_daemon``)
+            "orchestrator.daemon.main"]
+_DAEMON = ["-m", "orchestrator.daemon"]
 _context: multiprocessing.context.ForkServerContext | None = None
 
 
@@ -39,7 +58,8 @@ def run_cli(args: list[str], *, input: str | None, timeout: float, env: dict[str
     """``[sys.executable, "-m", "orchestrator", *args]`` with ``subprocess.run``'s contract
     (captured text output, TimeoutExpired past ``timeout``, the process killed)."""
     argv = [sys.executable, "-m", "orchestrator", *args]
-    if (not args or args[0] in _EXEC or os.environ.get("TEAMCTL_TEST_CLI") == "exec"
+    if (not args or args[0] in _EXEC or "exec" in (os.environ.get("TEAMCTL_TEST_CLI"),
+                                                   env.get("TEAMCTL_TEST_CLI"))
             or sys.platform != "linux"):
         return subprocess.run(argv, input=input, capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=cwd, check=False)
@@ -94,6 +114,7 @@ def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: st
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.argv = [sys.executable, *args]
+        subprocess.Popen = _daemon_or_popen(subprocess.Popen)  # type: ignore[misc,assignment]
         from orchestrator.client.cli import main
 
         try:
@@ -103,6 +124,70 @@ def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: st
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if exc.code is not None and not isinstance(exc.code, int):
                 print(exc.code, file=sys.stderr)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+
+def _daemon_or_popen(popen: type[subprocess.Popen[Any]]) -> Callable[..., Any]:
+    """``Popen``, except for the daemon's start: that is forked (``_ForkedDaemon``)."""
+    def start(argv: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(argv, list) and argv[1:3] == _DAEMON and not args:
+            return _ForkedDaemon(argv, **kwargs)
+        return popen(argv, *args, **kwargs)
+    return start
+
+
+class _ForkedDaemon:
+    """The daemon ``ensure_daemon`` starts, forked from this call's process (module
+    docstring): only what that ``Popen`` asks (``stdout``, ``stderr``: a descriptor;
+    ``pass_fds``; ``env``; ``start_new_session``) and what it reads back (``poll``)."""
+
+    def __init__(self, argv: list[str], *, stdout: int, stderr: int, env: dict[str, str],
+                 pass_fds: tuple[int, ...] = (), start_new_session: bool = False,
+                 **_ignored: Any) -> None:
+        self.args = argv
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            _become_daemon(argv[3:], stdout, stderr, env, pass_fds, start_new_session)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def _become_daemon(args: list[str], stdout: int, stderr: int, env: dict[str, str],
+                   keep: tuple[int, ...], new_session: bool) -> None:
+    code = 1
+    try:
+        if new_session:
+            os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((0, null), (1, stdout), (2, stderr)):
+            os.dup2(target, fd)
+        # close_fds: nothing of the call's process stays open (its pipes to the fork server
+        # would keep the call "running" while the daemon lives), but the ready pipe
+        for low, high in zip((3, *(k + 1 for k in sorted(keep))), (*sorted(keep), 1 << 16),
+                             strict=True):
+            os.closerange(low, high)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.argv = [sys.executable, *args]  # runpy puts the module's path first
+        runpy.run_module("orchestrator.daemon", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # what an interpreter would print of an uncaught error
+        traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
