@@ -13,15 +13,59 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 from urllib.parse import quote
 
-__all__ = ["ACP", "CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "OwnTelemetry", "RuntimeInfo",
-           "RuntimeName",
-           "runtime_info"]
+__all__ = ["ACP", "CLAUDE", "CODEX", "OPENCODE", "RUNTIMES", "Collector", "OtlpTarget",
+           "OwnTelemetry", "RuntimeInfo", "RuntimeName", "runtime_info"]
 
 RuntimeName = Literal["claude", "codex", "opencode", "acp"]
-# how a runtime's own OpenTelemetry export is pointed at a collector: (the OTLP/HTTP base URL,
+_SIGNALS = ("traces", "metrics", "logs")
+
+
+@dataclass(frozen=True)
+class OtlpTarget:
+    """Where one signal goes: ``protocol`` ``"http/protobuf"`` with ``url`` the signal's own
+    URL (``…/v1/logs``), or ``"grpc"`` with ``url`` the collector's ``scheme://host:port``."""
+
+    protocol: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Collector:
+    """The team's collector as a member's CLI is pointed at it, per signal (the CLIs' events,
+    OTLP logs, go where teamctl's traces go: docs/telemetry.md)."""
+
+    traces: OtlpTarget
+    metrics: OtlpTarget
+    logs: OtlpTarget
+
+    def targets(self) -> dict[str, OtlpTarget]:
+        return {signal: getattr(self, signal) for signal in _SIGNALS}
+
+    def shared(self) -> OtlpTarget | None:
+        """One protocol and one endpoint for every signal (as ``OTEL_EXPORTER_OTLP_ENDPOINT``
+        reads it: over OTLP/HTTP the base URL the ``/v1/<signal>`` paths are added to), or
+        None when the signals part."""
+        targets = self.targets()
+        protocols = {t.protocol for t in targets.values()}
+        bases = {_base(signal, t) for signal, t in targets.items()}
+        if len(protocols) != 1 or len(bases) != 1 or None in bases:
+            return None
+        return OtlpTarget(protocols.pop(), str(bases.pop()))
+
+
+def _base(signal: str, target: OtlpTarget) -> str | None:
+    """The endpoint ``target`` is read from as a general one (None: a path of its own)."""
+    if target.protocol == "grpc":
+        return target.url
+    suffix = f"/v1/{signal}"
+    return target.url.removesuffix(suffix) if target.url.endswith(suffix) else None
+
+
+# how a runtime's own OpenTelemetry export is pointed at a collector: (where each signal goes,
 # the resource attributes naming the member, whether content may leave) → (env, config) added
 # to its launch — never a secret (docs/telemetry.md, "The runtimes' own telemetry")
-OwnTelemetry = Callable[[str, Mapping[str, str], bool], tuple[dict[str, str], dict[str, Any]]]
+OwnTelemetry = Callable[[Collector, Mapping[str, str], bool],
+                        tuple[dict[str, str], dict[str, Any]]]
 
 
 def _resource(attributes: Mapping[str, str]) -> str:
@@ -29,33 +73,51 @@ def _resource(attributes: Mapping[str, str]) -> str:
     return ",".join(f"{k}={quote(v, safe='')}" for k, v in attributes.items())
 
 
-def _claude_telemetry(endpoint: str, attributes: Mapping[str, str], content: bool
+def _claude_endpoints(collector: Collector) -> dict[str, str]:
+    """The standard variables Claude Code's SDK reads: the general pair when every signal
+    shares one endpoint, else each signal's own (2.1.332 honours them, per-signal protocols
+    included)."""
+    shared = collector.shared()
+    if shared is not None:
+        return {"OTEL_EXPORTER_OTLP_PROTOCOL": shared.protocol,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": shared.url}
+    env: dict[str, str] = {}
+    for signal, target in collector.targets().items():
+        env[f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"] = target.protocol
+        env[f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"] = target.url
+    return env
+
+
+def _claude_telemetry(collector: Collector, attributes: Mapping[str, str], content: bool
                       ) -> tuple[dict[str, str], dict[str, Any]]:
     """Claude Code's telemetry variables: metrics, events (logs) and its beta traces over
-    OTLP/HTTP (captured from 2.1.332: docs/telemetry.md); prompts and tool details only with
-    content."""
+    OTLP/HTTP or gRPC (captured from 2.1.332: docs/telemetry.md); prompts and tool details
+    only with content."""
     env = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
            "OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
-           "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-           "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+           "OTEL_TRACES_EXPORTER": "otlp", **_claude_endpoints(collector),
            "OTEL_RESOURCE_ATTRIBUTES": _resource(attributes)}
     if content:
         env |= {"OTEL_LOG_USER_PROMPTS": "1", "OTEL_LOG_TOOL_DETAILS": "1"}
     return env, {}
 
 
-def _codex_telemetry(endpoint: str, attributes: Mapping[str, str], content: bool
+def _codex_exporter(target: OtlpTarget) -> dict[str, Any]:
+    """One of Codex's ``OtelExporterKind`` tables (``otlp-http`` or ``otlp-grpc``)."""
+    if target.protocol == "grpc":
+        return {"otlp-grpc": {"endpoint": target.url}}
+    return {"otlp-http": {"endpoint": target.url, "protocol": "binary"}}
+
+
+def _codex_telemetry(collector: Collector, attributes: Mapping[str, str], content: bool
                      ) -> tuple[dict[str, str], dict[str, Any]]:
-    """Codex's ``[otel]``: its events (logs) and metrics over OTLP/HTTP (its traces, ~380
-    spans a turn, are the operator's to turn on in the member's ``config``); the resource
+    """Codex's ``[otel]``: its events (logs) and metrics over OTLP/HTTP or gRPC (its traces,
+    ~380 spans a turn, are the operator's to turn on in the member's ``config``); the resource
     attributes through the standard variable, which its Rust SDK reads (0.171.0)."""
-    def exporter(signal: str) -> dict[str, Any]:
-        return {"otlp-http": {"endpoint": f"{endpoint}/v1/{signal}", "protocol": "binary"}}
-
     return {"OTEL_RESOURCE_ATTRIBUTES": _resource(attributes)}, {"otel": {
-        "exporter": exporter("logs"), "metrics_exporter": exporter("metrics"),
+        "exporter": _codex_exporter(collector.logs),
+        "metrics_exporter": _codex_exporter(collector.metrics),
         "log_user_prompt": content}}
-
 
 
 @dataclass(frozen=True)

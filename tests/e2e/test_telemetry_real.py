@@ -1,7 +1,9 @@
 """The runtimes' own telemetry joins teamctl's (docs/telemetry.md): a real Claude Code member of
-a team with `[telemetry]` exports its own events, metrics and spans to the same local OTLP/HTTP
-receiver as teamctl's spans, each carrying the resource attributes that name its team and
-member (and its session id), and teamctl's trace of the same turn arrives beside them."""
+a team with `[telemetry]` exports its own events, metrics and spans to the same local receiver
+as teamctl's spans, each carrying the resource attributes that name its team and member (and
+its session id), and teamctl's trace of the same turn arrives beside them. Each test runs over
+OTLP/HTTP and over gRPC (a real grpcio receiver: the CLIs are pointed over the team's
+protocol)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.support.otlp_grpc_receiver import OtlpGrpcReceiver, otlp_grpc_receiver
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.real_members import claude_member, codex_member
 
@@ -23,10 +26,36 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with otlp_receiver() as found:
+@pytest.fixture(params=[otlp_receiver, otlp_grpc_receiver], ids=["http", "grpc"])
+def receiver(request: pytest.FixtureRequest) -> Iterator[OtlpReceiver]:
+    with request.param() as found:
         yield found
+
+
+def _telemetry(receiver: OtlpReceiver) -> str:
+    """The team file's ``[telemetry]``, exporting to ``receiver`` over its protocol."""
+    protocol = "grpc" if isinstance(receiver, OtlpGrpcReceiver) else "http/protobuf"
+    return (f'\n[telemetry]\notlp = {{ endpoint = "{receiver.url}", protocol = "{protocol}", '
+            'timeout = 5.0 }\n')
+
+
+def _answered(teamctl: Teamctl, member: dict[str, Any], receiver: OtlpReceiver
+              ) -> dict[str, Any]:
+    """The one member launched in a team exporting to ``receiver``, and its answered turn."""
+    team = teamctl.write_team("e2e", [member])
+    team.write_text(team.read_text() + _telemetry(receiver))
+    assert teamctl.run("launch", str(team)).returncode == 0
+    done: dict[str, Any] = teamctl.json("send", "rev", "why is this button misaligned?",
+                                        "--wait", "--timeout", "120")
+    assert done["state"] == "answered"
+    return done
+
+
+def _codex_exporter(receiver: OtlpReceiver, signal: str) -> dict[str, Any]:
+    """A Codex ``[otel]`` exporter table sending ``signal`` to ``receiver``."""
+    if isinstance(receiver, OtlpGrpcReceiver):
+        return {"otlp-grpc": {"endpoint": receiver.url}}
+    return {"otlp-http": {"endpoint": f"{receiver.url}/v1/{signal}", "protocol": "binary"}}
 
 
 def test_a_real_claude_members_own_telemetry_arrives_with_its_names(
@@ -37,8 +66,7 @@ def test_a_real_claude_members_own_telemetry_arrives_with_its_names(
     member["env"] = {**member["env"], "OTEL_METRIC_EXPORT_INTERVAL": "1000",  # type: ignore[dict-item]
                      "OTEL_LOGS_EXPORT_INTERVAL": "500"}
     team = teamctl.write_team("e2e", [member])
-    team.write_text(team.read_text() + f'\n[telemetry]\notlp = {{ endpoint = "{receiver.url}", '
-                    'timeout = 5.0 }\n')
+    team.write_text(team.read_text() + _telemetry(receiver))
     assert teamctl.run("launch", str(team)).returncode == 0
     session = teamctl.json("status")["teams"][0]["members"][0]["session_id"]
     done = teamctl.json("send", "rev", "why is this button misaligned?", "--wait",
@@ -85,15 +113,9 @@ def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
     Its events (logs) carry no trace context: they are joined by the member's attributes."""
     member = codex_member("rev", codex_bin, responses, transport="exec")
     member["config"]["otel"] = {  # type: ignore[index]
-        name: {"otlp-http": {"endpoint": f"{receiver.url}/v1/{signal}", "protocol": "binary"}}
+        name: _codex_exporter(receiver, signal)
         for name, signal in (("trace_exporter", "traces"), ("exporter", "logs"))}
-    team = teamctl.write_team("e2e", [member])
-    team.write_text(team.read_text() + f'\n[telemetry]\notlp = {{ endpoint = "{receiver.url}", '
-                    'timeout = 5.0 }\n')
-    assert teamctl.run("launch", str(team)).returncode == 0
-    done = teamctl.json("send", "rev", "why is this button misaligned?", "--wait",
-                        "--timeout", "120")
-    assert done["state"] == "answered"
+    done = _answered(teamctl, member, receiver)
     trace = teamctl.json("trace", done["id"])
     [attempt] = [s for s in trace["spans"] if s["kind"] == "attempt"]
 
@@ -108,4 +130,31 @@ def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
     assert receiver.wait_for(lambda r: any(
         log["body"] == "TRACEPARENT detected; continuing trace from parent context"
         and log["resource"].get("teamctl.member") == "rev" for log in r.logs), 30)
+    assert b"sk-e2e-dummy-key" not in b"".join(receiver.raw), "no credential leaves"
+
+
+def test_a_real_codex_member_pointed_by_teamctl_sends_its_events_and_metrics(
+        teamctl: Teamctl, codex_bin: Path, responses: FakeResponses,
+        receiver: OtlpReceiver) -> None:
+    """No ``[otel]`` of the member's own: teamctl's tables (``otlp-http``, or ``otlp-grpc``
+    when the team exports over gRPC) make the real codex send its events (OTLP logs) and its
+    metrics to the team's receiver, each naming the member; no prompt text without
+    ``include_content``."""
+    member = codex_member("rev", codex_bin, responses, transport="exec")
+    _answered(teamctl, member, receiver)
+
+    def codex(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [i for i in items if i["resource"].get("service.name") == "codex_exec"]
+
+    def arrived(r: OtlpReceiver) -> bool:
+        events = {log["attributes"].get("event.name") for log in codex(r.logs)}
+        return "codex.api_request" in events and any(
+            m["name"] == "codex.turn.e2e_duration_ms" for m in codex(r.metrics))
+
+    assert receiver.wait_for(arrived, 60), [log["attributes"] for log in receiver.logs]
+    for item in codex(receiver.logs) + codex(receiver.metrics):
+        assert (item["resource"]["teamctl.team"], item["resource"]["teamctl.member"],
+                item["resource"]["teamctl.runtime"]) == ("e2e", "rev", "codex")
+    assert all("misaligned" not in str(log) for log in codex(receiver.logs))
+    assert not codex(receiver.spans), "codex's own traces stay off unless the member asks"
     assert b"sk-e2e-dummy-key" not in b"".join(receiver.raw), "no credential leaves"

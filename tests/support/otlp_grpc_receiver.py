@@ -1,9 +1,11 @@
 """A local OTLP/gRPC receiver (a collector's ``otlp`` receiver, its gRPC half): a real grpcio
-server on 127.0.0.1 (port 0: the system picks) serving the collector's ``TraceService`` and
-``MetricsService`` from opentelemetry-proto's generated stubs.
+server on 127.0.0.1 (port 0: the system picks) serving the collector's ``TraceService``,
+``MetricsService`` and ``LogsService`` from opentelemetry-proto's generated stubs (the logs: the
+members' CLIs' events).
 
 Each call is decoded and kept as the OTLP/HTTP receiver keeps a request
-(tests/support/otlp_receiver.py: ``spans``, ``metrics``, ``raw`` — the request serialized —
+(tests/support/otlp_receiver.py: ``spans``, ``metrics``, ``logs``, ``raw`` — the request
+serialized —
 and its switches ``hang``, ``release()``, ``stop()``: the port closed, connections refused);
 ``headers`` holds each call's gRPC metadata. With ``tls`` (a PEM key and certificate:
 ``self_signed``) it serves TLS alone.
@@ -17,6 +19,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import (
+    LogsServiceServicer,
+    add_LogsServiceServicer_to_server,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
         ExportMetricsServiceRequest,
     )
@@ -82,6 +90,16 @@ class _Metrics(MetricsServiceServicer):
         return ExportMetricsServiceResponse()
 
 
+class _Logs(LogsServiceServicer):
+    def __init__(self, receiver: OtlpReceiver) -> None:
+        self._receiver = receiver
+
+    def Export(self, request: ExportLogsServiceRequest,
+               context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        self._receiver.received("/v1/logs", request.SerializeToString(), _metadata(context))
+        return ExportLogsServiceResponse()
+
+
 class OtlpGrpcReceiver(OtlpReceiver):
     """What the receiver was sent, and its switches; ``url`` is the endpoint to export to with
     ``protocol = "grpc"`` (``http://127.0.0.1:PORT``: plaintext; ``https://`` with ``tls``)."""
@@ -101,6 +119,7 @@ class OtlpGrpcReceiver(OtlpReceiver):
         server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp grpc"))
         add_TraceServiceServicer_to_server(_Traces(self), server)
         add_MetricsServiceServicer_to_server(_Metrics(self), server)
+        add_LogsServiceServicer_to_server(_Logs(self), server)
         where = f"127.0.0.1:{self.port}"
         if self._tls is None:
             self.port = server.add_insecure_port(where)

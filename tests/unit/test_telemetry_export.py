@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from orchestrator.config import TeamConfig
-    from orchestrator.contracts import Turn
+    from orchestrator.contracts import LaunchSpec, Turn
     from tests.support.fakes import FakeProcess
 
 pytestmark = pytest.mark.anyio
@@ -480,19 +480,101 @@ def test_an_http_exporter_never_imports_grpcio() -> None:
     assert done.stdout.strip() == "[]"
 
 
-async def test_members_are_not_pointed_at_a_grpc_collector(tmp_path: Path) -> None:
-    """The members' CLIs are pointed over OTLP/HTTP only: a team exporting over gRPC leaves
-    their own telemetry alone (and says so in the log), never sending them OTLP/HTTP at a
-    gRPC port."""
+async def _pointed(tmp_path: Path, otlp: dict[str, Any], environ: dict[str, str]
+                   ) -> dict[str, LaunchSpec]:
+    """The launch specs of a Claude (lead), a Codex (rev) and an OpenCode (des) member of a
+    team exporting to ``otlp``, the daemon's environment ``environ``."""
+    runtimes = {name: FakeRuntime() for name in ("claude", "codex", "opencode")}
+    for name, runtime in runtimes.items():
+        runtime.name = name  # type: ignore[misc]
+    config = team_config(tmp_path, {"name": "lead"},
+                         {"name": "rev", "runtime": "codex", "model": "gpt-5.4-mini"},
+                         {"name": "des", "runtime": "opencode", "model": "openrouter/x/y"})
+    config = config.model_validate({**config.model_dump(exclude_defaults=True),
+                                    "telemetry": {"otlp": otlp}})
+    async with core(tmp_path, runtimes=runtimes, environ=environ) as c:
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        return {p.spec.member: p.spec for r in runtimes.values() for p in r.opened}
+
+
+async def test_the_members_clis_are_pointed_at_a_grpc_collector_over_grpc(
+        tmp_path: Path) -> None:
+    """A team exporting over gRPC points its members over gRPC too (issue 51): Claude Code's
+    variables say ``grpc`` and the collector's ``host:port``, Codex's ``[otel]`` exporters are
+    ``otlp-grpc`` tables at that endpoint (no ``/v1/...`` path: gRPC names its services);
+    OpenCode gets nothing."""
+    specs = await _pointed(tmp_path, {"endpoint": "http://127.0.0.1:4317",
+                                      "protocol": "grpc"}, {})
+    lead = specs["lead"].env
+    assert lead["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
+    assert lead["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4317"
+    assert not any(k.startswith(("OTEL_EXPORTER_OTLP_TRACES", "OTEL_EXPORTER_OTLP_METRICS"))
+                   for k in lead)
+    assert lead["OTEL_RESOURCE_ATTRIBUTES"] == (
+        "teamctl.team=web,teamctl.member=lead,teamctl.runtime=claude")
+    otel = specs["rev"].config["otel"]
+    grpc = {"otlp-grpc": {"endpoint": "http://127.0.0.1:4317"}}
+    assert (otel["exporter"], otel["metrics_exporter"]) == (grpc, grpc)
+    assert "teamctl.member=rev" in specs["rev"].env["OTEL_RESOURCE_ATTRIBUTES"]
+    assert not any(k.startswith("OTEL") for k in specs["des"].env)
+
+
+async def test_where_traces_and_metrics_part_each_cli_signal_follows_its_own(
+        tmp_path: Path) -> None:
+    """Traces over gRPC, metrics over OTLP/HTTP (the per-signal variables): the CLIs' metrics
+    go where teamctl's go, their events (OTLP logs) with the traces — Claude Code through its
+    per-signal variables, Codex through one exporter table each."""
+    specs = await _pointed(tmp_path, {}, {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317"})
+    lead = specs["lead"].env
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in lead and "OTEL_EXPORTER_OTLP_PROTOCOL" not in lead
+    assert {k: v for k, v in lead.items() if k.endswith(("_PROTOCOL", "_ENDPOINT"))} == {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317",
+        "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://127.0.0.1:4317",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:4318/v1/metrics"}
+    otel = specs["rev"].config["otel"]
+    assert otel["exporter"] == {"otlp-grpc": {"endpoint": "http://127.0.0.1:4317"}}
+    assert otel["metrics_exporter"] == {"otlp-http": {
+        "endpoint": "http://127.0.0.1:4318/v1/metrics", "protocol": "binary"}}
+
+
+def test_an_http_traces_url_of_its_own_path_sends_the_events_to_its_origin() -> None:
+    """An OTLP/HTTP traces URL not ending in ``/v1/traces`` (its own variable's) shares no
+    base with the others: Claude Code gets each signal's URL, the events its origin's
+    ``/v1/logs``."""
+    from orchestrator.daemon.telemetry._service import _collector
+    from orchestrator.runtime_table import CLAUDE
+    from orchestrator.telemetry_config import TelemetrySection, export_settings
+
+    settings = export_settings(TelemetrySection(), {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/ingest/spans"})
+    assert CLAUDE.own_telemetry is not None
+    env, _ = CLAUDE.own_telemetry(_collector(settings), {"teamctl.team": "t"}, False)
+    assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://collector:4318/ingest/spans"
+    assert env["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"] == "http://collector:4318/v1/logs"
+    assert env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] == settings.metrics_url, "teamctl's own"
+
+
+async def test_a_grpc_collector_that_takes_headers_is_never_handed_to_a_member(
+        tmp_path: Path) -> None:
+    """Over gRPC as over HTTP: headers are secrets, so the members are not pointed (and the
+    log says why)."""
     runtime = FakeRuntime()
     config = _one_member(tmp_path, {"telemetry": {"otlp": {
-        "endpoint": "http://127.0.0.1:4317", "protocol": "grpc"}}})
+        "endpoint": "http://127.0.0.1:4317", "protocol": "grpc", "headers_env": "OTLP_KEY"}}})
     with capture_logs() as logs:
-        async with core(tmp_path, runtime, environ={}) as c:
+        async with core(tmp_path, runtime, environ={"OTLP_KEY": "x-api-key=s3cr3t"}) as c:
             await c.teams.launch(config, "t.toml", wait=True, timeout=10)
     [process] = runtime.opened
     assert not any(k.startswith(("OTEL", "CLAUDE_CODE_ENABLE")) for k in process.spec.env)
-    assert any(e["event"] == "telemetry_runtime_not_pointed" for e in logs)
+    assert "s3cr3t" not in str(process.spec.env) + str(process.spec.config)
+    [line] = [e for e in logs if e["event"] == "telemetry_runtime_not_pointed"]
+    assert "headers" in line["reason"]
 
 
 def test_hostile_or_missing_settings_are_refused_at_launch(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import os
 import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import anyio
 import structlog
@@ -27,7 +28,7 @@ from orchestrator.daemon.telemetry._model import build_trace
 from orchestrator.daemon.telemetry._tools import ToolRecorder
 from orchestrator.errors import TelemetryConfigInvalid
 from orchestrator.redaction import redact
-from orchestrator.runtime_table import runtime_info
+from orchestrator.runtime_table import Collector, OtlpTarget, runtime_info
 from orchestrator.telemetry_config import ExportSettings, export_settings
 
 if TYPE_CHECKING:
@@ -102,9 +103,9 @@ class Telemetry:
 
     def own(self, team: str, member: str) -> tuple[dict[str, str], dict[str, Any]]:
         """What points ``member``'s CLI's own telemetry at its team's collector (env, config;
-        docs/telemetry.md, "The runtimes' own telemetry"): nothing without ``[telemetry]``, for
-        a runtime that exports none, or when the collector needs headers — they are secrets,
-        and a member is never handed one."""
+        docs/telemetry.md, "The runtimes' own telemetry"), over the protocol teamctl exports
+        with: nothing without ``[telemetry]``, for a runtime that exports none, or when the
+        collector needs headers — they are secrets, and a member is never handed one."""
         config = self._config_of(team)
         entry = None if config is None else config.member(member)
         if config is None or config.telemetry is None or entry is None:
@@ -116,14 +117,13 @@ class Telemetry:
             return {}, {}
         if point is None or not config.telemetry.runtimes:
             return {}, {}
-        if settings.headers or "grpc" in (settings.traces_protocol, settings.metrics_protocol):
+        if settings.headers:
             log.info("telemetry_runtime_not_pointed", team=team, member=member,
-                     reason="the collector takes headers, which are never a member's"
-                     if settings.headers else "the CLIs are pointed over OTLP/HTTP only")
+                     reason="the collector takes headers, which are never a member's")
             return {}, {}
-        return point(settings.traces_url.removesuffix("/v1/traces"),
-                     {"teamctl.team": team, "teamctl.member": member,
-                      "teamctl.runtime": entry.runtime}, settings.include_content)
+        return point(_collector(settings), {"teamctl.team": team, "teamctl.member": member,
+                                            "teamctl.runtime": entry.runtime},
+                     settings.include_content)
 
     def tools(self, team: str, member: str) -> ToolLog:
         """Where ``member``'s runtime reports its tool calls (``LaunchSpec.tools``): journaled
@@ -248,6 +248,22 @@ class Telemetry:
         log.warning("telemetry_spans_dropped", dropped=dropped - self._logged_drops,
                     total=dropped)
         self._logged_drops, self._last_drop_log = dropped, now
+
+
+def _collector(settings: ExportSettings) -> Collector:
+    """Where a member's CLI sends: its traces and metrics where teamctl's go, by the same
+    protocols; its events (OTLP logs, which teamctl sends none of) with its traces — over
+    OTLP/HTTP at ``/v1/logs`` beside ``/v1/traces`` (a traces URL of another path: its
+    origin's ``/v1/logs``)."""
+    traces = OtlpTarget(settings.traces_protocol, settings.traces_url)
+    logs = traces
+    if traces.protocol != "grpc":
+        base = traces.url.removesuffix("/v1/traces")
+        if base == traces.url:
+            parts = urlsplit(traces.url)
+            base = f"{parts.scheme}://{parts.netloc}"
+        logs = OtlpTarget(traces.protocol, f"{base}/v1/logs")
+    return Collector(traces, OtlpTarget(settings.metrics_protocol, settings.metrics_url), logs)
 
 
 def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges]) -> Pipeline:
