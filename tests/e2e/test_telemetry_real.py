@@ -109,8 +109,8 @@ def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
     """Codex's ``exec`` starts a process per turn and reads ``TRACEPARENT`` at its start
     (captured, 0.171.0): teamctl passes each turn its attempt span's context, so with the
     member's own trace exporter on (its ``config``; teamctl leaves codex's ~400 spans a turn
-    off) the ``codex.exec`` span is a child of teamctl's attempt span, in teamctl's trace.
-    Its events (logs) carry no trace context: they are joined by the member's attributes."""
+    off) the ``codex.exec`` span is a child of teamctl's attempt span, in teamctl's trace;
+    the events it logs inside its spans (its prompt, its API request) carry that trace id."""
     member = codex_member("rev", codex_bin, responses, transport="exec")
     member["config"]["otel"] = {  # type: ignore[index]
         name: _codex_exporter(receiver, signal)
@@ -130,6 +130,10 @@ def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
     assert receiver.wait_for(lambda r: any(
         log["body"] == "TRACEPARENT detected; continuing trace from parent context"
         and log["resource"].get("teamctl.member") == "rev" for log in r.logs), 30)
+    events = {log["attributes"].get("event.name"): log for log in receiver.logs
+              if log["resource"].get("teamctl.member") == "rev"}
+    for name in ("codex.user_prompt", "codex.api_request"):
+        assert events[name]["trace_id"] == trace["trace_id"], (name, events[name])
     assert b"sk-e2e-dummy-key" not in b"".join(receiver.raw), "no credential leaves"
 
 
