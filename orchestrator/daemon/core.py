@@ -47,7 +47,7 @@ from orchestrator.daemon.quota import probe_after_from_env
 from orchestrator.daemon.router import Router
 from orchestrator.daemon.slots import PortCheck, Slots, port_free
 from orchestrator.daemon.teams import Teams
-from orchestrator.daemon.telemetry import Telemetry, TraceJournal
+from orchestrator.daemon.telemetry import DELAYS, Delays, Telemetry, TraceJournal
 from orchestrator.errors import NotFound, TeamctlError
 from orchestrator.runtime_table import runtime_info
 from orchestrator.telemetry_config import export_settings
@@ -159,7 +159,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
                      ports: PortCheck = port_free,
                      cgroups: Cgroups | None = None,
                      admission: AdmissionSettings | None = None,
-                     environ: Mapping[str, str] | None = None) -> Core:
+                     environ: Mapping[str, str] | None = None,
+                     telemetry_delays: Delays = DELAYS) -> Core:
     """The core over ``store``, its tasks in ``tg``. ``runtimes`` and ``describers``: the
     adapters by runtime name; ``hosts``: each member's host, ``local_host``: this machine's
     (where describers run) — the runtimes' classes, so the core imports none;
@@ -176,7 +177,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     (None: this machine's cgroups; a test's fake tree); ``admission``: where memory admission
     reads this machine's memory and how often (None: /proc, or the test switches in the
     environment); ``environ``: where telemetry reads the standard ``OTEL_EXPORTER_OTLP_*``
-    variables (None: the daemon's environment).
+    variables (None: the daemon's environment); ``telemetry_delays``: how long telemetry
+    gathers ended attempts and spans before it reads and sends them (a test's are short).
 
     Each part is built whole, with its collaborators, in dependency order. The wires that
     point up that order — the ledger releases a held member into the mailbox and recycles the
@@ -240,7 +242,7 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     telemetry = late.telemetry = Telemetry(
         TraceJournal(store), config_of=teams.running,
         sample=functools.partial(_gauges, teams, supervisor, store, approvals, ledger),
-        environ=env, turn_of=functools.partial(_turn_of, supervisor))
+        environ=env, turn_of=functools.partial(_turn_of, supervisor), delays=telemetry_delays)
     tg.start_soon(telemetry.run, name="telemetry")
     board = late.board = await _board(store, tg, teams, supervisor, mailbox, changes, ledger,
                                       late, lease_check_interval)

@@ -38,6 +38,7 @@ from orchestrator.daemon.core import build_core
 from orchestrator.daemon.ledger import Ledger
 from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.queue import AsyncStore, Store
+from orchestrator.daemon.telemetry import Delays
 from orchestrator.paths import Home
 from runtimes.hosts.local.host import LocalHost
 
@@ -306,6 +307,8 @@ async def core(tmp_path: Path, runtime: FakeRuntime | None = None,
             hosts = options.pop("hosts", lambda team, member: LocalHost())
             runtimes = options.pop("runtimes", {"claude": runtime})  # by runtime name
             options.setdefault("admission", ample_memory(tmp_path))
+            # spans read and sent at once: a test waits on the receiver, never on a batch
+            options.setdefault("telemetry_delays", Delays(batch=0.02, export=0.02))
             built = await build_core(home, db, tg, runtimes=runtimes,
                                      hosts=hosts,
                                      local_host=LocalHost(),

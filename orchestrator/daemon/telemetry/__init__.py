@@ -28,8 +28,9 @@ from orchestrator.daemon.telemetry._model import (
     delivery_span_id,
     tool_span_id,
 )
-from orchestrator.daemon.telemetry._service import DROP_LOG_INTERVAL, Telemetry
+from orchestrator.daemon.telemetry._service import DELAYS, DROP_LOG_INTERVAL, Delays, Telemetry
 from orchestrator.daemon.telemetry._tools import MIGRATIONS
 
-__all__ = ["DROP_LOG_INTERVAL", "MIGRATIONS", "CheckRan", "Telemetry", "TraceApi", "TraceJournal",
-           "TraceRows", "attempt_span_id", "build_trace", "delivery_span_id", "tool_span_id"]
+__all__ = ["DELAYS", "DROP_LOG_INTERVAL", "MIGRATIONS", "CheckRan", "Delays", "Telemetry",
+           "TraceApi", "TraceJournal", "TraceRows", "attempt_span_id", "build_trace",
+           "delivery_span_id", "tool_span_id"]

@@ -38,10 +38,9 @@ if TYPE_CHECKING:
     from orchestrator.protocol.traces import SpanDoc
     from orchestrator.telemetry_config import ExportSettings
 
-__all__ = ["EXPORT_DELAY", "Gauges", "Pipeline", "metric_exporter", "span_exporter"]
+__all__ = ["Gauges", "Pipeline", "metric_exporter", "span_exporter"]
 
 _BATCH = 512
-EXPORT_DELAY = 1.0  # seconds a span waits for others to share its request (or 512 of them)
 _SCOPE = InstrumentationScope("teamctl", "0.1.0")
 # what a gauge reads: (team, member) → value, per gauge name
 Gauges = dict[str, dict[tuple[str, ...], float]]
@@ -55,7 +54,7 @@ class Pipeline:
     """Spans and metrics to one endpoint, off the daemon's loop."""
 
     def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges],
-                 export_delay: float = EXPORT_DELAY) -> None:
+                 export_delay: float = 1.0) -> None:
         self._resource = Resource.create({"service.name": "teamctl",
                                           "service.instance.id": str(os.getpid())})
         self._spans = span_exporter(settings)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon.telemetry._journal import TraceJournal, TraceRows
     from orchestrator.protocol.traces import SpanDoc
 
-__all__ = ["Telemetry"]
+__all__ = ["DELAYS", "Delays", "Telemetry"]
 
 log = structlog.get_logger("teamctl.telemetry")
 
@@ -50,7 +51,19 @@ DROP_LOG_INTERVAL = 60.0  # seconds between two telemetry_spans_dropped lines
 _PENDING_MAX = 10_000  # ended attempts waiting to be read (past it: dropped, counted)
 _SENT_MAX = 100_000  # span ids remembered as exported (the oldest forgotten first)
 _CONTENT_CHARS = 4096
-BATCH_DELAY = 0.5  # seconds the ended attempts gather before one journal read takes them all
+
+
+@dataclass(frozen=True)
+class Delays:
+    """How long telemetry gathers before it works: ``batch``, seconds the ended attempts
+    gather before one journal read takes them all; ``export``, seconds a span waits for others
+    to share its request (or 512 of them). A test's are short."""
+
+    batch: float = 0.5
+    export: float = 1.0
+
+
+DELAYS = Delays()  # the daemon's
 _TERMINAL = frozenset({"answered", "failed", "blocked"})
 _CHILDREN = frozenset({"approval", "tool", "gate", "check"})  # an attempt's child spans
 
@@ -67,13 +80,13 @@ class Telemetry:
                  environ: Mapping[str, str] = os.environ,
                  turn_of: Callable[[str, str], str | None] = lambda team, member: None,
                  clock: Callable[[], float] = time.monotonic,
-                 batch_delay: float = BATCH_DELAY) -> None:
+                 delays: Delays = DELAYS) -> None:
         self._journal = journal
         self._config_of = config_of
         self._sample = sample
         self._environ = environ
         self._clock = clock
-        self._batch_delay = batch_delay
+        self._delays = delays
         self._pending: deque[tuple[str, str, str]] = deque()
         self._sent: OrderedDict[str, None] = OrderedDict()  # span ids exported
         self._wake = anyio.Event()
@@ -163,7 +176,7 @@ class Telemetry:
             ended = bool(self._pending)
             try:
                 if ended:
-                    await anyio.sleep(self._batch_delay)  # the turns ending now share one read
+                    await anyio.sleep(self._delays.batch)  # the turns ending now share one read
                 await self.write_recorded()
                 if self._pending:  # the ended attempts, and those a check was added to
                     await self._export_pending()
@@ -231,7 +244,7 @@ class Telemetry:
         found = self._pipelines.get(settings)
         if found is None:
             found = await anyio.to_thread.run_sync(_new_pipeline, settings,
-                                                    lambda: self._gauges)
+                                                    lambda: self._gauges, self._delays.export)
             self._pipelines[settings] = found
             log.info("telemetry_exporter_started", endpoint=settings.shown,
                      include_content=settings.include_content)
@@ -266,10 +279,11 @@ def _collector(settings: ExportSettings) -> Collector:
     return Collector(traces, OtlpTarget(settings.metrics_protocol, settings.metrics_url), logs)
 
 
-def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges]) -> Pipeline:
+def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges],
+                  export_delay: float) -> Pipeline:
     from orchestrator.daemon.telemetry._export import Pipeline
 
-    return Pipeline(settings, gauges=gauges)
+    return Pipeline(settings, gauges=gauges, export_delay=export_delay)
 
 
 def _ended(spans: list[SpanDoc], member: str) -> list[SpanDoc]:
