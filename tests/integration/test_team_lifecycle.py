@@ -206,6 +206,24 @@ def test_the_background_daemon_runs_without_the_cli_and_a_thread_per_member(
     assert teamctl.run("send", "m11", "still answered", "--wait").returncode == 0
 
 
+def test_a_daemon_forked_for_a_test_is_detached_as_the_clis_popen_asks(
+        teamctl: Teamctl) -> None:
+    """The tests' daemons are forked from their fork server (tests/support/cli_fork.py), not
+    started as ``python -m orchestrator.daemon``: each must still be what ``ensure_daemon``'s
+    ``Popen`` makes — its own session, stdin /dev/null, stdout and stderr the daemon's log,
+    nothing of the call's process left open (the ready pipe is closed once read) — or the
+    tests would run a different daemon from the operator's."""
+    assert teamctl.run("launch", str(teamctl.write_team("web", [fake_member("m")]))
+                       ).returncode == 0
+    pid = teamctl.daemon_pid()
+    assert pid is not None
+    assert os.getsid(pid) == pid, "a session of its own (start_new_session)"
+    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    log = str(teamctl.home / "logs" / "daemon.out")
+    assert (fds[0], fds[1], fds[2]) == ("/dev/null", log, log)
+    assert not [target for target in fds.values() if "tc-cli-" in target], fds
+
+
 def test_launch_after_a_daemon_crash_exits_0_and_says_resumed(teamctl: Teamctl) -> None:
     """The documented recovery exited 1 in 20 of 20 tries and advised stopping the team it
     had just resumed."""

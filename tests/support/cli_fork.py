@@ -50,6 +50,7 @@ _PRELOAD = ["orchestrator.client.cli", "orchestrator.config", "orchestrator.prot
             # a daemon's start (forked too: ``_fork_daemon``)
             "orchestrator.daemon.main"]
 _DAEMON = ["-m", "orchestrator.daemon"]
+_POPEN = subprocess.Popen  # the daemon runs with it, not with the call's ``_daemon_or_popen``
 _context: multiprocessing.context.ForkServerContext | None = None
 
 
@@ -178,6 +179,7 @@ def _become_daemon(args: list[str], stdout: int, stderr: int, env: dict[str, str
             os.closerange(low, high)
         os.environ.clear()
         os.environ.update(env)
+        subprocess.Popen = _POPEN  # type: ignore[misc]
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
