@@ -27,9 +27,12 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(params=[otlp_receiver, otlp_grpc_receiver], ids=["http", "grpc"])
-def receiver(request: pytest.FixtureRequest) -> Iterator[OtlpReceiver]:
+def receiver(request: pytest.FixtureRequest, teamctl: Teamctl) -> Iterator[OtlpReceiver]:
     with request.param() as found:
         yield found
+        # the daemon stopped while the receiver is up: its last export is answered, not
+        # retried against a closed port until its 5 s timeout
+        teamctl.shutdown()
 
 
 def _telemetry(receiver: OtlpReceiver) -> str:
@@ -137,18 +140,22 @@ def test_a_real_codex_exec_members_own_trace_continues_teamctls_attempt_span(
     assert b"sk-e2e-dummy-key" not in b"".join(receiver.raw), "no credential leaves"
 
 
+@pytest.mark.parametrize("transport", ["exec", "app-server"])
 def test_a_real_codex_member_pointed_by_teamctl_sends_its_events_and_metrics(
         teamctl: Teamctl, codex_bin: Path, responses: FakeResponses,
-        receiver: OtlpReceiver) -> None:
+        receiver: OtlpReceiver, transport: str) -> None:
     """No ``[otel]`` of the member's own: teamctl's tables (``otlp-http``, or ``otlp-grpc``
-    when the team exports over gRPC) make the real codex send its events (OTLP logs) and its
-    metrics to the team's receiver, each naming the member; no prompt text without
-    ``include_content``."""
-    member = codex_member("rev", codex_bin, responses, transport="exec")
+    when the team exports over gRPC) make the real codex — one process a turn, or its
+    long-lived app-server — send its events (OTLP logs) and its metrics to the team's
+    receiver, each naming the member; no prompt text without ``include_content``."""
+    member = codex_member("rev", codex_bin, responses, transport=transport)
+    # the Rust SDK's metric interval (60 s), shortened for the test (a member's own env wins):
+    # the app-server exports its metrics on it, not at a process's end
+    member["env"] = {**member["env"], "OTEL_METRIC_EXPORT_INTERVAL": "1000"}  # type: ignore[dict-item]
     _answered(teamctl, member, receiver)
 
     def codex(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [i for i in items if i["resource"].get("service.name") == "codex_exec"]
+        return [i for i in items if i["resource"].get("teamctl.member") == "rev"]
 
     def arrived(r: OtlpReceiver) -> bool:
         events = {log["attributes"].get("event.name") for log in codex(r.logs)}
