@@ -90,17 +90,23 @@ def _fan(ctl: Home, messages: int, members: int) -> float:
     return time.perf_counter() - start
 
 
+def _fan_exported(ctl: Home, receiver: OtlpReceiver, messages: int, members: int
+                  ) -> tuple[float, float, float]:
+    """``messages`` fanned across the members until every one is answered, then until both
+    spans of each reached ``receiver``: (answered s, exported s, the daemon's RSS MiB)."""
+    start = time.perf_counter()
+    answered_s = _fan(ctl, messages, members)
+    if not receiver.wait_for(lambda r: len(r.spans) >= 2 * messages, 120):
+        raise SystemExit(f"only {len(receiver.spans)} of {2 * messages} spans arrived")
+    return answered_s, time.perf_counter() - start, rss_mib(daemon_pid(ctl))
+
+
 def spans_per_second(messages: int = 1000, members: int = 100) -> None:
     with home() as env:
         off_s = _fan(_launch(env, members, None), messages, members)
     with otlp_receiver() as receiver, home() as env:
         ctl = _launch(env, members, receiver)
-        start = time.perf_counter()
-        answered_s = _fan(ctl, messages, members)
-        if not receiver.wait_for(lambda r: len(r.spans) >= 2 * messages, 120):
-            raise SystemExit(f"only {len(receiver.spans)} of {2 * messages} spans arrived")
-        exported_s = time.perf_counter() - start
-        rss = rss_mib(daemon_pid(ctl))
+        answered_s, exported_s, rss = _fan_exported(ctl, receiver, messages, members)
         dropped = [line for line in (ctl.logs / "teamctl.jsonl").read_text().splitlines()
                    if "telemetry_spans_dropped" in line]
     rate = len(receiver.spans) / exported_s

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from importlib.metadata import distribution
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _harness import figure, home, median, percentile, rss_mib, team_file
 from bench_scale import daemon_pid
-from bench_telemetry import _fan, _round_trip
+from bench_telemetry import _fan_exported, _round_trip
 
 from orchestrator import client, protocol
 from orchestrator.paths import Home
@@ -57,7 +56,7 @@ def import_cost(runs: int = 9) -> None:
         figure(f"telemetry_{name}_exporter_import_ms", median(ms))
         figure(f"telemetry_{name}_exporter_import_rss_mib", median(grown))
     files = distribution("grpcio").files or []
-    size = sum(f.locate().stat().st_size for f in files if Path(f.locate()).is_file())
+    size = sum(Path(f.locate()).stat().st_size for f in files if Path(f.locate()).is_file())
     print(f"grpcio {distribution('grpcio').version} installed: {size / 2**20:.1f} MiB")
     figure("telemetry_grpcio_installed_mib", size / 2**20)
 
@@ -104,12 +103,7 @@ def daemons_side_by_side(runs: int = 200) -> None:
 def grpc_fan_out(messages: int = 1000, members: int = 100) -> None:
     with otlp_grpc_receiver() as receiver, home() as env:
         ctl = _launch(env, members, receiver, "grpc")
-        start = time.perf_counter()
-        answered_s = _fan(ctl, messages, members)
-        if not receiver.wait_for(lambda r: len(r.spans) >= 2 * messages, 120):
-            raise SystemExit(f"only {len(receiver.spans)} of {2 * messages} spans arrived")
-        exported_s = time.perf_counter() - start
-        rss = rss_mib(daemon_pid(ctl))
+        answered_s, exported_s, rss = _fan_exported(ctl, receiver, messages, members)
     rate = len(receiver.spans) / exported_s
     print(f"{messages} messages across {members} fake members over gRPC: answered in "
           f"{answered_s:.2f} s, {len(receiver.spans)} spans received in {exported_s:.2f} s "
