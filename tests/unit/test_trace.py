@@ -183,6 +183,29 @@ async def test_an_approval_the_turn_waited_on_is_a_child_span_of_that_attempt(
     assert attempt.start <= approval.start <= (approval.end or 0) <= (attempt.end or 0)
 
 
+async def test_the_operators_gate_of_a_task_is_a_child_of_the_owners_last_turn_at_it(
+        tmp_path: Path) -> None:
+    """``teamctl task complete`` by the operator runs the gate in no turn: its span goes under
+    the last attempt at a message about the task (here the hand-over of a self-claimed task),
+    in that trace; before, it was in none."""
+    runtime = FakeRuntime(["on it"])
+    config = team_config(tmp_path, {"name": "lead", "claims": True})
+    async with core(tmp_path, runtime) as c:
+        assert c.built is not None
+        await c.teams.launch(config, "t.toml", wait=True, timeout=10)
+        task = await c.built.board.create("web", "the login page", created_by=OPERATOR)
+        await quiet(c)
+        [handed] = [t.message_id for t in runtime.turns]  # the task handed to the idle lead
+        await c.built.board.complete(task.id, by=OPERATOR, summary="done by hand")
+        api = TraceApi(TraceJournal(c.store), recorded=c.built.telemetry.write_recorded)
+        doc = await api.handlers()["trace"](TraceParams(id=handed))
+    [turn] = _by(doc, "attempt", "lead")
+    [gate] = _by(doc, "gate", "lead")
+    assert (gate.parent_id, gate.name, gate.outcome, gate.task_id) == (
+        turn.span_id, f"gate T{task.id}", "passed", task.id)
+    assert gate.start >= turn.end  # type: ignore[operator]
+
+
 async def test_a_tasks_gate_and_integration_check_are_children_of_the_turn_that_completed_it(
         tmp_path: Path) -> None:
     """The board's gate runs inside the owner's turn (its ``task_complete``): a child span of

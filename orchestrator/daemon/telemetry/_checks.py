@@ -4,7 +4,10 @@ the turn that made the task done (docs/telemetry.md, "The trace").
 The board and the merge queue tell ``CheckRan`` (never a wait); telemetry keeps it with the
 turn the completing member had in flight and writes it in its next journal call (``write``).
 The gate is a child of the attempt that called ``task_complete``; an integration check, which
-runs after that turn, is a child of the attempt of the task's last gate. Telemetry's table
+runs after that turn, is a child of the attempt of the task's last gate. A check no turn had in
+flight and no earlier gate placed (the operator's ``teamctl task complete``) is a child of the
+last attempt at a message about the task (its hand-over); a task no turn ever worked on has
+its checks in no trace. Telemetry's table
 (``task_checks``, in migration 26 beside ``tool_calls``).
 """
 
@@ -34,6 +37,14 @@ CREATE TABLE task_checks (
 CREATE INDEX task_checks_by_message ON task_checks (message_id);
 CREATE INDEX task_checks_by_task ON task_checks (task_id, id)
 """
+
+
+# the last attempt at a message about the task (its hand-over, a notice): where a check no
+# turn had in flight (the operator's ``task complete``) and no earlier gate placed goes
+_LAST_TASK_TURN = (
+    "SELECT a.message_id, a.member, a.ordinal FROM turn_attempts a JOIN messages m ON "
+    "m.id = a.message_id WHERE m.task_id = ? AND a.team = ? "
+    "ORDER BY a.claimed_at DESC, a.ordinal DESC LIMIT 1")
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,8 @@ def write_checks(journal: Journal, rows: list[CheckRow]) -> list[tuple[str, str,
             else:
                 found = db.execute("SELECT message_id, member, ordinal FROM task_checks "
                                    "WHERE task_id = ? AND team = ? ORDER BY id DESC LIMIT 1",
-                                   (ran.task, ran.team)).fetchone()
+                                   (ran.task, ran.team)).fetchone() \
+                    or db.execute(_LAST_TASK_TURN, (ran.task, ran.team)).fetchone()
             if found is None or found[2] is None:
                 continue
             db.execute("INSERT INTO task_checks (team, task_id, kind, message_id, member, "
