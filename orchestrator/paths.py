@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Home", "ensure_private_dir", "resolve_home", "write_private"]
+__all__ = ["Home", "ensure_private_dir", "remove_temp_socket_dir", "resolve_home",
+           "write_private"]
 
 
 def resolve_home() -> Path:
@@ -28,6 +29,36 @@ def ensure_private_dir(path: Path) -> Path:
         os.chmod(directory, 0o700)
     os.chmod(path, 0o700)
     return path
+
+
+def remove_temp_socket_dir(path: Path, prefix: str) -> bool:
+    """Remove ``path`` if it is one of the daemon's own socket dirs in the temp dir (a
+    ``mkdtemp(prefix=prefix)`` made where teamctl's home was too long for a socket path):
+    directly in the temp dir, named ``prefix…``, a real directory of this uid. The sockets
+    left in it go first; anything else there keeps it (nothing is followed or recursed into:
+    a member that can see the directory can leave a file, never redirect a removal). True
+    when it is gone."""
+    import stat
+    import tempfile  # only here, as write_private
+
+    if path.parent != Path(tempfile.gettempdir()) or not path.name.startswith(prefix):
+        return False
+    try:
+        found = os.lstat(path)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            return False
+        directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for name in os.listdir(directory):
+                entry = os.stat(name, dir_fd=directory, follow_symlinks=False)
+                if stat.S_ISSOCK(entry.st_mode) and entry.st_uid == os.getuid():
+                    os.unlink(name, dir_fd=directory)
+        finally:
+            os.close(directory)
+        os.rmdir(path)
+    except OSError:  # not empty, already gone, raced: left as it is
+        return False
+    return True
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -251,6 +251,9 @@ class OpenCodeServer(MemberProcess):
     async def _reap(self) -> None:
         await self._process.wait()
         self._exited.set()
+        # a waiting turn ends now, not at its watchdog's next look: its request to the dead
+        # server usually fails first, but not always (a loaded machine: the turn waited on)
+        self._watch.wake()
 
     async def check_health(self) -> None:
         """``GET /global/health``, each try bounded (a stuck request is retried): OpenCode

@@ -17,8 +17,10 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from orchestrator.daemon.egress import EgressProxies
 from orchestrator.daemon.egress._policy import EgressPolicy
 from orchestrator.daemon.egress._proxy import EgressLimits, EgressProxy
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -220,3 +222,26 @@ async def test_a_thousand_connections_are_capped_and_the_proxy_stays_up() -> Non
         again = await _request(path, f"GET http://127.0.0.1:{allowed}/ok HTTP/1.1\r\n\r\n"
                                .encode())
         assert again.startswith(b"echo:GET /ok")
+
+
+async def test_the_proxies_dir_made_in_the_temp_dir_goes_with_the_last_proxy(
+        tmp_path: Path) -> None:
+    """Where teamctl's home is too long for a socket path the proxies' sockets go to a fresh
+    dir in the temp dir: it was left there at every daemon stop; it goes with the last proxy
+    (closed, or the daemon stopping), and a later proxy makes a new one."""
+    deep = tmp_path / ("x" * 90)
+    async with anyio.create_task_group() as tg:
+        proxies = EgressProxies(tg, deep)
+        first = proxies.ensure("web", "a", ["example.com"])
+        second = proxies.ensure("web", "b", ["example.com"])
+        assert first.parent == second.parent and first.parent.name.startswith("tc-eg-")
+        await proxies.close("web", "a")
+        await all_blocked()
+        assert second.parent.is_dir(), "one proxy still serves there"
+        await proxies.close("web", "b")
+        await all_blocked()
+        assert not second.parent.exists()
+        third = proxies.ensure("web", "c", ["example.com"])
+        assert third.parent.is_dir() and third.parent != second.parent
+        tg.cancel_scope.cancel()
+    assert not third.parent.exists(), "the daemon stopping takes it too"

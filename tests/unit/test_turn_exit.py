@@ -3,8 +3,9 @@ adapter on the kit — not at the idle watchdog's next look at its clock.
 
 A waiting turn looks at its watchdog's clock once a second (``kit._POLL``). Here that look is
 an hour apart, so a turn that ends at all within the test's deadline ended by the exit itself:
-Claude's at its stdout's end, ACP's and Codex app-server's by the exit waking the watch
-(``TurnWatch.wake``: without it both fail here), OpenCode's by its request to the dead server."""
+Claude's at its stdout's end, ACP's, Codex app-server's and OpenCode's by the exit waking the
+watch (``TurnWatch.wake``: without it ACP and Codex fail here; OpenCode's request to the dead
+server usually failed first, but under ``make test``'s load it once did not within 30 s)."""
 
 from __future__ import annotations
 

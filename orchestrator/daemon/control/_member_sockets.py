@@ -29,6 +29,7 @@ import anyio
 import structlog
 
 from orchestrator.daemon.control._connections import ControlSocket
+from orchestrator.paths import remove_temp_socket_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ log = structlog.get_logger("teamctl.member_sockets")
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 _MAX_CONNECTIONS = 16  # a member's MCP servers (one per CLI process that starts one)
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
+_TEMP_PREFIX = "tc-mcp-"  # a socket dir made in the temp dir (removed when serving ends)
 
 
 def socket_dir(member_dir: Path) -> Path:
@@ -53,7 +55,7 @@ def socket_dir(member_dir: Path) -> Path:
     candidate = member_dir / "mcp"
     if len(os.fsencode(candidate / "teamctl.sock")) <= _SOCKET_PATH_MAX:
         return candidate
-    return Path(tempfile.mkdtemp(prefix="tc-mcp-"))
+    return Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
 
 
 class MemberSockets:
@@ -92,7 +94,17 @@ class MemberSockets:
 
     async def _serve(self, team: str, member: str, path: Path,
                      handle: Callable[[Connection], Awaitable[None]]) -> None:
-        """Serve until cancelled; whatever ends a round is this member's, then again."""
+        """Serve until cancelled; whatever ends a round is this member's, then again. At the
+        end a socket dir made in the temp dir (``socket_dir``) goes with it."""
+        try:
+            await self._rounds(team, member, path, handle)
+        finally:
+            if self._serving.get((team, member)) == path:
+                del self._serving[(team, member)]
+            remove_temp_socket_dir(path.parent, _TEMP_PREFIX)
+
+    async def _rounds(self, team: str, member: str, path: Path,
+                      handle: Callable[[Connection], Awaitable[None]]) -> None:
         delay, causes = _RETRY_FIRST, set[str]()
         while True:
             try:

@@ -3,7 +3,8 @@
 spawn: the socket is bound at once) and closed when the team stops.
 
 Their sockets live in one private directory: ``egress/`` under teamctl's home (0700) when a
-socket's path there fits the kernel's limit, else a fresh ``mkdtemp`` (0700, random) — each
+socket's path there fits the kernel's limit, else a fresh ``mkdtemp`` (0700, random; removed
+with the last proxy) — each
 ``<sha256(team/member)[:16]>.sock``, 0600. The directory is hidden from every sandbox
 (teamctl's state is); each member sees only its own socket, bound in at a fixed path.
 """
@@ -21,7 +22,7 @@ import structlog
 
 from orchestrator.daemon.egress._policy import EgressPolicy
 from orchestrator.daemon.egress._proxy import EgressLimits, EgressProxy
-from orchestrator.paths import ensure_private_dir
+from orchestrator.paths import ensure_private_dir, remove_temp_socket_dir
 from orchestrator.protocol.teams import EgressStatus
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ log = structlog.get_logger("teamctl.egress")
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; kept clear of it
 _NAME_BYTES = len("/0123456789abcdef.sock")
+_TEMP_PREFIX = "tc-eg-"  # the sockets' dir made in the temp dir (removed with the last proxy)
 
 
 def socket_dir(root: Path) -> Path:
@@ -44,7 +46,7 @@ def socket_dir(root: Path) -> Path:
     candidate = root / "egress"
     if len(os.fsencode(candidate)) + _NAME_BYTES <= _SOCKET_PATH_MAX:
         return ensure_private_dir(candidate)
-    return Path(tempfile.mkdtemp(prefix="tc-eg-"))
+    return Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
 
 
 class EgressProxies:
@@ -74,8 +76,11 @@ class EgressProxies:
         scope = anyio.CancelScope()
 
         async def serve() -> None:
-            with scope:
-                await proxy.serve()
+            try:
+                with scope:
+                    await proxy.serve()
+            finally:
+                self._ended(team, member, proxy)
 
         self._tg.start_soon(serve, name=f"egress proxy {team}/{member}")
         self._running[(team, member)] = (proxy, scope)
@@ -92,6 +97,16 @@ class EgressProxies:
             log.info("egress_proxy_closed", team=team, member=member,
                      allowed=proxy.counts.allowed, denied=proxy.counts.denied)
         await anyio.lowlevel.checkpoint()
+
+    def _ended(self, team: str, member: str, proxy: EgressProxy) -> None:
+        """``proxy`` stopped serving (closed, or the daemon stopping): forgotten; with the
+        last one, a sockets' dir made in the temp dir is removed."""
+        running = self._running.get((team, member))
+        if running is not None and running[0] is proxy:
+            del self._running[(team, member)]
+        if not self._running and self._dir is not None and remove_temp_socket_dir(
+                self._dir, _TEMP_PREFIX):
+            self._dir = None
 
     def counts(self, team: str, member: str) -> EgressCounts | None:
         running = self._running.get((team, member))
