@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Home", "ensure_private_dir", "remove_temp_socket_dir", "resolve_home",
-           "write_private"]
+           "temp_socket_dir", "write_private"]
 
 
 def resolve_home() -> Path:
@@ -31,22 +31,57 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def remove_temp_socket_dir(path: Path, prefix: str) -> bool:
-    """Remove ``path`` if it is one of the daemon's own socket dirs in the temp dir (a
-    ``mkdtemp(prefix=prefix)`` made where teamctl's home was too long for a socket path):
-    directly in the temp dir, named ``prefix…``, a real directory of this uid. The sockets
-    left in it go first; anything else there keeps it (nothing is followed or recursed into:
-    a member that can see the directory can leave a file, never redirect a removal). True
-    when it is gone."""
-    import stat
+def temp_socket_dir(record: Path, prefix: str) -> Path:
+    """A private dir in the temp dir for sockets whose path under teamctl's home would pass
+    the kernel's limit: the one ``record`` (a daemon-private file) names when it is still
+    this daemon's own (``_own_temp_dir``: a ``kill -9`` left it), else a fresh ``mkdtemp``
+    (0700, random name), recorded — so a daemon killed and started again leaves none behind."""
     import tempfile  # only here, as write_private
+
+    try:
+        descriptor = os.open(record, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor) as file:
+            recorded = Path(file.read(4096).strip())
+        if _own_temp_dir(recorded, prefix):
+            return recorded
+    except (OSError, ValueError):
+        pass
+    made = Path(tempfile.mkdtemp(prefix=prefix))
+    try:  # without the record a killed daemon's dir is only left behind
+        descriptor = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(str(made))
+    except OSError:
+        pass
+    return made
+
+
+def _own_temp_dir(path: Path, prefix: str) -> bool:
+    """``path`` is directly in the temp dir, named ``prefix…``, a real directory (never
+    followed) of this uid with mode 0700: one of the daemon's own socket dirs."""
+    import stat
+    import tempfile
 
     if path.parent != Path(tempfile.gettempdir()) or not path.name.startswith(prefix):
         return False
     try:
         found = os.lstat(path)
-        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
-            return False
+    except OSError:
+        return False
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and \
+        stat.S_IMODE(found.st_mode) == 0o700
+
+
+def remove_temp_socket_dir(path: Path, prefix: str) -> bool:
+    """Remove ``path`` if it is one of the daemon's own socket dirs in the temp dir
+    (``_own_temp_dir``). The sockets left in it go first; anything else there keeps it
+    (nothing is followed or recursed into: a member that can see the directory can leave a
+    file, never redirect a removal). True when it is gone."""
+    import stat
+
+    if not _own_temp_dir(path, prefix):
+        return False
+    try:
         directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             for name in os.listdir(directory):

@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.daemon.egress import EgressProxies
 from orchestrator.daemon.egress._policy import EgressPolicy
+from orchestrator.daemon.egress._proxies import socket_dir
 from orchestrator.daemon.egress._proxy import EgressLimits, EgressProxy
 from tests.support.settle import all_blocked
 
@@ -245,3 +246,15 @@ async def test_the_proxies_dir_made_in_the_temp_dir_goes_with_the_last_proxy(
         assert third.parent.is_dir() and third.parent != second.parent
         tg.cancel_scope.cancel()
     assert not third.parent.exists(), "the daemon stopping takes it too"
+
+
+def test_a_killed_daemons_proxies_dir_is_used_again(tmp_path: Path) -> None:
+    """The proxies' dir in the temp dir is recorded in teamctl's home: a daemon started after
+    a ``kill -9`` (which removed nothing) binds its proxies there again, not in a new one."""
+    root = tmp_path / ("x" * 90)
+    root.mkdir()
+    first = socket_dir(root)
+    assert first.name.startswith("tc-eg-") and socket_dir(root) == first
+    os.rmdir(first)
+    assert socket_dir(root) != first
+    os.rmdir(socket_dir(root))

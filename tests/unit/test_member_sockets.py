@@ -82,3 +82,39 @@ def test_only_the_daemons_own_temp_socket_dir_is_removed_and_nothing_is_followed
     bound.bind(str(kept / "teamctl.sock"))
     bound.close()
     assert remove_temp_socket_dir(kept, "tc-mcp-") and not kept.exists()
+
+
+def test_a_killed_daemons_socket_dir_is_used_again_only_while_it_is_still_its_own(
+        tmp_path: Path) -> None:
+    """A daemon killed with ``kill -9`` never removed its dir in the temp dir: the next one
+    finds it through the record in the member's (daemon-private) dir and binds there again,
+    so restarts leave none behind. Hostile: a record naming anything else — a dir of another
+    mode, a link to one, a dir outside the temp dir — gets a fresh dir, never used."""
+    deep = tmp_path / ("x" * 60) / "members" / "a-team-with-a-long-name" / "a-member"
+    deep.mkdir(parents=True)
+    first = socket_dir(deep)
+    assert socket_dir(deep) == first, "the killed daemon's dir, used again"
+    record = deep / "mcp-dir"
+    assert record.stat().st_mode & 0o777 == 0o600
+    loose = Path(tempfile.mkdtemp(prefix="tc-mcp-"))
+    loose.chmod(0o755)
+    link = Path(tempfile.gettempdir()) / f"tc-mcp-link-{os.getpid()}"
+    link.symlink_to(first)
+    elsewhere = tmp_path / "tc-mcp-elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    try:
+        for planted in (loose, link, elsewhere):
+            record.write_text(str(planted))
+            fresh = socket_dir(deep)
+            assert fresh not in (loose, link, elsewhere, first), planted
+            assert fresh.stat().st_mode & 0o777 == 0o700
+            assert record.read_text() == str(fresh), "the fresh dir is recorded"
+            os.rmdir(fresh)
+    finally:
+        link.unlink()
+        os.rmdir(loose)
+    record.write_text(str(first))
+    assert remove_temp_socket_dir(first, "tc-mcp-")
+    second = socket_dir(deep)
+    assert second != first and second.is_dir(), "a dir that went is made afresh"
+    os.rmdir(second)

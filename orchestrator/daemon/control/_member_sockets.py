@@ -21,18 +21,17 @@ policy's backoff.
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
 from orchestrator.daemon.control._connections import ControlSocket
-from orchestrator.paths import remove_temp_socket_dir
+from orchestrator.paths import remove_temp_socket_dir, temp_socket_dir
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
     from anyio.abc import TaskGroup
 
@@ -50,12 +49,13 @@ _TEMP_PREFIX = "tc-mcp-"  # a socket dir made in the temp dir (removed when serv
 
 def socket_dir(member_dir: Path) -> Path:
     """Where a member's own socket is bound: ``member_dir/mcp`` when the socket's path there
-    fits the kernel's limit, else a fresh private ``mkdtemp`` (0700, random name) — a long
+    fits the kernel's limit, else a private dir in the temp dir (``temp_socket_dir``: 0700,
+    random name, recorded in the member's dir so a killed daemon's is used again) — a long
     ``TEAMCTL_HOME`` never makes the bind fail (the sandbox binds it in at a short path)."""
     candidate = member_dir / "mcp"
     if len(os.fsencode(candidate / "teamctl.sock")) <= _SOCKET_PATH_MAX:
         return candidate
-    return Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+    return temp_socket_dir(member_dir / "mcp-dir", _TEMP_PREFIX)
 
 
 class MemberSockets:

@@ -3,8 +3,8 @@
 spawn: the socket is bound at once) and closed when the team stops.
 
 Their sockets live in one private directory: ``egress/`` under teamctl's home (0700) when a
-socket's path there fits the kernel's limit, else a fresh ``mkdtemp`` (0700, random; removed
-with the last proxy) — each
+socket's path there fits the kernel's limit, else a private dir in the temp dir (0700, random;
+recorded in the home, so a killed daemon's is used again; removed with the last proxy) — each
 ``<sha256(team/member)[:16]>.sock``, 0600. The directory is hidden from every sandbox
 (teamctl's state is); each member sees only its own socket, bound in at a fixed path.
 """
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -22,11 +20,12 @@ import structlog
 
 from orchestrator.daemon.egress._policy import EgressPolicy
 from orchestrator.daemon.egress._proxy import EgressLimits, EgressProxy
-from orchestrator.paths import ensure_private_dir, remove_temp_socket_dir
+from orchestrator.paths import ensure_private_dir, remove_temp_socket_dir, temp_socket_dir
 from orchestrator.protocol.teams import EgressStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
     from anyio.abc import TaskGroup
 
@@ -46,7 +45,7 @@ def socket_dir(root: Path) -> Path:
     candidate = root / "egress"
     if len(os.fsencode(candidate)) + _NAME_BYTES <= _SOCKET_PATH_MAX:
         return ensure_private_dir(candidate)
-    return Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+    return temp_socket_dir(root / "egress-dir", _TEMP_PREFIX)
 
 
 class EgressProxies:
