@@ -1,7 +1,7 @@
 """A local OTLP/gRPC receiver (a collector's ``otlp`` receiver, its gRPC half): a real grpcio
 server on 127.0.0.1 (port 0: the system picks) serving the collector's ``TraceService``,
-``MetricsService`` and ``LogsService`` from opentelemetry-proto's generated stubs (the logs: the
-members' CLIs' events).
+``MetricsService`` and ``LogsService`` (the logs: the members' CLIs' events) — each ``Export`` on
+the wire's bytes, decoded by opentelemetry-proto's messages as the HTTP receiver decodes them.
 
 Each call is decoded and kept as the OTLP/HTTP receiver keeps a request
 (tests/support/otlp_receiver.py: ``spans``, ``metrics``, ``logs``, ``raw`` — the request
@@ -19,37 +19,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import grpc
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import (
-    LogsServiceServicer,
-    add_LogsServiceServicer_to_server,
-)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import (
-    MetricsServiceServicer,
-    add_MetricsServiceServicer_to_server,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
-    TraceServiceServicer,
-    add_TraceServiceServicer_to_server,
-)
 
 from tests.support.otlp_receiver import OtlpReceiver
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
-
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-        ExportMetricsServiceRequest,
-    )
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
 
 __all__ = ["OtlpGrpcReceiver", "otlp_grpc_receiver", "self_signed"]
 
@@ -70,34 +45,20 @@ def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
     return {key: str(value) for key, value in context.invocation_metadata()}
 
 
-class _Traces(TraceServiceServicer):
-    def __init__(self, receiver: OtlpReceiver) -> None:
-        self._receiver = receiver
-
-    def Export(self, request: ExportTraceServiceRequest,
-               context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        self._receiver.received("/v1/traces", request.SerializeToString(), _metadata(context))
-        return ExportTraceServiceResponse()
+# the collector's services, each with its one method ``Export``, and the path the OTLP/HTTP
+# receiver decodes the same request body by (opentelemetry-proto's collector/*/v1 services)
+_SERVICES = {"opentelemetry.proto.collector.trace.v1.TraceService": "/v1/traces",
+             "opentelemetry.proto.collector.metrics.v1.MetricsService": "/v1/metrics",
+             "opentelemetry.proto.collector.logs.v1.LogsService": "/v1/logs"}
 
 
-class _Metrics(MetricsServiceServicer):
-    def __init__(self, receiver: OtlpReceiver) -> None:
-        self._receiver = receiver
-
-    def Export(self, request: ExportMetricsServiceRequest,
-               context: grpc.ServicerContext) -> ExportMetricsServiceResponse:
-        self._receiver.received("/v1/metrics", request.SerializeToString(), _metadata(context))
-        return ExportMetricsServiceResponse()
-
-
-class _Logs(LogsServiceServicer):
-    def __init__(self, receiver: OtlpReceiver) -> None:
-        self._receiver = receiver
-
-    def Export(self, request: ExportLogsServiceRequest,
-               context: grpc.ServicerContext) -> ExportLogsServiceResponse:
-        self._receiver.received("/v1/logs", request.SerializeToString(), _metadata(context))
-        return ExportLogsServiceResponse()
+def _export(receiver: OtlpReceiver, path: str
+            ) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+    """``Export`` on the wire's bytes: the request decoded and kept as the HTTP receiver keeps
+    it, its serialized response answered."""
+    def export(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return receiver.received(path, request, _metadata(context))
+    return export
 
 
 class OtlpGrpcReceiver(OtlpReceiver):
@@ -117,9 +78,9 @@ class OtlpGrpcReceiver(OtlpReceiver):
 
     def start(self) -> None:
         server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp grpc"))
-        add_TraceServiceServicer_to_server(_Traces(self), server)
-        add_MetricsServiceServicer_to_server(_Metrics(self), server)
-        add_LogsServiceServicer_to_server(_Logs(self), server)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            service, {"Export": grpc.unary_unary_rpc_method_handler(_export(self, path))})
+            for service, path in _SERVICES.items()])
         where = f"127.0.0.1:{self.port}"
         if self._tls is None:
             self.port = server.add_insecure_port(where)
