@@ -29,6 +29,7 @@ from orchestrator.contracts import (
 )
 from runtimes.codex.helper import helper_dirs, helper_env, helper_problem
 from runtimes.codex.provider import merged_config, resolve_provider
+from runtimes.kit import report_tool
 from runtimes.kit.base import member_environ, private_file
 from runtimes.kit.logins import codex_home
 
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["APPROVAL_POLICY", "SANDBOX", "api_status", "build_env",
            "check_login", "codex_home_in", "codex_member_home", "config_args", "config_toml",
-           "effective_config", "profile_sandbox", "sandbox_mode", "sandbox_refusal"]
+           "effective_config", "profile_sandbox", "report_item", "sandbox_mode",
+           "sandbox_refusal"]
 
 log = structlog.get_logger("teamctl.runtime.codex")
 
@@ -289,3 +291,23 @@ def api_status(message: str) -> int | None:
     """The HTTP status an error message names ("unexpected status 401 …"), if any."""
     match = _STATUS.search(message)
     return int(match.group(1)) if match else None
+
+
+def report_item(spec: LaunchSpec, message_id: str, item: Any, *, completed: bool,
+                names: Mapping[str, str], mcp: str, arguments: tuple[str, ...]) -> None:
+    """An item that is a tool call (a command, a file change, an MCP or dynamic tool, a web
+    search), started, updated or completed, for the record of the turn's tool calls — the
+    same on both transports but for their item names: ``names`` (its type → the span's name,
+    where the item names none), ``mcp`` (the MCP tool call's type: named ``server.tool``),
+    ``arguments`` (the keys kept). A completed item ended as its ``status`` says (failed,
+    declined: failed)."""
+    if not isinstance(item, dict) or item.get("type") not in names:
+        return
+    kind = str(item.get("type"))
+    name = f"{item.get('server')}.{item.get('tool')}" if kind == mcp else \
+        str(item.get("tool") or names[kind])
+    status = item.get("status")
+    report_tool(spec, message_id, item.get("id"), name,
+                "failed" if status in ("failed", "declined") else
+                "completed" if completed or status == "completed" else "running",
+                {k: item[k] for k in arguments if k in item})

@@ -63,6 +63,7 @@ from runtimes.codex._shared import (
     build_env,
     check_login,
     codex_member_home,
+    report_item,
     sandbox_mode,
     sandbox_refusal,
 )
@@ -70,7 +71,6 @@ from runtimes.codex.legend import legend
 from runtimes.kit import (
     OperatorBridge,
     UsageStop,
-    report_tool,
     retryable_status,
     rpc_start_failures,
     spawn_member,
@@ -404,19 +404,8 @@ class CodexAppServer(JsonRpcProcess):
             state.notes += [note] if note else []
 
     def _tool(self, item: Any, state: _Turn, *, completed: bool) -> None:
-        """An item that is a tool call (a command, a file change, an MCP or dynamic tool, a
-        web search), started or completed, for the record of the turn's tool calls: a
-        completed item ended as its ``status`` says (failed, declined: failed)."""
-        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
-            return
-        kind = str(item.get("type"))
-        name = f"{item.get('server')}.{item.get('tool')}" if kind == "mcpToolCall" else \
-            str(item.get("tool") or _TOOL_ITEMS[kind])
-        status = item.get("status")
-        report_tool(self._spec, state.message_id, item.get("id"), name,
-                    "failed" if status in ("failed", "declined") else
-                    "completed" if completed or status == "completed" else "running",
-                    {k: item[k] for k in _TOOL_ARGUMENTS if k in item})
+        report_item(self._spec, state.message_id, item, completed=completed,
+                    names=_TOOL_ITEMS, mcp="mcpToolCall", arguments=_TOOL_ARGUMENTS)
 
     def _on_usage(self, state: _Turn, usage: dict[str, Any]) -> None:
         """The thread's running total (``total``) goes to the ledger, which charges its

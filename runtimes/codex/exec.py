@@ -53,10 +53,11 @@ from runtimes.codex._shared import (
     build_env,
     check_login,
     codex_member_home,
+    report_item,
     sandbox_refusal,
 )
 from runtimes.codex.legend import legend
-from runtimes.kit import report_tool, retryable_status
+from runtimes.kit import retryable_status
 from runtimes.kit.base import (
     OnSent,
     Spawner,
@@ -366,20 +367,8 @@ class CodexMember:
                      message=str(item.get("message", ""))[:300])
 
     def _tool(self, item: Any, state: _Turn, *, completed: bool) -> None:
-        """An item that is a tool call (a command, a file change, an MCP tool, a web search),
-        started, updated or completed, for the record of the turn's tool calls: exec's own
-        snake_case items (protocols/codex-captures/exec/60_shell_tool_call_default_sandbox),
-        ``status`` failed or declined: failed."""
-        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
-            return
-        kind = str(item.get("type"))
-        name = f"{item.get('server')}.{item.get('tool')}" if kind == "mcp_tool_call" else \
-            _TOOL_ITEMS[kind]
-        status = item.get("status")
-        report_tool(self._spec, state.message_id, item.get("id"), name,
-                    "failed" if status in ("failed", "declined") else
-                    "completed" if completed or status == "completed" else "running",
-                    {k: item[k] for k in _TOOL_ARGUMENTS if k in item})
+        report_item(self._spec, state.message_id, item, completed=completed,
+                    names=_TOOL_ITEMS, mcp="mcp_tool_call", arguments=_TOOL_ARGUMENTS)
 
     def _outcome(self, state: _Turn, exit_code: int | None) -> TurnResult:
         terminal = state.terminal
