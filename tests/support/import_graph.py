@@ -1,12 +1,23 @@
 """The import graph of ``orchestrator/`` and ``runtimes/``, read with ``ast``: every import
 counts, the ones inside functions too (a lazy import is still a dependency), except those under
 ``if TYPE_CHECKING:`` unless ``typed`` asks for them. What tests/unit/test_layering.py checks
-its rules on, and the host tests ask of a module."""
+its rules on, and the host tests ask of a module.
+
+What a module imports is kept on disk, in ``.cache/import-facts/`` beside the checkout, under
+the SHA-256 of the module's bytes and of this file's own: parsing is the checks' whole cost
+(~6 ms a module, ~550 modules, in each test worker that ran a check — ~5 s of a ``make unit``),
+and a module edited, or a change to how its imports are read, is a new key, parsed again. A
+cache that cannot be read or written is no cache: the module is parsed."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
@@ -16,6 +27,20 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("orchestrator", "runtimes")
+FACTS = REPO / ".cache" / "import-facts"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement: ``import a, b`` (``module`` None, ``names`` the modules) or
+    ``from module import names`` (``level``: its leading dots)."""
+
+    module: str | None
+    names: tuple[str, ...]
+    level: int
+    line: int
+    lazy: bool  # inside a function
+    typed: bool  # inside ``if TYPE_CHECKING:`` (never run)
 
 
 @dataclass(frozen=True)
@@ -63,19 +88,51 @@ def imports_in(tree: ast.AST, *, typed: bool = False
                                                         | ast.AsyncFunctionDef)))
 
 
+def _read_imports(source: bytes, filename: str) -> list[Import]:
+    tree = ast.parse(source, filename=filename)
+    typed_only = {id(node) for node, _lazy in imports_in(tree, typed=True)} - {
+        id(node) for node, _lazy in imports_in(tree)}
+    return [Import(None if isinstance(node, ast.Import) else node.module,
+                   tuple(alias.name for alias in node.names),
+                   0 if isinstance(node, ast.Import) else node.level, node.lineno, lazy,
+                   id(node) in typed_only)
+            for node, lazy in imports_in(tree, typed=True)]
+
+
 @functools.cache
+def _reader_key() -> bytes:
+    return hashlib.sha256(Path(__file__).read_bytes()).digest()
+
+
+@functools.cache
+def imports_of(path: Path) -> tuple[Import, ...]:
+    """Every import statement of ``path``, lazy and type-only ones marked: read from the
+    cache on disk when the module's bytes (and this reader) are those it was read from."""
+    source = path.read_bytes()
+    entry = FACTS / f"{hashlib.sha256(_reader_key() + source).hexdigest()}.json"
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return tuple(Import(**fact) for fact in json.loads(entry.read_bytes()))
+    found = _read_imports(source, str(path))
+    with contextlib.suppress(OSError):
+        FACTS.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=FACTS, prefix=".facts-")
+        with os.fdopen(fd, "w") as out:
+            json.dump([fact.__dict__ for fact in found], out)
+        os.replace(temp, entry)  # whole or absent: another worker may read it at once
+    return tuple(found)
+
+
 def names_imported(path: Path) -> tuple[tuple[str, int], ...]:
     """Every module an import statement of ``path`` names, with its line — ``from a import b``
     names ``a`` and ``a.b`` (``b`` may be a module) — lazy and ``TYPE_CHECKING`` ones included:
-    what the test-layout and system-needs checks read of each test module (parsed once a
-    process, statements only)."""
+    what the test-layout and system-needs checks read of each test module."""
     found: list[tuple[str, int]] = []
-    for node, _lazy in imports_in(parsed(path), typed=True):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
-        elif node.module:
-            found.append((node.module, node.lineno))
-            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    for fact in imports_of(path):
+        if fact.module is None and not fact.level:  # ``import a, b``
+            found += [(name, fact.line) for name in fact.names]
+        elif fact.module:
+            found.append((fact.module, fact.line))
+            found += [(f"{fact.module}.{name}", fact.line) for name in fact.names]
     return tuple(found)
 
 
@@ -91,20 +148,20 @@ def _statements(node: ast.AST) -> Iterator[ast.AST]:
                 yield child
 
 
-def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
+def _targets(fact: Import, source: str, is_package: bool,
              modules: dict[str, Path]) -> Iterator[str]:
     """The project modules one import statement loads (``from a import b``: ``a.b`` if that is a
     module, else ``a``); standard-library and third-party names are left out."""
-    if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names]
+    if fact.module is None and not fact.level:
+        names = list(fact.names)
     else:
-        base = node.module or ""
-        if node.level:
+        base = fact.module or ""
+        if fact.level:
             package = source.split(".") if is_package else source.split(".")[:-1]
-            package = package[:len(package) - node.level + 1]
+            package = package[:len(package) - fact.level + 1]
             base = ".".join([*package, base] if base else package)
-        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                 for alias in node.names]
+        names = [f"{base}.{name}" if f"{base}.{name}" in modules else base
+                 for name in fact.names]
     for name in names:
         while name and name not in modules:
             name = name.rpartition(".")[0]
@@ -114,9 +171,9 @@ def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool,
 
 def _edges_from(source: str, modules: dict[str, Path], *, typed: bool = False) -> set[Edge]:
     path = modules[source]
-    return {Edge(source, target, lazy, node.lineno)
-            for node, lazy in imports_in(parsed(path), typed=typed)
-            for target in _targets(node, source, path.name == "__init__.py", modules)}
+    return {Edge(source, target, fact.lazy, fact.line)
+            for fact in imports_of(path) if typed or not fact.typed
+            for target in _targets(fact, source, path.name == "__init__.py", modules)}
 
 
 def import_graph(root: Path, *, typed: bool = False) -> list[Edge]:

@@ -23,7 +23,7 @@ from tests.support.import_graph import (
     circles,
     find_cycle,
     import_graph,
-    imports_in,
+    imports_of,
     module_edges,
     modules_under,
     parsed,
@@ -221,9 +221,9 @@ def _third_party(modules: set[str]) -> set[str]:
     paths = modules_under(REPO)
     found = set()
     for module in modules:
-        for node, _lazy in imports_in(parsed(paths[module])):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [] if node.level else [node.module or ""])
+        for fact in imports_of(paths[module]):
+            names = ([] if fact.typed or fact.level else list(fact.names)
+                     if fact.module is None else [fact.module])
             found |= {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {
                 "orchestrator", "runtimes"}
     return found
@@ -259,6 +259,8 @@ def _runtime_names_spelt(path: Path) -> list[str]:
     from orchestrator.runtime_table import RuntimeName
 
     names = set(get_args(RuntimeName))
+    if not any(name in path.read_text() for name in names):
+        return []  # a constant equal to a name spells it: no need to parse
     return [f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}"
             for node in ast.walk(parsed(path))
             if isinstance(node, ast.Constant) and node.value in names]
