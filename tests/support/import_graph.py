@@ -17,6 +17,8 @@ import functools
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,3 +254,12 @@ def circles(edges: list[Edge]) -> list[list[str]]:
         if module not in index:
             visit(module)
     return sorted(found)
+
+
+def loaded_by(module: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` importing ``module`` loads, in a fresh interpreter."""
+    probe = (f"import sys, {module}; print('\\n'.join(sorted(n for n in sys.modules "
+             f"if n in {names!r})))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return done.stdout.split()

@@ -1,13 +1,10 @@
 """What the daemon holds (docs/dev/performance.md, "The daemon's memory"): its heap
 (orchestrator/daemon/heap.py) — glibc takes the arena cap and the trim, the trim runs once the
-change feed went still after a change, never while the daemon is idle — and its models, built
-when first used rather than when imported."""
+change feed went still after a change, never while the daemon is idle. (Its models, built when
+first used rather than when imported, are checked in a fresh interpreter:
+tests/integration/test_fresh_imports.py.)"""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import anyio
 import pytest
@@ -52,30 +49,3 @@ async def test_a_burst_of_changes_is_trimmed_once_after_it_goes_quiet(
             await trimmed.wait()
             assert trims == [5, 6]  # and again after the next change
             tg.cancel_scope.cancel()
-
-
-_BUILT = """
-import json, pydantic
-import orchestrator.daemon.main
-def subs(c):
-    for s in c.__subclasses__():
-        yield s
-        yield from subs(s)
-print(json.dumps(sorted(f"{m.__module__}.{m.__qualname__}" for m in set(subs(pydantic.BaseModel))
-                        if m.__module__.startswith(("orchestrator.", "runtimes."))
-                        and m.__pydantic_complete__)))
-"""
-
-
-def test_importing_the_daemon_builds_no_protocol_model_and_few_team_file_models() -> None:
-    """``defer_build``: a model's validator and serializer are built when it is first used —
-    a protocol family's or a config module's base without it (a new module's ``_Strict``)
-    would build every one of its models at the daemon's start (3 MiB of 49.7 at import)."""
-    done = subprocess.run([sys.executable, "-c", _BUILT], capture_output=True, text=True,
-                          timeout=120, check=True)
-    built = json.loads(done.stdout)
-    assert not [name for name in built if name.startswith("orchestrator.protocol.")], built
-    # a section's default is a factory (``Field(default_factory=…)``), never an instance made
-    # at import: that built its model, and its first build loaded pydantic's plugin loader
-    # and importlib.metadata (~30 ms of every daemon start)
-    assert built == [], built

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import ast
 import functools
-import subprocess
 import sys
 from typing import TYPE_CHECKING, get_args
 
 from orchestrator.client.lazy_commands import LAZY_COMMANDS
-from orchestrator.runtime_table import RUNTIMES
 from tests.support.driver import REPO
 from tests.support.import_graph import (
     Edge,
@@ -24,6 +22,7 @@ from tests.support.import_graph import (
     find_cycle,
     import_graph,
     imports_of,
+    loaded_by,
     module_edges,
     modules_under,
     parsed,
@@ -277,28 +276,6 @@ def test_no_runtime_name_is_spelt_in_orchestrator_outside_the_runtime_table() ->
     assert _runtime_names_spelt(table), "the check finds the names where they are"
 
 
-def test_the_daemon_loads_no_runtime_adapter_until_a_member_needs_it() -> None:
-    """An adapter is imported when a member of its runtime first starts: a daemon that runs
-    no OpenCode member never loads httpx (~4 MiB of its resident memory), nor any adapter;
-    uvicorn, Starlette and the page's routes wait for the first ``teamctl ui`` (LazyLiveView);
-    Pillow's decoder (~3 MiB) waits for the first image planned."""
-    assert _loaded_by("orchestrator.daemon.main", (
-        "httpx", "runtimes.opencode", "runtimes.claude", "runtimes.acp", "runtimes.codex",
-        "runtimes.describers", "uvicorn", "starlette", "h11", "multipart", "python_multipart",
-        "PIL.Image",
-        # the daemon runs as ``python -m orchestrator.daemon``: the CLI is not its to carry
-        "click", "orchestrator.client.cli",
-        # hosts other than this machine, and the egress proxies: for the members that use them
-        "runtimes.hosts.ssh", "runtimes.hosts.kubernetes", "runtimes.hosts.sandbox.host",
-        "runtimes.hosts.sandbox.network",
-        "orchestrator.daemon.egress")) == []
-    from runtimes.registry import default_runtimes
-
-    adapters = default_runtimes()
-    assert list(adapters) == [r.name for r in RUNTIMES]  # the names, nothing imported yet
-    assert adapters[RUNTIMES[-1].name].name == RUNTIMES[-1].name  # loaded when asked for
-
-
 def _adapter(module: str) -> str | None:
     """The runtime adapter a module belongs to (None: shared by all, or no adapter)."""
     for prefix in ("runtimes.codex.exec", "runtimes.codex.app_server", "runtimes.codex",
@@ -333,20 +310,11 @@ def test_the_cli_loads_no_command_s_own_modules_at_start() -> None:
     (tomllib, secrets), the clipboard, the MCP server, the approvals, costs, export, task,
     live-view and notify commands, the socket's client — and nothing of the daemon's
     (pydantic, anyio, structlog)."""
-    assert _loaded_by("orchestrator.client.cli", (
+    assert loaded_by("orchestrator.client.cli", (
         "orchestrator.notify_operator", "tomllib", "secrets", "PIL", "pydantic", "anyio",
         "structlog", "httpx", "orchestrator.client.clipboard",
         "orchestrator.client.mcp_bridge", "orchestrator.client.calls", "socket", "tempfile",
         *sorted({row.module for row in LAZY_COMMANDS.values()}))) == []
-
-
-def _loaded_by(module: str, names: tuple[str, ...]) -> list[str]:
-    """Which of ``names`` importing ``module`` loads, in a fresh interpreter."""
-    probe = (f"import sys, {module}; print('\\n'.join(sorted(n for n in sys.modules "
-             f"if n in {names!r})))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=True)
-    return done.stdout.split()
 
 
 _ADAPTERS = ("runtimes.claude", "runtimes.opencode", "runtimes.acp", "runtimes.codex",

@@ -11,7 +11,6 @@ arrive as lower-case metadata and in no log; gRPC without its extra is a typed e
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -465,21 +464,6 @@ def test_an_exporter_whose_grpc_import_fails_is_the_typed_error(
         build(settings)
 
 
-def test_an_http_exporter_never_imports_grpcio() -> None:
-    """Over OTLP/HTTP the pipeline loads the SDK and its HTTP exporter alone: grpcio and the
-    gRPC exporter (the extra) only for a team whose protocol is grpc."""
-    code = ("import sys\n"
-            "from orchestrator.daemon.telemetry._export import Pipeline\n"
-            "from orchestrator.telemetry_config import TelemetrySection, export_settings\n"
-            "section = TelemetrySection.model_validate({'otlp': {'endpoint': "
-            "'http://127.0.0.1:9'}})\n"
-            "Pipeline(export_settings(section, {}), gauges=dict).close(0.1)\n"
-            "print(sorted(m for m in sys.modules if m == 'grpc' or '.grpc' in m))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
-    assert done.stdout.strip() == "[]"
-
-
 async def _pointed(tmp_path: Path, otlp: dict[str, Any], environ: dict[str, str]
                    ) -> dict[str, LaunchSpec]:
     """The launch specs of a Claude (lead), a Codex (rev) and an OpenCode (des) member of a
@@ -588,16 +572,6 @@ def test_hostile_or_missing_settings_are_refused_at_launch(tmp_path: Path) -> No
     _telemetry_can_start({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
                          with_telemetry)
     _telemetry_can_start({}, config)  # no [telemetry]: nothing to check
-
-
-def test_the_daemon_does_not_import_the_sdk_until_a_team_exports() -> None:
-    """The OpenTelemetry SDK (and protobuf, requests) load only with [telemetry]."""
-    code = ("import sys, orchestrator.daemon.main, orchestrator.daemon.core; "
-            "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', "
-            "'google.protobuf'))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
-    assert done.stdout.strip() == "[]"
 
 
 async def test_the_members_clis_are_pointed_at_the_collector_with_their_names_and_no_secret(
