@@ -201,3 +201,26 @@ def test_owners_that_skip_a_version_are_refused() -> None:
         "CREATE TABLE a (x)", "CREATE TABLE b (x)")
     with pytest.raises(ValueError, match="skip a version"):
         collect({1: "CREATE TABLE a (x)"}, {3: "CREATE TABLE c (x)"})
+
+
+def test_a_migration_that_fails_leaves_the_journal_as_it_was(tmp_path: Path) -> None:
+    """The steps a journal lacks run in one transaction, committed once: a step that fails
+    (here the last, naming a table that is not there) leaves the journal at its old version
+    with none of the newer steps' tables — never half migrated — and it opens as before."""
+    from orchestrator.daemon.journal._engine import Journal
+    from orchestrator.errors import StoreError
+
+    path = tmp_path / "j.db"
+    Journal(path, ["CREATE TABLE a (x)"]).close()
+    with pytest.raises(StoreError):
+        Journal(path, ["CREATE TABLE a (x)", "CREATE TABLE b (x)",
+                       "ALTER TABLE missing ADD COLUMN y TEXT"])
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["a"]
+    finally:
+        db.close()
+    journal = Journal(path, ["CREATE TABLE a (x)", "CREATE TABLE b (x)"])
+    assert journal.schema_version == 2
+    journal.close()
