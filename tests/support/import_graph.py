@@ -1,35 +1,26 @@
 """The import graph of ``orchestrator/`` and ``runtimes/``, read with ``ast``: every import
 counts, the ones inside functions too (a lazy import is still a dependency), except those under
 ``if TYPE_CHECKING:`` unless ``typed`` asks for them. What tests/unit/test_layering.py checks
-its rules on, and the host tests ask of a module.
-
-What a module imports is kept on disk, in ``.cache/import-facts/`` beside the checkout, under
-the SHA-256 of the module's bytes and of this file's own: parsing is the checks' whole cost
-(~6 ms a module, ~550 modules, in each test worker that ran a check — ~5 s of a ``make unit``),
-and a module edited, or a change to how its imports are read, is a new key, parsed again. A
-cache that cannot be read or written is no cache: the module is parsed."""
+its rules on, and the host tests ask of a module. What a module imports is read once per
+content, kept on disk (tests/support/source_facts.py): parsing was the checks' whole cost."""
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
-import hashlib
-import json
-import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from tests.support.source_facts import facts
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("orchestrator", "runtimes")
-FACTS = REPO / ".cache" / "import-facts"
 
 
 @dataclass(frozen=True)
@@ -90,38 +81,22 @@ def imports_in(tree: ast.AST, *, typed: bool = False
                                                         | ast.AsyncFunctionDef)))
 
 
-def _read_imports(source: bytes, filename: str) -> list[Import]:
+def _read_imports(source: bytes, filename: str) -> list[dict[str, Any]]:
     tree = ast.parse(source, filename=filename)
     typed_only = {id(node) for node, _lazy in imports_in(tree, typed=True)} - {
         id(node) for node, _lazy in imports_in(tree)}
     return [Import(None if isinstance(node, ast.Import) else node.module,
                    tuple(alias.name for alias in node.names),
                    0 if isinstance(node, ast.Import) else node.level, node.lineno, lazy,
-                   id(node) in typed_only)
+                   id(node) in typed_only).__dict__
             for node, lazy in imports_in(tree, typed=True)]
 
 
 @functools.cache
-def _reader_key() -> bytes:
-    return hashlib.sha256(Path(__file__).read_bytes()).digest()
-
-
-@functools.cache
 def imports_of(path: Path) -> tuple[Import, ...]:
-    """Every import statement of ``path``, lazy and type-only ones marked: read from the
-    cache on disk when the module's bytes (and this reader) are those it was read from."""
-    source = path.read_bytes()
-    entry = FACTS / f"{hashlib.sha256(_reader_key() + source).hexdigest()}.json"
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        return tuple(Import(**fact) for fact in json.loads(entry.read_bytes()))
-    found = _read_imports(source, str(path))
-    with contextlib.suppress(OSError):
-        FACTS.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=FACTS, prefix=".facts-")
-        with os.fdopen(fd, "w") as out:
-            json.dump([fact.__dict__ for fact in found], out)
-        os.replace(temp, entry)  # whole or absent: another worker may read it at once
-    return tuple(found)
+    """Every import statement of ``path``, lazy and type-only ones marked."""
+    return tuple(Import(**{**fact, "names": tuple(fact["names"])})
+                 for fact in facts(path, _read_imports))
 
 
 def names_imported(path: Path) -> tuple[tuple[str, int], ...]:

@@ -11,16 +11,13 @@ import ast
 import functools
 import re
 import shlex
-from typing import TYPE_CHECKING
 
 import click
 import pytest
 
 from orchestrator.client.cli import cli
 from tests.support.driver import REPO
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from tests.support.source_facts import facts
 
 # a hint quoted in a message, shown as code on the page, or a string that is one command
 _HINT = re.compile(r"'(teamctl [^']*)'|<code>(teamctl [^<]*)</code>")
@@ -45,9 +42,10 @@ _VALUES = {
 }
 
 
-def _strings(path: Path) -> list[str]:
-    """Every string of a module but its docstrings, an f-string with ``{expression}``."""
-    tree = ast.parse(path.read_text())
+def _strings(source: bytes, filename: str) -> list[str]:
+    """Every string of a module but its docstrings, an f-string with ``{expression}`` (read
+    once per content: tests/support/source_facts.py)."""
+    tree = ast.parse(source, filename=filename)
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef |
                                 ast.AsyncFunctionDef) and ast.get_docstring(node) is not None}
@@ -72,7 +70,7 @@ def printed_hints() -> dict[str, str]:
             "*.py")]):
         if not _MAY_HOLD.search(path.read_text()):
             continue
-        for text in _strings(path):
+        for text in facts(path, _strings):
             found = [quoted or code for quoted, code in _HINT.findall(text)]
             for hint in found + ([text] if _COMMAND.fullmatch(text) else []):
                 hints.setdefault(hint, str(path.relative_to(REPO)))
