@@ -10,11 +10,15 @@ import hashlib
 import io
 import zlib
 
-__all__ = ["build", "embedded_file_pdf", "encrypted_pdf", "flate_bomb_pdf", "huge_page_pdf",
-           "image_only_pdf", "javascript_pdf", "many_pages_pdf", "nested_pdf", "shapes_pdf",
-           "text_pdf"]
+__all__ = ["LETTER", "STRIP", "build", "embedded_file_pdf", "encrypted_pdf", "flate_bomb_pdf",
+           "huge_page_pdf", "image_only_pdf", "javascript_pdf", "many_pages_pdf", "nested_pdf",
+           "shapes_pdf", "text_pdf"]
 
 _FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+LETTER = (612, 792)  # points
+# 5 × 2 in: a line of 24-pt text fits, and it renders at 750×300 px (150 dpi), a ninth of a
+# US-Letter page's pixels: for tests about routes, caps and rebuilds rather than drawing
+STRIP = (360, 144)
 
 
 def _escaped(text: str) -> str:
@@ -42,7 +46,7 @@ def build(objects: list[bytes], trailer: bytes = b"") -> bytes:
 
 
 def _pages(contents: list[bytes], *, catalog: bytes = b"", page: bytes = b"",
-           size: tuple[float, float] = (612, 792)) -> list[bytes]:
+           size: tuple[float, float] = LETTER) -> list[bytes]:
     """Catalog, page tree, one page per content stream (Helvetica as /F1), the font last."""
     count = len(contents)
     kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(count))
@@ -58,18 +62,19 @@ def _pages(contents: list[bytes], *, catalog: bytes = b"", page: bytes = b"",
     return objects
 
 
-def _text_content(text: str) -> bytes:
-    return f"BT /F1 24 Tf 72 700 Td ({_escaped(text)}) Tj ET".encode("ascii")
+def _text_content(text: str, top: float = 700) -> bytes:
+    return f"BT /F1 24 Tf 72 {top:g} Td ({_escaped(text)}) Tj ET".encode("ascii")
 
 
-def text_pdf(*pages: str) -> bytes:
-    """A PDF of ``len(pages)`` US-Letter pages, page ``i`` showing ``pages[i]`` (ASCII)."""
-    return build(_pages([_text_content(text) for text in pages]))
+def text_pdf(*pages: str, size: tuple[float, float] = LETTER) -> bytes:
+    """A PDF of ``len(pages)`` pages of ``size`` points (US Letter unless told), page ``i``
+    showing ``pages[i]`` (ASCII) near its top."""
+    return build(_pages([_text_content(text, size[1] - 92) for text in pages], size=size))
 
 
-def many_pages_pdf(count: int) -> bytes:
+def many_pages_pdf(count: int, *, size: tuple[float, float] = LETTER) -> bytes:
     """``count`` pages, page ``n`` saying ``Page n of count``."""
-    return text_pdf(*(f"Page {n} of {count}" for n in range(1, count + 1)))
+    return text_pdf(*(f"Page {n} of {count}" for n in range(1, count + 1)), size=size)
 
 
 def shapes_pdf(count: int) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import random
+import re
 import subprocess
 import sys
 from functools import cache
@@ -31,7 +32,7 @@ from orchestrator.attachments.sniff import sniff
 from orchestrator.attachments.variants import PlannedVariant, derive
 from orchestrator.daemon.web.render import conversation
 from orchestrator.protocol.messages import AttachmentRef, MessageDoc
-from tests.support import screens
+from tests.support import images, screens
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog()
@@ -41,15 +42,11 @@ CODEX_ORIGINAL = CATALOG.lookup("codex", "gpt-5.5").limits
 OPENCODE = CATALOG.lookup("opencode", "openrouter/z-ai/glm-4.5v").limits
 
 
-def _bytes(image: Image.Image, fmt: str = "PNG", **params: object) -> bytes:
-    """The image as a file; a PNG at zlib level 1 unless told (an input's own compression
-    changes no plan here: every input is over the budget, or resized, whatever its level —
-    and level 1 is half the encoding time of the default at these sizes)."""
-    if fmt == "PNG":
-        params.setdefault("compress_level", 1)
-    out = io.BytesIO()
-    image.save(out, fmt, **params)
-    return out.getvalue()
+def _bytes(image: Image.Image, *, level: int = 1) -> bytes:
+    """The image as a PNG file written directly (``images.plain_png``: filter "none", zlib at
+    ``level``): an input's own encoding changes no plan here (every input is over the budget,
+    or resized, however it was compressed), and Pillow's encoder would take twice the time."""
+    return images.plain_png(image, level=level)
 
 
 def _plan(data: bytes, purpose: str, limits: Limits) -> tuple[PlannedVariant, tuple[str, ...],
@@ -58,8 +55,20 @@ def _plan(data: bytes, purpose: str, limits: Limits) -> tuple[PlannedVariant, tu
 
 
 @pytest.fixture(scope="module")
-def retina() -> bytes:
-    return _bytes(screens.screenshot(2560, 1600))
+def retina_image() -> Image.Image:
+    """A retina screenshot's pixels (read only: a test that changes them works on a copy)."""
+    return screens.screenshot(2560, 1600)
+
+
+@pytest.fixture(scope="module")
+def retina(retina_image: Image.Image) -> bytes:
+    return _bytes(retina_image)
+
+
+@pytest.fixture(scope="module")
+def retina_for_codex_high(retina: bytes) -> tuple[PlannedVariant, tuple[str, ...], bytes]:
+    """The retina screenshot planned for codex (detail high), which two promises are about."""
+    return _plan(retina, "codex-image-file", CODEX_HIGH)
 
 
 # -- the defects of issue 26 ---------------------------------------------------------------------
@@ -78,10 +87,11 @@ def test_retina_screenshot_for_claude_is_not_planned_over_what_claude_code_passe
     assert variant.cli_transform is None
 
 
-def test_retina_screenshot_for_codex_high_is_not_planned_at_2023x1264(retina: bytes) -> None:
+def test_retina_screenshot_for_codex_high_is_not_planned_at_2023x1264(
+        retina_for_codex_high: tuple[PlannedVariant, tuple[str, ...], bytes]) -> None:
     """codex (detail high) resizes anything over 2,500 patches of 32 px: 2023×1264 is under
     2.56 MP but 64×40 = 2,560 patches, and codex sent 1997×1248. The plan is what codex keeps."""
-    variant, _, _ = _plan(retina, "codex-image-file", CODEX_HIGH)
+    variant, _, _ = retina_for_codex_high
     assert (variant.width, variant.height) == (1997, 1248)
     assert codex_output_size(1997, 1248, 2048, 2500) == (1997, 1248)
     assert variant.cli_transform is None
@@ -133,7 +143,10 @@ def test_planned_sizes_are_what_every_cli_passes_untouched(width: int, height: i
 
 # -- the byte ladder for Claude ---------------------------------------------------------------
 
-def _few_colours(colours: int, size: tuple[int, int] = (1300, 800)) -> Image.Image:
+@cache
+def _few_colours(colours: int = 64, size: tuple[int, int] = (640, 480)) -> Image.Image:
+    """Seeded noise of ``colours`` colours (made once: read only). The default is over the
+    budget as an RGB PNG (~655 KB) and well within it as a palette PNG (~240 KB)."""
     rng = random.Random(5)
     palette = [tuple(rng.randrange(256) for _ in range(3)) for _ in range(colours)]
     # each random byte taken modulo ``colours`` (a translation table: the same bytes as a
@@ -146,25 +159,35 @@ def _few_colours(colours: int, size: tuple[int, int] = (1300, 800)) -> Image.Ima
 
 @cache
 def _few_colours_png() -> bytes:
-    return _bytes(_few_colours(4))
+    return _bytes(_few_colours())
 
 
 def test_few_colours_stay_lossless_as_a_palette_png() -> None:
     """A PNG over the budget whose pixels have at most 256 colours becomes a palette PNG with
     exactly the same pixels, not a JPEG."""
-    image = _few_colours(4)
-    assert len(_bytes(image, compress_level=3)) > 500_000
-    variant, warnings, data = _plan(_bytes(image), "claude-inline-image", CLAUDE)
+    image = _few_colours()
+    variant, warnings, data = _plan(_few_colours_png(), "claude-inline-image", CLAUDE)
     assert variant.mime == "image/png" and variant.bytes <= 500_000
     sent = Image.open(io.BytesIO(data))
     assert sent.mode == "P" and sent.convert("RGB").tobytes() == image.tobytes()
-    assert warnings[0].startswith("encoded_to_fit: palette PNG (lossless: at most 256 colours)")
+    [note] = warnings
+    assert note.startswith("encoded_to_fit: palette PNG (lossless: at most 256 colours): "
+                           "as PNG it is ")
+    assert _png_bytes_in(note) > 500_000, "the lossless RGB PNG is what is over the budget"
 
 
-def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg(retina: bytes) -> None:
+def _png_bytes_in(note: str) -> int:
+    """The ``as PNG it is N B`` of a plan's note."""
+    found = re.search(r"as PNG it is ([\d,]+) B", note)
+    assert found is not None, note
+    return int(found[1].replace(",", ""))
+
+
+def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg(
+        retina_image: Image.Image) -> None:
     """A window capture with transparent corners (macOS) keeps its size and its alpha: fewer
     colours, not fewer pixels, and never a JPEG."""
-    shot = Image.open(io.BytesIO(retina)).convert("RGBA")
+    shot = retina_image.convert("RGBA")
     mask = Image.new("L", shot.size, 0)
     ImageDraw.Draw(mask).rounded_rectangle((0, 0, 2559, 1599), 40, fill=255)
     shot.putalpha(mask)
@@ -176,64 +199,73 @@ def test_a_transparent_screenshot_over_the_budget_is_quantized_never_jpeg(retina
 
 
 def _alpha_noise(seed: int, size: tuple[int, int]) -> bytes:
-    """Transparent noise: no PNG, palette or smaller size of it is small."""
+    """Transparent noise: no PNG, palette or smaller size of it is small (and zlib cannot
+    compress it: stored)."""
     return _bytes(Image.frombytes("RGBA", size, random.Random(seed).randbytes(
-        size[0] * size[1] * 4)))
+        size[0] * size[1] * 4)), level=0)
 
 
 def test_a_transparent_image_that_does_not_fit_quantized_is_downscaled() -> None:
-    # within Claude's size: its palette PNG (~700 KB) is what is over the 500,000 B
-    variant, warnings, _ = _plan(_alpha_noise(9, (1000, 700)), "claude-inline-image", CLAUDE)
-    assert variant.mime == "image/png" and variant.bytes <= 500_000
-    assert variant.width < 1000
+    # within the model's size: its palette PNG (~121 KB) is what is over the 100,000 B
+    small = Limits(1568, 1.15, 3_932_160, cli_max_bytes=100_000)
+    variant, warnings, _ = _plan(_alpha_noise(9, (400, 300)), "claude-inline-image", small)
+    assert variant.mime == "image/png" and variant.bytes <= 100_000
+    assert variant.width < 400
     assert warnings[0] == (f"downscaled_to_fit: {variant.width}×{variant.height} instead of "
-                           "1000×700, to fit the 500,000 B the member's CLI passes unchanged")
+                           "400×300, to fit the 100,000 B the member's CLI passes unchanged")
 
 
 def test_an_image_that_cannot_fit_legibly_is_refused() -> None:
     """Every step of the ladder is over the budget: even the palette PNG of its last, smallest
-    step (226×150, about a byte a pixel of noise) is over 20 KB."""
-    tiny = Limits(1568, 1.15, 3_932_160, cli_max_bytes=20_000)
+    step (113×75, about a byte a pixel of noise: ~9 KB) is over 5 KB."""
+    tiny = Limits(1568, 1.15, 3_932_160, cli_max_bytes=5_000)
     with pytest.raises(AttachmentError) as refused:
-        _plan(_alpha_noise(9, (600, 400)), "claude-inline-image", tiny)
+        _plan(_alpha_noise(9, (300, 200)), "claude-inline-image", tiny)
     assert refused.value.failure.code == "attachment_too_large_optimized"
-    assert "(20 KB) without losing legibility" in refused.value.failure.message
+    assert "(5 KB) without losing legibility" in refused.value.failure.message
 
 
-def test_other_runtimes_keep_the_lossless_png(retina: bytes) -> None:
-    for purpose, limits in (("codex-image-file", CODEX_HIGH),
-                            ("opencode-file-part", OPENCODE)):
-        variant, warnings, _ = _plan(retina, purpose, limits)
+def test_other_runtimes_keep_the_lossless_png(
+        retina: bytes, retina_for_codex_high: tuple[PlannedVariant, tuple[str, ...], bytes]
+) -> None:
+    for variant, warnings, _ in (retina_for_codex_high,
+                                 _plan(retina, "opencode-file-part", OPENCODE)):
         assert variant.mime == "image/png" and warnings == ()
 
 
 def test_the_ladder_is_deterministic_across_processes(tmp_path: Path) -> None:
     """The JPEG and palette steps give the same bytes in any process (rebuildable): noise a
     little over Claude's long edge (downscaled, then JPEG quality 90 — what a retina
-    screenshot gets, at a tenth of the pixels) and few colours (the palette PNG)."""
+    screenshot gets, at a tenth of the pixels) and few colours (the palette PNG). The other
+    process runs only the encoder (``normalize``, what ``derive`` calls) and says what the plan
+    keeps of a variant: its id, sha256, type and size."""
     paths = [tmp_path / "noise.png", tmp_path / "few.png"]
     noise = Image.frombytes("RGB", (1600, 240), random.Random(3).randbytes(1600 * 240 * 3))
-    paths[0].write_bytes(_bytes(noise))
+    paths[0].write_bytes(_bytes(noise, level=0))
     paths[1].write_bytes(_few_colours_png())
     script = (
-        "import sys\n"
+        "import hashlib, sys\n"
         "from pathlib import Path\n"
-        "from orchestrator.attachments.catalog import load_catalog\n"
+        "from orchestrator.attachments.image_limits import Limits\n"
+        "from orchestrator.attachments.normalize import decode, make_variant\n"
         "from orchestrator.attachments.sniff import sniff\n"
-        "from orchestrator.attachments.variants import derive\n"
-        "limits = load_catalog().lookup('claude', 'claude-sonnet-4-5').limits\n"
-        "for arg in sys.argv[1:]:\n"
+        "limits = Limits.from_json(sys.argv[1])\n"
+        "for arg in sys.argv[2:]:\n"
         "    data = Path(arg).read_bytes()\n"
-        "    print(derive(data, sniff(data[:64]), 'x', 'claude-inline-image', limits)[0])\n"
+        "    decoded = decode(data, sniff(data[:64]), 'x', limits=limits)\n"
+        "    v = make_variant(data, decoded, 'claude-inline-image', limits, 'x')\n"
+        "    print(v.variant_id(hashlib.sha256(data).hexdigest()), v.sha256, v.mime, v.width,"
+        " v.height)\n"
     )
     # a fresh process (its own hash seed) and this one at the same time: the same bytes
-    proc = subprocess.Popen([sys.executable, "-c", script, *map(str, paths)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    here = [str(_plan(p.read_bytes(), "claude-inline-image", CLAUDE)[0]) for p in paths]
+    proc = subprocess.Popen([sys.executable, "-c", script, CLAUDE.to_json(), *map(str, paths)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    here = [_plan(p.read_bytes(), "claude-inline-image", CLAUDE)[0] for p in paths]
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert out == "\n".join(here) + "\n"
-    assert "mime='image/jpeg', width=1568" in here[0] and "mime='image/png'" in here[1]
+    assert out.splitlines() == [f"{v.variant_id} {v.sha256} {v.mime} {v.width} {v.height}"
+                                for v in here]
+    assert (here[0].mime, here[0].width, here[1].mime) == ("image/jpeg", 1568, "image/png")
 
 
 # -- what a CLI does anyway: said, never "as sent" -------------------------------------------

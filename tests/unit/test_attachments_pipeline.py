@@ -13,7 +13,7 @@ from orchestrator.attachments.failures import AttachmentError
 from orchestrator.attachments.intake import read_original
 from orchestrator.attachments.normalize import Limits, decode, make_variant
 from orchestrator.attachments.sniff import sniff
-from tests.support import images
+from tests.support import images, screens
 
 CLAUDE = Limits(1568, 1.15, 3_932_160)
 
@@ -204,7 +204,7 @@ def test_bmp_is_converted_to_png_with_a_warning(tmp_path: Path) -> None:
 def test_a_very_tall_screenshot_is_refused_rather_than_made_unreadable(tmp_path: Path) -> None:
     """A phone's scrolled capture, 1080×10000: fitting 1568 px would shrink it to 16 % (under
     the 18 % a screenshot's text survives)."""
-    path = images.save(images.screenshot(1080, 10000), tmp_path / "tall.png", "PNG")
+    path = images.screenshot_png(tmp_path / "tall.png", 1080, 10000)
     with pytest.raises(AttachmentError) as info:
         _variant(path)
     assert _code(info) == "attachment_too_large_optimized"
@@ -212,14 +212,14 @@ def test_a_very_tall_screenshot_is_refused_rather_than_made_unreadable(tmp_path:
 
 
 def test_a_photo_uses_jpeg_at_a_legible_quality(tmp_path: Path) -> None:
-    photo = Image.effect_noise((2000, 1500), 64).convert("RGB")  # 3 MP: over Claude's 1.15
+    photo = screens.photo(2000, 1500)  # 3 MP: over Claude's 1.15
     variant, _ = _variant(images.save(photo, tmp_path / "p.jpg", "JPEG", quality=90))
     assert variant.mime == "image/jpeg"
     assert variant.width * variant.height <= 1_150_000
 
 
 def test_variants_are_deterministic_within_a_process(tmp_path: Path) -> None:
-    path = images.screenshot_png(tmp_path / "s.png", 1920, 1080)  # resized for Claude
+    path = images.screenshot_png(tmp_path / "s.png", 1600, 400)  # resized for Claude
     first, _ = _variant(path)
     second, _ = _variant(path)
     assert first.data == second.data

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 CLAUDE_CAPS = ClaudeRuntime.capabilities
-SHOT = (1920, 1080)  # over Claude's 1568 px: each plan makes a variant of its own
+SHOT = (1600, 400)  # over Claude's 1568 px: each plan makes a variant of its own
 
 
 # -- artifact store ------------------------------------------------------------------------------

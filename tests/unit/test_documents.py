@@ -32,8 +32,8 @@ from runtimes.codex.runtime import CodexRuntime
 from tests.support import pdfs
 
 PDF_MIME, TEXT_MIME = "application/pdf", "text/plain"
-THREE = pdfs.text_pdf("one", "two", "three")
-FIVE = pdfs.many_pages_pdf(5)
+THREE = pdfs.text_pdf("one", "two", "three", size=pdfs.STRIP)
+FIVE = pdfs.many_pages_pdf(5, size=pdfs.STRIP)
 TEXT_ONLY_CAPS = Capabilities(image_input=False)
 
 

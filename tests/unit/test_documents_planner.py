@@ -54,7 +54,7 @@ def _codex(vision: bool | None = None) -> Target:
 @pytest.fixture
 def spec_pdf(tmp_path: Path) -> Path:
     path = tmp_path / "spec.pdf"
-    path.write_bytes(pdfs.text_pdf("Page one", "Page two", "Page three"))
+    path.write_bytes(pdfs.text_pdf("Page one", "Page two", "Page three", size=pdfs.STRIP))
     return path
 
 

@@ -39,8 +39,8 @@ async def test_a_pdf_sent_as_pages_shows_its_first_page_and_serves_nothing_else_
         tmp_path: Path) -> None:
     async with live_page(tmp_path, SeeingRuntime(), vision=True, documents="pages") as page:
         await page.sign_in()
-        fragment = await _sent(page, [(f"{HOSTILE}.pdf", pdfs.text_pdf("one", "two", "three"),
-                                       "application/pdf")])
+        three = pdfs.text_pdf("one", "two", "three", size=pdfs.STRIP)
+        fragment = await _sent(page, [(f"{HOSTILE}.pdf", three, "application/pdf")])
         [message] = (await page.core.teams.history(None, "lead")).messages
         [doc] = message.attachments
         assert (doc.route, doc.pages, len(doc.page_variants)) == ("pages", 3, 3)
