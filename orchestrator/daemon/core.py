@@ -178,7 +178,8 @@ async def build_core(home: Home, store: AsyncStore, tg: TaskGroup, *,
     reads this machine's memory and how often (None: /proc, or the test switches in the
     environment); ``environ``: where telemetry reads the standard ``OTEL_EXPORTER_OTLP_*``
     variables (None: the daemon's environment); ``telemetry_delays``: how long telemetry
-    gathers ended attempts and spans before it reads and sends them (a test's are short).
+    gathers ended attempts and spans before it reads and sends them, and how often metrics
+    leave when not the team's ``metric_interval`` (a test's are short).
 
     Each part is built whole, with its collaborators, in dependency order. The wires that
     point up that order — the ledger releases a held member into the mailbox and recycles the

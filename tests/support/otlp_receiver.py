@@ -167,7 +167,10 @@ class OtlpReceiver:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # stop() waits for the serving loop to see it, which looks every poll_interval
+        # (socketserver's 0.5 s: half a second a test, for nothing)
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
+                         daemon=True).start()
 
     def stop(self) -> None:
         """Connections refused from now on (the port is closed)."""

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from orchestrator.contracts import ApprovalRequest, TurnResult
 from orchestrator.daemon.board import OPERATOR
 from orchestrator.daemon.board._service import Actor, Assignee
-from orchestrator.daemon.telemetry import CheckRan, TraceJournal, build_trace
+from orchestrator.daemon.telemetry import CheckRan, Delays, TraceJournal, build_trace
 from orchestrator.errors import RuntimeExited, TelemetryConfigInvalid, TelemetryExporterMissing
 from tests.support.chains import USED, Chain, chain_team, quiet
 from tests.support.fakes import FakeRuntime, asking_step, core, team_config
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 SECRET = "sk-ant-api03-" + "x" * 40
+# an exporter timeout under the SDK's first gRPC retry backoff (1 s ± 20 %): an export to a
+# receiver that is down fails at once, never after a retry's wait — and one to a live receiver
+# (milliseconds here) still has 0.75 s
+BELOW_RETRY = 0.75
 # the tests that hold for either protocol: each runs against both receivers
 BOTH = pytest.mark.parametrize("receiving", [otlp_receiver, otlp_grpc_receiver],
                                ids=["http", "grpc"])
@@ -235,7 +239,9 @@ async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
         tmp_path: Path, receiving: Callable[[], AbstractContextManager[OtlpReceiver]]) -> None:
     """The gauges the chain test does not reach, at the receiver: a member restarted once
     (its process exited mid-turn), one with a request waiting on the operator, one held by a
-    spent quota window — each counted on its own member, the others at zero."""
+    spent quota window — each counted on its own member, the others at zero. The metrics
+    leave every 50 ms (the core's ``Delays``: a team's ``metric_interval`` is 1 s at least);
+    the crasher restarts at once."""
     asked: list[Any] = []
     runtimes = {"claude": FakeRuntime(["exit", "answer"]),
                 "codex": FakeRuntime([asking_step(ApprovalRequest("permission", "Bash",
@@ -244,12 +250,13 @@ async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
     for name, runtime in runtimes.items():
         runtime.name = name  # type: ignore[misc]
     with receiving() as receiver:
-        config = team_config(tmp_path, {"name": "crasher"},
+        config = team_config(tmp_path, {"name": "crasher", "backoff": [0.01, 0.1]},
                              {"name": "asker", "runtime": "codex", "permissions": "ask"},
                              {"name": "spent", "runtime": "opencode"})
         config = config.model_validate({**config.model_dump(exclude_defaults=True),
-                                        **_telemetry(receiver, metric_interval=1.0)})
-        async with core(tmp_path, runtimes=runtimes, environ={}) as c:
+                                        **_telemetry(receiver)})
+        delays = Delays(batch=0.02, export=0.02, metrics=0.05)
+        async with core(tmp_path, runtimes=runtimes, environ={}, telemetry_delays=delays) as c:
             await c.teams.launch(config, "t.toml", wait=True, timeout=10)
             await c.teams.send(None, "asker", "clean up", wait=False, timeout=10)
             with anyio.fail_after(10):
@@ -356,7 +363,7 @@ async def test_grpc_headers_arrive_as_lower_case_metadata_and_in_no_log(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "false")
     runtime = FakeRuntime(["answer", "answer"])
     with otlp_grpc_receiver() as receiver, capture_logs() as logs:
-        config = _one_member(tmp_path, _telemetry(receiver, timeout=1.0,
+        config = _one_member(tmp_path, _telemetry(receiver, timeout=BELOW_RETRY,
                                                   headers_env="OTLP_KEY"))
         environ = {"OTLP_KEY": "X-Api-Key=s3cr3t-value,Tenant=team1"}
         async with core(tmp_path, runtime, environ=environ) as c:
@@ -406,12 +413,13 @@ async def test_an_https_grpc_endpoint_is_tls(tmp_path: Path,
 async def test_a_grpc_receiver_that_is_down_never_holds_a_turn_its_spans_failed_or_dropped(
         tmp_path: Path) -> None:
     """Connections refused (the collector down) over gRPC: every turn is answered as without
-    telemetry; each span is counted — failed after the exporter's retries within its
-    timeout, or dropped past the queue — and none is counted as sent."""
+    telemetry; each span is counted — failed once the exporter's timeout leaves no room for
+    a retry, or dropped past the queue — and none is counted as sent."""
     runtime = FakeRuntime(["answer"] * 20)
     with otlp_grpc_receiver() as receiver:
         receiver.stop()
-        config = _one_member(tmp_path, _telemetry(receiver, timeout=1.0, max_queue=16))
+        config = _one_member(tmp_path, _telemetry(receiver, timeout=BELOW_RETRY,
+                                                  max_queue=16))
         async with core(tmp_path, runtime, environ={}) as c:
             await c.teams.launch(config, "t.toml", wait=True, timeout=10)
             for n in range(20):

@@ -51,10 +51,12 @@ _PACKAGES = {"http/protobuf": "opentelemetry.exporter.otlp.proto.http",
 
 
 class Pipeline:
-    """Spans and metrics to one endpoint, off the daemon's loop."""
+    """Spans and metrics to one endpoint, off the daemon's loop: a span waits up to
+    ``export_delay`` seconds for others to share its request; the metrics leave every
+    ``metric_interval`` seconds (None: the settings')."""
 
     def __init__(self, settings: ExportSettings, *, gauges: Callable[[], Gauges],
-                 export_delay: float = 1.0) -> None:
+                 export_delay: float = 1.0, metric_interval: float | None = None) -> None:
         self._resource = Resource.create({"service.name": "teamctl",
                                           "service.instance.id": str(os.getpid())})
         self._spans = span_exporter(settings)
@@ -67,7 +69,7 @@ class Pipeline:
         self._gauges = gauges
         reader = PeriodicExportingMetricReader(
             metric_exporter(settings),
-            export_interval_millis=settings.metric_interval * 1000.0,
+            export_interval_millis=(metric_interval or settings.metric_interval) * 1000.0,
             export_timeout_millis=settings.timeout * 1000.0)
         self._meters = MeterProvider(metric_readers=[reader], resource=self._resource)
         self._instruments()

@@ -57,10 +57,13 @@ _CONTENT_CHARS = 4096
 class Delays:
     """How long telemetry gathers before it works: ``batch``, seconds the ended attempts
     gather before one journal read takes them all; ``export``, seconds a span waits for others
-    to share its request (or 512 of them). A test's are short."""
+    to share its request (or 512 of them); ``metrics``, seconds between two metric exports in
+    place of the team's ``metric_interval`` (None: the team's, 1 s at least). A test's are
+    short."""
 
     batch: float = 0.5
     export: float = 1.0
+    metrics: float | None = None
 
 
 DELAYS = Delays()  # the daemon's
@@ -244,7 +247,7 @@ class Telemetry:
         found = self._pipelines.get(settings)
         if found is None:
             found = await anyio.to_thread.run_sync(_new_pipeline, settings,
-                                                    lambda: self._gauges, self._delays.export)
+                                                    lambda: self._gauges, self._delays)
             self._pipelines[settings] = found
             log.info("telemetry_exporter_started", endpoint=settings.shown,
                      include_content=settings.include_content)
@@ -280,10 +283,11 @@ def _collector(settings: ExportSettings) -> Collector:
 
 
 def _new_pipeline(settings: ExportSettings, gauges: Callable[[], Gauges],
-                  export_delay: float) -> Pipeline:
+                  delays: Delays) -> Pipeline:
     from orchestrator.daemon.telemetry._export import Pipeline
 
-    return Pipeline(settings, gauges=gauges, export_delay=export_delay)
+    return Pipeline(settings, gauges=gauges, export_delay=delays.export,
+                    metric_interval=delays.metrics)
 
 
 def _ended(spans: list[SpanDoc], member: str) -> list[SpanDoc]:
