@@ -18,6 +18,7 @@ from orchestrator.contracts import Turn, TurnResult
 from runtimes.hosts.ssh.host import SshHost, SshTarget
 from tests.support.fakes import FakeProcess, FakeRuntime, core, team_config
 from tests.support.scripts import python_script
+from tests.support.settle import until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,7 +29,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.3, "backoff": [0.01, 0.1]}
+# a fake's probe is answered without an await (inline, or in its task's first step), so no
+# load can make an answering member miss even a short deadline: the deadline here is the wait
+# for a frozen one's verdict. A test whose probe must stay out while it acts, or whose answer
+# comes late but in time, sets its own.
+FAST = {"liveness_interval": 0.05, "liveness_deadline": 0.05, "backoff": [0.01, 0.1]}
 
 
 async def _launch(c: Core, tmp_path: Path, **member: object) -> MemberState:
@@ -82,9 +87,9 @@ async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
     froze since its last probe goes to the process that replaces it, not into the frozen one
     (where it would wait for the turn's idle timeout, 600 s by default)."""
     async with core(tmp_path, runtime) as c:
-        # the probe is out for FAST's deadline: the send below is journaled and looked at
+        # the probe is out for this deadline: the send below is journaled and looked at
         # within it (milliseconds)
-        await _launch(c, tmp_path)
+        await _launch(c, tmp_path, liveness_deadline=0.3)
         [frozen] = runtime.opened
         asked = anyio.Event()
 
@@ -110,14 +115,18 @@ async def test_a_turn_is_never_handed_to_a_member_whose_probe_is_out(
 async def test_a_probe_answered_before_the_deadline_keeps_the_member(
         tmp_path: Path, runtime: FakeRuntime) -> None:
     """A slow answer that still comes within the deadline (a process continued after a
-    SIGSTOP) keeps the member alive, on the same process and epoch."""
+    SIGSTOP) keeps the member alive, on the same process and epoch. It comes once the probe
+    was logged late (half the deadline), with the other half, 0.3 s, to spare."""
     async with core(tmp_path, runtime) as c:
-        state = await _launch(c, tmp_path, liveness_deadline=0.8)
+        state = await _launch(c, tmp_path, liveness_deadline=0.6)
         [slow] = runtime.opened
         answered = anyio.Event()
 
+        async def logged_late() -> bool:
+            return any(e["event"] == "member_probe_late" for e in logs)
+
         async def late(timeout: float) -> bool:
-            await anyio.sleep(0.5)  # past half the deadline: logged late, then recovered
+            await until(logged_late)  # past half the deadline: logged late, then recovered
             answered.set()
             return True
 
@@ -126,7 +135,7 @@ async def test_a_probe_answered_before_the_deadline_keeps_the_member(
             if runtime.inline_probes:
                 slow.responsive = False
                 await runtime.wait_probes(runtime.probes + 1)
-                await anyio.sleep(0.5)  # the process answers late: past half the deadline
+                await until(logged_late)  # the process answers late: past half the deadline
                 slow.responsive = True
                 slow.answer_probes()
             else:
@@ -250,7 +259,7 @@ async def test_the_ssh_master_check_is_bounded_by_the_deadline(tmp_path: Path) -
         assert not await host.answers(5.0)
         host.ssh = _fake_ssh(tmp_path, "time.sleep(3600)")
         with anyio.fail_after(5):
-            assert not await host.answers(0.2)  # it hangs: any deadline is waited out
+            assert not await host.answers(0.05)  # it hangs: any deadline is waited out
     assert await anyio.Path(host.control_path).exists(), "a probe never removes the master"
 
 

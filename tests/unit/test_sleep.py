@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 ANYIO_BACKENDS = ("asyncio", "trio")  # written to anyio: trio catches a reliance on asyncio
 
-PAUSE_AFTER = 0.05  # seconds: the test's setting (a user's is minutes)
+PAUSE_AFTER = 0.02  # seconds: the test's setting (a user's is minutes)
 
 
 class PausingHost:
@@ -113,7 +113,8 @@ async def test_a_message_wakes_an_asleep_member_on_its_session_delivered_once(
 
 
 async def test_a_turn_in_flight_is_never_cut_by_pause_after(tmp_path: Path) -> None:
-    """A turn longer than ``pause_after`` runs to its end; the sleep comes after, idle."""
+    """A turn longer than ``pause_after`` runs to its end; the sleep comes after, idle.
+    (Its ``pause_after`` leaves the send below 50 ms to start the turn after the launch.)"""
     release = anyio.Event()
     turn_started = anyio.Event()
 
@@ -123,13 +124,14 @@ async def test_a_turn_in_flight_is_never_cut_by_pause_after(tmp_path: Path) -> N
         return await process._follow("answer", turn)
 
     runtime = FakeRuntime([long_turn])
+    pause_after = 0.05
     async with core(tmp_path, runtime) as c:
-        await _launch(c, tmp_path)
+        await _launch(c, tmp_path, pause_after=pause_after)
         sent = await c.teams.send("web", "lead", "think long", wait=False, timeout=10)
         with anyio.fail_after(10):
             await turn_started.wait()
-        for _ in range(4):  # four times pause_after, in the middle of the turn
-            await anyio.sleep(PAUSE_AFTER)
+        for _ in range(2):  # twice pause_after, in the middle of the turn
+            await anyio.sleep(pause_after)
             assert c.supervisor.member("web", "lead").slot.busy
         assert len(runtime.opened) == 1 and runtime.opened[0].exit_code is None
         release.set()
@@ -251,8 +253,8 @@ async def test_a_members_own_pause_after_wins_and_zero_is_never(tmp_path: Path) 
     runtime = FakeRuntime()
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path, {"name": "lead", "pause_after": 0}, {"name": "dev"})
-        await member_until(c, "dev", lambda s: s.launch == "asleep")
-        for _ in range(4):  # four times the team's pause_after
+        await member_until(c, "dev", lambda s: s.launch == "asleep")  # after pause_after
+        for _ in range(3):  # three times more
             await anyio.sleep(PAUSE_AFTER)
         assert c.supervisor.member("web", "lead").launch == "running"
 
