@@ -158,7 +158,7 @@ async def test_oversized_request_is_answered_request_too_large(tmp_path: Path) -
 
 
 async def test_half_written_request_is_closed_at_its_deadline(tmp_path: Path) -> None:
-    async with serving(tmp_path, idle_timeout=0.2) as (control, _):
+    async with serving(tmp_path, idle_timeout=0.05) as (control, _):
         with anyio.fail_after(10):
             async with await anyio.connect_unix(control.path) as stream:
                 await stream.send(b'{"jsonrpc":"2.0","id":1,"meth')
@@ -219,7 +219,7 @@ async def test_every_answer_is_redacted(tmp_path: Path) -> None:
 
 
 async def test_a_deleted_socket_is_bound_again(tmp_path: Path) -> None:
-    async with serving(tmp_path, watch_interval=0.05) as (control, _):
+    async with serving(tmp_path, watch_interval=0.05, rebind_delay=0.01) as (control, _):
         control.path.unlink()
         with anyio.fail_after(10):
             await control.wait_bound(2)
@@ -230,8 +230,9 @@ async def test_a_deleted_socket_is_bound_again(tmp_path: Path) -> None:
 async def test_a_deleted_or_replaced_socket_is_bound_again_without_polling(
         tmp_path: Path) -> None:
     """The kernel tells the daemon (inotify): with a poll of an hour, the socket is still bound
-    again at once when deleted, and when another file is renamed over it."""
-    async with serving(tmp_path, watch_interval=3600) as (control, _):
+    again at once when deleted, and when another file is renamed over it. (Replaced within a
+    second of its bind, it is bound again after a pause, here 10 ms.)"""
+    async with serving(tmp_path, watch_interval=3600, rebind_delay=0.01) as (control, _):
         control.path.unlink()
         with anyio.fail_after(10):
             await control.wait_bound(2)

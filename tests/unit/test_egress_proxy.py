@@ -189,7 +189,7 @@ async def test_bad_input_is_a_typed_refusal_and_the_proxy_stays_up(payload: byte
 
 
 async def test_a_silent_connection_is_closed_at_the_head_deadline() -> None:
-    async with _world(limits=EgressLimits(head_timeout=0.2)) as (path, _, _, _proxy):
+    async with _world(limits=EgressLimits(head_timeout=0.05)) as (path, _, _, _proxy):
         stream = await anyio.connect_unix(path)
         async with stream:
             await stream.send(b"CONNECT 127.0.0.1:1")
@@ -199,7 +199,7 @@ async def test_a_silent_connection_is_closed_at_the_head_deadline() -> None:
 async def test_an_idle_tunnel_is_closed() -> None:
     """A tunnel where nothing moves either way for the idle timeout is ended (the client sees
     the end of its stream)."""
-    async with _world(limits=EgressLimits(idle_timeout=0.3)) as (path, allowed, _, proxy):
+    async with _world(limits=EgressLimits(idle_timeout=0.05)) as (path, allowed, _, proxy):
         stream = await anyio.connect_unix(path)
         async with stream:
             await stream.send(f"CONNECT 127.0.0.1:{allowed} HTTP/1.1\r\n\r\n".encode())

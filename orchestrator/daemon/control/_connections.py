@@ -125,16 +125,20 @@ class ControlSocket:
 
     def __init__(self, path: Path, handler: Callable[[Connection], Awaitable[None]], *,
                  max_connections: int = 256, idle_timeout: float = 30.0,
-                 watch_interval: float = 2.0, owns_name: bool = False) -> None:
+                 watch_interval: float = 2.0, owns_name: bool = False,
+                 rebind_delay: float = _REBIND_FIRST) -> None:
         """``owns_name``: the socket's directory is the daemon's alone (a member's socket
         dir), so whatever holds the name — a directory included — is removed to bind it;
-        else a directory there is left to the operator (``run`` retries)."""
+        else a directory there is left to the operator (``run`` retries). ``rebind_delay``:
+        the first pause before a socket replaced within a second of its bind is bound again
+        (doubling up to 30 s)."""
         self.path = path
         self._owns_name = owns_name
         self._handler = handler
         self.max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._watch_interval = watch_interval
+        self._rebind_delay = rebind_delay
         self._open: set[Connection] = set()
         self.accept_failures = 0
         self.evicted = 0
@@ -157,7 +161,7 @@ class ControlSocket:
         """Bind, serve, and bind again whenever the socket file is deleted or replaced.
         ``task_status.started()`` once the socket first accepts connections."""
         started = False
-        backoff = _Backoff(self.path)
+        backoff = _Backoff(self.path, self._rebind_delay)
         async with anyio.create_task_group() as connections:
             while True:
                 try:
@@ -302,16 +306,17 @@ class ControlSocket:
 
 class _Backoff:
     """How a socket is bound again: at once after a quiet while, else after a delay that
-    doubles (``_REBIND_FIRST`` → ``_REBIND_MAX``); each cause logged once, then counted."""
+    doubles (``first`` → ``_REBIND_MAX``); each cause logged once, then counted."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, first: float) -> None:
         self._path = path
-        self._delay = _REBIND_FIRST
+        self._first = first
+        self._delay = first
         self._causes: dict[str, int] = {}
 
     async def replaced(self, lasted: float) -> None:
         if lasted >= _REBIND_QUIET:
-            self._delay = _REBIND_FIRST
+            self._delay = self._first
             self._causes.clear()
             log.warning("control_socket_recreated", socket=str(self._path))
             return
