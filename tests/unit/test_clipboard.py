@@ -5,6 +5,8 @@ real xclip on a real X server: tests/e2e/test_clipboard_x11.py.)"""
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -75,13 +77,19 @@ def test_each_kind_of_nothing_has_its_code(tmp_path: Path) -> None:
 
 
 def test_a_reader_that_hangs_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    # a shell, not an interpreter: its pid is written a few milliseconds in, well within the
+    # deadline, and it is the process the deadline kills (exec)
     pid_file = tmp_path / "pid"
-    _fake(tmp_path, "xclip", f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-                             "time.sleep(3600)")
+    xclip = tmp_path / "xclip"
+    sleep = shutil.which("sleep")  # by absolute path: PATH holds only tmp_path
+    assert sleep is not None
+    xclip.write_text(f"#!/bin/sh\necho $$ > {shlex.quote(str(pid_file))}\n"
+                     f"exec {shlex.quote(sleep)} 3600\n")
+    xclip.chmod(0o700)
     with pytest.raises(ClipboardError) as caught:
-        _read(tmp_path, DISPLAY=":9", timeout=0.5)
+        _read(tmp_path, DISPLAY=":9", timeout=0.2)
     assert caught.value.code == "clipboard_read_failed"
-    assert "did not answer within 0.5s" in caught.value.message
+    assert "did not answer within 0.2s" in caught.value.message
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped, not left behind

@@ -34,7 +34,7 @@ async def test_closing_a_server_slower_than_the_event_reconnect_raises_nothing(
     async def sent() -> None:
         pass
 
-    async with OpenCodeRuntime(stop_grace=0.2, reconnect_delay=0.05).open(spec) as server:
+    async with OpenCodeRuntime(stop_grace=0.08, reconnect_delay=0.02).open(spec) as server:
         result = await server.run_turn(Turn("m1", (TextPart("hello"),)), on_sent=sent)
     assert "received: hello" in result.reply
     assert server.exit_code is not None
