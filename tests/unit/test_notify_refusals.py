@@ -25,6 +25,7 @@ from orchestrator.daemon.notify._service import Channel, TeamNotifier
 from orchestrator.daemon.notify._tokens import Signer
 from orchestrator.notify_config import NotifySection
 from tests.support.ntfy_fake import FakeNtfy
+from tests.support.settle import all_blocked
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -132,14 +133,14 @@ async def test_the_refusal_count_is_logged_once_an_interval_and_what_is_left_at_
     with capture_logs() as logs, anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(tally.run)
-            await anyio.wait_all_tasks_blocked()
+            await all_blocked()
             assert naps == [], "idle: not woken"
             for _ in range(3):
                 tally.count("not_an_action")
             await asleep.wait()
             tally.count("bad_signature")  # within the same interval: the same event
             gate.set()
-            await anyio.wait_all_tasks_blocked()
+            await all_blocked()
             assert [e["refused"] for e in logs] == [4]
             tally.count("replay")
             tg.cancel_scope.cancel()

@@ -105,9 +105,9 @@ async def test_a_host_that_answers_garbage_or_hangs_is_a_typed_bounded_failure(
         await host.connect()
     assert caught.value.code == "host_runtime_missing" and "unexpected" in caught.value.message
     host.ssh = _fake_ssh(tmp_path, "time.sleep(3600)")
-    monkeypatch.setattr(ssh, "PROBE_TIMEOUT", 0.2)  # it hangs: any deadline is waited out
+    monkeypatch.setattr(ssh, "PROBE_TIMEOUT", 0.05)  # it hangs: any deadline is waited out
     with pytest.raises(HostUnavailable) as caught:
-        await host._run_side("probe", deadline=0.2)
+        await host._run_side("probe", deadline=0.05)
     assert caught.value.code == "host_connect_hung" and caught.value.retryable
     host.ssh = _fake_ssh(tmp_path, 'sys.stderr.write("Permission denied (publickey).\\n")\n'
                                    "sys.exit(255)")
