@@ -42,7 +42,9 @@ class FakeProvider:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # a short poll: shutdown() waits for the loop to look (socketserver's 0.5 s default)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,),
+                                       daemon=True)
 
     @property
     def root(self) -> str:

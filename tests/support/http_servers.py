@@ -31,7 +31,8 @@ def api_servers() -> Iterator[tuple[int, int]]:
     """Two local HTTP servers: (the fake API's port, another's)."""
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Api) for _ in range(2)]
     for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # a short poll: shutdown() waits for the loop to look (socketserver's 0.5 s default)
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
     try:
         yield servers[0].server_address[1], servers[1].server_address[1]
     finally:
