@@ -67,13 +67,21 @@ async def _wait(receiver: OtlpReceiver, check: Any) -> None:
 async def test_the_chain_is_one_exported_trace_with_its_parents_attributes_and_costs(
         tmp_path: Path, receiving: Callable[[], AbstractContextManager[OtlpReceiver]]) -> None:
     chain = Chain()
+    runtimes = chain.runtimes()
+
+    async def replied() -> bool:  # the chain's last turn: the reviewer's reply to the lead
+        return len(runtimes["claude"].turns) >= 2
+
     with receiving() as receiver:
-        async with core(tmp_path, runtimes=chain.runtimes(), environ={}) as c:
+        async with core(tmp_path, runtimes=runtimes, environ={}) as c:
             chain.c = c
             await c.teams.launch(chain_team(tmp_path, **_telemetry(receiver)), "t.toml",
                                  wait=True, timeout=10)
             sent = await c.teams.send(None, "lead", "plan the login page", wait=True,
                                       timeout=10)
+            # quiet alone may look between an answer and the reply it sends (nothing
+            # queued for a moment): the trace read then lacked the last turns
+            await until(replied)
             await quiet(c)
             rows = await TraceJournal(c.store).rows(sent.id)
             assert rows is not None
@@ -266,20 +274,23 @@ async def test_restarts_approvals_waiting_and_held_are_exported_per_member(
             done = await c.teams.send(None, "spent", "hello", wait=True, timeout=20)
             assert done.state == "answered"
 
-            def seen(r: OtlpReceiver) -> bool:
-                return (_gauge(r, "teamctl.member.restarts").get("crasher") == 1
-                        and _gauge(r, "teamctl.approvals.waiting").get("asker") == 1
-                        and _gauge(r, "teamctl.member.held").get("spent") == 1)
+            gauges: dict[str, dict[str, float]] = {}
 
-            assert await anyio.to_thread.run_sync(receiver.wait_for, seen), [
-                (n, _gauge(receiver, n)) for n in ("teamctl.member.restarts",
-                                                   "teamctl.approvals.waiting",
-                                                   "teamctl.member.held")]
+            def seen(r: OtlpReceiver) -> bool:
+                """The newest export's gauges, kept: whether each counts its own member."""
+                gauges.update({n: _gauge(r, n) for n in ("teamctl.member.restarts",
+                                                         "teamctl.approvals.waiting",
+                                                         "teamctl.member.held")})
+                return (gauges["teamctl.member.restarts"].get("crasher") == 1
+                        and gauges["teamctl.approvals.waiting"].get("asker") == 1
+                        and gauges["teamctl.member.held"].get("spent") == 1)
+
+            assert await anyio.to_thread.run_sync(receiver.wait_for, seen), gauges
             await c.approvals.decide(pending.id, "deny", message="not now")
-    assert _gauge(receiver, "teamctl.member.restarts") == {"crasher": 1, "asker": 0, "spent": 0}
-    assert _gauge(receiver, "teamctl.approvals.waiting") == {"crasher": 0, "asker": 1,
-                                                             "spent": 0}
-    assert _gauge(receiver, "teamctl.member.held") == {"crasher": 0, "asker": 0, "spent": 1}
+    # that export, the others at zero (an export after the deny counts no request waiting)
+    assert gauges["teamctl.member.restarts"] == {"crasher": 1, "asker": 0, "spent": 0}
+    assert gauges["teamctl.approvals.waiting"] == {"crasher": 0, "asker": 1, "spent": 0}
+    assert gauges["teamctl.member.held"] == {"crasher": 0, "asker": 0, "spent": 1}
     assert [a.decision for a in asked] == ["deny"], "it waited until the operator decided"
 
 
