@@ -18,6 +18,7 @@ import httpx
 from orchestrator.errors import ForgeError
 from orchestrator.forge import github_answers as answers
 from orchestrator.forge.protocol import Issue, RateLimit, RepoAccess
+from orchestrator.tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,6 +69,7 @@ class GitHub:
         self._clock = clock
         self._client = httpx.AsyncClient(
             base_url=self._api, timeout=_TIMEOUT, transport=transport, follow_redirects=False,
+            verify=client_context(),
             headers={"Accept": "application/vnd.github+json",
                      "X-GitHub-Api-Version": API_VERSION,
                      "User-Agent": "teamctl",

@@ -21,6 +21,7 @@ import httpx
 import structlog
 
 from orchestrator.errors import NotifyUnreachable
+from orchestrator.tls import client_context
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -42,6 +43,7 @@ class Ntfy:
         self.backoff = backoff
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(headers=headers, trust_env=False,
+                                         verify=client_context(trust_env=False),
                                          timeout=backoff.request_timeout)
 
     def topic_url(self, topic: str) -> str:
