@@ -10,12 +10,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+# the operator's git, minus the housekeeping it would start after a commit (``git maintenance
+# run --auto``: one more process per commit, nothing to keep in a repository of a few commits)
+_QUIET = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "maintenance.auto",
+          "GIT_CONFIG_VALUE_0": "false", "GIT_CONFIG_KEY_1": "gc.auto", "GIT_CONFIG_VALUE_1": "0"}
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
                           check=True, timeout=60, env={"PATH": "/usr/bin:/bin",
                           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
                           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-                          "HOME": str(cwd)}).stdout
+                          "HOME": str(cwd), **_QUIET}).stdout
 
 
 def project_repo(path: Path) -> Path:

@@ -5,33 +5,54 @@ and complete its task through the CLI, and how the task's landing ended (its log
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from orchestrator.config import TeamConfig
 from tests.support.git import git
-from tests.support.settle import until
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from orchestrator.daemon.land import Land
     from orchestrator.protocol.land import QueueEntryDoc
     from tests.support.driver import LogFollower, Teamctl
+    from tests.support.fakes import Core
 
 __all__ = ["add_task", "commit_in", "complete", "integrating_team", "land_repo", "say",
            "settled", "settled_entry", "tip", "work"]
 
 
 def land_repo(path: Path) -> Path:
-    """A small repository on ``main``: a README and a check script the tests switch."""
-    path.mkdir(parents=True)
+    """A small repository on ``main``: a README and a ``.gitignore``, one commit — a copy of
+    the one this process made first (three git processes fewer each)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(_first_land_repo(), path, symlinks=True)
+    return path
+
+
+@functools.cache
+def _first_land_repo() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="teamctl-land-repo-")) / "repo"
+    atexit.register(_remove, path.parent, os.getpid())
+    path.mkdir()
     git(path, "init", "-q", "-b", "main")
     (path / "README.md").write_text("the project\nline two\nline three\n")
     (path / ".gitignore").write_text("build/\n")
     git(path, "add", "README.md", ".gitignore")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+def _remove(path: Path, owner: int) -> None:
+    """At the exit of the process that made it (not of a child forked from it)."""
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def integrating_team(repo: Path, *members: str, name: str = "web", retries: int = 3,
@@ -47,14 +68,13 @@ def integrating_team(repo: Path, *members: str, name: str = "web", retries: int 
         "members": rows})
 
 
-def commit_in(worktree: Path, name: str, text: str, message: str | None = None) -> str:
+def commit_in(worktree: Path, name: str, text: str, message: str | None = None) -> None:
     """``name`` written with ``text`` in a member's worktree and committed there (as the
-    member would); the new commit."""
+    member would)."""
     (worktree / name).parent.mkdir(parents=True, exist_ok=True)
     (worktree / name).write_text(text)
     git(worktree, "add", "--", name)
     git(worktree, "commit", "-q", "-m", message or f"write {name}")
-    return git(worktree, "rev-parse", "HEAD").strip()
 
 
 def tip(repo: Path, branch: str) -> str | None:
@@ -65,19 +85,21 @@ def tip(repo: Path, branch: str) -> str | None:
         return None
 
 
-async def settled_entry(land: Land, task: int, *states: str,
+async def settled_entry(c: Core, task: int, *states: str,
                         deadline: float = 20.0) -> QueueEntryDoc:
-    """The task's newest queue entry once it is in one of ``states`` (default: it ended)."""
+    """The task's newest queue entry once it is in one of ``states`` (default: it ended),
+    read again at each change the core announces (the queue's moves among them: the live
+    view's own wake-up, never a poll)."""
+    assert c.built is not None
+    land, changes = c.built.land, c.built.changes
     wanted = states or ("landed", "sent_back", "needs_you")
-    found: list[QueueEntryDoc] = []
-
-    async def ended() -> bool:
-        entries = await land.entries(task)
-        found[:] = entries[:1]
-        return bool(entries) and entries[0].state in wanted
-
-    await until(ended, deadline)
-    return found[0]
+    with anyio.fail_after(deadline):
+        while True:
+            seen = changes.version
+            entries = await land.entries(task)
+            if entries and entries[0].state in wanted:
+                return entries[0]
+            await changes.wait(seen, timeout=deadline)
 
 
 # -- a real daemon's member, through the CLI ---------------------------------------------------

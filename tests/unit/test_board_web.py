@@ -99,9 +99,9 @@ async def test_the_board_shows_the_merge_queue_and_a_tasks_notices_escaped(
         commit_in(trees["a"], hostile, "a\n")
         commit_in(trees["b"], hostile, "b\n")
         await board.complete(t1.id, by=Actor("a"), summary="s", team="web")
-        assert (await settled_entry(land, t1.id)).state == "landed"
+        assert (await settled_entry(c, t1.id)).state == "landed"
         await board.complete(t2.id, by=Actor("b"), summary="s", team="web")
-        assert (await settled_entry(land, t2.id)).state == "sent_back"
+        assert (await settled_entry(c, t2.id)).state == "sent_back"
         uploads = tmp_path / "uploads"
         uploads.mkdir()
         view = View(c.teams, c.store, c.approvals, c.built.changes,

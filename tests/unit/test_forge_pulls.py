@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 from orchestrator.config import TeamConfig
@@ -116,7 +117,7 @@ async def _land(c: Core, task: int, name: str, text: str) -> str:
     tree = Path(c.supervisor.member("web", "a").workdir)
     commit_in(tree, name, text)
     await c.built.board.complete(task, by=Actor("a"), summary=f"wrote {name}", team="web")
-    entry = await settled_entry(c.built.land, task)
+    entry = await settled_entry(c, task)
     assert entry.state == "landed", entry.note
     return entry.commit
 
@@ -133,16 +134,20 @@ async def _claimed_issue(c: Core, fake: FakeGitHub) -> int:
 
 async def _pulled(fake: FakeGitHub, c: Core, head: str, branch: str = BRANCH
                   ) -> dict[str, object]:
-    async def there() -> bool:
-        pull = fake.pull_of(branch)
-        if pull is None or pull["head"]["sha"] != head:
-            _forges(c).poke("web")
-            return False
-        return True
-    await until(there, 20)
-    pull = fake.pull_of(branch)
-    assert pull is not None
+    """The pull request of ``branch`` once its head is ``head``: looked at after each round of
+    the team's loop (each ends with a new status, failed or not), one more asked for while it
+    is not — a poke a round, not one a look."""
+    with anyio.fail_after(20):
+        while (pull := fake.pull_of(branch)) is None or pull["head"]["sha"] != head:
+            await _another_round(c)
     return pull
+
+
+async def _another_round(c: Core) -> None:
+    """The team's loop poked, and the end of a round awaited (its status made anew)."""
+    before = _forges(c).status("web")
+    _forges(c).poke("web")
+    await until(lambda: _async(_forges(c).status("web") is not before), 20)
 
 
 async def test_a_landed_issue_task_gets_a_draft_pull_request_that_closes_the_issue_once_merged(

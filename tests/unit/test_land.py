@@ -74,13 +74,13 @@ async def test_two_tasks_that_merge_cleanly_land_in_order(tmp_path: Path) -> Non
     commit naming its task; the operator's branch and checkout are never touched."""
     repo = land_repo(tmp_path / "repo")
     main_before = git(repo, "rev-parse", "main").strip()
-    async with _team(tmp_path, integrating_team(repo, "a", "b", check="true")) as (c, land, board):
+    async with _team(tmp_path, integrating_team(repo, "a", "b", check="true")) as (c, _, board):
         t1, t2 = await _task(c, board, "a", "add a"), await _task(c, board, "b", "add b")
         commit_in(_tree(c, "a"), "a.txt", "from a\n")
         commit_in(_tree(c, "b"), "b.txt", "from b\n")
         assert await _done(board, t1, "a") == "done"
         assert await _done(board, t2, "b") == "done"
-        first, second = await settled_entry(land, t1), await settled_entry(land, t2)
+        first, second = await settled_entry(c, t1), await settled_entry(c, t2)
         shown = await board.get(t1, "web")
     assert (first.state, second.state) == ("landed", "landed")
     assert first.id < second.id
@@ -96,11 +96,11 @@ async def test_two_tasks_that_merge_cleanly_land_in_order(tmp_path: Path) -> Non
 async def test_what_the_owner_left_uncommitted_is_committed_with_the_tasks_title(
         tmp_path: Path) -> None:
     repo = land_repo(tmp_path / "repo")
-    async with _team(tmp_path, integrating_team(repo, "a")) as (c, land, board):
+    async with _team(tmp_path, integrating_team(repo, "a")) as (c, _, board):
         t1 = await _task(c, board, "a", "wire the form")
         (_tree(c, "a") / "form.txt").write_text("the form\n")
         await _done(board, t1, "a")
-        entry = await settled_entry(land, t1)
+        entry = await settled_entry(c, t1)
         events = (await board.get(t1, "web")).events
     assert entry.state == "landed"
     assert git(repo, "log", "-1", "--format=%s", entry.commit).strip() == f"T{t1}: wire the form"
@@ -114,14 +114,14 @@ async def test_a_conflict_goes_back_to_its_owner_naming_the_file_and_lands_once_
     owner, who is told the file and the hunk; the owner merges the branch, resolves, completes
     again, and it lands."""
     repo = land_repo(tmp_path / "repo")
-    async with _team(tmp_path, integrating_team(repo, "a", "b")) as (c, land, board):
+    async with _team(tmp_path, integrating_team(repo, "a", "b")) as (c, _, board):
         t1, t2 = await _task(c, board, "a", "one"), await _task(c, board, "b", "two")
         commit_in(_tree(c, "a"), "README.md", "the project by a\nline two\nline three\n")
         commit_in(_tree(c, "b"), "README.md", "the project by b\nline two\nline three\n")
         await _done(board, t1, "a")
-        assert (await settled_entry(land, t1)).state == "landed"
+        assert (await settled_entry(c, t1)).state == "landed"
         await _done(board, t2, "b")
-        back = await settled_entry(land, t2)
+        back = await settled_entry(c, t2)
         assert back.state == "sent_back" and "README.md" in (back.note or "")
         task = (await board.get(t2, "web")).task
         assert (task.state, task.owner) == ("in_progress", "b")
@@ -136,7 +136,7 @@ async def test_a_conflict_goes_back_to_its_owner_naming_the_file_and_lands_once_
         commit_in(tree, "README.md", "the project by a and b\nline two\nline three\n",
                   "resolve")
         await _done(board, t2, "b")
-        landed = await settled_entry(land, t2)
+        landed = await settled_entry(c, t2)
     assert landed.state == "landed" and landed.attempt == 2
     assert git(repo, "show", f"{BRANCH}:README.md").startswith("the project by a and b")
 
@@ -162,12 +162,12 @@ async def test_a_failing_check_goes_back_then_after_the_retries_to_the_operator(
     repo = land_repo(tmp_path / "repo")
     check = f"{PY} -c \"print('BROKEN build sk-ant-api03-{'x' * 40}'); raise SystemExit(3)\""
     async with _team(tmp_path, integrating_team(repo, "a", check=check, retries=3)) as (
-            c, land, board):
+            c, _, board):
         t1 = await _task(c, board, "a", "breaks")
         for attempt in (1, 2, 3):
             commit_in(_tree(c, "a"), "x.txt", f"attempt {attempt}\n")
             await _done(board, t1, "a")
-            entry = await settled_entry(land, t1)
+            entry = await settled_entry(c, t1)
             assert entry.attempt == attempt
             if attempt < 3:
                 assert entry.state == "sent_back"
@@ -211,7 +211,7 @@ async def test_a_paused_queue_keeps_its_entries_until_resumed(tmp_path: Path) ->
         assert doc.paused and [e.task for e in doc.waiting] == [t1]
         assert tip(repo, BRANCH) is None
         await land.queue("web", resume=True)
-        assert (await settled_entry(land, t1)).state == "landed"
+        assert (await settled_entry(c, t1)).state == "landed"
 
 
 async def test_a_branch_checked_out_somewhere_is_never_moved(tmp_path: Path) -> None:
@@ -222,11 +222,11 @@ async def test_a_branch_checked_out_somewhere_is_never_moved(tmp_path: Path) -> 
     config = type(config).model_validate({**config.model_dump(), "team": {
         **config.team.model_dump(), "integrate": {"branch": "main"}}})
     before = git(repo, "rev-parse", "main").strip()
-    async with _team(tmp_path, config) as (c, land, board):
+    async with _team(tmp_path, config) as (c, _, board):
         t1 = await _task(c, board, "a", "x")
         commit_in(_tree(c, "a"), "x.txt", "x\n")
         await _done(board, t1, "a")
-        entry = await settled_entry(land, t1)
+        entry = await settled_entry(c, t1)
     assert entry.state == "needs_you" and "checked out in" in (entry.note or "")
     assert git(repo, "rev-parse", "main").strip() == before
 
@@ -234,15 +234,15 @@ async def test_a_branch_checked_out_somewhere_is_never_moved(tmp_path: Path) -> 
 @pytest.mark.parametrize("mode", ["squash", "rebase"])
 async def test_squash_and_rebase_land_the_owners_changes(tmp_path: Path, mode: str) -> None:
     repo = land_repo(tmp_path / "repo")
-    async with _team(tmp_path, integrating_team(repo, "a", "b", mode=mode)) as (c, land, board):
+    async with _team(tmp_path, integrating_team(repo, "a", "b", mode=mode)) as (c, _, board):
         t1, t2 = await _task(c, board, "a", "one"), await _task(c, board, "b", "two")
         commit_in(_tree(c, "a"), "a.txt", "a\n")
         commit_in(_tree(c, "a"), "a2.txt", "a2\n")
         commit_in(_tree(c, "b"), "b.txt", "b\n")
         await _done(board, t1, "a")
         await _done(board, t2, "b")
-        assert (await settled_entry(land, t1)).state == "landed"
-        assert (await settled_entry(land, t2)).state == "landed"
+        assert (await settled_entry(c, t1)).state == "landed"
+        assert (await settled_entry(c, t2)).state == "landed"
     log = git(repo, "log", "--format=%P %s", BRANCH).splitlines()
     assert all(len(line.split(" ", 2)[0].split()) <= 1 for line in log)  # no merge commit
     assert {"a.txt", "a2.txt", "b.txt"} <= _files(repo, BRANCH)
@@ -276,7 +276,7 @@ async def test_a_daemon_that_died_mid_integration_recovers_landed_or_queued_neve
         (c.home.root / "land" / "web" / str(e2.id)).mkdir(parents=True)
         await journal.set_paused("web", False)
         await land.start()
-        first, second = await settled_entry(land, t1), await settled_entry(land, t2)
+        first, second = await settled_entry(c, t1), await settled_entry(c, t2)
     assert first.state == "landed" and first.result == moved
     assert second.state == "landed" and second.result != "f" * 40
     assert git(repo, "rev-list", "--count", f"{main}..{BRANCH}", "--first-parent"
@@ -293,7 +293,7 @@ async def test_the_members_branch_is_data_no_hook_filter_or_fsmonitor_runs(
     repo = land_repo(tmp_path / "repo")
     canary = tmp_path / "canary"
     async with _team(tmp_path, integrating_team(repo, "a", "b", mode="merge")) as (
-            c, land, board):
+            c, _, board):
         t1, t2 = await _task(c, board, "a", "one"), await _task(c, board, "b", "two")
         (_tree(c, "a") / ".gitattributes").write_text("* filter=evil\n")
         commit_in(_tree(c, "a"), "a.txt", "a\n")
@@ -302,8 +302,8 @@ async def test_the_members_branch_is_data_no_hook_filter_or_fsmonitor_runs(
         _plant(repo, canary)
         await _done(board, t1, "a")
         await _done(board, t2, "b")
-        assert (await settled_entry(land, t1)).state == "landed"
-        assert (await settled_entry(land, t2)).state == "landed"
+        assert (await settled_entry(c, t1)).state == "landed"
+        assert (await settled_entry(c, t2)).state == "landed"
     assert "left.txt" in _files(repo, BRANCH)
     assert not canary.exists(), canary.read_text()
 
@@ -352,7 +352,7 @@ async def test_a_task_that_could_not_land_needs_the_operator_until_sent_back(
         t1 = await _task(c, board, "a", "never passes")
         commit_in(_tree(c, "a"), "x.txt", "x\n")
         await _done(board, t1, "a")
-        assert (await settled_entry(land, t1)).state == "needs_you"
+        assert (await settled_entry(c, t1)).state == "needs_you"
         assert c.built is not None
         found = await gather("web", teams=c.teams, approvals=c.approvals, board=board,
                              land=land)
@@ -376,13 +376,13 @@ async def test_a_reviewed_task_lands_what_was_reviewed_not_the_owners_later_work
     config = integrating_team(repo, "a")
     config = type(config).model_validate({**config.model_dump(), "board": {
         **config.board.model_dump(), "review_by": "operator"}})
-    async with _team(tmp_path, config) as (c, land, board):
+    async with _team(tmp_path, config) as (c, _, board):
         t1 = await _task(c, board, "a", "the form")
         (_tree(c, "a") / "form.txt").write_text("the form\n")
         assert await _done(board, t1, "a") == "review"
         (_tree(c, "a") / "next.txt").write_text("the next task's work\n")
         await board.review(t1, by=OPERATOR, approve=True, note="good")
-        entry = await settled_entry(land, t1)
+        entry = await settled_entry(c, t1)
         left = git(_tree(c, "a"), "status", "--porcelain")
     assert entry.state == "landed"
     assert "form.txt" in _files(repo, BRANCH) and "next.txt" not in _files(repo, BRANCH)
