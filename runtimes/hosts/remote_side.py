@@ -39,21 +39,18 @@ library only, any python3 ≥ 3.8; nothing is installed there). Modes (``sys.arg
 from __future__ import annotations
 
 import contextlib
-import glob
-import hashlib
-import json
 import os
-import re
-import shutil
-import signal
-import socket
 import stat
-import subprocess
 import sys
-import threading
 import time
-import types
-from typing import Any
+
+# Each call is a new interpreter there, and most modes need a few modules: a mode imports what
+# it uses, when it runs (``json`` alone was a sixth of a ``which``, the whole list ~60 % of it).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import subprocess
+    import types
+    from typing import Any
 
 BASE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 
@@ -128,11 +125,15 @@ def _say(line: str) -> None:
 
 
 def probe() -> None:
+    import json
+
     _say(json.dumps({"home": os.path.expanduser("~"), "python": sys.version.split()[0],
                      "pid": os.getpid()}))
 
 
 def put(sha256: str, size: str, into: str | None = None) -> int:
+    import hashlib
+
     root = os.path.join(os.path.expanduser("~"), ".cache", "teamctl", "images")
     path = os.path.join(root, sha256[:2], sha256)
     try:
@@ -155,10 +156,16 @@ def put(sha256: str, size: str, into: str | None = None) -> int:
 
 
 def exists(pattern: str) -> None:
+    import glob
+
     _say("true" if glob.glob(os.path.expanduser(pattern)) else "false")
 
 
 def version(executable: str) -> None:
+    import json
+    import shutil
+    import subprocess
+
     found = shutil.which(executable)
     if found is None:
         _say(json.dumps({"found": False}))
@@ -192,6 +199,8 @@ def _guarded(relative: str, make: Any) -> None:
 
 def _stop_earlier(pid_file: str) -> None:
     """An earlier run of this member (its daemon crashed, its channel hung): stop its group."""
+    import signal
+
     try:  # never through a link, never blocking on a FIFO
         fd = os.open(pid_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd) as handle:
@@ -217,6 +226,8 @@ def _reaped(pid: int) -> bool:
 
 
 def _kill_group(child: subprocess.Popen[bytes], grace: float, *, reap: bool = False) -> None:
+    import signal
+
     def done() -> bool:
         return _reaped(child.pid) if reap else child.poll() is not None
 
@@ -237,6 +248,8 @@ def _kill_group(child: subprocess.Popen[bytes], grace: float, *, reap: bool = Fa
 def _read_header() -> tuple[dict[str, Any], bytes]:
     """The header line, read from fd 0 itself (a buffered reader would keep the runtime's
     first bytes from it), and whatever followed it in the same reads."""
+    import json
+
     buffer = b""
     while b"\n" not in buffer:
         chunk = os.read(0, 1 << 16)
@@ -250,6 +263,8 @@ def _read_header() -> tuple[dict[str, Any], bytes]:
 def _sandboxed(spec: dict[str, Any], command: list[str], path_env: str) -> list[str]:
     """``command`` inside bubblewrap: runtimes/hosts/sandbox/plan.py (its source in ``spec``) run
     here as a module, its ``host_argv`` given the policy."""
+    import types
+
     plan = types.ModuleType("teamctl_sandbox_plan")
     sys.modules[plan.__name__] = plan  # its dataclasses look their module up
     exec(compile(spec["plan"], "sandbox_plan.py", "exec"), plan.__dict__)
@@ -257,7 +272,7 @@ def _sandboxed(spec: dict[str, Any], command: list[str], path_env: str) -> list[
     return argv
 
 
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
+_SAFE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}"
 _CEILING_KEYS = ("memory_max", "memory_high", "cpu_weight", "pids_max")
 _CONTROLLERS = ("memory", "cpu", "pids")  # a ceiling's (orchestrator/cgroups.py's CONTROLLERS)
 _EMPTY_DEADLINE_MAX = 60.0
@@ -265,6 +280,8 @@ _EMPTY_DEADLINE_MAX = 60.0
 
 def _cgroups_module(source: str) -> types.ModuleType:
     """orchestrator/cgroups.py, its source as the request carries it, run here as a module."""
+    import types
+
     module = types.ModuleType("teamctl_cgroups")
     sys.modules[module.__name__] = module  # its dataclasses look their module up
     exec(compile(source, "cgroups.py", "exec"), module.__dict__)
@@ -274,8 +291,11 @@ def _cgroups_module(source: str) -> types.ModuleType:
 def cgroup(request: dict[str, Any], cgroups: Any, error: type[Exception]) -> dict[str, Any]:
     """One ``cgroup`` request answered with ``cgroups`` (a ``Cgroups`` of this machine, seen
     from this process; ``error``: its module's CgroupError). A malformed request: ValueError."""
+    import re
+    import types
+
     op, top, name = request.get("op"), str(request.get("top")), str(request.get("name", "x"))
-    if not _SAFE_NAME.fullmatch(top) or not _SAFE_NAME.fullmatch(name):
+    if not re.fullmatch(_SAFE_NAME, top) or not re.fullmatch(_SAFE_NAME, name):
         raise ValueError(f"not a cgroup name: {top!r}/{name!r}")
     controllers = frozenset(str(c) for c in request.get("controllers", ()))
     if (op in ("probe", "make") and not controllers) or not controllers <= set(_CONTROLLERS):
@@ -321,6 +341,8 @@ def _whole(value: object) -> int | None:
 
 def cgroup_mode() -> int:
     """``cgroup``: the request on stdin, the answer on stdout (exit 2: a malformed request)."""
+    import json
+
     try:
         request = json.loads(sys.stdin.buffer.read(1 << 20).decode("utf-8"))
         module = _cgroups_module(request["source"])
@@ -335,6 +357,11 @@ def cgroup_mode() -> int:
 
 
 def run() -> int:
+    import shutil
+    import signal
+    import subprocess
+    import threading
+
     header, rest = _read_header()
     root = header["root"]
     _mirror(root, header)
@@ -429,6 +456,8 @@ def main() -> int:
         exists(sys.argv[2])
         return 0
     if mode == "freeport":  # a free TCP port on the loopback here (a forward's far end)
+        import socket
+
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             _say(str(sock.getsockname()[1]))
@@ -438,6 +467,8 @@ def main() -> int:
             os.makedirs(path, mode=0o700, exist_ok=True)
         return 0
     if mode == "which":  # which EXECUTABLE: its path, or nothing (exit 127)
+        import shutil
+
         found = shutil.which(sys.argv[2])
         _say(found or "")
         return 0 if found else 127
