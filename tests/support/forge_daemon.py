@@ -30,8 +30,7 @@ def remote(teamctl: Teamctl) -> tuple[Path, Path]:
     """The team's repository and its bare remote (GitHub's side of the push)."""
     repo = land_repo(teamctl.workdir / "repo")
     bare = teamctl.workdir / "remote.git"
-    git(teamctl.workdir, "init", "-q", "--bare", str(bare))
-    git(repo, "push", "-q", str(bare), "main")
+    git(teamctl.workdir, "clone", "-q", "--bare", str(repo), str(bare))
     return repo, bare
 
 

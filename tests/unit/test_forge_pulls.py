@@ -40,9 +40,9 @@ BRANCH = "teamctl/web/T1"
 
 
 def _remote(tmp_path: Path, repo: Path) -> Path:
+    """GitHub's side of the push: a bare clone of the repository (its ``main``)."""
     remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "push", "-q", str(remote), "main")
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
     return remote
 
 
