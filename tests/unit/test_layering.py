@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import sys
 from typing import TYPE_CHECKING, get_args
 
@@ -28,6 +29,7 @@ from tests.support.import_graph import (
     parsed,
     project_modules,
 )
+from tests.support.source_facts import facts
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -258,11 +260,19 @@ def _runtime_names_spelt(path: Path) -> list[str]:
     from orchestrator.runtime_table import RuntimeName
 
     names = set(get_args(RuntimeName))
-    if not any(name in path.read_text() for name in names):
-        return []  # a constant equal to a name spells it: no need to parse
-    return [f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}"
-            for node in ast.walk(parsed(path))
-            if isinstance(node, ast.Constant) and node.value in names]
+    return [f"{path.relative_to(REPO)}:{line} {value!r}"
+            for line, value in facts(path, _short_words) if value in names]
+
+
+_WORD = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # what a runtime's name is (the check asserts it)
+
+
+def _short_words(source: bytes, filename: str) -> list[tuple[int, str]]:
+    """Every string constant that could be a runtime's name (a short lower-case word), with
+    its line."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source, filename=filename))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and _WORD.fullmatch(node.value)]
 
 
 def test_no_runtime_name_is_spelt_in_orchestrator_outside_the_runtime_table() -> None:
@@ -274,6 +284,9 @@ def test_no_runtime_name_is_spelt_in_orchestrator_outside_the_runtime_table() ->
              for hit in _runtime_names_spelt(path)]
     assert not spelt, spelt
     assert _runtime_names_spelt(table), "the check finds the names where they are"
+    from orchestrator.runtime_table import RuntimeName
+
+    assert all(_WORD.fullmatch(name) for name in get_args(RuntimeName)), "each name is a word"
 
 
 def _adapter(module: str) -> str | None:
@@ -338,14 +351,18 @@ def _host_imports(tree: ast.AST) -> list[int]:
                 and any(a.name.startswith("runtimes.hosts") for a in node.names))]
 
 
+def _asks_or_imports_a_host(source: bytes, filename: str) -> list[int]:
+    tree = ast.parse(source, filename=filename)
+    return _asks_a_host_class(tree) + _host_imports(tree)
+
+
 def test_no_adapter_imports_a_host_or_asks_which_host_it_has() -> None:
     """An adapter reads ``spec.host.profile`` (``HostProfile``: ``confines_processes``,
     ``inbound_socket``, ``checks_local_login``, ``pauses``), never the host's class: Codex
     asked ``isinstance(spec.host, SandboxHost)`` and OpenCode ``InboundHost``, both importing
     the sandbox's module. The rule sees such a question and such an import."""
     wrong = [f"{name}:{line}" for name, path in project_modules().items()
-             if name.startswith(_ADAPTERS)
-             for line in _asks_a_host_class(parsed(path)) + _host_imports(parsed(path))]
+             if name.startswith(_ADAPTERS) for line in facts(path, _asks_or_imports_a_host)]
     assert not wrong, wrong
     asked = ast.parse("from runtimes.hosts.sandbox.host import SandboxHost\n"
                       "boxed = isinstance(spec.host, SandboxHost)\n")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tests.support.driver import REPO
 from tests.support.import_graph import names_imported
+from tests.support.source_facts import facts
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -54,9 +55,13 @@ def test_the_check_sees_an_import_of_a_test_module_in_every_spelling(tmp_path: P
                      "tests.integration.test_notify", "tests.unit.test_web"]
 
 
+def _has_docstring(source: bytes, filename: str) -> bool:
+    return bool(ast.get_docstring(ast.parse(source, filename=filename)))
+
+
 def test_every_support_module_says_what_it_holds() -> None:
     bare = [path.name for path in sorted(SUPPORT.glob("*.py"))
-            if not ast.get_docstring(ast.parse(path.read_text()))]
+            if not facts(path, _has_docstring)]
     assert bare == []
 
 
