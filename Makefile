@@ -67,9 +67,11 @@ test: $(STAMP) lint pyc  ## lint, then the unit, integration and fault tests, in
 pyc: $(STAMP)
 	$(PY) -m compileall -q orchestrator runtimes fixtures tests bench >/dev/null
 
-# Two workers per core: the unit tests wait on short deadlines more than they compute (two cores
-# ~130 % busy with -n 2); with work stealing, -n 4 ends 0.7-0.9 s before -n 3 here.
-UNIT_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
+# One worker per core and one more, to compute while another waits: the unit tests' waits are
+# short now (issue 46's eighth pass: ~9 s of 41 serially), and each worker collects the whole
+# layer again (~1.9 s of CPU), so a fourth worker on two cores cost more than it overlapped
+# (two cores, same minutes: -n 2 28.6-32.6 s, -n 3 24.2-27.7 s, -n 4 26.9-32.5 s).
+UNIT_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 unit: $(STAMP) pyc  ## the in-process unit tests only (seconds)
 	$(PYTEST) tests/unit -q -n $(UNIT_JOBS) --dist worksteal
 
