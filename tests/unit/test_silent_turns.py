@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.contracts import TextPart, TurnResult
-from orchestrator.daemon.board import OPERATOR
+from orchestrator.daemon.board import OPERATOR, TEAMCTL
 from orchestrator.daemon.board._service import Actor
 from tests.support.fakes import Core, FakeProcess, FakeRuntime, core, team_config
 from tests.support.settle import until
@@ -88,6 +88,30 @@ async def test_a_teammate_that_created_the_task_is_told_what_the_silent_turn_sai
         forwarded = [t for t in _texts(runtime, "lead") if "auto-forwarded" in t]
     assert len(forwarded) == 1 and f"task T{task}" in forwarded[0]
     assert "echo: teamctl: you now own task" in forwarded[0]
+
+
+async def test_a_task_teamctl_made_is_forwarded_in_its_lifetime_and_told_to_nobody(
+        tmp_path: Path) -> None:
+    """A task the forge's intake made (``created_by`` teamctl): the silent turn is forwarded
+    into the task's lifetime and its owner reminded, as for the operator's — and nothing is
+    told "teamctl", which is no member: the notice went to a member of that name, its message
+    queued for nobody (seen when a forge intake test's page showed an ``auto_forwarded``
+    notice under load)."""
+    runtime = FakeRuntime([_says("looked"), _says("hmm")])
+    async with core(tmp_path, runtime) as c:
+        await c.teams.launch(team_config(tmp_path, {"name": "dev", "claims": True}), "t.toml",
+                             wait=True, timeout=10)
+        task = (await _board(c).create("web", "fix the form", created_by=TEAMCTL)).id
+
+        async def ignored() -> bool:
+            return "reminder_ignored" in await _kinds(c, task)
+        await until(ignored)
+        shown = await _board(c).get(task, "web")
+        to_teamctl = c.store.sync.connection.execute(
+            "SELECT count(*) FROM deliveries WHERE member = 'teamctl'").fetchone()[0]
+    assert [e.kind for e in shown.events].count("auto_forwarded") == 2
+    assert [n.kind for n in shown.notices] == ["reminder"]
+    assert to_teamctl == 0
 
 
 async def test_a_turn_that_reports_on_the_board_is_not_forwarded(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ merge queue's) — and ended without a word on the board (no ``task_update``, ``
 or ``task_release`` by it since that message came) has its final text forwarded to whoever
 waits on the task: journaled in the task's lifetime as ``auto_forwarded`` (the operator reads
 it in ``task show`` and the live view) and, when a teammate created the task, told to that
-teammate. The member is reminded once that it holds the task; a member whose turn after the
+teammate (a task the operator or teamctl made — the forge's intake, a merge queue's — tells
+nobody more). The member is reminded once that it holds the task; a member whose turn after the
 reminder is silent too is marked (``reminder_ignored``): ``teamctl status`` and the live view
 show it beside its task until it speaks on the board again.
 
@@ -20,6 +21,7 @@ import structlog
 
 from orchestrator.daemon.board._journal import add_event, load
 from orchestrator.daemon.board._notices import Notice
+from orchestrator.daemon.board._writes import OPERATOR, TEAMCTL
 from orchestrator.errors import TeamctlError
 
 if TYPE_CHECKING:
@@ -88,7 +90,7 @@ class Silence:
         log.info("turn_auto_forwarded", team=delivery.team, member=member, task=task_id,
                  message_id=delivery.message_id)
         creator = shown.task.created_by
-        if creator not in ("operator", member):
+        if creator not in (OPERATOR.name, TEAMCTL.name, member):  # a teammate made it
             await board.tell(task_id, Notice(
                 f"forward:{delivery.message_id}", "auto_forwarded",
                 f"teamctl: auto-forwarded from {member}'s turn on task T{task_id} "
