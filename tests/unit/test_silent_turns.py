@@ -50,20 +50,26 @@ def _says(reply: str) -> object:
     return step
 
 
+@pytest.mark.parametrize("creator", [OPERATOR, TEAMCTL], ids=["operator", "teamctl"])
 async def test_a_silent_turn_is_forwarded_once_reminded_once_and_an_ignored_reminder_shows(
-        tmp_path: Path) -> None:
+        tmp_path: Path, creator: Actor) -> None:
+    """The operator's task, or one teamctl made (the forge's intake): forwarded into the task's
+    lifetime and told to nobody more — "teamctl" is no member (a silent turn on a forge task
+    was told to a member of that name, a delivery queued for nobody)."""
     runtime = FakeRuntime([_says("I looked at the form; it needs a new column"), _says("hmm"),
                            _says("still hmm")])
     async with core(tmp_path, runtime) as c:
         await c.teams.launch(team_config(tmp_path, {"name": "dev", "claims": True}), "t.toml",
                              wait=True, timeout=10)
-        task = (await _board(c).create("web", "wire the form", created_by=OPERATOR)).id
+        task = (await _board(c).create("web", "wire the form", created_by=creator)).id
 
         async def ignored() -> bool:
             return "reminder_ignored" in await _kinds(c, task)
         await until(ignored)
         shown = await _board(c).get(task, "web")
         status = (await c.teams.status("web")).teams[0].members[0]
+        to_nobody = c.store.sync.connection.execute(
+            "SELECT count(*) FROM deliveries WHERE member NOT IN ('dev')").fetchone()[0]
     kinds = [e.kind for e in shown.events]
     assert kinds.count("auto_forwarded") == 2  # the hand-over's turn, the reminder's turn
     forwarded = next(e for e in shown.events if e.kind == "auto_forwarded")
@@ -72,6 +78,7 @@ async def test_a_silent_turn_is_forwarded_once_reminded_once_and_an_ignored_remi
     assert len(reminders) == 1 and "task_update(id=" in reminders[0]
     assert [n.kind for n in shown.notices] == ["reminder"]
     assert status.task == f"T{task} wire the form (silent: it ignored a reminder)"
+    assert to_nobody == 0
 
 
 async def test_a_teammate_that_created_the_task_is_told_what_the_silent_turn_said(
@@ -88,30 +95,6 @@ async def test_a_teammate_that_created_the_task_is_told_what_the_silent_turn_sai
         forwarded = [t for t in _texts(runtime, "lead") if "auto-forwarded" in t]
     assert len(forwarded) == 1 and f"task T{task}" in forwarded[0]
     assert "echo: teamctl: you now own task" in forwarded[0]
-
-
-async def test_a_task_teamctl_made_is_forwarded_in_its_lifetime_and_told_to_nobody(
-        tmp_path: Path) -> None:
-    """A task the forge's intake made (``created_by`` teamctl): the silent turn is forwarded
-    into the task's lifetime and its owner reminded, as for the operator's — and nothing is
-    told "teamctl", which is no member: the notice went to a member of that name, its message
-    queued for nobody (seen when a forge intake test's page showed an ``auto_forwarded``
-    notice under load)."""
-    runtime = FakeRuntime([_says("looked"), _says("hmm")])
-    async with core(tmp_path, runtime) as c:
-        await c.teams.launch(team_config(tmp_path, {"name": "dev", "claims": True}), "t.toml",
-                             wait=True, timeout=10)
-        task = (await _board(c).create("web", "fix the form", created_by=TEAMCTL)).id
-
-        async def ignored() -> bool:
-            return "reminder_ignored" in await _kinds(c, task)
-        await until(ignored)
-        shown = await _board(c).get(task, "web")
-        to_teamctl = c.store.sync.connection.execute(
-            "SELECT count(*) FROM deliveries WHERE member = 'teamctl'").fetchone()[0]
-    assert [e.kind for e in shown.events].count("auto_forwarded") == 2
-    assert [n.kind for n in shown.notices] == ["reminder"]
-    assert to_teamctl == 0
 
 
 async def test_a_turn_that_reports_on_the_board_is_not_forwarded(tmp_path: Path) -> None:
