@@ -15,7 +15,7 @@ QWEN_BIN := $(E2E_DIR)/qwen/node_modules/.bin/qwen
 GEMINI_VERSION := 0.61.0
 GEMINI_BIN := $(E2E_DIR)/gemini/node_modules/.bin/gemini
 
-.PHONY: help demo test unit pyc e2e e2e-needs e2e-clis lint coverage bench bench-needs soak venv \
+.PHONY: help demo test unit properties pyc e2e e2e-needs e2e-clis lint coverage bench bench-needs soak venv \
 	install system-deps clean
 
 help:  ## this list
@@ -74,6 +74,11 @@ pyc: $(STAMP)
 UNIT_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 unit: $(STAMP) pyc  ## the in-process unit tests only (seconds)
 	$(PYTEST) tests/unit -q -n $(UNIT_JOBS) --dist worksteal
+
+# The property tests (hypothesis) with ten times the suite's examples (tests/conftest.py's
+# profiles): make unit and make test give each property 40 examples, CI gives it 400 as well.
+properties: $(STAMP) pyc  ## the property tests with the thorough budget (CI runs it)
+	TEAMCTL_HYPOTHESIS=thorough $(PYTEST) tests/unit -q -m hypothesis -n $(UNIT_JOBS) --dist worksteal
 
 # quoted, each $(CURDIR)-based: a checkout's path may hold a space (abspath would split it)
 E2E_ENV = TEAMCTL_E2E_CLAUDE="$(CURDIR)/$(CLAUDE_BIN)" TEAMCTL_E2E_CODEX="$(CURDIR)/$(CODEX_BIN)" \

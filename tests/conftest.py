@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 # Property tests get a bounded budget: a fixed number of examples and no per-example deadline
 # (a deadline is a wall-clock assertion, and the suite shares its cores). ``thorough`` is the
-# same properties with ten times the examples: TEAMCTL_HYPOTHESIS=thorough make unit.
+# same properties with ten times the examples: ``make properties`` (TEAMCTL_HYPOTHESIS=
+# thorough, the property tests alone), which CI runs after ``make test``. No test pins its own
+# count: the profile is the one place a run's budget is set.
 settings.register_profile("suite", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=400, deadline=None,

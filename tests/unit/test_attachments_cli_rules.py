@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
@@ -117,7 +117,6 @@ def test_codex_original_detail_sizes_match_codex() -> None:
     assert codex_output_size(3201, 3201, 6000, 10_000) == (3200, 3200)
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.integers(1, 20_000), st.integers(1, 20_000), st.integers(1, 12_000))
 def test_patch_fit_stays_within_the_budget_and_never_grows(width: int, height: int,
                                                            budget: int) -> None:
@@ -126,7 +125,6 @@ def test_patch_fit_stays_within_the_budget_and_never_grows(width: int, height: i
     assert patch_count(*fitted) <= budget
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.integers(16, 12_000), st.integers(16, 12_000))
 def test_planned_sizes_are_what_every_cli_passes_untouched(width: int, height: int) -> None:
     """Any source size: the planned size is within the model's limits and codex (either

@@ -8,7 +8,7 @@ import json
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.visible import clipped, is_hidden, json_text, visible, visible_line
@@ -32,14 +32,12 @@ _PLAIN = st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp
                  | st.sampled_from("\n\t\u200c\u200d"), max_size=60)
 
 
-@settings(max_examples=300)
 @given(_ANY)
 def test_visible_never_sends_a_control_or_bidi_character_raw(text: str) -> None:
     assert _raw_hidden(visible(text)) == []
     assert _raw_hidden(visible_line(text), keep="") == []
 
 
-@settings(max_examples=300)
 @given(_ANY)
 def test_nothing_is_dropped_each_character_is_itself_or_one_mark(text: str) -> None:
     assert visible(text) == "".join(visible(c) for c in text)
@@ -48,13 +46,11 @@ def test_nothing_is_dropped_each_character_is_itself_or_one_mark(text: str) -> N
         assert visible(char) == char or is_hidden(char)
 
 
-@settings(max_examples=300)
 @given(_PLAIN)
 def test_visible_is_the_identity_on_plain_text(text: str) -> None:
     assert visible(text) == text
 
 
-@settings(max_examples=300)
 @given(st.recursive(st.none() | st.integers() | _ANY,
                     lambda inner: st.lists(inner, max_size=4)
                     | st.dictionaries(_ANY, inner, max_size=4), max_leaves=12))
