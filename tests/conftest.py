@@ -11,9 +11,11 @@ import gc
 import os
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _pytest.pathlib import LOCK_TIMEOUT, cleanup_numbered_dir
 from hypothesis import HealthCheck, settings
 
 from tests.support.driver import (
@@ -60,12 +62,42 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     naming it. (A real sshd, Chromium and an X server are ``make e2e``'s.)"""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    _clear_old_runs(session.config)
     done = subprocess.run([str(SYSTEM_DEPS), "test"], capture_output=True, text=True,
                           check=False)
     said = done.stderr.strip() + ("\n" + done.stdout.strip()[-2000:] if done.returncode else "")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if said.strip() and reporter is not None:
         reporter.write_line(said.strip(), yellow=True)
+
+
+def _clear_old_runs(config: pytest.Config) -> None:
+    """pytest keeps the last three runs' temporary directories and removes an older one when
+    the run ends: after the last test, alone (~10,000 files of a unit run: ~1 s, every run).
+    The same removal — pytest's own, locks honoured — runs in a thread from the start instead,
+    beside the tests; the run's end waits for it (``pytest_unconfigure``) and then finds
+    nothing left to remove."""
+    factory = config._tmp_path_factory  # type: ignore[attr-defined]  # as xdist reads it
+    if factory._given_basetemp is not None:
+        return  # --basetemp: pytest empties that one itself, at the start
+    base = factory.getbasetemp()
+    keep = int(config.getini("tmp_path_retention_count"))
+    if config.getini("tmp_path_retention_policy") == "none":
+        keep = 0
+    dead_before = base.stat().st_mtime - LOCK_TIMEOUT
+    thread = threading.Thread(target=cleanup_numbered_dir, name="old pytest runs",
+                              args=(base.parent, "pytest-", keep, dead_before), daemon=True)
+    thread.start()
+    config.stash[_CLEARING] = thread
+
+
+_CLEARING = pytest.StashKey[threading.Thread]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    thread = config.stash.get(_CLEARING, None)
+    if thread is not None:
+        thread.join(timeout=60)  # a removal that hangs leaves its files, as pytest's would
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
