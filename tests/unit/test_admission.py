@@ -28,11 +28,10 @@ from orchestrator.daemon.admission import (
 from orchestrator.daemon.admission._decision import decide
 from orchestrator.daemon.admission._footprints import KEEP, kind_of
 from orchestrator.daemon.members import MemberState
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.queue import AsyncStore
 from orchestrator.errors import MemoryReserveTooLarge, TeamAlreadyRunning, UsageError
 from runtimes.hosts.local.host import LocalHost
-from tests.support.fakes import ample_memory, core, team_config, write_meminfo
+from tests.support.fakes import ample_memory, core, journal_at, team_config, write_meminfo
 from tests.support.settle import until
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ def test_each_kind_has_its_documented_default() -> None:
 
 @pytest.fixture
 async def journal(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     try:
         yield AsyncStore(store)
     finally:

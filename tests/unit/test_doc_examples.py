@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.config import load_team_file
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.runtime_table import RUNTIMES
 from tests.support.doc_examples import Example, team_examples
-from tests.support.fakes import FakeProcess, FakeRuntime, core
+from tests.support.fakes import FakeProcess, FakeRuntime, core, journal_at
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -58,7 +57,7 @@ async def _daemon(tmp_path: Path) -> AsyncIterator[Core]:
     next share it), every runtime a ``DerivingRuntime``."""
     (tmp_path / "home").mkdir(exist_ok=True)
     runtime = DerivingRuntime()
-    async with core(tmp_path, store=open_journal(tmp_path / "home" / "state.db"),
+    async with core(tmp_path, store=journal_at(tmp_path / "home" / "state.db"),
                     runtimes={r.name: runtime for r in RUNTIMES}) as c:
         yield c
 

@@ -21,10 +21,10 @@ from orchestrator.costs.readings import checked_reading
 from orchestrator.costs.text import cost_text
 from orchestrator.daemon.ledger import Ledger
 from orchestrator.daemon.ledger import _journal as ledger_journal
-from orchestrator.daemon.migrations import MIGRATIONS, open_journal
+from orchestrator.daemon.migrations import MIGRATIONS
 from orchestrator.daemon.queue import AsyncStore, Store
 from orchestrator.errors import StoreError, UsageError
-from tests.support.fakes import ledger_alone
+from tests.support.fakes import journal_at, ledger_alone
 
 if TYPE_CHECKING:
     import sqlite3
@@ -60,7 +60,7 @@ class Clock:
 
 @pytest.fixture
 async def journal(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     store.add_message("m1", "web", "hello", ["rev", "dev"])
     for message_id in ("m2", "m3", "m4"):
         store.add_message(message_id, "web", "again", ["rev", "dev"])

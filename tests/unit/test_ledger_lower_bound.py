@@ -15,10 +15,9 @@ from orchestrator.contracts import TokenUsage, UsageReading
 from orchestrator.costs.coverage import GEMINI_ROUTED, QWEN, UNKNOWN_AGENT, unreported
 from orchestrator.costs.text import cost_text, lower_bound_note
 from orchestrator.daemon.ledger import Accounts
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.queue import AsyncStore
 from orchestrator.daemon.roster import Roster
-from tests.support.fakes import ledger_alone
+from tests.support.fakes import journal_at, ledger_alone
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -41,7 +40,7 @@ QWEN_MEMBER = {"acp_agent": "qwen", "model": "qwen3-coder-plus"}
 
 @pytest.fixture
 async def journal(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     store.add_message("m1", "web", "hello", ["qw", "rev"])
     yield AsyncStore(store)
     store.close()

@@ -29,7 +29,7 @@ from orchestrator.daemon.notify._tokens import Signer, TokenRefused
 from orchestrator.daemon.web.app import View, build_app
 from orchestrator.errors import MemberStartFailed
 from orchestrator.notify_config import NotifySection
-from tests.support.fakes import FakeRuntime, core, team_config
+from tests.support.fakes import FakeRuntime, core, journal_at, team_config
 from tests.support.ntfy_fake import FakeNtfy
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ async def test_a_nonce_is_used_once_even_after_the_journal_is_reopened(
     refused after the journal is closed and opened again (a daemon restart), and no
     notify.db is made beside it; a nonce older than NONCE_KEEP is dropped."""
     action = Signer(KEY).verify(Signer(KEY).sign("web/T1", "approve", 2000.0), 1000.0)
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     first = NotifyJournal(AsyncJournal(store))
     assert await first.use(action, 1000.0) is True
     assert await first.use(action, 1001.0) is False

@@ -14,7 +14,6 @@ from structlog.testing import capture_logs
 
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.journal import AsyncJournal
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.notify._journal import NotifyJournal
 from orchestrator.daemon.notify._needs_you import NeedsYou
 from orchestrator.daemon.notify._ntfy import Ntfy
@@ -24,6 +23,7 @@ from orchestrator.daemon.notify._responses import Responder
 from orchestrator.daemon.notify._service import Channel, TeamNotifier
 from orchestrator.daemon.notify._tokens import Signer
 from orchestrator.notify_config import NotifySection
+from tests.support.fakes import journal_at
 from tests.support.ntfy_fake import FakeNtfy
 from tests.support.settle import all_blocked
 
@@ -57,7 +57,7 @@ class _Receipts:
 
 @pytest.fixture
 async def responder(tmp_path: Path) -> AsyncIterator[tuple[Responder, _Receipts]]:
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     journal = AsyncJournal(store)
     receipts = _Receipts()
     # approvals and board: no post of these tests gets as far as deciding anything

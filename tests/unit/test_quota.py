@@ -14,7 +14,6 @@ import pytest
 
 from orchestrator.config import TeamConfig, load_team_file
 from orchestrator.contracts import WindowReading
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.queue import AsyncStore
 from orchestrator.daemon.quota import Quota
 from orchestrator.daemon.quota._identity import account_of, fingerprint
@@ -23,6 +22,7 @@ from orchestrator.daemon.quota._service import RESET_MARGIN
 from orchestrator.errors import TeamFileError, UsageError
 from runtimes.claude.runtime import window_reading
 from runtimes.codex.app_server import limit_reset, window_of
+from tests.support.fakes import journal_at
 from tests.support.settle import until
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def test_a_pod_member_spends_its_secret() -> None:
 
 @pytest.fixture
 async def journal(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    store = open_journal(tmp_path / "state.db")
+    store = journal_at(tmp_path / "state.db")
     yield AsyncStore(store)
     store.close()
 
@@ -214,7 +214,7 @@ async def test_a_hold_is_journaled_and_a_new_daemon_holds_until_the_same_reset(
 
 def test_an_accounts_table_that_names_no_account_of_the_team_is_refused(tmp_path: Path) -> None:
     async def check() -> None:
-        store = open_journal(tmp_path / "state.db")
+        store = journal_at(tmp_path / "state.db")
         try:
             async with anyio.create_task_group() as tg:
                 quota = _quota(AsyncStore(store), tg, Clock(), [])

@@ -10,11 +10,10 @@ import pytest
 from orchestrator.attachments.failures import AttachmentRefused
 from orchestrator.config import TeamConfig
 from orchestrator.daemon.journal import _team_records as team_records
-from orchestrator.daemon.migrations import open_journal
 from orchestrator.errors import AmbiguousTeam, NotFound, TeamAlreadyRunning
 from orchestrator.ids import new_ulid
 from tests.support import images
-from tests.support.fakes import FakeRuntime, core, team_config
+from tests.support.fakes import FakeRuntime, core, journal_at, team_config
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,7 +83,7 @@ async def test_a_restarted_daemon_resumes_its_teams_and_redelivers(tmp_path: Pat
     """Recovery on daemon start: in-flight rows go back to the queue, the teams that should run
     start again, and the queue is delivered — an answered message is not touched."""
     (tmp_path / "home").mkdir()
-    store = open_journal(tmp_path / "home" / "state.db")
+    store = journal_at(tmp_path / "home" / "state.db")
     config = team_config(tmp_path, {"name": "lead"})
     team_records.save_team(store, "web", "a.toml", config.model_dump(mode="json"),
                            [("lead", "claude")])
