@@ -23,6 +23,7 @@ from orchestrator.daemon.quota import QuotaApi
 from orchestrator.daemon.telemetry import TraceApi
 from orchestrator.protocol import DOCUMENTS, METHODS, model
 from tests.support.driver import REPO
+from tests.support.source_facts import facts
 
 _SECTION = re.compile(r"^## (\S+)\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
 _JSON = re.compile(r"```json\n(.*?)```", re.DOTALL)
@@ -98,31 +99,43 @@ def test_no_client_module_names_a_method_by_a_string() -> None:
     the table — the benchmarks too, which drive the daemon as the CLI does (a string there
     failed only when ``make bench`` ran: 'str' object has no attribute 'name')."""
     names = {row.name for row in METHODS}
-    found = [f"{path.name}: {ast.unparse(node)}"
+    found = [f"{path.name}: {shown}"
              for path in [*sorted((REPO / "orchestrator" / "client").glob("*.py")),
                           *sorted((REPO / "bench").glob("*.py"))]
-             for node in ast.walk(ast.parse(path.read_text()))
-             if _names_a_method(node, names)]
+             for shown, strings in facts(path, _strings_named)
+             if any(text in names or text.startswith("member.") for text in strings)]
     assert found == []
 
 
-def _names_a_method(node: ast.AST, names: set[str]) -> bool:
-    """A call (``call``, ``_call``, ``_ask``) given a method's name as a string, or a string
-    that builds a member method's name (``f"member.{tool}"``)."""
-    if isinstance(node, ast.Call):
-        called = ast.unparse(node.func).rpartition(".")[2]
-        handed = {k.arg: k.value for k in node.keywords}  # Thread(target=call, args=(…))
-        if "target" in handed and ast.unparse(handed["target"]).endswith("call") \
-                and isinstance(handed.get("args"), ast.Tuple):
-            args = handed["args"]
-            assert isinstance(args, ast.Tuple)
-            return any(isinstance(a, ast.Constant) and a.value in names for a in args.elts)
-        return called in {"call", "_call", "_ask"} and any(
-            isinstance(arg, ast.Constant) and arg.value in names for arg in node.args)
-    if isinstance(node, ast.JoinedStr) and node.values:
-        first = node.values[0]
-        return isinstance(first, ast.Constant) and str(first.value).startswith("member.")
-    return isinstance(node, ast.Constant) and str(node.value).startswith("member.")
+def _strings_named(source: bytes, filename: str) -> list[tuple[str, list[str]]]:
+    """Each place that could name a method (kept in tests/support/source_facts.py's cache):
+    a call (``call``, ``_call``, ``_ask``) and the strings it is given, a thread's ``target``
+    that calls and the strings of its ``args``, a string (or an f-string's start) that may
+    build a member method's name (``f"member.{tool}"``)."""
+    places = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Call):
+            called = ast.unparse(node.func).rpartition(".")[2]
+            handed = {k.arg: k.value for k in node.keywords}  # Thread(target=call, args=(…))
+            given = node.args
+            if "target" in handed and ast.unparse(handed["target"]).endswith("call") \
+                    and isinstance(handed.get("args"), ast.Tuple):
+                args = handed["args"]
+                assert isinstance(args, ast.Tuple)
+                given = args.elts
+            elif called not in {"call", "_call", "_ask"}:
+                continue
+            strings = [a.value for a in given
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if strings:
+                places.append((ast.unparse(node), strings))
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            first = node.values[0]
+            if isinstance(first, ast.Constant) and str(first.value).startswith("member."):
+                places.append((ast.unparse(node), [str(first.value)]))
+        elif isinstance(node, ast.Constant) and str(node.value).startswith("member."):
+            places.append((ast.unparse(node), [str(node.value)]))
+    return places
 
 
 def test_every_document_has_an_example_in_the_docs() -> None:
