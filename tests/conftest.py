@@ -85,10 +85,17 @@ def _clear_old_runs(config: pytest.Config) -> None:
     if config.getini("tmp_path_retention_policy") == "none":
         keep = 0
     dead_before = base.stat().st_mtime - LOCK_TIMEOUT
-    thread = threading.Thread(target=cleanup_numbered_dir, name="old pytest runs",
-                              args=(base.parent, "pytest-", keep, dead_before), daemon=True)
+    thread = threading.Thread(target=_remove_old_runs, name="old pytest runs",
+                              args=(base.parent, keep, dead_before), daemon=True)
     thread.start()
     config.stash[_CLEARING] = thread
+
+
+def _remove_old_runs(root: Path, keep: int, dead_before: float) -> None:
+    # a name another pytest removed first (two runs at once) is no test's failure: an error
+    # out of this thread would be reported in whichever test runs beside it
+    with contextlib.suppress(OSError):
+        cleanup_numbered_dir(root, "pytest-", keep, dead_before)
 
 
 _CLEARING = pytest.StashKey[threading.Thread]()
