@@ -5,6 +5,7 @@ first receipt, one message to the recipient, uncounted by the guards."""
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,14 +21,23 @@ from orchestrator.contracts import (
     Turn,
     TurnResult,
 )
+from orchestrator.daemon.journal import _team_records as team_records
 from orchestrator.daemon.migrations import SCHEMA_VERSION, open_journal
-from tests.support.fakes import FakeProcess, FakeRuntime, ManualClock, core, team_config
+from tests.support.fakes import (
+    FakeProcess,
+    FakeRuntime,
+    ManualClock,
+    core,
+    journal_at,
+    team_config,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from orchestrator.contracts import LaunchSpec
+    from orchestrator.ports import OnSent
     from tests.support.fakes import Core
 
 pytestmark = pytest.mark.anyio
@@ -198,6 +208,79 @@ async def test_the_journal_keeps_the_session_a_delivery_was_sent_on(tmp_path: Pa
         assert delivery is not None and delivery.sent_session == "thread-1"
     finally:
         store.close()
+
+
+class Watched(FakeRuntime):
+    """Each turn, as the member's process gets it (before it is written, before ``sent``):
+    its delivery's row as another reader of the journal sees it then."""
+
+    def __init__(self, journal: Path) -> None:
+        super().__init__()
+        self.journal = journal
+        self.rows: list[tuple[str, str | None]] = []
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[FakeProcess]:
+        async with super().open(spec) as process:
+            run_turn = process.run_turn
+
+            async def watched(turn: Turn, *, on_sent: OnSent) -> TurnResult:
+                with sqlite3.connect(self.journal) as reader:
+                    row = reader.execute("SELECT state, sent_session FROM deliveries "
+                                         "WHERE message_id = ?", (turn.message_id,)).fetchone()
+                self.rows.append(row)
+                return await run_turn(turn, on_sent=on_sent)
+
+            process.run_turn = watched  # type: ignore[method-assign]
+            yield process
+
+
+async def test_a_text_only_turns_session_is_journaled_before_the_runtime_gets_it(
+        tmp_path: Path) -> None:
+    """A daemon killed after a turn reached its member's process but before ``sent`` was
+    journaled (the write done, ``sent`` waiting behind another write's fsync) handed the
+    message again whole on restart, and the reviewer did the work twice (seen on CI in
+    tests/e2e/test_effects_once_real.py). A text-only turn's session is journaled first;
+    one with an attachment is not (a continuation does not send attachments again)."""
+    runtime = Watched(tmp_path / "home" / "state.db")
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path)
+        await c.teams.send(None, "lead", "review the form", wait=True, timeout=10)
+        notes = tmp_path / "notes.txt"
+        notes.write_text("the login form 500s on submit\n")
+        await c.teams.send(None, "lead", "and this", attachments=[str(notes)], wait=True,
+                           timeout=10)
+        session = runtime.opened[0].session_id
+    assert runtime.rows == [("prepared", session), ("prepared", None)]
+
+
+async def test_a_daemon_killed_between_the_write_and_sent_continues_the_turn(
+        tmp_path: Path) -> None:
+    """The journal as that kill -9 left it — the delivery ``prepared``, its session
+    journaled — and the daemon started again: the member resumes the session and gets a
+    continuation, the message's text as its reminder; never the message again as new."""
+    (tmp_path / "home").mkdir()
+    store = journal_at(tmp_path / "home" / "state.db")
+    config = team_config(tmp_path, {"name": "lead"})
+    team_records.save_team(store, "web", "a.toml", config.model_dump(mode="json"),
+                           [("lead", "claude")])
+    team_records.set_session_id(store, "web", "lead", "session-1")
+    store.add_message("m1", "web", "review the form", ["lead"])
+    store.claim("m1", "lead")
+    store.mark_handed("m1", "lead", "session-1")  # written to its stdin, then the kill
+    assert store.recover_in_flight() == [("m1", "lead", "queued")]
+    runtime = FakeRuntime()
+    async with core(tmp_path, runtime, store=store) as c:
+        assert await c.teams.resume_desired() == ["web"]
+        outcome = await c.mailbox.wait_outcome("m1", "lead", 10)
+    assert (outcome.state, outcome.attempts) == ("answered", 2)
+    [process] = runtime.opened
+    assert (process.session_id, process.resumed) == ("session-1", True)
+    [turn] = runtime.turns
+    assert turn.continues
+    assert _text(turn).startswith(f"{CONTINUATION}m1 was interrupted (teamctl's daemon "
+                                  "stopped) before you answered")
+    assert _text(turn).endswith("(not a new request):\n\nreview the form")
 
 
 class Lead:

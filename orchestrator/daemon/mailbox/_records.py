@@ -43,6 +43,17 @@ class DeliveryRecords:
         self._waiters = waiters
         self._hooks = hooks
 
+    async def handed(self, delivery: Delivery, process: RuntimeProcess) -> None:
+        """The session the turn is about to be written to, journaled before the write (see
+        ``Store.mark_handed``); a journal that cannot record it does not stop the turn."""
+        if process.session_id is None:  # learnt during the turn (codex exec): with ``sent``
+            return
+        try:
+            await self._store.mark_handed(delivery.message_id, delivery.member,
+                                          process.session_id)
+        except StoreError as exc:
+            self._waiters.unrecorded(delivery, exc)
+
     async def sent(self, delivery: Delivery, process: RuntimeProcess) -> None:
         """``prepared → sent``, with the session it went to. A journal that cannot record it
         does not stop the turn (the outcome is written later)."""

@@ -1,4 +1,5 @@
-"""One claimed delivery through its turn: ``prepared → sent → answered | failed``.
+"""One claimed delivery through its turn: ``prepared → sent → answered | failed`` (a text-only
+turn's session journaled just before it is written: ``Store.mark_handed``).
 
 The turn is the whole message (its text, then each image variant in ``[Image #N]`` marker
 order), or a continuation when the member's process carries on the session an earlier attempt
@@ -88,6 +89,13 @@ class TurnDelivery:
             await self._fail(delivery, exc, requeue=exc.retryable)
             return
         try:
+            if not turn.continues and not planned:
+                # a text-only turn: its session journaled before it is written, so a daemon
+                # killed before ``sent`` continues it (its reminder carries the whole text)
+                # rather than handing it again. A turn with attachments keeps the old order:
+                # a continuation does not send them again, and one that never reached the
+                # runtime would lose them (docs/dev/architecture.md, "Effects once").
+                await self._records.handed(delivery, process)
             result = await self._run(process, delivery, turn)
         except TurnHeld as exc:  # the member (a refused window: its account) is held
             held = self._ledger.held(delivery.team, delivery.member, exc)

@@ -242,6 +242,19 @@ class Store(Journal):
                  message_id, member))
         return self.attachments(message_id, member)
 
+    def mark_handed(self, message_id: str, member: str, session: str) -> None:
+        """A ``prepared`` delivery is about to be written to the runtime's ``session``: the
+        session is journaled now, ``sent`` once the write is done. A daemon killed between
+        the two finds the session and continues the turn there rather than handing the message
+        again whole (the member may already be working on it). Not fsynced (see ``claim``)."""
+        with self._tx(durable=False) as db:
+            cur = db.execute(
+                "UPDATE deliveries SET sent_session=?, updated_at=? "
+                "WHERE message_id=? AND member=? AND state='prepared'",
+                (session, time.time(), message_id, member),
+            )
+            self._expect_one(cur, message_id, member, "handed")
+
     def mark_sent(self, message_id: str, member: str, session: str | None = None) -> None:
         """``prepared → sent``, with the runtime session the turn went to (None: unknown yet,
         the one it last went to is kept). Not fsynced (see ``claim``)."""
@@ -387,6 +400,9 @@ class AsyncStore(TeamJournal, WorktreeJournal):
                          ) -> tuple[Delivery, list[PlannedAttachment]] | None:
         return await self.quick(partial(self._store.claim_next, team, member,
                                         operator_only=operator_only, stamp=stamp))
+
+    async def mark_handed(self, message_id: str, member: str, session: str) -> None:
+        await self.quick(self._store.mark_handed, message_id, member, session)
 
     async def mark_sent(self, message_id: str, member: str, session: str | None = None) -> None:
         await self.quick(self._store.mark_sent, message_id, member, session)
