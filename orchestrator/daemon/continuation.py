@@ -8,18 +8,24 @@ attempt was sent on (the same process, or one that resumed that session), the ne
 a short continuation prompt on that session instead: what was interrupted, why, and that what
 was already done has taken effect, and the message's text as a reminder (a runtime may not
 have written the cut turn to its session before it died: the real Claude CLI writes its
-transcript asynchronously). Its images are not sent again (they are in the session).
+transcript asynchronously). Its attachments are not sent again when the turn reached the
+runtime (they are in the session); they are when that is not known — a daemon that stopped
+between writing the turn and journaling ``sent`` — or it did not.
 Only when the session is gone (a fresh one, ``SessionLost``) is the message sent whole:
 "at least once" is kept either way (docs/dev/architecture.md, "Effects once").
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from orchestrator.contracts import TextPart, Turn
+from orchestrator.contracts import DocumentPart, ImagePart, TextPart, Turn
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from orchestrator.contracts import PreparedPart
     from orchestrator.daemon.queue import Delivery
     from orchestrator.ports import RuntimeProcess
 
@@ -59,12 +65,19 @@ def _why(delivery: Delivery) -> str:
     return _WHY.get(code, f"it was cut: {code or 'unknown'}")
 
 
-def continuation(delivery: Delivery) -> Turn:
-    """The turn that tells the member its previous turn on this message was interrupted."""
+def continuation(delivery: Delivery, attached: Sequence[PreparedPart] = ()) -> Turn:
+    """The turn that tells the member its previous turn on this message was interrupted;
+    ``attached``: the message's attachments again (the parts after its text, each anchored
+    where it was in the message's text, now inside the reminder), when the cut turn may not
+    have reached the runtime."""
     text = (f"[teamctl] your previous turn on message {delivery.message_id} was interrupted "
             f"({_why(delivery)}) before you answered; what you already did has taken effect — "
             "check before repeating any step (a file written, a command run, a teammate "
             "messaged), then finish and answer it. The message, as a reminder (not a new "
             "request):\n\n"
             f"{delivery.text}")
-    return Turn(delivery.message_id, (TextPart(text),), continues=True)
+    shift = len(text) - len(delivery.text)
+    again = tuple(replace(part, anchor=part.anchor + shift)
+                  if isinstance(part, ImagePart | DocumentPart) and part.anchor is not None
+                  else part for part in attached)
+    return Turn(delivery.message_id, (TextPart(text), *again), continues=True)

@@ -15,14 +15,19 @@ import pytest
 
 from orchestrator.contracts import (
     BudgetReached,
+    DocumentText,
+    ImagePart,
     RuntimeExited,
     SessionLost,
     TextPart,
     Turn,
     TurnResult,
 )
+from orchestrator.daemon.continuation import continuation
 from orchestrator.daemon.journal import _team_records as team_records
 from orchestrator.daemon.migrations import SCHEMA_VERSION, open_journal
+from orchestrator.daemon.queue import Delivery
+from runtimes.claude.runtime import user_line
 from tests.support.fakes import (
     FakeProcess,
     FakeRuntime,
@@ -235,23 +240,119 @@ class Watched(FakeRuntime):
             yield process
 
 
-async def test_a_text_only_turns_session_is_journaled_before_the_runtime_gets_it(
-        tmp_path: Path) -> None:
+async def test_a_turns_session_is_journaled_before_the_runtime_gets_it(tmp_path: Path) -> None:
     """A daemon killed after a turn reached its member's process but before ``sent`` was
     journaled (the write done, ``sent`` waiting behind another write's fsync) handed the
     message again whole on restart, and the reviewer did the work twice (seen on CI in
-    tests/e2e/test_effects_once_real.py). A text-only turn's session is journaled first;
-    one with an attachment is not (a continuation does not send attachments again)."""
+    tests/e2e/test_effects_once_real.py). A turn's session is journaled first, with
+    attachments or without."""
     runtime = Watched(tmp_path / "home" / "state.db")
     async with core(tmp_path, runtime) as c:
         await _launch(c, tmp_path)
         await c.teams.send(None, "lead", "review the form", wait=True, timeout=10)
-        notes = tmp_path / "notes.txt"
-        notes.write_text("the login form 500s on submit\n")
-        await c.teams.send(None, "lead", "and this", attachments=[str(notes)], wait=True,
-                           timeout=10)
+        await c.teams.send(None, "lead", "and this", attachments=[str(_notes(tmp_path))],
+                           wait=True, timeout=10)
         session = runtime.opened[0].session_id
-    assert runtime.rows == [("prepared", session), ("prepared", None)]
+    assert runtime.rows == [("prepared", session), ("prepared", session)]
+
+
+def _notes(tmp_path: Path) -> Path:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the login form 500s on submit\n")
+    return notes
+
+
+def _document_texts(turn: Turn) -> list[str]:
+    return [p.text for p in turn.parts if isinstance(p, DocumentText)]
+
+
+async def test_a_turn_cut_before_it_reached_the_member_continues_with_its_attachments(
+        tmp_path: Path) -> None:
+    """The member's process died as the turn was being written (``sent`` never came): the
+    resumed process gets a continuation — and the message's attachment again, which the cut
+    turn never carried to it. A turn cut after ``sent`` does not send it again
+    (faults/test_effects_once.py)."""
+    runtime = DiesBeforeSent()
+    async with core(tmp_path, runtime) as c:
+        await _launch(c, tmp_path, {"name": "lead", "backoff": [0.01, 0.1]})
+        result = await c.teams.send(None, "lead", "read this", wait=True, timeout=10,
+                                    attachments=[str(_notes(tmp_path))])
+    assert (result.state, result.attempts) == ("answered", 2)
+    first, second = runtime.opened
+    assert second.session_id == first.session_id and second.resumed
+    [again] = second.turns
+    assert again.continues and _text(again).startswith(f"{CONTINUATION}{result.id} was "
+                                                       "interrupted (your process exited)")
+    assert any("the login form 500s on submit" in t for t in _document_texts(again))
+
+
+async def test_a_new_daemon_continues_a_cut_turn_with_its_attachments(tmp_path: Path) -> None:
+    """A daemon that starts after one stopped mid-turn knows nothing of the cut turn: whether
+    it reached the member (the old one may have died between the write and ``sent``), whether
+    the CLI wrote it to the session it resumes (Claude Code writes its transcript
+    asynchronously). The continuation on the resumed session carries the message's attachment
+    again."""
+    (tmp_path / "home").mkdir()
+    journal = tmp_path / "home" / "state.db"
+    turning = anyio.Event()
+
+    async def hangs(process: FakeProcess, turn: Turn) -> TurnResult:
+        turning.set()
+        await anyio.sleep_forever()
+        raise AssertionError("never")
+
+    first = FakeRuntime([hangs])
+    async with core(tmp_path, first, store=journal_at(journal)) as c:
+        await _launch(c, tmp_path)
+        message = await c.teams.send(None, "lead", "read this", wait=False, timeout=10,
+                                     attachments=[str(_notes(tmp_path))])
+        with anyio.fail_after(10):
+            await turning.wait()
+    second = FakeRuntime()
+    async with core(tmp_path, second, store=open_journal(journal)) as c:
+        assert await c.teams.resume_desired() == ["web"]
+        outcome = await c.mailbox.wait_outcome(message.id, "lead", 10)
+    assert (outcome.state, outcome.attempts) == ("answered", 2)
+    [process] = second.opened
+    assert process.resumed and process.session_id == first.opened[0].session_id
+    [again] = second.turns
+    assert again.continues
+    assert any("the login form 500s on submit" in t for t in _document_texts(again))
+
+
+def test_an_image_sent_again_stays_right_after_its_marker_in_the_reminder() -> None:
+    """The attachments a continuation carries again keep their places: an image anchored
+    after ``[Image #1]`` in the message sits after it in the reminder, as Claude's stdin line
+    interleaves it."""
+    text = "why is [Image #1] misaligned?"
+    delivery = Delivery("m1", "web", "lead", text, "prepared", 1, None, "daemon_restarted",
+                        None, None, ())
+    image = ImagePart("image/png", 1, 1, "0" * 64, b"png", number=1,
+                      anchor=text.index("]") + 1)
+    turn = continuation(delivery, [image])
+    [reminder, again] = turn.parts
+    assert isinstance(reminder, TextPart) and isinstance(again, ImagePart)
+    assert again.anchor is not None
+    assert reminder.text[:again.anchor].endswith("why is [Image #1]")
+    content = user_line(turn, member="lead")["message"]["content"]
+    assert [block["type"] for block in content] == ["text", "image", "text"]
+    assert content[0]["text"].endswith("why is [Image #1]")
+    assert content[2]["text"] == " misaligned?"
+
+
+class DiesBeforeSent(FakeRuntime):
+    """The first process exits as its first turn is written: ``sent`` never comes."""
+
+    @asynccontextmanager
+    async def open(self, spec: LaunchSpec) -> AsyncIterator[FakeProcess]:
+        async with super().open(spec) as process:
+            if len(self.opened) == 1:
+                async def dies(turn: Turn, *, on_sent: OnSent) -> TurnResult:
+                    process.exit(1)
+                    raise RuntimeExited(spec.member, 1, [])
+
+                process.run_turn = dies  # type: ignore[method-assign]
+            yield process
 
 
 async def test_a_daemon_killed_between_the_write_and_sent_continues_the_turn(

@@ -1,5 +1,5 @@
-"""One claimed delivery through its turn: ``prepared → sent → answered | failed`` (a text-only
-turn's session journaled just before it is written: ``Store.mark_handed``).
+"""One claimed delivery through its turn: ``prepared → sent → answered | failed`` (a turn's
+session journaled just before it is written: ``Store.mark_handed``).
 
 The turn is the whole message (its text, then each image variant in ``[Image #N]`` marker
 order), or a continuation when the member's process carries on the session an earlier attempt
@@ -13,7 +13,6 @@ delivery (``internal_error``).
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -60,13 +59,16 @@ class TurnDelivery:
         self._loader = loader
         self._hooks = hooks
         self._ledger = ledger
-        # per member, the re-queued delivery whose attempt was cut and the process it ran on:
-        # its next attempt continues there if that process is still the member's
-        self._cut_on: dict[tuple[str, str], tuple[str, RuntimeProcess]] = {}
+        # per member, the re-queued delivery whose attempt was cut, the process it ran on and
+        # whether the turn reached it (``sent``): its next attempt continues there if that
+        # process is still the member's
+        self._cut_on: dict[tuple[str, str], tuple[str, RuntimeProcess, bool]] = {}
+        self._reached: set[tuple[str, str]] = set()  # (message, member) whose turn was sent
 
     def forget_member(self, team: str, member: str) -> None:
         """The member's queue was closed: no attempt continues on a process it was cut on."""
         self._cut_on.pop((team, member), None)
+        self._reached = {key for key in self._reached if key[1] != member}
 
     async def deliver(self, process: RuntimeProcess, delivery: Delivery,
                       planned: list[PlannedAttachment]) -> None:
@@ -89,12 +91,10 @@ class TurnDelivery:
             await self._fail(delivery, exc, requeue=exc.retryable)
             return
         try:
-            if not turn.continues and not planned:
-                # a text-only turn: its session journaled before it is written, so a daemon
-                # killed before ``sent`` continues it (its reminder carries the whole text)
-                # rather than handing it again. A turn with attachments keeps the old order:
-                # a continuation does not send them again, and one that never reached the
-                # runtime would lose them (docs/dev/architecture.md, "Effects once").
+            if not turn.continues:
+                # its session journaled before it is written, so a daemon killed before
+                # ``sent`` continues it rather than handing it again whole (its reminder
+                # carries the text; its attachments go again: ``_turn``)
                 await self._records.handed(delivery, process)
             result = await self._run(process, delivery, turn)
         except TurnHeld as exc:  # the member (a refused window: its account) is held
@@ -119,8 +119,15 @@ class TurnDelivery:
     async def _run(self, process: RuntimeProcess, delivery: Delivery, turn: Turn) -> TurnResult:
         """The turn on ``process``; the ledger settles what the attempt used, whatever its
         outcome."""
+        key = (delivery.message_id, delivery.member)
+        self._reached.discard(key)
+
+        async def sent() -> None:
+            self._reached.add(key)
+            await self._records.sent(delivery, process)
+
         try:
-            return await _run_turn(process, turn, partial(self._records.sent, delivery, process))
+            return await _run_turn(process, turn, sent)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._ledger.settle(delivery.team, delivery.member, delivery.message_id)
@@ -131,15 +138,21 @@ class TurnDelivery:
         (its next attempt may continue there)."""
         state = await self._records.failed(delivery, exc, requeue=requeue, held=held,
                                            cut_on=cut_on)
+        key = (delivery.message_id, delivery.member)
+        reached = key in self._reached
+        self._reached.discard(key)
         if state == "queued" and cut_on is not None:
-            self._cut_on[(delivery.team, delivery.member)] = (delivery.message_id, cut_on)
+            self._cut_on[(delivery.team, delivery.member)] = (delivery.message_id, cut_on,
+                                                             reached)
 
     async def _turn(self, process: RuntimeProcess, delivery: Delivery,
                     planned: list[PlannedAttachment]) -> Turn:
         """What this attempt sends: a continuation when ``process`` carries on the session an
         earlier attempt reached and was cut on, else the whole message."""
         cut = self._cut_on.pop((delivery.team, delivery.member), None)
-        cut_on = cut[1] if cut is not None and cut[0] == delivery.message_id else None
+        if cut is not None and cut[0] != delivery.message_id:
+            cut = None
+        cut_on = None if cut is None else cut[1]
         # this attempt's span (``claim`` counted it in ``attempts``, after reading the row)
         context = traceparent(delivery.origin.chain_id or delivery.message_id,
                               delivery.message_id, delivery.member, delivery.attempts + 1)
@@ -147,7 +160,14 @@ class TurnDelivery:
             log.info("delivery_continued", team=delivery.team, member=delivery.member,
                      message_id=delivery.message_id, session_id=delivery.sent_session,
                      cut=delivery.error_code, same_process=cut_on is process)
-            return replace(continuation(delivery), traceparent=context)
+            again: tuple[PreparedPart, ...] = ()
+            if planned and (cut is None or not cut[2]):
+                # whether the cut turn reached the runtime is not known (the daemon stopped
+                # between the write and ``sent``: a new daemon knows nothing of the cut) or it
+                # did not: its attachments go again with the reminder, never lost
+                whole = await self._prepare(delivery, planned)
+                again = whole.parts[1:] if delivery.text else whole.parts
+            return replace(continuation(delivery, again), traceparent=context)
         return replace(await self._prepare(delivery, planned), traceparent=context)
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
