@@ -63,12 +63,10 @@ class TurnDelivery:
         # whether the turn reached it (``sent``): its next attempt continues there if that
         # process is still the member's
         self._cut_on: dict[tuple[str, str], tuple[str, RuntimeProcess, bool]] = {}
-        self._reached: set[tuple[str, str]] = set()  # (message, member) whose turn was sent
 
     def forget_member(self, team: str, member: str) -> None:
         """The member's queue was closed: no attempt continues on a process it was cut on."""
         self._cut_on.pop((team, member), None)
-        self._reached = {key for key in self._reached if key[1] != member}
 
     async def deliver(self, process: RuntimeProcess, delivery: Delivery,
                       planned: list[PlannedAttachment]) -> None:
@@ -90,20 +88,22 @@ class TurnDelivery:
         except AttachmentError as exc:
             await self._fail(delivery, exc, requeue=exc.retryable)
             return
+        reached: list[bool] = []  # the turn was written (``sent``) before any cut
         try:
             if not turn.continues:
                 # its session journaled before it is written, so a daemon killed before
                 # ``sent`` continues it rather than handing it again whole (its reminder
                 # carries the text; its attachments go again: ``_turn``)
                 await self._records.handed(delivery, process)
-            result = await self._run(process, delivery, turn)
+            result = await self._run(process, delivery, turn, reached)
         except TurnHeld as exc:  # the member (a refused window: its account) is held
             held = self._ledger.held(delivery.team, delivery.member, exc)
-            await self._fail(delivery, held, requeue=True, held=True, cut_on=process)
+            await self._fail(delivery, held, requeue=True, held=True, cut_on=process,
+                             reached=bool(reached))
         except SessionLost as exc:  # a continuation found its session gone: nothing was sent
             await self._fail(delivery, exc, requeue=True, held=True)
         except (RuntimeExited, RuntimeStuck) as exc:
-            await self._fail(delivery, exc, requeue=True, cut_on=process)
+            await self._fail(delivery, exc, requeue=True, cut_on=process, reached=bool(reached))
         except TeamctlError as exc:
             await self._fail(delivery, exc, requeue=False)
         except anyio.get_cancelled_exc_class():
@@ -116,14 +116,12 @@ class TurnDelivery:
             self._ledger.answered(delivery.team, delivery.member)
             await self._hooks.answered(delivery, result.reply)
 
-    async def _run(self, process: RuntimeProcess, delivery: Delivery, turn: Turn) -> TurnResult:
-        """The turn on ``process``; the ledger settles what the attempt used, whatever its
-        outcome."""
-        key = (delivery.message_id, delivery.member)
-        self._reached.discard(key)
-
+    async def _run(self, process: RuntimeProcess, delivery: Delivery, turn: Turn,
+                   reached: list[bool]) -> TurnResult:
+        """The turn on ``process`` (``reached`` gets a value once it was written); the ledger
+        settles what the attempt used, whatever its outcome."""
         async def sent() -> None:
-            self._reached.add(key)
+            reached.append(True)
             await self._records.sent(delivery, process)
 
         try:
@@ -133,14 +131,12 @@ class TurnDelivery:
                 await self._ledger.settle(delivery.team, delivery.member, delivery.message_id)
 
     async def _fail(self, delivery: Delivery, exc: TeamctlError, *, requeue: bool,
-                    held: bool = False, cut_on: RuntimeProcess | None = None) -> None:
+                    held: bool = False, cut_on: RuntimeProcess | None = None,
+                    reached: bool = False) -> None:
         """Record a failed attempt; ``cut_on``: the process a re-queued attempt was cut on
-        (its next attempt may continue there)."""
+        (its next attempt may continue there), ``reached``: the turn was written to it."""
         state = await self._records.failed(delivery, exc, requeue=requeue, held=held,
                                            cut_on=cut_on)
-        key = (delivery.message_id, delivery.member)
-        reached = key in self._reached
-        self._reached.discard(key)
         if state == "queued" and cut_on is not None:
             self._cut_on[(delivery.team, delivery.member)] = (delivery.message_id, cut_on,
                                                              reached)
