@@ -161,15 +161,21 @@ class TurnDelivery:
                 # whether the cut turn reached the runtime is not known (the daemon stopped
                 # between the write and ``sent``: a new daemon knows nothing of the cut) or it
                 # did not: its attachments go again with the reminder, never lost
-                whole = await self._prepare(delivery, planned)
-                again = whole.parts[1:] if delivery.text else whole.parts
+                again = await self._attachments(delivery, planned)
             return replace(continuation(delivery, again), traceparent=context)
         return replace(await self._prepare(delivery, planned), traceparent=context)
 
     async def _prepare(self, delivery: Delivery, planned: list[PlannedAttachment]) -> Turn:
-        """The turn's parts: the text, then each image variant read back (checksum verified,
-        rebuilt from the original if its artifact is gone), in ``[Image #N]`` marker order;
-        a document natively, or as its page images — its text after all of them."""
+        """The turn's parts: the text, then its attachments (``_attachments``)."""
+        parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
+        return Turn(delivery.message_id,
+                    (*parts, *await self._attachments(delivery, planned)))
+
+    async def _attachments(self, delivery: Delivery, planned: list[PlannedAttachment]
+                           ) -> tuple[PreparedPart, ...]:
+        """The parts after the text: each image variant read back (checksum verified, rebuilt
+        from the original if its artifact is gone), in ``[Image #N]`` marker order; a document
+        natively, or as its page images — its text after all of them."""
         by_position = {p.position: p for p in planned}
         attached: list[PreparedPart] = []
         texts: list[PreparedPart] = []
@@ -188,8 +194,7 @@ class TurnDelivery:
                 continue
             image = await self._loader.load(attachment.original_sha256, attachment.variant)
             attached.append(replace(image, number=number, anchor=anchor))
-        parts: list[PreparedPart] = [TextPart(delivery.text)] if delivery.text else []
-        return Turn(delivery.message_id, (*parts, *attached, *texts))
+        return (*attached, *texts)
 
     async def _document(self, attachment: PlannedAttachment, anchor: int | None
                         ) -> tuple[list[PreparedPart], list[PreparedPart]]:
