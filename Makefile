@@ -137,7 +137,7 @@ $(GEMINI_BIN):
 		npm install --no-audit --no-fund --loglevel=error @google/gemini-cli@$(GEMINI_VERSION)
 	HOME="$(CURDIR)/$(E2E_DIR)/gemini/home" $(GEMINI_BIN) --version
 
-lint: $(STAMP)  ## ruff, mypy --strict, and vulture (no dead names)
+lint: $(STAMP)  ## ruff, mypy --strict (the benchmarks too), and vulture (no dead names)
 	$(PY) -m ruff check orchestrator runtimes fixtures tests bench
 	$(PY) -m mypy
 	$(PY) -m vulture orchestrator runtimes lint/vulture_whitelist.py --min-confidence 60

@@ -40,8 +40,9 @@ def _launch(env: dict[str, str], codex: Path, api: FakeResponses, work: Path,
 
 
 def _send(ctl: Home, text: str) -> dict[str, object]:
-    return client.call(ctl, protocol.SEND, {"member": "rev", "text": text, "wait": True,
-                                     "timeout": 120.0}, timeout=150)
+    answer: dict[str, object] = client.call(ctl, protocol.SEND, {
+        "member": "rev", "text": text, "wait": True, "timeout": 120.0}, timeout=150)
+    return answer
 
 
 def memory(codex: Path, api: FakeResponses, work: Path) -> None:

@@ -84,7 +84,9 @@ def describe() -> tuple[list[float], list[float], list[float]]:
     from tests.support.fake_anthropic import FakeAnthropic
     from tests.support.real_members import claude_member
 
-    side, described, plain = [], [], []
+    side: list[float] = []
+    described: list[float] = []
+    plain: list[float] = []
     with home() as env, FakeAnthropic() as api:
         work = Path(env["TEAMCTL_BENCH_DIR"])
         seer = claude_member("seer", CLAUDE, api)

@@ -32,9 +32,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _harness import REPO, figure, median
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RUNS = 5
 PAGES = 20
@@ -181,7 +184,7 @@ def _hostile_pdf(name: str) -> bytes:
     from tests.support import pdfs
 
     million = pdfs.repeated_kids_pdf(1_000_000)
-    return {
+    makers: dict[str, Callable[[], bytes]] = {
         "encrypted": lambda: pdfs.encrypted_pdf("secret", user_password="pw"),
         "million_pages": lambda: million,
         "million_empty_pages": lambda: million.replace(b"(the same page, again)", b"()"),
@@ -192,7 +195,8 @@ def _hostile_pdf(name: str) -> bytes:
         "javascript": pdfs.javascript_pdf,
         "embedded_file": pdfs.embedded_file_pdf,
         "corrupt": lambda: b"%PDF-1.7\n" + bytes(range(256)) * 40,
-    }[name]()
+    }
+    return makers[name]()
 
 
 def hostile(name: str) -> None:

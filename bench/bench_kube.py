@@ -56,7 +56,9 @@ def _team(work: Path, fake: object, url: str, pods: list[str], local: list[str])
 def turns_and_reattach() -> tuple[list[float], list[float], list[float]]:
     from tests.support.k8s_fake import fake_cluster
 
-    local, pod, reattach = [], [], []
+    local: list[float] = []
+    pod: list[float] = []
+    reattach: list[float] = []
     with home() as env, fake_cluster(Path(tempfile.mkdtemp())) as (fake, url):
         fake.secrets[(NS, "key")] = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
         work = Path(env["TEAMCTL_BENCH_DIR"])
@@ -123,9 +125,9 @@ def exec_round_trips() -> tuple[float, float | None, float, float]:
     with fake_cluster(root, require_token=False) as (_, url):
         config = str(kubeconfig(root / "kc", url))
         api = kube_exec.api_client(config, None)
-        client.CoreV1Api(api).create_namespaced_pod("default", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
-            "spec": {"containers": [{"name": "agent", "image": "x"}]}})
+        client.CoreV1Api(api).create_namespaced_pod("default", client.V1Pod(
+            api_version="v1", kind="Pod", metadata=client.V1ObjectMeta(name="p1"),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="agent", image="x")])))
         target = kube_exec.ExecTarget(config, None, "default", "p1", "agent")
 
         def timed(call: object, runs: int) -> float:

@@ -41,7 +41,7 @@ async def _done_to_landed(tmp: Path) -> list[float]:
     samples = []
     async with core(tmp, FakeRuntime()) as c:
         assert c.built is not None
-        board, land = c.built.board, c.built.land
+        board = c.built.board
         await c.teams.launch(integrating_team(repo, "dev", check="true"), "t.toml", wait=True,
                              timeout=10)
         tree = Path(c.supervisor.member("web", "dev").workdir)
@@ -51,7 +51,7 @@ async def _done_to_landed(tmp: Path) -> list[float]:
             commit_in(tree, f"f{run}.txt", f"{run}\n")
             start = time.perf_counter()
             await board.complete(task.id, by=Actor("dev"), summary="done", team="web")
-            entry = await settled_entry(land, task.id)
+            entry = await settled_entry(c, task.id)
             samples.append((time.perf_counter() - start) * 1000)
             assert entry.state == "landed", entry
     return samples
@@ -63,7 +63,7 @@ async def _conflict_to_stdin(tmp: Path) -> list[float]:
     samples = []
     async with core(tmp, runtime) as c:
         assert c.built is not None
-        board, land = c.built.board, c.built.land
+        board = c.built.board
         await c.teams.launch(integrating_team(repo, "a", "b", retries=100), "t.toml",
                              wait=True, timeout=10)
         trees = {m: Path(c.supervisor.member("web", m).workdir) for m in ("a", "b")}
@@ -75,7 +75,7 @@ async def _conflict_to_stdin(tmp: Path) -> list[float]:
             commit_in(trees["a"], f"c{run}.txt", "from a\n")
             commit_in(trees["b"], f"c{run}.txt", "from b\n")
             await board.complete(ta.id, by=Actor("a"), summary="done", team="web")
-            assert (await settled_entry(land, ta.id)).state == "landed"
+            assert (await settled_entry(c, ta.id)).state == "landed"
             b = next(p for p in reversed(runtime.opened) if p.spec.member == "b")
             turns = len(b.turns)
             start = time.perf_counter()
@@ -123,7 +123,7 @@ async def _throughput(tmp: Path) -> tuple[float, float, float]:
             await board.complete(task_id, by=Actor(member), summary="done", team="web")
         start = time.perf_counter()
         await land.queue("web", resume=True)
-        entries = [await settled_entry(land, task_id, deadline=300) for task_id, _ in tasks]
+        entries = [await settled_entry(c, task_id, deadline=300) for task_id, _ in tasks]
         elapsed = time.perf_counter() - start
     assert all(e.state == "landed" for e in entries), [e.note for e in entries]
     checked = sum(e.check_seconds or 0.0 for e in entries)

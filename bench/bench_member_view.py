@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,13 +126,13 @@ def main() -> None:
             path.write_bytes(data)
             assert read_in_view(view, [str(path)])[0].data == data
             assert _inside(host, path) == data
-            figure(f"member_view_{label}_today_ms", _ms(lambda p=path: read_original(p), RUNS))
+            figure(f"member_view_{label}_today_ms", _ms(partial(read_original, path), RUNS))
             figure(f"member_view_{label}_in_view_sandboxed_ms",
-                   _ms(lambda p=path: read_in_view(view, [str(p)]), RUNS))
+                   _ms(partial(read_in_view, view, [str(path)]), RUNS))
             figure(f"member_view_{label}_in_view_unsandboxed_ms",
-                   _ms(lambda p=path: read_in_view(plain, [str(p)]), RUNS))
+                   _ms(partial(read_in_view, plain, [str(path)]), RUNS))
             figure(f"member_view_{label}_reader_inside_sandbox_ms",
-                   _ms(lambda p=path: _inside(host, p), INSIDE_RUNS))
+                   _ms(partial(_inside, host, path), INSIDE_RUNS))
 
 
 if __name__ == "__main__":

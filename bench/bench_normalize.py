@@ -16,8 +16,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _harness import REPO, figure, median
+
+if TYPE_CHECKING:
+    from orchestrator.attachments.intake import Original
 
 RUNS = 9
 
@@ -88,11 +92,12 @@ def repeat_from_store(path: Path, runs: int = 20) -> float:
         planner = Planner(ArtifactStore(Path(tmp)), load_catalog(), MemoryPlanCache())
         target = Target("t", "m", "claude", "claude-sonnet-4-5", None,
                         ClaudeRuntime.capabilities)
-        anyio.run(planner.plan, target, "x", [path])
+        paths: list[Path | Original] = [path]
+        anyio.run(planner.plan, target, "x", paths)
         samples = []
         for _ in range(runs):
             start = time.perf_counter()
-            anyio.run(planner.plan, target, "x", [path])
+            anyio.run(planner.plan, target, "x", paths)
             samples.append((time.perf_counter() - start) * 1000)
     return median(samples)
 

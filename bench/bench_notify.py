@@ -21,6 +21,7 @@ import threading
 import time
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, teamctl
@@ -28,8 +29,18 @@ from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, teamct
 from orchestrator import client, protocol
 from orchestrator.paths import Home
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 RUNS = 20
 OUTAGE = 5.0
+
+
+def _more_than(n: int, title: str) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether more than ``n`` of a topic's messages have ``title`` in their title."""
+    def holds(messages: list[dict[str, Any]]) -> bool:
+        return sum(title in m.get("title", "") for m in messages) > n
+    return holds
 
 
 def main() -> None:
@@ -56,16 +67,14 @@ def main() -> None:
                 "member": "lead", "text": f"WRITE f{i}.txt x", "wait": True, "timeout": 60.0}),
                 kwargs={"timeout": 90})
             sender.start()
-            pushes = ntfy.wait_for(topic, lambda ms, n=i: sum(
-                "asks: Write" in m.get("title", "") for m in ms) > n)
+            pushes = ntfy.wait_for(topic, _more_than(i, "asks: Write"))
             push = [m for m in pushes if "asks: Write" in m.get("title", "")][-1]
             [row] = client.call(ctl, protocol.APPROVALS, {}, timeout=30)["approvals"]
             to_push.append((ntfy.received_at[push["id"]] - row["asked_at"]) * 1000)
             [approve] = [a for a in push["actions"] if a["label"] == "Approve"]
             tapped = time.time()
             phone.post(approve["url"], content=approve["body"].encode()).raise_for_status()
-            done = ntfy.wait_for(topic, lambda ms, n=i: sum(
-                "runtime confirmed" in m.get("title", "") for m in ms) > n)
+            done = ntfy.wait_for(topic, _more_than(i, "runtime confirmed"))
             applied = ntfy.received_at[done[-1]["id"]]
             [tap] = [m for m in ntfy.messages(operator["response_topic"])
                      if m["message"] == approve["body"]]

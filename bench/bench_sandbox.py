@@ -18,6 +18,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, teamctl, timed_sends
 
@@ -26,6 +27,9 @@ sys.path.insert(0, str(REPO))
 from orchestrator import client, protocol
 from orchestrator.paths import Home
 from tests.support.driver import fakes_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RUNS = 20
 REAL_RUNS = 5
@@ -109,8 +113,10 @@ def real() -> None:
         claude, codex, chat = (stack.enter_context(api()) for api in
                                (FakeAnthropic, FakeResponses, FakeChat))
         members = []
-        runtimes = [_option("--only")] if _option("--only") else ["claude", "codex", "opencode"]
-        made = {"claude": (e2e.claude_member, claude, {}),
+        only = _option("--only")
+        runtimes = [only] if only else ["claude", "codex", "opencode"]
+        made: dict[str, tuple[Callable[..., dict[str, Any]], object, dict[str, Any]]] = {
+            "claude": (e2e.claude_member, claude, {}),
                 "codex": (e2e.codex_member, codex, {}),
                 "opencode": (e2e.opencode_member, chat,
                              {"model": "fake/text-model", "vision": False})}

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from _harness import FAKE_CLAUDE, REPO, figure, home, median, percentile, rss_mib, team_file
+from PIL import ImageDraw
 
 from orchestrator import client, protocol
 from orchestrator.paths import Home
@@ -200,7 +201,7 @@ def status_under_attachment_load(sends: int = 20) -> None:
         shots = []
         for i in range(sends):
             image = images.screenshot()
-            images.ImageDraw.Draw(image).text((100, 100 + i), f"variant {i}", fill="red")
+            ImageDraw.Draw(image).text((100, 100 + i), f"variant {i}", fill="red")
             shots.append(images.save(image, work / f"shot{i}.png", "PNG"))
         idle = time_status(ctl, 50)
         done = threading.Event()

@@ -41,7 +41,9 @@ def latency_and_reconnect() -> tuple[list[float], list[float], list[float]]:
     from tests.support.driver import team_toml
     from tests.support.sshd import sshd
 
-    local, remote, reconnect = [], [], []
+    local: list[float] = []
+    remote: list[float] = []
+    reconnect: list[float] = []
     with home() as env, sshd() as box:
         work = Path(env["TEAMCTL_BENCH_DIR"])
         team = work / "ssh.toml"
