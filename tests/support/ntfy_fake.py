@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
 import socket
 import threading
@@ -37,6 +38,15 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 KEEPALIVE = 1.0
+
+
+class _QuietCut(logging.Filter):
+    """uvicorn logs each stream this fake cuts at its stop as "Exception in ASGI
+    application" (a CancelledError, and a page of traceback in a benchmark's output): that
+    cut is the stop itself, not the fake's error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
 class _Server(uvicorn.Server):
@@ -71,9 +81,14 @@ class _Server(uvicorn.Server):
         for connection in list(self.server_state.connections):
             connection.shutdown()
         streams = list(self.server_state.tasks)
-        for task in streams:
-            task.cancel()
-        await asyncio.gather(*streams, return_exceptions=True)
+        quiet, log = _QuietCut(), logging.getLogger("uvicorn.error")
+        log.addFilter(quiet)
+        try:
+            for task in streams:
+                task.cancel()
+            await asyncio.gather(*streams, return_exceptions=True)
+        finally:
+            log.removeFilter(quiet)
         for server in self.servers:
             await server.wait_closed()
 
