@@ -146,10 +146,10 @@ coverage: $(STAMP)  ## line coverage of the core from the unit tests alone
 	$(PY) -m pytest tests/unit -q --cov=orchestrator.daemon.mailbox \
 		--cov=orchestrator.daemon.members --cov=orchestrator.daemon.teams --cov-report=term-missing
 
-bench: bench-needs $(STAMP) pyc $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(QWEN_BIN)  ## every benchmark, with its figures (installs what they use)
-	TEAMCTL_E2E_CLAUDE="$(CURDIR)/$(CLAUDE_BIN)" TEAMCTL_E2E_CODEX="$(CURDIR)/$(CODEX_BIN)" \
-		TEAMCTL_E2E_OPENCODE="$(CURDIR)/$(OPENCODE_BIN)" TEAMCTL_E2E_QWEN="$(CURDIR)/$(QWEN_BIN)" \
-		$(PY) bench/run_all.py
+# The pinned CLIs are e2e's, every one: bench_acp measures the Gemini CLI beside Qwen Code (it
+# was left out of a fresh clone's `make bench`, which installed the other four only).
+bench: bench-needs $(STAMP) pyc $(E2E_CLIS)  ## every benchmark, with its figures (installs what they use)
+	$(E2E_ENV) $(PY) bench/run_all.py
 
 bench-needs:
 	.ci/system-deps bench
