@@ -25,6 +25,7 @@ _.wait_bound
 _.waiting
 _.offers  # Core: the board's idle claimers, called by the board's tests
 _.spent_usd  # Ledger: a spend in dollars, read by the ledger's tests
+_.writing  # AsyncJournal: a group in the writer thread, read by the tests' settle (tests/support/chains.py)
 already_running
 cost_usd
 critical

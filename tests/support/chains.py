@@ -71,10 +71,15 @@ def chain_team(tmp_path: Path, **team: Any) -> TeamConfig:
 
 
 async def quiet(c: Core, team: str = "web") -> None:
-    """Every queue of ``team`` delivered (events, bounded)."""
+    """Every queue of ``team`` delivered and nothing on its way to one (events, bounded):
+    every task of the loop waits and the journal writes nothing — an answer being journaled
+    in the writer thread is a wait to the loop, and the reply it routes is queued after it."""
     with anyio.fail_after(20):
         while True:
             await all_blocked()
+            if c.store.writing:
+                await anyio.sleep(0.002)  # the writer thread's group: no task says when it ends
+                continue
             if not any((await c.store.queued_counts(team)).values()):
                 return
             await anyio.lowlevel.checkpoint()

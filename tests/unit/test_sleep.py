@@ -114,11 +114,14 @@ async def test_a_message_wakes_an_asleep_member_on_its_session_delivered_once(
 
 async def test_a_turn_in_flight_is_never_cut_by_pause_after(tmp_path: Path) -> None:
     """A turn longer than ``pause_after`` runs to its end; the sleep comes after, idle.
-    (Its ``pause_after`` leaves the send below 50 ms to start the turn after the launch.)"""
+    (A member that fell asleep between its launch and the send — a slow machine's 50 ms —
+    is woken by the send: the turn's own process is the one never cut.)"""
     release = anyio.Event()
     turn_started = anyio.Event()
+    turning: list[FakeProcess] = []
 
     async def long_turn(process: FakeProcess, turn: Turn) -> TurnResult:
+        turning.append(process)
         turn_started.set()
         await release.wait()
         return await process._follow("answer", turn)
@@ -133,7 +136,8 @@ async def test_a_turn_in_flight_is_never_cut_by_pause_after(tmp_path: Path) -> N
         for _ in range(2):  # twice pause_after, in the middle of the turn
             await anyio.sleep(pause_after)
             assert c.supervisor.member("web", "lead").slot.busy
-        assert len(runtime.opened) == 1 and runtime.opened[0].exit_code is None
+        [process] = turning
+        assert process is runtime.opened[-1] and process.exit_code is None
         release.set()
         delivery = await c.mailbox.wait_outcome(sent.id, "lead", 10)
         assert delivery.state == "answered" and delivery.attempts == 1

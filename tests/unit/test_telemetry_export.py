@@ -352,7 +352,9 @@ async def test_a_receiver_that_hangs_never_holds_a_turn_and_its_drops_are_counte
                 await until(accounted, deadline=60)
     assert telemetry.dropped > 0
     assert telemetry.dropped + telemetry.exported + telemetry.failed == 40 * 2
-    assert len(receiver.spans) == telemetry.exported
+    # a wedged request the exporter gave up on (its timeout: counted failed) is still read
+    # by the collector once released — as a real collector may: failed means unconfirmed
+    assert telemetry.exported <= len(receiver.spans) <= telemetry.exported + telemetry.failed
     dropped = [e for e in logs if e["event"] == "telemetry_spans_dropped"]
     assert len(dropped) == 1, "logged once a minute, not once a span"
     assert dropped[0]["dropped"] > 0

@@ -279,6 +279,12 @@ class AsyncJournal:
         self._queue: list[_Call] = []
         self._leading = False
 
+    @property
+    def writing(self) -> bool:
+        """Whether a group is being written or calls wait for one: work in the writer thread
+        that no task of the loop shows as runnable (a settled test reads it)."""
+        return self._leading or bool(self._queue)
+
     async def run(self, fn: Callable[Concatenate[Journal, P], T], *args: P.args,
                   **kwargs: P.kwargs) -> T:
         """``fn(journal, *args)`` in the writer thread: how a table's owner reaches its SQL."""
