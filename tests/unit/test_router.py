@@ -16,6 +16,7 @@ from orchestrator.daemon.router import MessageRefused
 from orchestrator.errors import AttachmentOutsideMemberView
 from orchestrator.protocol.members import receipt_of
 from runtimes.hosts.local.host import LocalHost
+from tests.support.chains import quiet
 from tests.support.fakes import FakeRuntime, ManualClock, core, team_config
 from tests.support.settle import all_blocked
 
@@ -68,17 +69,6 @@ async def _team(tmp_path: Path, team: Team, *names: str, clock: ManualClock | No
     return runtime, config
 
 
-async def _quiet(c: Core) -> None:
-    """Wait until every queue is delivered (events, bounded)."""
-    with anyio.fail_after(20):
-        while True:
-            await all_blocked()
-            counts = await c.store.queued_counts("web")
-            if not any(counts.values()):
-                return
-            await anyio.lowlevel.checkpoint()
-
-
 async def test_a_message_carries_its_sender_and_the_reply_comes_back_once(
         tmp_path: Path) -> None:
     team = Team()
@@ -89,7 +79,7 @@ async def test_a_message_carries_its_sender_and_the_reply_comes_back_once(
         sent = await c.teams.send(None, "lead", "SEND rev check the diff", wait=True,
                                   timeout=10)
         assert sent.state == "answered"
-        await _quiet(c)
+        await quiet(c)
         [to_rev] = (await c.teams.history(None, "rev")).messages
         assert (to_rev.sender, to_rev.text, to_rev.depth) == ("lead", "lead says: check the diff",
                                                               1)
@@ -137,7 +127,7 @@ async def test_a_ping_pong_stops_at_the_chain_depth_limit(tmp_path: Path) -> Non
         team.c = c
         await c.teams.launch(config, "t.toml", wait=True, timeout=10)
         await c.teams.send(None, "a", "start", wait=True, timeout=10)
-        await _quiet(c)
+        await quiet(c)
         assert "messaging_chain_too_deep" in team.errors
         messages = []
         for name in "abc":
