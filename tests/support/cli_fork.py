@@ -90,7 +90,9 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     global _context
     if _context is None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(_PRELOAD)
+        # the race finder, when the run loaded it, slows the daemons forked from here too
+        finder = [name for name in ("tests.support.slow_journal",) if name in sys.modules]
+        context.set_forkserver_preload(_PRELOAD + finder)
         _context = context
     assert _context is not None
     return _context

@@ -6,6 +6,7 @@ tests/integration/test_notify_flood.py."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -114,6 +115,52 @@ async def test_a_replayed_valid_token_is_answered_once_however_often_it_is_poste
     with capture_logs() as logs:
         handler.refused.flush()
     assert [e["by_cause"] for e in logs] == [{"replay": 50}]
+
+
+class _SlowBoard:
+    """A task review that takes until ``release`` is set (a slow journal, a loaded machine)."""
+
+    def __init__(self) -> None:
+        self.status = "review"
+        self.release = anyio.Event()
+        self.reviewing = anyio.Event()
+
+    async def review(self, task_id: int, **_: Any) -> None:
+        self.reviewing.set()
+        await self.release.wait()
+        self.status = "done"
+
+    async def get(self, task_id: int, team: str) -> Any:
+        return SimpleNamespace(task=SimpleNamespace(status=self.status))
+
+
+async def test_a_double_tap_while_the_first_is_applied_is_told_the_decision_after_it(
+        tmp_path: Path) -> None:
+    """The second tap of a button arrives while its first is still being applied: it waits
+    for that first tap and is told what it did ("already decided: approved", after the first
+    tap's receipt) — not the item's state halfway ("conflict: the task is review")."""
+    store = journal_at(tmp_path / "state.db")
+    journal = AsyncJournal(store)
+    receipts, board = _Receipts(), _SlowBoard()
+    handler = Responder("web", signer=Signer(KEY), nonces=NotifyJournal(journal),
+                        approvals=None,  # type: ignore[arg-type]
+                        store=journal, board=board,  # type: ignore[arg-type]
+                        receipt=receipts, on_test=lambda action: None,
+                        refused=RefusalTally("web"), clock=lambda: NOW)
+    token = Signer(KEY).sign("web/T1", "approve", NOW + 600)
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(handler.handle, token)
+                await board.reviewing.wait()
+                tg.start_soon(handler.handle, token)  # the double tap
+                await all_blocked()
+                assert receipts.sent == [], "the second tap waits for the first"
+                board.release.set()
+    finally:
+        store.close()
+    assert receipts.sent == [("web/T1", "applied: approved (done)", "result"),
+                             ("web/T1", "already decided: approved", "replay")]
 
 
 async def test_the_refusal_count_is_logged_once_an_interval_and_what_is_left_at_the_end(

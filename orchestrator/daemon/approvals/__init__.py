@@ -11,7 +11,12 @@ from __future__ import annotations
 from orchestrator.daemon.approvals._journal import MIGRATIONS as APPROVAL_MIGRATIONS
 from orchestrator.daemon.approvals._journal import ApprovalJournal
 from orchestrator.daemon.approvals._kept_rules import MIGRATIONS as KEPT_RULE_MIGRATIONS
-from orchestrator.daemon.approvals._service import Approvals, MemberApprover, parse_rule
+from orchestrator.daemon.approvals._service import (
+    CONFIRM_WAIT,
+    Approvals,
+    MemberApprover,
+    parse_rule,
+)
 
-__all__ = ["APPROVAL_MIGRATIONS", "KEPT_RULE_MIGRATIONS", "ApprovalJournal", "Approvals",
-           "MemberApprover", "parse_rule"]
+__all__ = ["APPROVAL_MIGRATIONS", "CONFIRM_WAIT", "KEPT_RULE_MIGRATIONS", "ApprovalJournal",
+           "Approvals", "MemberApprover", "parse_rule"]

@@ -6,7 +6,9 @@ answer``) or ``Board.review`` (``teamctl task review``) — and the result is pu
 
 Phones retry and people double-tap: the same decision again is "already decided: approved"
 (nothing applied twice); the opposite decision after one is a conflict. None of these is an
-error of the daemon's.
+error of the daemon's. A tap that arrives while the same button's first tap is still being
+applied is told the decision once that first tap has applied it — never "used already"
+about an item that is being decided that moment.
 
 Only what a signed, fresh action did is published back, and only through the notifier's rate
 window (``receipt``). Everything else posted to the topic — not a token, a forged or expired
@@ -22,9 +24,10 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Literal
 
+import anyio
 import structlog
 
-from orchestrator.daemon.approvals import ApprovalJournal
+from orchestrator.daemon.approvals import CONFIRM_WAIT, ApprovalJournal
 from orchestrator.daemon.board import OPERATOR
 from orchestrator.daemon.notify._tokens import TokenRefused
 from orchestrator.errors import (
@@ -53,6 +56,9 @@ _STATES = {"approve": "approved", "deny": "denied", "answer": "answered"}
 _TASK = {"approve": "done", "deny": "in_progress"}
 MAX_ANSWER_CHARS = 4000
 MAX_NONCES_SEEN = 4096  # nonces remembered since the start (only signed tokens have one)
+# how long a second tap waits for the first tap's apply (a decision waits CONFIRM_WAIT at most
+# for the runtime's confirmation; the journal's writes are the rest)
+FIRST_TAP_WAIT = CONFIRM_WAIT + 5.0
 
 # what a receipt answers: an action applied (``result``: it waits for a slot of the rate
 # window), the first replay of a nonce (``replay``: sent only if a slot is free), or the
@@ -101,6 +107,7 @@ class Responder:
         self.refused = refused
         self._clock = clock
         self._seen = _Nonces()
+        self._applying: dict[str, anyio.Event] = {}  # nonces whose action is applied now
         self._on_test = on_test  # `teamctl notify test`
 
     async def handle(self, text: str) -> None:
@@ -117,6 +124,10 @@ class Responder:
             return
         if not await self._use(action):
             self.refused.count("replay")
+            first = self._applying.get(action.nonce)
+            if first is not None:  # a double tap: told what the first tap did, after it
+                with anyio.move_on_after(FIRST_TAP_WAIT):
+                    await first.wait()
             if self._seen.first_answer(action.nonce):
                 await self._receipt(action.item, await self._current(local, action), "replay")
             return
@@ -125,12 +136,17 @@ class Responder:
             await self._receipt(action.item, "applied: test", "test")
             self._on_test(action)
             return
-        started = time.monotonic()
-        result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])
-        log.info("notify_action_applied", team=self.team, item=action.item,
-                 decision=action.decision, result=result,
-                 seconds=round(time.monotonic() - started, 4))
-        await self._receipt(action.item, result, "result")
+        applied = self._applying[action.nonce] = anyio.Event()
+        try:
+            started = time.monotonic()
+            result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])
+            log.info("notify_action_applied", team=self.team, item=action.item,
+                     decision=action.decision, result=result,
+                     seconds=round(time.monotonic() - started, 4))
+            await self._receipt(action.item, result, "result")
+        finally:
+            del self._applying[action.nonce]
+            applied.set()
 
     async def _use(self, action: Action) -> bool:
         """Use the action's nonce: False when it was used before (a replay). One seen since
