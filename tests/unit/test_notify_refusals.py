@@ -6,6 +6,7 @@ tests/integration/test_notify_flood.py."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -154,8 +155,12 @@ async def test_a_double_tap_while_the_first_is_applied_is_told_the_decision_afte
                 tg.start_soon(handler.handle, token)
                 await board.reviewing.wait()
                 tg.start_soon(handler.handle, token)  # the double tap
+                for _ in range(100):  # and a flood of the same token: none of it waits
+                    tg.start_soon(handler.handle, token, name="flood")
                 await all_blocked()
                 assert receipts.sent == [], "the second tap waits for the first"
+                assert not [t for t in asyncio.all_tasks() if t.get_name() == "flood"], \
+                    "only the answered replay waits: a flood holds no action slot"
                 board.release.set()
     finally:
         store.close()

@@ -124,12 +124,13 @@ class Responder:
             return
         if not await self._use(action):
             self.refused.count("replay")
+            if not self._seen.first_answer(action.nonce):
+                return  # answered once already: a flood of replays holds no slot
             first = self._applying.get(action.nonce)
             if first is not None:  # a double tap: told what the first tap did, after it
                 with anyio.move_on_after(FIRST_TAP_WAIT):
                     await first.wait()
-            if self._seen.first_answer(action.nonce):
-                await self._receipt(action.item, await self._current(local, action), "replay")
+            await self._receipt(action.item, await self._current(local, action), "replay")
             return
         if local.startswith("test:"):
             # the receipt first: `notify test` reports "receipt published" once this returns
