@@ -55,6 +55,11 @@ _RESERVE_CHANGED = "[team] memory_reserve changed"
 _SECTIONS = {"kubernetes_hosts": "hosts"}
 
 
+
+async def _no_forge(_team: str) -> ForgeStatusDoc | None:
+    """A core built without a forge service: no team has a forge loop."""
+    return None
+
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,
                  planner: Planner, capabilities: Mapping[str, Capabilities], *,
@@ -66,7 +71,7 @@ class Teams:
                  tasks_of: Callable[[str], Awaitable[dict[str, str]]],
                  egress_of: Callable[[str, str], EgressStatus | None],
                  admission: Admission,
-                 forge_of: Callable[[str], ForgeStatusDoc | None] = lambda _team: None
+                 forge_of: Callable[[str], Awaitable[ForgeStatusDoc | None]] = _no_forge
                  ) -> None:
         """``on_change()``: the set of running teams changed (the change feed: the notify
         service follows it); ``tasks_of(team)``: each member's current task, by member (the
@@ -261,7 +266,7 @@ class Teams:
                                         "account": accounts.account(team, m.name)})
                    for m in members]
         return TeamStatus(name=team, members=members, spend=accounts.spend(team, None),
-                          forge=self._forge_of(team))
+                          forge=await self._forge_of(team))
 
     async def restart(self, team: str | None, member: str) -> TeamStatus:
         config, member = self._roster.resolve_member(team, member)

@@ -230,10 +230,11 @@ class FakeGitHub:
             return comment
 
     def pull_of(self, branch: str) -> dict[str, Any] | None:
-        """The pull request whose head is ``branch`` (None: none was opened)."""
+        """The pull request whose head is ``branch`` (None: none was opened), as GitHub shows
+        it now: its head where the branch was pushed, whether or not the daemon asked since."""
         with self.lock:
             found = [p for p in self.state.pulls.values() if p["head"]["ref"] == branch]
-            return found[-1] if found else None
+            return self._refreshed(found[-1]) if found else None
 
     def _head(self, branch: str) -> str | None:
         """Where ``branch`` is on the remote (the bare repository), as GitHub sees a push."""

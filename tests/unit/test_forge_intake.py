@@ -233,7 +233,7 @@ async def test_a_spent_rate_limit_makes_the_loop_wait_until_its_reset_shown_in_s
             asked = len(fake.state.requests)
             forges.poke("web")  # a landing: it waits for the reset all the same
             await all_blocked()
-            doc = forges.doc("web")
+            doc = await forges.doc("web")
             tg.cancel_scope.cancel()
     assert waits == [6_000.0] and len(fake.state.requests) == asked
     assert doc is not None and doc.waiting_until == 10_000 and doc.remaining == 0

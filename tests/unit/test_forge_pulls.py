@@ -20,6 +20,7 @@ from orchestrator.config import TeamConfig
 from orchestrator.contracts import TextPart
 from orchestrator.daemon.board import OPERATOR
 from orchestrator.daemon.board._service import Actor, Assignee
+from orchestrator.daemon.forge import _pull_journal as pj
 from orchestrator.daemon.migrations import open_journal
 from orchestrator.daemon.notify._needs_you import gather
 from tests.support.fake_github import FakeGitHub
@@ -165,6 +166,11 @@ async def test_a_landed_issue_task_gets_a_draft_pull_request_that_closes_the_iss
             first = await _land(c, task, "form.txt", "the form\n")
             pull = await _pulled(fake, c, first)
             assert git(remote, "rev-parse", BRANCH).strip() == first
+            # status reads the pull requests from the journal when asked, not from the last
+            # round's copy: a row written in the middle of a round shows at once
+            await c.store.run(pj.update, "web", "octo-org/web", task, 0.0, note="mid-round")
+            mid = await _forges(c).doc("web")
+            assert mid is not None and [p.note for p in mid.pulls] == ["mid-round"]
             fake.add_check_run(first, "tests", "failure", summary="1 failed",
                                text="E   assert form() == 'ok'\nFAILED test_form.py::test_it")
             await _poll(c)
@@ -179,7 +185,7 @@ async def test_a_landed_issue_task_gets_a_draft_pull_request_that_closes_the_iss
             fake.add_review(int(pull["number"]), "APPROVED", "good")  # type: ignore[call-overload]
             await _poll(c)
             page = await board.get(task, "web")
-            status = _forges(c).doc("web")
+            status = await _forges(c).doc("web")
     assert again["number"] == pull["number"] and len(fake.state.pulls) == 1
     assert pull["title"] == "#1: Fix the form" and pull["base"]["ref"] == "main"  # type: ignore[index]
     assert "Closes #1" in str(pull["body"]) and "wrote form.txt" in str(pull["body"])
@@ -235,7 +241,7 @@ async def test_a_token_without_push_rights_says_which_permission_is_missing(
             task = await _claimed_issue(c, fake)
             await _land(c, task, "form.txt", "x\n")
             await _poll(c)
-            doc = _forges(c).doc("web")
+            doc = await _forges(c).doc("web")
             waiting = await _forges(c).needs_you("web")
     assert doc is not None and doc.error is not None
     assert doc.error.startswith("forge_push_refused") and "lacks push" in doc.error
@@ -269,7 +275,7 @@ async def test_hostile_check_output_reaches_the_owner_as_data_and_ci_retries_the
             waiting = await gather("web", teams=c.teams, approvals=c.built.approvals,
                                    board=None, pulls=c.built.forges)
             task_now = (await c.built.board.get(task, "web")).task
-            doc = _forges(c).doc("web")
+            doc = await _forges(c).doc("web")
     [told] = _told(runtime, "failed (failure)")
     assert "\x1b" not in told and "\x07" not in told
     assert "\u241b]52;c;cm0gLXJmIH4=\u2407<script>alert(1)</script>" in told
@@ -353,7 +359,7 @@ async def test_a_landing_while_the_forge_cannot_be_asked_gets_its_pull_request_a
                 "web", "a task of the operator's", created_by=OPERATOR,
                 assignee=Assignee("a", c.supervisor.member("web", "a").epoch))
             landed = await _land(c, task.id, "form.txt", "x\n")
-            missing = _forges(c).doc("web")
+            missing = await _forges(c).doc("web")
             monkeypatch.setenv(ENV, TOKEN)
             await _pulled(fake, c, landed, f"teamctl/web/T{task.id}")
     assert missing is not None and missing.error is not None

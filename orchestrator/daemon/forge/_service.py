@@ -44,14 +44,14 @@ log = structlog.get_logger("teamctl.forge")
 
 @dataclass(frozen=True)
 class ForgeStatus:
-    """A team's forge as ``status`` shows it: the last round's error (code and message, no
-    token), the rate limit, and until when polling waits (a spent window's reset)."""
+    """A team's forge loop as ``status`` shows it: the last round's error (code and message,
+    no token), the rate limit, and until when polling waits (a spent window's reset). Its pull
+    requests are read from the journal when asked (``Forges.doc``), not kept here."""
 
     error: str | None
     rate: RateLimit | None
     waiting_until: float | None
     rounds: int
-    pulls: tuple[PullDoc, ...] = ()
 
 
 def _pull_doc(row: pj.PullRow) -> PullDoc:
@@ -93,16 +93,20 @@ class Forges:
         """The team's forge as it stands (None: no forge loop ran for it)."""
         return self._status.get(team)
 
-    def doc(self, team: str) -> ForgeStatusDoc | None:
-        """The team's forge as ``status`` shows it (None: it has none, or no round yet)."""
+    async def doc(self, team: str) -> ForgeStatusDoc | None:
+        """The team's forge as ``status`` shows it (None: it has none, or no round yet): the
+        loop's last round, and its pull requests as the journal holds them now — a merge
+        shows the moment it is journaled, not once the round that made it has ended."""
         config, now = self._running(team), self._status.get(team)
         if config is None or config.forge is None or now is None:
             return None
-        rate = now.rate
-        return ForgeStatusDoc(repo=config.forge.github.repo, rounds=now.rounds,
+        repo, rate = config.forge.github.repo, now.rate
+        shown = await self._store.run(pj.of_team, team, repo)
+        return ForgeStatusDoc(repo=repo, rounds=now.rounds,
                               error=now.error, remaining=None if rate is None else rate.remaining,
                               reset=None if rate is None else rate.reset,
-                              waiting_until=now.waiting_until, pulls=list(now.pulls))
+                              waiting_until=now.waiting_until,
+                              pulls=[_pull_doc(r) for r in shown])
 
     async def needs_you(self, team: str) -> list[PullDoc]:
         """The team's pull requests that wait on the operator: CI failed past
@@ -195,11 +199,9 @@ class Forges:
                     if isinstance(exc, ForgeError) and exc.until is not None:
                         until = exc.until
                         wait = max(wait, exc.until - self._clock())
-                shown = await self._store.run(pj.of_team, team, section.github.repo)
                 self._status[team] = ForgeStatus(
                     None if failed is None else f"{failed.code}: {failed.message}",
-                    None if forge is None else forge.rate_limit, until, rounds,
-                    tuple(_pull_doc(r) for r in shown))
+                    None if forge is None else forge.rate_limit, until, rounds)
                 if failed is not None:  # logged once status shows it
                     log.warning("forge_failed" if isinstance(failed, ForgeError)
                                 else "forge_round_failed", team=team, code=failed.code,
