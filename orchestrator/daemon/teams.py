@@ -55,10 +55,10 @@ _RESERVE_CHANGED = "[team] memory_reserve changed"
 _SECTIONS = {"kubernetes_hosts": "hosts"}
 
 
-
 async def _no_forge(_team: str) -> ForgeStatusDoc | None:
     """A core built without a forge service: no team has a forge loop."""
     return None
+
 
 class Teams:
     def __init__(self, store: AsyncStore, supervisor: Supervisor, mailbox: Mailbox,

@@ -2,7 +2,7 @@
 item 10), in-process: what is posted to the response topic and applies nothing is counted and
 logged once an interval, never answered; a replayed valid token is answered once; and every
 receipt shares the notifier's rate window with the items. The flood through a real daemon is
-tests/integration/test_notify_flood.py."""
+tests/integration/test_notify.py (test_a_flood_of_refused_posts_…)."""
 
 from __future__ import annotations
 
@@ -137,9 +137,11 @@ class _SlowBoard:
 
 async def test_a_double_tap_while_the_first_is_applied_is_told_the_decision_after_it(
         tmp_path: Path) -> None:
-    """The second tap of a button arrives while its first is still being applied: it waits
-    for that first tap and is told what it did ("already decided: approved", after the first
-    tap's receipt) — not the item's state halfway ("conflict: the task is review")."""
+    """The second tap of a button arrives while its first is still being handled (its nonce
+    being journaled, then its review applied): it waits for that first tap and is told what it
+    did ("already decided: approved", after the first tap's receipt) — not the item's state
+    halfway ("conflict: the task is review"); a flood of the same token meanwhile is counted
+    and waits for nothing."""
     store = journal_at(tmp_path / "state.db")
     journal = AsyncJournal(store)
     receipts, board = _Receipts(), _SlowBoard()
@@ -153,8 +155,8 @@ async def test_a_double_tap_while_the_first_is_applied_is_told_the_decision_afte
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(handler.handle, token)
+                tg.start_soon(handler.handle, token)  # the double tap, while its nonce is written
                 await board.reviewing.wait()
-                tg.start_soon(handler.handle, token)  # the double tap
                 for _ in range(100):  # and a flood of the same token: none of it waits
                     tg.start_soon(handler.handle, token, name="flood")
                 await all_blocked()

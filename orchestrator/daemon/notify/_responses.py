@@ -122,32 +122,47 @@ class Responder:
         if team != self.team:  # another team's notifier shares this response topic
             self.refused.count("other_team")
             return
+        first = self._applying.get(action.nonce)
+        if first is not None:  # the same button while its first post is handled: a double tap
+            await self._replayed(action, local, first)
+            return
+        handled = self._applying[action.nonce] = anyio.Event()
+        try:
+            await self._first(action, local, answer)
+        finally:
+            del self._applying[action.nonce]
+            handled.set()
+
+    async def _first(self, action: Action, local: str, answer: str) -> None:
+        """The first post of a nonce in this process: used (journaled), then applied — or
+        a replay of one used before (an old message, a daemon restarted since)."""
         if not await self._use(action):
-            self.refused.count("replay")
-            if not self._seen.first_answer(action.nonce):
-                return  # answered once already: a flood of replays holds no slot
-            first = self._applying.get(action.nonce)
-            if first is not None:  # a double tap: told what the first tap did, after it
-                with anyio.move_on_after(FIRST_TAP_WAIT):
-                    await first.wait()
-            await self._receipt(action.item, await self._current(local, action), "replay")
+            await self._replayed(action, local)
             return
         if local.startswith("test:"):
             # the receipt first: `notify test` reports "receipt published" once this returns
             await self._receipt(action.item, "applied: test", "test")
             self._on_test(action)
             return
-        applied = self._applying[action.nonce] = anyio.Event()
-        try:
-            started = time.monotonic()
-            result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])
-            log.info("notify_action_applied", team=self.team, item=action.item,
-                     decision=action.decision, result=result,
-                     seconds=round(time.monotonic() - started, 4))
-            await self._receipt(action.item, result, "result")
-        finally:
-            del self._applying[action.nonce]
-            applied.set()
+        started = time.monotonic()
+        result = await self._apply(local, action, answer.strip()[:MAX_ANSWER_CHARS])
+        log.info("notify_action_applied", team=self.team, item=action.item,
+                 decision=action.decision, result=result,
+                 seconds=round(time.monotonic() - started, 4))
+        await self._receipt(action.item, result, "result")
+
+    async def _replayed(self, action: Action, local: str,
+                        first: anyio.Event | None = None) -> None:
+        """A replay: counted, and the first one answered with the item's decision — after
+        ``first`` (the same button's first post, still being handled) is done, so a double
+        tap is told what that tap did, never the item halfway."""
+        self.refused.count("replay")
+        if not self._seen.first_answer(action.nonce):
+            return  # answered once already: a flood of replays holds no slot
+        if first is not None:
+            with anyio.move_on_after(FIRST_TAP_WAIT):
+                await first.wait()
+        await self._receipt(action.item, await self._current(local, action), "replay")
 
     async def _use(self, action: Action) -> bool:
         """Use the action's nonce: False when it was used before (a replay). One seen since
