@@ -107,7 +107,7 @@ class Responder:
         self.refused = refused
         self._clock = clock
         self._seen = _Nonces()
-        self._applying: dict[str, anyio.Event] = {}  # nonces whose action is applied now
+        self._applying: dict[str, anyio.Event] = {}  # nonces whose first post is handled now
         self._on_test = on_test  # `teamctl notify test`
 
     async def handle(self, text: str) -> None:
