@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from orchestrator.contracts import TextPart, TokenUsage, TurnResult, UsageReading
 from tests.support.fakes import FakeRuntime, team_config
-from tests.support.settle import all_blocked
+from tests.support.settle import all_blocked, until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -74,12 +72,7 @@ async def quiet(c: Core, team: str = "web") -> None:
     """Every queue of ``team`` delivered and nothing on its way to one (events, bounded):
     every task of the loop waits and the journal writes nothing — an answer being journaled
     in the writer thread is a wait to the loop, and the reply it routes is queued after it."""
-    with anyio.fail_after(20):
-        while True:
-            await all_blocked()
-            if c.store.writing:
-                await anyio.sleep(0.002)  # the writer thread's group: no task says when it ends
-                continue
-            if not any((await c.store.queued_counts(team)).values()):
-                return
-            await anyio.lowlevel.checkpoint()
+    async def settled() -> bool:
+        await all_blocked()
+        return not c.store.writing and not any((await c.store.queued_counts(team)).values())
+    await until(settled, 20)
