@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.daemon.changes import Changes
 from orchestrator.daemon.journal import AsyncJournal
+from orchestrator.daemon.notify._cursor import Cursor
 from orchestrator.daemon.notify._journal import NotifyJournal
 from orchestrator.daemon.notify._needs_you import NeedsYou
 from orchestrator.daemon.notify._ntfy import Ntfy
@@ -24,13 +25,14 @@ from orchestrator.daemon.notify._refusals import RefusalTally
 from orchestrator.daemon.notify._responses import Responder
 from orchestrator.daemon.notify._service import Channel, TeamNotifier
 from orchestrator.daemon.notify._tokens import Signer
+from orchestrator.errors import StoreError
 from orchestrator.notify_config import NotifySection
 from tests.support.fakes import journal_at
 from tests.support.ntfy_fake import FakeNtfy
-from tests.support.settle import all_blocked
+from tests.support.settle import all_blocked, until
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -234,3 +236,92 @@ async def test_receipts_share_the_rate_window_with_the_items(ntfy: FakeNtfy) -> 
     titles = [m["title"] for m in ntfy.messages("tc-window")]
     assert titles == ["teamctl web: dev asks: Bash"] + ["teamctl: applied: approved"] * 3
     await channel.ntfy.aclose()
+
+
+class _HeldCursor:
+    """The notifier's journal, whose cursor writes each wait for ``release`` (a slow disk) and
+    the first ``failing`` of which fail as a full disk would; ``asked`` is every write asked
+    for, ``saved`` every one written."""
+
+    def __init__(self, journal: NotifyJournal, failing: int = 0) -> None:
+        self.journal = journal
+        self.failing = failing
+        self.release = anyio.Event()
+        self.asked: list[str] = []
+        self.saved: list[str] = []
+
+    def has(self, field: str, ids: list[str]) -> Callable[[], Awaitable[bool]]:
+        """A check for ``settle.until``: ``asked`` or ``saved`` is ``ids``."""
+        async def check() -> bool:
+            return getattr(self, field) == ids
+        return check
+
+    async def set_cursor(self, topic: str, last_id: str) -> None:
+        self.asked.append(last_id)
+        await self.release.wait()
+        if self.failing:
+            self.failing -= 1
+            raise StoreError("the journal could not be written: database or disk is full")
+        await self.journal.set_cursor(topic, last_id)
+        self.saved.append(last_id)
+
+
+async def test_a_flood_on_the_response_topic_moves_the_cursor_in_one_write_not_one_each(
+        tmp_path: Path) -> None:
+    """The reader wrote its cursor once per message and read the next only after: behind a
+    flood of 1,000 posts, the one real Approve waited for 1,000 journal writes in order (a
+    slow disk: minutes). Now the reader only says where it is; while a write is held, 999
+    messages are read without waiting, and what they moved is one more write, of the newest."""
+    store = journal_at(tmp_path / "state.db")
+    held = _HeldCursor(NotifyJournal(AsyncJournal(store)))
+    cursor = Cursor(held, "srv/responses")  # type: ignore[arg-type]
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cursor.run)
+                cursor.advance("m0")
+                await all_blocked()
+                assert held.asked == ["m0"], "the first write is under way (and held)"
+                for n in range(1, 1000):
+                    cursor.advance(f"m{n}")  # returns at once: the reader waits for nothing
+                held.release.set()
+                await until(held.has("saved", ["m0", "m999"]))
+                await all_blocked()
+                tg.cancel_scope.cancel()
+        assert held.asked == ["m0", "m999"]
+        assert await held.journal.cursor("srv/responses") == "m999"
+    finally:
+        store.close()
+
+
+async def test_the_readers_stop_saves_the_newest_cursor_and_a_failed_write_is_tried_again(
+        tmp_path: Path) -> None:
+    """A full disk fails a cursor write: logged, the reader goes on, and the next message's
+    write saves the newer id. The reader's stop (its scope cancelled) still writes the newest
+    id not yet saved, so a clean restart re-reads nothing; a second stop writes nothing."""
+    store = journal_at(tmp_path / "state.db")
+    held = _HeldCursor(NotifyJournal(AsyncJournal(store)), failing=1)
+    held.release.set()
+    cursor = Cursor(held, "srv/responses")  # type: ignore[arg-type]
+    try:
+        with anyio.fail_after(10), capture_logs() as logs:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cursor.run)
+                cursor.advance("m1")
+                await until(held.has("asked", ["m1"]))
+                await all_blocked()
+                assert held.saved == []
+                cursor.advance("m2")
+                await until(held.has("saved", ["m2"]))
+                tg.cancel_scope.cancel()
+            cursor.advance("m3")  # read just before the stop: no write yet
+            with anyio.CancelScope() as stopping:
+                stopping.cancel()
+                await cursor.flush()
+            await cursor.flush()
+        assert held.saved == ["m2", "m3"]
+        assert await held.journal.cursor("srv/responses") == "m3"
+        [failed] = [e for e in logs if e["event"] == "notify_cursor_not_saved"]
+        assert "disk is full" in failed["error"] and failed["topic"] == "srv/responses"
+    finally:
+        store.close()

@@ -4,8 +4,9 @@ and the alert channels, and the taps and replies that come back.
 - ``_service``: ``NotifyService``, one ``TeamNotifier`` per team with ``[notify]``;
 - ``_needs_you``: what needs the operator now (the live view reads it too);
 - ``_messages``: what a notification says; ``_policy``: how much is pushed, and when;
-- ``_ntfy``, ``_alerts``: the channels; ``_tokens``, ``_responses``, ``_refusals``: the
-  buttons' tokens, the response topic applied, what it refused;
+- ``_ntfy``, ``_alerts``: the channels; ``_tokens``, ``_responses``, ``_refusals``,
+  ``_cursor``: the buttons' tokens, the response topic applied, what it refused, where its
+  reader is;
 - ``_journal``: its tables; ``_api``: ``notify_test`` on the control API.
 """
 

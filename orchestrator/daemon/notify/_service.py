@@ -31,6 +31,7 @@ import anyio
 import structlog
 
 from orchestrator.daemon.notify._alerts import Alerts
+from orchestrator.daemon.notify._cursor import Cursor
 from orchestrator.daemon.notify._journal import NotifyJournal
 from orchestrator.daemon.notify._messages import Channel, Composer
 from orchestrator.daemon.notify._needs_you import Landings, NeedsYou, Pulls, gather
@@ -186,6 +187,7 @@ class TeamNotifier:
         cursor_key = f"{channel.ntfy.server}/{channel.response_topic}"
         since = await nonces.cursor(cursor_key) or str(int(self._clock()))
         limiter = anyio.CapacityLimiter(CONCURRENT_ACTIONS)
+        cursor = Cursor(nonces, cursor_key)  # saved behind the reader, never waited on
 
         async with anyio.create_task_group() as tg:
             async def handle(text: str) -> None:
@@ -194,9 +196,13 @@ class TeamNotifier:
 
             async def on_message(event: dict[str, Any]) -> None:
                 tg.start_soon(handle, str(event.get("message", ""))[:8192])
-                await nonces.set_cursor(cursor_key, str(event["id"]))
+                cursor.advance(str(event["id"]))
 
-            await channel.ntfy.follow(channel.response_topic, since, on_message)
+            tg.start_soon(cursor.run, name=f"notify cursor {self.team}")
+            try:
+                await channel.ntfy.follow(channel.response_topic, since, on_message)
+            finally:
+                await cursor.flush()
 
     # -- receipts -----------------------------------------------------------------------------
 
