@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
@@ -324,4 +325,62 @@ async def test_the_readers_stop_saves_the_newest_cursor_and_a_failed_write_is_tr
         [failed] = [e for e in logs if e["event"] == "notify_cursor_not_saved"]
         assert "disk is full" in failed["error"] and failed["topic"] == "srv/responses"
     finally:
+        store.close()
+
+
+async def test_a_flood_is_read_only_as_fast_as_its_posts_are_handled(
+        ntfy: FakeNtfy, tmp_path: Path) -> None:
+    """Waiting for each cursor write also bounded the reader; saved behind it, the bound is the
+    reader's own: a post is read once one of the 16 action slots is free. 100 posts whose
+    handling is held: 16 are handled at once, the reader waits with the cursor at the 16th,
+    and once let through every post is handled, in order, and the cursor ends at the last
+    (written by the reader's stop at the latest)."""
+    async with httpx.AsyncClient() as client:
+        ids = [(await client.post(f"{ntfy.url}/tc-flood-r", content=f"post {n}")).json()["id"]
+               for n in range(100)]
+    release = anyio.Event()
+    started: list[str] = []
+    done: list[str] = []
+
+    async def handle(text: str) -> None:
+        started.append(text)
+        await release.wait()
+        done.append(text)
+
+    async def all_done() -> bool:
+        return len(done) == 100
+
+    async def nothing() -> list[NeedsYou]:
+        return []
+
+    store = journal_at(tmp_path / "state.db")
+    nonces = NotifyJournal(AsyncJournal(store))
+    channel = Channel(Ntfy(ntfy.url, None, Backoff(request_timeout=5.0)), "tc-flood",
+                      "tc-flood-r", Signer(KEY))
+    key = f"{channel.ntfy.server}/tc-flood-r"
+
+    def cursor_at(last_id: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await nonces.cursor(key) == last_id
+        return check
+
+    notifier = TeamNotifier("web", NotifySection(), channel, gather_items=nothing,
+                            changes=Changes(), nonces=nonces, clock=lambda: 0.0,
+                            responder=SimpleNamespace(  # type: ignore[arg-type]
+                                handle=handle, refused=RefusalTally("web")))
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(notifier.run)
+                await until(cursor_at(ids[15]))
+                await all_blocked()
+                assert len(started) == 16 and done == []
+                assert await nonces.cursor(key) == ids[15], "the reader waits for a slot"
+                release.set()
+                await until(all_done)
+                tg.cancel_scope.cancel()
+        assert started == done == [f"post {n}" for n in range(100)]
+        assert await nonces.cursor(key) == ids[-1]
+    finally:
+        await channel.ntfy.aclose()
         store.close()

@@ -186,15 +186,20 @@ class TeamNotifier:
         assert responder is not None
         cursor_key = f"{channel.ntfy.server}/{channel.response_topic}"
         since = await nonces.cursor(cursor_key) or str(int(self._clock()))
-        limiter = anyio.CapacityLimiter(CONCURRENT_ACTIONS)
+        # a post is read once a slot is free: the reader goes as fast as posts are handled
+        # (a junk post in microseconds), and a flood holds at most this many tasks
+        slots = anyio.Semaphore(CONCURRENT_ACTIONS)
         cursor = Cursor(nonces, cursor_key)  # saved behind the reader, never waited on
 
         async with anyio.create_task_group() as tg:
             async def handle(text: str) -> None:
-                async with limiter:
+                try:
                     await responder.handle(text)
+                finally:
+                    slots.release()
 
             async def on_message(event: dict[str, Any]) -> None:
+                await slots.acquire()
                 tg.start_soon(handle, str(event.get("message", ""))[:8192])
                 cursor.advance(str(event["id"]))
 
