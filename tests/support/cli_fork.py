@@ -90,8 +90,9 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     global _context
     if _context is None:
         context = multiprocessing.get_context("forkserver")
-        # the race finder, when the run loaded it, slows the daemons forked from here too
-        finder = [name for name in ("tests.support.slow_journal",) if name in sys.modules]
+        # the race finders, when the run loaded them, slow the daemons forked from here too
+        finder = [name for name in ("tests.support.slow_journal", "tests.support.slow_spawn")
+                  if name in sys.modules]
         context.set_forkserver_preload(_PRELOAD + finder)
         _context = context
     assert _context is not None
