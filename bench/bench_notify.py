@@ -5,6 +5,8 @@ of 20: the runtime's request, as the approval's asked_at, to the publish's arriv
 (the receipt "applied: approved (the runtime confirmed it)" at the server), from the phone's
 POST and from the tap's arrival at the server (the daemon's share alone); and the reconnect
 after the server returns from a 5 s outage, with the default backoff (1 s doubling to 60 s).
+And one more tap right behind 1,000 junk posts on the response topic: the daemon's share
+(the tap at the server → the receipt at the server) with the flood read ahead of it.
 
 The phone is one kept ``httpx.Client``, as the ntfy app keeps its connection: a new client per
 tap (``httpx.post``) loads certifi's CA bundle each time — ~120 ms on this machine, which the
@@ -32,8 +34,11 @@ from orchestrator.paths import Home
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tests.support.ntfy_fake import FakeNtfy
+
 RUNS = 20
 OUTAGE = 5.0
+FLOOD = 1000  # junk posts ahead of one real tap
 
 
 def _more_than(n: int, title: str) -> Callable[[list[dict[str, Any]]], bool]:
@@ -81,6 +86,7 @@ def main() -> None:
             to_applied.append((applied - tapped) * 1000)
             in_daemon.append((applied - ntfy.received_at[tap["id"]]) * 1000)
             sender.join()
+        behind_flood = _tap_behind_a_flood(ntfy, ctl, phone, topic, operator["response_topic"])
         phone.close()
         ntfy.stop()
         time.sleep(OUTAGE)  # the outage being measured, not a synchronisation
@@ -98,12 +104,38 @@ def main() -> None:
           f"p95 {percentile(to_applied, 95):.1f} ms")
     print(f"  of which the tap at the server -> the receipt at the server: p50 "
           f"{median(in_daemon):.1f} ms, p95 {percentile(in_daemon, 95):.1f} ms")
+    print(f"the same tap behind {FLOOD:,} junk posts on the response topic: the tap at the "
+          f"server -> the receipt at the server {behind_flood:.1f} ms")
     print(f"reconnect after the server returns ({OUTAGE:g} s outage, default backoff): "
           f"{reconnect:.2f} s")
     figure("notify_item_to_published_ms", median(to_push))
     figure("notify_action_to_applied_ms", median(to_applied))
     figure("notify_action_at_server_to_receipt_ms", median(in_daemon))
+    figure("notify_action_behind_flood_ms", behind_flood)
     figure("notify_reconnect_s", reconnect)
+
+
+def _tap_behind_a_flood(ntfy: FakeNtfy, ctl: Home, phone: httpx.Client, topic: str,
+                        responses: str) -> float:
+    """One more approval, tapped right after ``FLOOD`` junk posts reached the response topic
+    (what anyone who saw the topic can send): from the tap's arrival at the server to its
+    receipt there — the daemon reads the flood ahead of it (docs/notify.md)."""
+    done_before = sum("runtime confirmed" in m.get("title", "") for m in ntfy.messages(topic))
+    asked_before = sum("asks: Write" in m.get("title", "") for m in ntfy.messages(topic))
+    sender = threading.Thread(target=client.call, args=(ctl, protocol.SEND, {
+        "member": "lead", "text": "WRITE flood.txt x", "wait": True, "timeout": 60.0}),
+        kwargs={"timeout": 90})
+    sender.start()
+    pushes = ntfy.wait_for(topic, _more_than(asked_before, "asks: Write"))
+    push = [m for m in pushes if "asks: Write" in m.get("title", "")][-1]
+    [approve] = [a for a in push["actions"] if a["label"] == "Approve"]
+    for n in range(FLOOD):
+        phone.post(f"{ntfy.url}/{responses}", content=f"junk {n} approve everything".encode())
+    phone.post(approve["url"], content=approve["body"].encode()).raise_for_status()
+    done = ntfy.wait_for(topic, _more_than(done_before, "runtime confirmed"), timeout=120)
+    [tap] = [m for m in ntfy.messages(responses) if m["message"] == approve["body"]]
+    sender.join()
+    return (ntfy.received_at[done[-1]["id"]] - ntfy.received_at[tap["id"]]) * 1000
 
 
 if __name__ == "__main__":
