@@ -384,3 +384,25 @@ async def test_a_flood_is_read_only_as_fast_as_its_posts_are_handled(
     finally:
         await channel.ntfy.aclose()
         store.close()
+
+
+async def test_a_hostile_servers_message_id_is_kept_as_data_and_logged_nowhere(
+        tmp_path: Path) -> None:
+    """The ids are the ntfy server's (the operator's choice of server, not a poster's), but a
+    hostile one could send any string up to a line's bound: quotes, a newline, NUL, SQL,
+    terminal escapes. The cursor keeps it as a bound parameter, byte for byte, gives it back
+    after the journal is reopened (a restart), and no log line carries it."""
+    hostile = ("x'); DROP TABLE notify_cursors; --\n\x00\x1b]52;c;cm0gLXJm\x07"
+               + "\u202e" + "Z" * 4000)
+    store = journal_at(tmp_path / "state.db")
+    cursor = Cursor(NotifyJournal(AsyncJournal(store)), "srv/responses")
+    with capture_logs() as logs:
+        cursor.advance(hostile)
+        await cursor.flush()
+    store.close()
+    store = journal_at(tmp_path / "state.db")  # the daemon restarted
+    try:
+        assert await NotifyJournal(AsyncJournal(store)).cursor("srv/responses") == hostile
+    finally:
+        store.close()
+    assert all("DROP TABLE" not in repr(e) for e in logs)
