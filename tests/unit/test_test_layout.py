@@ -70,8 +70,20 @@ def test_no_test_module_lives_in_support() -> None:
 
 
 def test_every_switch_a_fake_cli_reads_is_in_the_testing_guides_list() -> None:
-    fakes = sorted((REPO / "fixtures" / "bin").iterdir())
+    fakes = sorted((REPO / "fixtures").glob("fake_*.py"))
     read = {name for path in fakes for name in _READ.findall(path.read_text())}
     assert len(read) > 40, "the pattern still finds the fakes' reads"
     guide = (REPO / "docs" / "dev" / "testing.md").read_text()
     assert sorted(name for name in read if f"`{name}" not in guide) == []
+
+
+def test_every_fake_cli_is_a_stub_that_runs_its_module() -> None:
+    """fixtures/bin/<name> runs fixtures/fake_<name>.py from its bytecode (fake_main.py): a
+    fake's logic written into the stub would be compiled afresh at every start again."""
+    modules = {path.stem for path in (REPO / "fixtures").glob("fake_*.py")} - {"fake_main"}
+    run = {}
+    for stub in sorted((REPO / "fixtures" / "bin").iterdir()):
+        text = stub.read_text()
+        assert len(text.splitlines()) <= 12, f"{stub.name} is a stub, its logic in a module"
+        run[stub.name] = text.rpartition('run("')[2].partition('")')[0]
+    assert sorted(run.values()) == sorted(modules), run
