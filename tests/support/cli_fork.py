@@ -9,8 +9,10 @@ worker), a call is still its own process — its own pid, environment, working d
 stdin/stdout/stderr and exit status, killed at its timeout — and runs the same ``main()``;
 only the interpreter's start and the imports are shared. What that leaves untested (the CLI's
 own start: imports, ``python -m orchestrator``) is run by every test that starts a CLI with
-``Popen`` (``logs -f``, the MCP server), by the commands that stay long-lived processes
-here (``_EXEC``), by the e2e tests, and by ``bench_scale.py cli``.
+``Popen`` (the MCP server), by the commands that stay new interpreters here (``_EXEC``: a
+``teamctl.run("logs", ...)``, ``ui``), by the e2e tests, and by ``bench_scale.py cli``.
+The tests' log follower (``teamctl logs -f --json``, ~120 a run) is forked too
+(``start_call``: its stdout a pipe the test reads as it comes).
 ``TEAMCTL_TEST_CLI=exec`` runs every call as a new interpreter instead (in the tests' environment:
 every call; in one call's ``extra_env``: that call, and the daemon it starts).
 
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["run_cli"]
+__all__ = ["ForkedCall", "run_cli", "start_call"]
 
 # long-lived or terminal-bound commands: a new interpreter, as the operator starts them
 _EXEC = frozenset({"daemon", "mcp", "ui", "logs"})
@@ -79,6 +81,56 @@ def run_cli(args: list[str], *, input: str | None, timeout: float, env: dict[str
         return subprocess.CompletedProcess(argv, process.exitcode, _read(out), _read(err))
 
 
+class ForkedCall:
+    """A long-lived call (``start_call``): ``fileno()``, the read end of its standard output,
+    a pipe; ``terminate``: SIGTERM, as ``Popen``'s, then reaped (killed past ``timeout``)."""
+
+    def __init__(self, process: Any, stdout: Any) -> None:
+        self._process = process  # a fork server's Process, or a Popen (TEAMCTL_TEST_CLI=exec)
+        self._stdout = stdout  # a multiprocessing Connection or a Popen's stdout, read raw
+
+    def fileno(self) -> int:
+        return int(self._stdout.fileno())
+
+    def terminate(self, timeout: float) -> None:
+        self._process.terminate()
+        if isinstance(self._process, subprocess.Popen):
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        else:
+            self._process.join(timeout)
+            if self._process.exitcode is None:
+                self._process.kill()
+                self._process.join()
+        self._stdout.close()
+
+
+def start_call(args: list[str], *, env: dict[str, str], cwd: Path) -> ForkedCall:
+    """``teamctl ARGS`` forked from the fork server, its stdout a pipe (stdin and stderr
+    /dev/null): a follower such as ``logs -f --json`` that a test reads as it writes. A new
+    interpreter under ``TEAMCTL_TEST_CLI=exec``, as ``run_cli``'s calls."""
+    if "exec" in (os.environ.get("TEAMCTL_TEST_CLI"), env.get("TEAMCTL_TEST_CLI")) \
+            or sys.platform != "linux":
+        popen = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], env=env,
+                                 cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+        return ForkedCall(popen, popen.stdout)
+    read, write = multiprocessing.Pipe(duplex=False)  # the write end is passed by descriptor
+    process = _forkserver().Process(target=_stream_call, args=(args, env, str(cwd), write))
+    process.start()
+    write.close()
+    return ForkedCall(process, read)
+
+
+def _stream_call(args: list[str], env: dict[str, str], cwd: str, write: Any) -> None:
+    os.dup2(write.fileno(), 1)
+    write.close()
+    _call(args, env, cwd, os.devnull, None, os.devnull)
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -93,16 +145,17 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
         # the race finders, when the run loaded them, slow the daemons forked from here too
         finder = [name for name in ("tests.support.slow_journal", "tests.support.slow_spawn")
                   if name in sys.modules]
-        context.set_forkserver_preload(_PRELOAD + finder)
+        context.set_forkserver_preload(_PRELOAD + finder + ["tests.support.warm_fork"])
         _context = context
     assert _context is not None
     return _context
 
 
-def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: str,
+def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: str | None,
           stderr: str) -> None:
-    """In the forked process: become the call (environment, directory, stdio), run the CLI's
-    ``main()``, exit with its status without the forkserver's own exit handling."""
+    """In the forked process: become the call (environment, directory, stdio: ``stdout``
+    None keeps the descriptor it has), run the CLI's ``main()``, exit with its status without
+    the forkserver's own exit handling."""
     code = 1
     try:
         os.chdir(cwd)
@@ -111,6 +164,8 @@ def _call(args: list[str], env: dict[str, str], cwd: str, stdin: str, stdout: st
         for fd, path, flags in ((0, stdin, os.O_RDONLY),
                                 (1, stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            if path is None:
+                continue
             opened = os.open(path, flags, 0o600)
             os.dup2(opened, fd)
             os.close(opened)

@@ -11,16 +11,16 @@ import json
 import os
 import select
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.support.cli_fork import run_cli
+from tests.support.cli_fork import run_cli, start_call
 from tests.support.processes import wait_pid_exit
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,21 +192,18 @@ def fakes_path(path: str) -> str:
 
 
 class LogFollower:
-    """``teamctl logs -f --json`` in a subprocess; wait for an event with a deadline."""
+    """``teamctl logs -f --json`` in a process of its own (forked as the CLI calls are:
+    cli_fork.start_call); wait for an event with a deadline."""
 
     def __init__(self, ctl: Teamctl) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "logs", "-f", "--json"], env=ctl.env,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctl.workdir,
-        )
+        self._process = start_call(["logs", "-f", "--json"], env=ctl.env, cwd=ctl.workdir)
         self._buffer = b""
         self.seen: list[dict[str, Any]] = []
 
     def wait_for(self, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
         """The first event (from the start of the log) that matches, waiting for it."""
         checked = 0
-        assert self._process.stdout is not None
-        fd = self._process.stdout.fileno()
+        fd = self._process.fileno()
         deadline = _monotonic() + timeout
         while True:
             for event in self.seen[checked:]:
@@ -241,10 +238,7 @@ class LogFollower:
         return self.wait_for(after, timeout)
 
     def close(self) -> None:
-        self._process.terminate()
-        self._process.wait(timeout=10)
-        if self._process.stdout is not None:
-            self._process.stdout.close()
+        self._process.terminate(timeout=10)
 
 
 def _monotonic() -> float:
