@@ -10,11 +10,15 @@ stdin/stdout/stderr and exit status, killed at its timeout — and runs the same
 only the interpreter's start and the imports are shared. What that leaves untested (the CLI's
 own start: imports, ``python -m orchestrator``) is run by every test that starts a CLI with
 ``Popen`` (the MCP server), by the commands that stay new interpreters here (``_EXEC``: a
-``teamctl.run("logs", ...)``, ``ui``), by the e2e tests, and by ``bench_scale.py cli``.
+``teamctl.run("logs", ...)``, ``ui``), by ``TEAMCTL_TEST_CLI=exec`` (below), and by
+``bench_scale.py cli``.
 The tests' log follower (``teamctl logs -f --json``, ~120 a run) is forked too
 (``start_call``: its stdout a pipe the test reads as it comes).
 ``TEAMCTL_TEST_CLI=exec`` runs every call as a new interpreter instead (in the tests' environment:
-every call; in one call's ``extra_env``: that call, and the daemon it starts).
+every call and follower; in one call's ``extra_env``: that call, and the daemon it starts:
+test_team_lifecycle's background-daemon test). The fork server is warmed before it forks
+(``warm_fork``). The e2e tests' calls are forked the same way: their subject is the real
+agent CLIs.
 
 The daemon a call starts (``ensure_daemon``: ``python -m orchestrator.daemon --notify-fd N``,
 detached) is forked the same way, for the same reason: a daemon's start was ~0.3 s of CPU
@@ -23,7 +27,7 @@ process, that one ``Popen`` becomes a fork that does what the ``Popen`` asked �
 stdin from /dev/null, stdout and stderr to the daemon's log, every descriptor closed but the
 ready pipe, the environment it was given — and runs ``orchestrator.daemon``'s ``__main__``;
 any other ``Popen`` is left alone. The daemon's own start (``python -m orchestrator.daemon``)
-is still run by every e2e test, ``bench_scale.py`` and ``TEAMCTL_TEST_CLI=exec``.
+is still run by ``bench_scale.py`` and ``TEAMCTL_TEST_CLI=exec``.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ loader, which reads every installed distribution's entry points through ``import
 and built the team file's models, which the project defers to their first use
 (``defer_build``): ~40 ms of a ``launch``'s ~58 ms of CPU, ~80 ms of a daemon's ~210. Then
 ``gc.freeze()``: a collection in a forked process never walks (and so never copies) the
-preloaded objects. What this leaves untested — a fresh interpreter's imports, a model built at
-first use — is tested by tests/integration/test_fresh_imports.py, ``TEAMCTL_TEST_CLI=exec`` and
-the e2e tests, as cli_fork's docstring says."""
+preloaded objects. What this leaves untested in the integration layer — a fresh interpreter's
+imports, a model built at first use — is tested by tests/integration/test_fresh_imports.py, the
+calls that use ``TEAMCTL_TEST_CLI=exec`` (test_team_lifecycle's launch and the daemon it
+starts) and the unit layer, which builds each model at its first use."""
 
 from __future__ import annotations
 
