@@ -6,7 +6,7 @@ forked): a daemon imported ~78 modules after its fork (anyio's asyncio backend, 
 the Claude adapter, httpx for ntfy, the forge and telemetry), a ``launch`` ~29 (pydantic's plugin
 loader, which reads every installed distribution's entry points through ``importlib.metadata``)
 and built the team file's models, which the project defers to their first use
-(``defer_build``): ~40 ms of a ``launch``'s ~58 ms of CPU, ~80 ms of a daemon's ~210. Then
+(``defer_build``). Done here: a ``launch`` 58 -> 18 ms of CPU, a daemon's life ~206 -> ~167 ms. Then
 ``gc.freeze()``: a collection in a forked process never walks (and so never copies) the
 preloaded objects. What this leaves untested in the integration layer — a fresh interpreter's
 imports, a model built at first use — is tested by tests/integration/test_fresh_imports.py, the
