@@ -97,7 +97,10 @@ def main() -> None:
     print(f"codex: {codex} ({'real' if codex == REAL else 'fake: run make e2e for the real one'})")
     with FakeResponses() as api, tempfile.TemporaryDirectory(prefix="tc-app-") as tmp:
         memory(codex, api, Path(tmp))
-        interrupts(codex, api, Path(tmp))
+        if codex == REAL:  # the fake answers without the API: no request of its can stall
+            interrupts(codex, api, Path(tmp))
+        else:
+            print("a stalled turn: skipped figure (the real codex is not installed: make e2e)")
 
 
 if __name__ == "__main__":
